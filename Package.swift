@@ -1,0 +1,53 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let package = Package(
+    name: "uploadq",
+    platforms: [.macOS(.v15)],
+    products: [
+        .library(name: "UploadQueue", targets: ["UploadQueue"]),
+        .executable(name: "uploadq", targets: ["uploadq"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    ],
+    targets: [
+        // libmagic: the content type of each accepted file.
+        .systemLibrary(name: "CMagic", providers: [.apt(["libmagic-dev"])]),
+        // Linux calls Swift cannot reach directly (renameat2, inotify records) and SHA-256 from libcrypto.
+        .target(
+            name: "CUploadQueueSystem",
+            linkerSettings: [.linkedLibrary("crypto")]
+        ),
+        .target(
+            name: "UploadQueue",
+            dependencies: [
+                "CMagic",
+                "CUploadQueueSystem",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "uploadq",
+            dependencies: [
+                "UploadQueue",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .testTarget(
+            name: "UploadQueueTests",
+            dependencies: [
+                "UploadQueue",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ]
+        ),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,42 @@
+#ifndef CUPLOADQUEUESYSTEM_H
+#define CUPLOADQUEUESYSTEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/// renameat2(2) with RENAME_NOREPLACE: Swift's Glibc module does not export it (it needs _GNU_SOURCE).
+int uploadq_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
+
+/// inotify mask bits, exposed as functions because they are macros.
+uint32_t uploadq_in_close_write(void);
+uint32_t uploadq_in_moved_to(void);
+uint32_t uploadq_in_create(void);
+uint32_t uploadq_in_modify(void);
+uint32_t uploadq_in_delete_self(void);
+uint32_t uploadq_in_move_self(void);
+uint32_t uploadq_in_onlydir(void);
+uint32_t uploadq_in_q_overflow(void);
+uint32_t uploadq_in_ignored(void);
+uint32_t uploadq_in_isdir(void);
+
+/// One record of an inotify read buffer, decoded (inotify_event has a flexible array member Swift cannot read).
+typedef struct {
+    int32_t wd;
+    uint32_t mask;
+    const char *name;   // NUL-terminated, empty when the event concerns the watched directory itself
+    size_t record_length;
+} uploadq_inotify_record;
+
+/// Decodes the record at `offset` of a buffer filled by read(2) on an inotify descriptor; returns 0, or -1 when
+/// the remaining bytes do not hold a whole record.
+int uploadq_inotify_record_at(const void *buffer, size_t length, size_t offset, uploadq_inotify_record *out);
+
+/// Incremental SHA-256 over libcrypto's EVP interface (opaque handle, so no OpenSSL types reach Swift).
+void *uploadq_sha256_new(void);
+int uploadq_sha256_update(void *context, const void *data, size_t length);
+/// Writes 32 bytes to `digest` and frees the context.
+int uploadq_sha256_finish(void *context, unsigned char *digest);
+void uploadq_sha256_free(void *context);
+
+#endif

@@ -1,0 +1,70 @@
+#define _GNU_SOURCE
+#include "CUploadQueueSystem.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <openssl/evp.h>
+
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1 << 0)
+#endif
+
+int uploadq_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath) {
+#ifdef __linux__
+    return (int)syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, RENAME_NOREPLACE);
+#else
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+uint32_t uploadq_in_close_write(void) { return IN_CLOSE_WRITE; }
+uint32_t uploadq_in_moved_to(void) { return IN_MOVED_TO; }
+uint32_t uploadq_in_create(void) { return IN_CREATE; }
+uint32_t uploadq_in_modify(void) { return IN_MODIFY; }
+uint32_t uploadq_in_delete_self(void) { return IN_DELETE_SELF; }
+uint32_t uploadq_in_move_self(void) { return IN_MOVE_SELF; }
+uint32_t uploadq_in_onlydir(void) { return IN_ONLYDIR; }
+uint32_t uploadq_in_q_overflow(void) { return IN_Q_OVERFLOW; }
+uint32_t uploadq_in_ignored(void) { return IN_IGNORED; }
+uint32_t uploadq_in_isdir(void) { return IN_ISDIR; }
+
+int uploadq_inotify_record_at(const void *buffer, size_t length, size_t offset, uploadq_inotify_record *out) {
+    if (offset + sizeof(struct inotify_event) > length) return -1;
+    const struct inotify_event *event = (const struct inotify_event *)((const char *)buffer + offset);
+    size_t total = sizeof(struct inotify_event) + event->len;
+    if (offset + total > length) return -1;
+    out->wd = event->wd;
+    out->mask = event->mask;
+    out->name = event->len > 0 ? event->name : "";
+    out->record_length = total;
+    return 0;
+}
+
+void *uploadq_sha256_new(void) {
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    if (context == NULL) return NULL;
+    if (EVP_DigestInit_ex(context, EVP_sha256(), NULL) != 1) {
+        EVP_MD_CTX_free(context);
+        return NULL;
+    }
+    return context;
+}
+
+int uploadq_sha256_update(void *context, const void *data, size_t length) {
+    return EVP_DigestUpdate((EVP_MD_CTX *)context, data, length) == 1 ? 0 : -1;
+}
+
+int uploadq_sha256_finish(void *context, unsigned char *digest) {
+    unsigned int written = 0;
+    int ok = EVP_DigestFinal_ex((EVP_MD_CTX *)context, digest, &written);
+    EVP_MD_CTX_free((EVP_MD_CTX *)context);
+    return (ok == 1 && written == 32) ? 0 : -1;
+}
+
+void uploadq_sha256_free(void *context) { EVP_MD_CTX_free((EVP_MD_CTX *)context); }

@@ -1,0 +1,167 @@
+import Foundation
+
+/// Finds, reads and validates the TOML config; every problem names the file, the line and the key.
+public enum ConfigurationLoader {
+    /// The name shown in errors about the built-in default.
+    public static let embeddedName = "<embedded default>"
+
+    /// Where the config comes from, by the contract's order: `--config`, `$UPLOADQ_CONFIG`,
+    /// `./Config/uploadq.toml`, `/etc/uploadq/uploadq.toml`, else the embedded default (nil).
+    public static func locate(explicit: String?, environment: [String: String] = ProcessInfo.processInfo.environment,
+                              workingDirectory: String = FileManager.default.currentDirectoryPath) -> String? {
+        if let explicit { return explicit }
+        if let fromEnvironment = environment["UPLOADQ_CONFIG"], !fromEnvironment.isEmpty { return fromEnvironment }
+        let local = (workingDirectory as NSString).appendingPathComponent("Config/uploadq.toml")
+        if FileManager.default.fileExists(atPath: local) { return local }
+        if FileManager.default.fileExists(atPath: "/etc/uploadq/uploadq.toml") { return "/etc/uploadq/uploadq.toml" }
+        return nil
+    }
+
+    /// Loads the config at `path`, or the embedded default (relative paths then resolve against the working
+    /// directory).
+    public static func load(path: String?, workingDirectory: String = FileManager.default.currentDirectoryPath)
+        throws(ConfigurationError) -> Configuration
+    {
+        guard let path else {
+            return try parse(DefaultConfiguration.text, file: embeddedName, baseDirectory: workingDirectory)
+        }
+        let absolute = absolutePath(path, base: workingDirectory)
+        guard let data = FileManager.default.contents(atPath: absolute) else {
+            throw ConfigurationError(file: path, line: nil, key: nil, message: "cannot read the config file (missing or not readable)")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError(file: path, line: nil, key: nil, message: "the config file is not UTF-8 text")
+        }
+        var configuration = try parse(text, file: absolute, baseDirectory: (absolute as NSString).deletingLastPathComponent)
+        configuration.file = absolute
+        return configuration
+    }
+
+    /// Parses config text; relative paths resolve against `baseDirectory`.
+    public static func parse(_ text: String, file: String, baseDirectory: String) throws(ConfigurationError) -> Configuration {
+        let document: TOMLTable
+        do {
+            document = try TOMLParser.parse(text)
+        } catch {
+            throw ConfigurationError(file: file, line: error.line, key: nil, message: "TOML syntax: \(error.message) (column \(error.column))")
+        }
+        var root = ConfigurationTable(document, path: "", file: file)
+        let stateDirectory = absolutePath(try root.string("state_dir") ?? ".uploadq", base: baseDirectory)
+
+        var limits = Configuration.Limits()
+        if var table = try root.table("limits") {
+            limits.concurrency = Int(try table.integer("concurrency", range: 1...256) ?? 4)
+            try table.rejectUnknownKeys()
+        }
+
+        var retry = RetryPolicy()
+        if var table = try root.table("retry") {
+            if let text = try table.string("backoff") {
+                guard let backoff = RetryPolicy.Backoff(rawValue: text) else {
+                    throw table.error("backoff", "must be one of: \(RetryPolicy.Backoff.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                retry.backoff = backoff
+            }
+            retry.initialInterval = try table.duration("initial_interval", minimum: .milliseconds(10)) ?? retry.initialInterval
+            retry.initialAttempts = Int(try table.integer("initial_attempts", range: 0...1_000_000) ?? Int64(retry.initialAttempts))
+            retry.laterInterval = try table.duration("later_interval", minimum: .milliseconds(10)) ?? retry.laterInterval
+            retry.jitter = try table.float("jitter", range: 0...1) ?? retry.jitter
+            try table.rejectUnknownKeys()
+        }
+
+        var link = Configuration.Link()
+        if var table = try root.table("link") {
+            if let mode = try table.string("mode") {
+                guard mode == "auto" else {
+                    throw table.error("mode", "\"\(mode)\": this version classifies every link as unmetered; "
+                        + "only \"auto\" is accepted until link policies are supported")
+                }
+                link.mode = mode
+            }
+            link.meteredInterfaces = try table.stringArray("metered_interfaces") ?? link.meteredInterfaces
+            try table.rejectUnknownKeys()
+        }
+
+        var bandwidth = Configuration.Bandwidth()
+        if var table = try root.table("bandwidth") {
+            bandwidth.metered = try table.byteCount("metered") ?? 0
+            bandwidth.unmetered = try table.byteCount("unmetered") ?? 0
+            try table.rejectUnknownKeys()
+        }
+
+        var destinations: [String: Destination] = [:]
+        if var table = try root.table("destinations") {
+            for name in table.table.keys {
+                guard var entry = try table.table(name) else { continue }
+                destinations[name] = try destination(named: name, from: &entry, baseDirectory: baseDirectory)
+                try entry.rejectUnknownKeys()
+            }
+        }
+
+        var spool: Configuration.Spool?
+        if var table = try root.table("spool") {
+            let directory = absolutePath(try table.string("dir") ?? "spool", base: baseDirectory)
+            var value = Configuration.Spool(directory: directory)
+            if let name = try table.string("destination") {
+                guard destinations[name] != nil else {
+                    throw table.error("destination", "no destination named \"\(name)\" (define [destinations.\(name)])")
+                }
+                value.destination = name
+            } else if destinations[value.destination] == nil {
+                throw ConfigurationError(file: file, line: table.table.line, key: "spool.destination",
+                                         message: "not set, and there is no destination named \"default\"")
+            }
+            value.quietPeriod = try table.duration("quiet_period") ?? value.quietPeriod
+            value.rescanInterval = try table.duration("rescan_interval", minimum: .milliseconds(100)) ?? value.rescanInterval
+            spool = value
+            try table.rejectUnknownKeys()
+        }
+        try root.rejectUnknownKeys()
+
+        return Configuration(file: nil, stateDirectory: stateDirectory, spool: spool, limits: limits, retry: retry,
+                             link: link, bandwidth: bandwidth, destinations: destinations)
+    }
+
+    private static func destination(named name: String, from table: inout ConfigurationTable,
+                                     baseDirectory: String) throws(ConfigurationError) -> Destination {
+        guard let protocolName = try table.string("protocol") else {
+            throw ConfigurationError(file: table.file, line: table.table.line, key: table.fullKey("protocol"),
+                                     message: "missing (supported: \(Destination.TransferProtocol.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        guard let transferProtocol = Destination.TransferProtocol(rawValue: protocolName) else {
+            let later = ["tus", "s3", "http-put", "http-post"].contains(protocolName)
+                ? "not available in this version" : "unknown"
+            throw table.error("protocol", "\"\(protocolName)\" is \(later) "
+                + "(supported: \(Destination.TransferProtocol.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        guard let url = try table.string("url") else {
+            throw ConfigurationError(file: table.file, line: table.table.line, key: table.fullKey("url"), message: "missing")
+        }
+        switch transferProtocol {
+        case .file:
+            guard url.hasPrefix("file://") else {
+                throw table.error("url", "a file destination needs a file:// URL, e.g. \"file://uploaded\" or \"file:///srv/photos\"")
+            }
+            let path = String(url.dropFirst("file://".count)).removingPercentEncoding ?? ""
+            guard !path.isEmpty else { throw table.error("url", "names no directory") }
+            var template = PathTemplate.defaultFileName
+            if let text = try table.string("name_template") {
+                do {
+                    template = try PathTemplate(text)
+                } catch {
+                    throw table.error("name_template", error.message)
+                }
+            }
+            let chunkSize = try table.byteCount("chunk_size", minimum: 4096) ?? (8 << 20)
+            return Destination(name: name, transferProtocol: .file, url: url,
+                               directory: absolutePath(path, base: baseDirectory), nameTemplate: template,
+                               chunkSize: chunkSize)
+        }
+    }
+
+    static func absolutePath(_ path: String, base: String) -> String {
+        let expanded = (path as NSString).expandingTildeInPath
+        let joined = expanded.hasPrefix("/") ? expanded : (base as NSString).appendingPathComponent(expanded)
+        return (joined as NSString).standardizingPath
+    }
+}

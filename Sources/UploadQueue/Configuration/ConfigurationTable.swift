@@ -1,0 +1,114 @@
+/// Reads typed values out of one TOML table and remembers which keys were read, so unknown keys are errors.
+struct ConfigurationTable {
+    let table: TOMLTable
+    /// Dotted path of this table (`destinations.photos`), empty for the root.
+    let path: String
+    let file: String
+    private(set) var used: Set<String> = []
+
+    init(_ table: TOMLTable, path: String, file: String) {
+        self.table = table
+        self.path = path
+        self.file = file
+    }
+
+    func fullKey(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+
+    func error(_ key: String, _ message: String, line: Int? = nil) -> ConfigurationError {
+        ConfigurationError(file: file, line: line ?? table[key]?.line ?? table.line, key: fullKey(key), message: message)
+    }
+
+    private mutating func value(_ key: String) -> TOMLValue? {
+        used.insert(key)
+        return table[key]
+    }
+
+    private func typeError(_ key: String, expected: String, got value: TOMLValue) -> ConfigurationError {
+        error(key, "expected \(expected), found \(value.typeName)")
+    }
+
+    mutating func string(_ key: String) throws(ConfigurationError) -> String? {
+        guard let value = value(key) else { return nil }
+        guard case .string(let text) = value.kind else { throw typeError(key, expected: "a string", got: value) }
+        return text
+    }
+
+    mutating func integer(_ key: String, range: ClosedRange<Int64>) throws(ConfigurationError) -> Int64? {
+        guard let value = value(key) else { return nil }
+        guard case .integer(let number) = value.kind else { throw typeError(key, expected: "an integer", got: value) }
+        guard range.contains(number) else {
+            throw error(key, "\(number) is out of range (\(range.lowerBound)…\(range.upperBound))")
+        }
+        return number
+    }
+
+    mutating func float(_ key: String, range: ClosedRange<Double>) throws(ConfigurationError) -> Double? {
+        guard let value = value(key) else { return nil }
+        let number: Double
+        switch value.kind {
+        case .float(let x): number = x
+        case .integer(let x): number = Double(x)
+        default: throw typeError(key, expected: "a number", got: value)
+        }
+        guard range.contains(number) else {
+            throw error(key, "\(number) is out of range (\(range.lowerBound)…\(range.upperBound))")
+        }
+        return number
+    }
+
+    mutating func stringArray(_ key: String) throws(ConfigurationError) -> [String]? {
+        guard let value = value(key) else { return nil }
+        guard case .array(let items) = value.kind else { throw typeError(key, expected: "an array of strings", got: value) }
+        var strings: [String] = []
+        for item in items {
+            guard case .string(let text) = item.kind else {
+                throw typeError(key, expected: "an array of strings", got: item)
+            }
+            strings.append(text)
+        }
+        return strings
+    }
+
+    /// A size: an integer number of bytes or a text like `8MiB`.
+    mutating func byteCount(_ key: String, minimum: Int64 = 0) throws(ConfigurationError) -> Int64? {
+        guard let value = value(key) else { return nil }
+        let bytes: Int64?
+        switch value.kind {
+        case .integer(let number): bytes = number >= 0 ? number : nil
+        case .string(let text): bytes = ConfigurationValues.byteCount(text)
+        default: throw typeError(key, expected: "a size such as \"8MiB\" or a number of bytes", got: value)
+        }
+        guard let bytes else {
+            throw error(key, "not a size: use a number of bytes or a number with B, KiB, MiB, GiB, KB, MB or GB")
+        }
+        guard bytes >= minimum else { throw error(key, "must be at least \(minimum) bytes") }
+        return bytes
+    }
+
+    /// A duration: a text like `30s`, `5m`, `500ms`, `1h`.
+    mutating func duration(_ key: String, minimum: Duration = .zero) throws(ConfigurationError) -> Duration? {
+        guard let value = value(key) else { return nil }
+        guard case .string(let text) = value.kind else {
+            throw typeError(key, expected: "a duration such as \"30s\"", got: value)
+        }
+        guard let duration = ConfigurationValues.duration(text) else {
+            throw error(key, "not a duration: \"\(text)\" (use a number with ms, s, m or h)")
+        }
+        guard duration >= minimum else { throw error(key, "must be at least \(minimum)") }
+        return duration
+    }
+
+    /// A sub-table; a value of another type is an error.
+    mutating func table(_ key: String) throws(ConfigurationError) -> ConfigurationTable? {
+        guard let value = value(key) else { return nil }
+        guard case .table(let inner) = value.kind else { throw typeError(key, expected: "a table", got: value) }
+        return ConfigurationTable(inner, path: fullKey(key), file: file)
+    }
+
+    /// Throws for the first key that no reader asked for.
+    func rejectUnknownKeys() throws(ConfigurationError) {
+        for key in table.keys where !used.contains(key) {
+            throw error(key, "unknown key (known here: \(used.sorted().joined(separator: ", ")))")
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import CUploadQueueSystem
+import Foundation
+
+/// The queue's own files under `state_dir/blobs/`: taking files over by rename, copying with a hash, syncing.
+///
+/// A file is only ever renamed, copied and fsynced here; nothing is deleted except a temporary copy of ours.
+struct BlobStore: Sendable {
+    let directory: String
+
+    init(directory: String) throws(UploadQueueError) {
+        self.directory = directory
+        try Self.makeDirectory(directory)
+    }
+
+    /// Creates a directory (and parents) with mode 0700 if missing.
+    static func makeDirectory(_ path: String) throws(UploadQueueError) {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
+                                                    attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw UploadQueueError(.io, "cannot create directory: \(error.localizedDescription)", path: path)
+        }
+    }
+
+    func path(for id: JobID) -> String { (directory as NSString).appendingPathComponent(id.rawValue) }
+
+    private func temporaryPath(for id: JobID) -> String {
+        (directory as NSString).appendingPathComponent(".\(id.rawValue).tmp")
+    }
+
+    /// Copies the open file into `blobs/` as the job's blob, hashing as it goes; returns the SHA-256 of what
+    /// was written. The copy is fsynced and renamed into place only when complete.
+    func copy(descriptor: Int32, sourcePath: String, to id: JobID) throws(UploadQueueError) -> String {
+        let temporary = temporaryPath(for: id)
+        let output = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard output >= 0 else { throw .system("open", path: temporary, job: id) }
+        var renamed = false
+        defer {
+            close(output)
+            if !renamed { unlink(temporary) }
+        }
+        var digest = SHA256Digest()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: off_t = 0
+        while true {
+            let count = pread(descriptor, buffer.baseAddress, buffer.count, offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .system("read", path: sourcePath, job: id)
+            }
+            if count == 0 { break }
+            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+            digest.update(chunk)
+            try Self.writeAll(output, chunk, at: offset, path: temporary)
+            offset += off_t(count)
+        }
+        guard fsync(output) == 0 else { throw .system("fsync", path: temporary, job: id) }
+        let destination = path(for: id)
+        guard rename(temporary, destination) == 0 else { throw .system("rename", path: destination, job: id) }
+        renamed = true
+        try syncDirectory(directory)
+        return digest.finish()
+    }
+
+    /// Moves `source` into `blobs/` as the job's blob without replacing anything; across file systems it
+    /// copies, fsyncs and only then unlinks the original. Returns the fingerprint of the blob.
+    func adopt(source: String, expected: FileFingerprint, for id: JobID) throws(UploadQueueError) -> FileFingerprint {
+        let destination = path(for: id)
+        if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, destination) != 0 {
+            let code = errno
+            guard code == EXDEV else { throw .system("rename", path: source, errno: code, job: id) }
+            let input = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            guard input >= 0 else { throw .system("open", path: source, job: id) }
+            defer { close(input) }
+            _ = try copy(descriptor: input, sourcePath: source, to: id)
+            guard unlink(source) == 0 else { throw .system("unlink", path: source, job: id) }
+            try syncDirectory((source as NSString).deletingLastPathComponent)
+            return try FileFingerprint.of(path: destination)
+        }
+        let adopted = try FileFingerprint.of(path: destination)
+        guard adopted.inode == expected.inode, adopted.device == expected.device else {
+            throw UploadQueueError(.sourceChanged, "the file was replaced while it was taken into the queue",
+                                   job: id, path: source)
+        }
+        try syncDirectory(directory)
+        try syncDirectory((source as NSString).deletingLastPathComponent)
+        return adopted
+    }
+
+    /// Removes a temporary copy left by a crash during `copy` (the original was never touched).
+    func removeStaleTemporaries() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
+            unlink((directory as NSString).appendingPathComponent(name))
+        }
+    }
+
+    static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: off_t,
+                         path: String) throws(UploadQueueError) {
+        var written = 0
+        while written < bytes.count {
+            let count = pwrite(descriptor, bytes.baseAddress! + written, bytes.count - written, offset + off_t(written))
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .system("write", path: path)
+            }
+            written += count
+        }
+    }
+}
+
+/// fsyncs a directory so a rename or a new name in it survives power loss.
+func syncDirectory(_ path: String) throws(UploadQueueError) {
+    let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard descriptor >= 0 else { throw .system("open", path: path) }
+    defer { close(descriptor) }
+    guard fsync(descriptor) == 0 else { throw .system("fsync", path: path) }
+}

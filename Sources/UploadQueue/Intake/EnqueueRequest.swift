@@ -1,0 +1,31 @@
+/// A file to accept into the queue, with where it goes and what travels with it.
+public struct EnqueueRequest: Sendable, Equatable {
+    public var path: String
+    /// Destination name; nil means the spool's destination, else `default`.
+    public var destination: String?
+    public var meta: [String: String]
+    public var patch: PatchTarget?
+    /// Higher runs sooner.
+    public var priority: Int
+    public var mode: IntakeMode
+    /// The job's own metered-link policy: `defer`, `allow` or `allow-below:SIZE`.
+    public var onMetered: String?
+
+    public init(path: String, destination: String? = nil, meta: [String: String] = [:], patch: PatchTarget? = nil,
+                priority: Int = 0, mode: IntakeMode = .copy, onMetered: String? = nil) {
+        self.onMetered = onMetered
+        self.path = path
+        self.destination = destination
+        self.meta = meta
+        self.patch = patch
+        self.priority = priority
+        self.mode = mode
+    }
+}
+
+/// The job that now carries an enqueued file.
+public struct EnqueueResult: Sendable, Equatable {
+    public var id: JobID
+    /// True when the same content was already live or uploaded to the same destination: `id` is that job's.
+    public var deduplicated: Bool
+}

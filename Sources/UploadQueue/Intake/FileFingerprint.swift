@@ -1,0 +1,60 @@
+import Foundation
+
+/// What `fstat` says about a file: enough to tell whether it changed (size, mtime, ctime) or was swapped (inode).
+struct FileFingerprint: Sendable, Equatable {
+    var size: Int64
+    var modifiedNanoseconds: Int64
+    var changedNanoseconds: Int64
+    var inode: Int64
+    var device: Int64
+    var mode: UInt32
+    var links: Int
+
+    init(_ info: stat) {
+        size = Int64(info.st_size)
+        modifiedNanoseconds = Int64(info.st_mtim.tv_sec) * 1_000_000_000 + Int64(info.st_mtim.tv_nsec)
+        changedNanoseconds = Int64(info.st_ctim.tv_sec) * 1_000_000_000 + Int64(info.st_ctim.tv_nsec)
+        inode = Int64(bitPattern: UInt64(info.st_ino))
+        device = Int64(bitPattern: UInt64(info.st_dev))
+        mode = info.st_mode
+        links = Int(info.st_nlink)
+    }
+
+    /// The fingerprint of an open descriptor.
+    static func of(descriptor: Int32, path: String) throws(UploadQueueError) -> FileFingerprint {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw .system("fstat", path: path) }
+        return FileFingerprint(info)
+    }
+
+    /// The fingerprint of a path, without following a final symbolic link.
+    static func of(path: String) throws(UploadQueueError) -> FileFingerprint {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw .system("lstat", path: path) }
+        return FileFingerprint(info)
+    }
+
+    var isRegularFile: Bool { mode & S_IFMT == S_IFREG }
+    var isSymbolicLink: Bool { mode & S_IFMT == S_IFLNK }
+    var isDirectory: Bool { mode & S_IFMT == S_IFDIR }
+
+    /// A short name for the file's type, for messages.
+    var typeName: String {
+        switch mode & S_IFMT {
+        case S_IFREG: return "regular file"
+        case S_IFDIR: return "directory"
+        case S_IFLNK: return "symbolic link"
+        case S_IFIFO: return "FIFO"
+        case S_IFSOCK: return "socket"
+        case S_IFCHR: return "character device"
+        case S_IFBLK: return "block device"
+        default: return "special file"
+        }
+    }
+
+    /// True when the content may differ: size, modification or change time moved.
+    func contentMayDiffer(from other: FileFingerprint) -> Bool {
+        size != other.size || modifiedNanoseconds != other.modifiedNanoseconds
+            || changedNanoseconds != other.changedNanoseconds
+    }
+}

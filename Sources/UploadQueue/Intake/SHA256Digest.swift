@@ -1,0 +1,50 @@
+import CUploadQueueSystem
+import Foundation
+
+/// Incremental SHA-256 through libcrypto (hardware-accelerated where the CPU has SHA extensions).
+struct SHA256Digest: ~Copyable {
+    private let context: UnsafeMutableRawPointer
+
+    init() {
+        guard let context = uploadq_sha256_new() else {
+            preconditionFailure("libcrypto could not create a SHA-256 context (out of memory)")
+        }
+        self.context = context
+    }
+
+    mutating func update(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, bytes.count > 0 else { return }
+        _ = uploadq_sha256_update(context, base, bytes.count)
+    }
+
+    /// The lowercase hex digest; ends the computation.
+    consuming func finish() -> String {
+        var digest = [UInt8](repeating: 0, count: 32)
+        _ = uploadq_sha256_finish(context, &digest)
+        discard self
+        return digest.map { String(format: "%02x", $0) }.joined()
+    }
+
+    deinit {
+        uploadq_sha256_free(context)
+    }
+
+    /// Hex SHA-256 of a whole file read from `descriptor` at offset 0, in 1 MiB blocks.
+    static func ofFile(descriptor: Int32, path: String) throws(UploadQueueError) -> String {
+        var digest = SHA256Digest()
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
+        defer { buffer.deallocate() }
+        var offset: off_t = 0
+        while true {
+            let count = pread(descriptor, buffer.baseAddress, buffer.count, offset)
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw .system("read", path: path)
+            }
+            if count == 0 { break }
+            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            offset += off_t(count)
+        }
+        return digest.finish()
+    }
+}

@@ -1,0 +1,115 @@
+import Foundation
+
+/// Per-file options written next to a spool file as `NAME.uploadq.json` before `NAME` appears.
+///
+/// `{"destination": "...", "meta": {...}, "patch": {...}, "priority": N, "on_metered": "..."}`; unknown keys and
+/// wrong types are errors, so a typo never silently sends a file to the wrong place.
+struct Sidecar: Sendable, Equatable {
+    static let suffix = ".uploadq.json"
+
+    var destination: String?
+    var meta: [String: String] = [:]
+    var patch: PatchTarget?
+    var priority: Int?
+    var onMetered: String?
+
+    /// Parses sidecar JSON; the error text says which key is wrong.
+    init(json data: Data) throws(SidecarError) {
+        let object: Any
+        do {
+            object = try JSONSerialization.jsonObject(with: data)
+        } catch {
+            throw SidecarError(message: "not valid JSON (\(Self.describe(error)))")
+        }
+        guard let root = object as? [String: Any] else { throw SidecarError(message: "must be a JSON object") }
+        for (key, value) in root {
+            switch key {
+            case "destination":
+                guard let text = value as? String else { throw SidecarError(message: "\"destination\" must be a string") }
+                destination = text
+            case "meta":
+                guard let table = value as? [String: Any] else { throw SidecarError(message: "\"meta\" must be an object") }
+                for (metaKey, metaValue) in table {
+                    guard let text = Self.scalarText(metaValue) else {
+                        throw SidecarError(message: "meta \"\(metaKey)\" must be a string, number or boolean")
+                    }
+                    meta[metaKey] = text
+                }
+            case "patch":
+                patch = try Self.patchTarget(value)
+            case "priority":
+                guard let integer = Self.integer(value) else {
+                    throw SidecarError(message: "\"priority\" must be an integer")
+                }
+                priority = integer
+            case "on_metered":
+                guard let text = value as? String, MeteredPolicy(text) != nil else {
+                    throw SidecarError(message: "\"on_metered\" must be \"defer\", \"allow\" or \"allow-below:SIZE\"")
+                }
+                onMetered = text
+            default:
+                throw SidecarError(message: "unknown key \"\(key)\" (known: destination, meta, patch, priority, on_metered)")
+            }
+        }
+    }
+
+    private static func patchTarget(_ value: Any) throws(SidecarError) -> PatchTarget {
+        guard let table = value as? [String: Any] else { throw SidecarError(message: "\"patch\" must be an object") }
+        guard let url = table["url"] as? String, !url.isEmpty else {
+            throw SidecarError(message: "\"patch.url\" is required and must be a string")
+        }
+        var target = PatchTarget(url: url)
+        for (key, item) in table where key != "url" {
+            switch key {
+            case "method":
+                guard let text = item as? String else { throw SidecarError(message: "\"patch.method\" must be a string") }
+                target.method = text
+            case "body":
+                guard let text = item as? String else { throw SidecarError(message: "\"patch.body\" must be a string") }
+                target.body = text
+            case "headers":
+                guard let headers = item as? [String: String] else {
+                    throw SidecarError(message: "\"patch.headers\" must be an object of strings")
+                }
+                target.headers = headers
+            default:
+                throw SidecarError(message: "unknown key \"patch.\(key)\" (known: url, method, body, headers)")
+            }
+        }
+        return target
+    }
+
+    private static func scalarText(_ value: Any) -> String? {
+        if let text = value as? String { return text }
+        if isBoolean(value), let flag = value as? Bool { return flag ? "true" : "false" }
+        if let number = value as? NSNumber { return number.stringValue }
+        if let integer = value as? Int { return String(integer) }
+        if let double = value as? Double { return String(double) }
+        return nil
+    }
+
+    private static func integer(_ value: Any) -> Int? {
+        if isBoolean(value) { return nil }
+        if let number = value as? NSNumber { return Int(exactly: number.doubleValue) }
+        if let integer = value as? Int { return integer }
+        if let double = value as? Double { return Int(exactly: double) }
+        return nil
+    }
+
+    /// JSON `true`/`false`, however Foundation chose to box it.
+    private static func isBoolean(_ value: Any) -> Bool {
+        if type(of: value) == Bool.self { return true }
+        guard let number = value as? NSNumber else { return false }
+        return String(cString: number.objCType) == "c"
+    }
+
+    private static func describe(_ error: Error) -> String {
+        let text = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
+        return text ?? "unparseable"
+    }
+}
+
+/// A sidecar that cannot be used.
+struct SidecarError: Error, Sendable, Equatable {
+    var message: String
+}

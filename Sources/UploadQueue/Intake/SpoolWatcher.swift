@@ -1,0 +1,250 @@
+import CUploadQueueSystem
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// Watches the spool directory and takes each finished file into the queue (`move`), or moves it to
+/// `SPOOL/.rejected/` with a `NAME.reason.txt` when it cannot be accepted. Never deletes anything; never stops
+/// over a bad file.
+///
+/// The watch is added before the start-up scan, so no file slips between the two. A file is taken once it has
+/// been closed by its writer and left unchanged for `quiet_period`; dot-names and `*.tmp`/`*.part`/`*.partial`
+/// wait until renamed. A timer rescan (and a rescan after an inotify overflow) catches anything events missed.
+public actor SpoolWatcher: Service {
+    private struct Candidate {
+        var fingerprint: FileFingerprint?
+        var lastChange: ContinuousClock.Instant
+        /// A writer created or modified the file and has not closed it yet.
+        var writing: Bool
+        var notBefore: ContinuousClock.Instant
+        var failures = 0
+    }
+
+    private let spool: Configuration.Spool
+    private let queue: UploadQueue
+    private let logger: Logger
+    private var candidates: [String: Candidate] = [:]
+    private var rejectedDirectory: String { (spool.directory as NSString).appendingPathComponent(".rejected") }
+    /// How long a file that was opened for writing but never closed may sit unchanged before it is taken anyway.
+    private var abandonedWriterTimeout: Duration { max(.seconds(60), spool.quietPeriod * 10) }
+    private var watchHealthy = false
+
+    public init(spool: Configuration.Spool, queue: UploadQueue, logger: Logger) {
+        self.spool = spool
+        self.queue = queue
+        self.logger = logger
+    }
+
+    /// Watches until cancelled or a graceful shutdown begins.
+    public func run() async throws {
+        try await cancelWhenGracefulShutdown {
+            try await self.watch()
+        }
+    }
+
+    private func watch() async throws {
+        while await !queue.isRunning {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try BlobStore.makeDirectory(spool.directory)
+        try BlobStore.makeDirectory(rejectedDirectory)
+        while !Task.isCancelled {
+            let inotify: InotifyWatch?
+            do {
+                inotify = try InotifyWatch(directory: spool.directory)
+                watchHealthy = true
+            } catch {
+                logger.warning("spool: no inotify watch (\(error)); polling every 2 s instead")
+                inotify = nil
+                watchHealthy = false
+            }
+            scan()
+            await withTaskGroup(of: Void.self) { group in
+                if let inotify {
+                    group.addTask {
+                        for await event in inotify.events {
+                            if await self.handle(event) { return }
+                        }
+                    }
+                }
+                group.addTask { await self.tick() }
+                await group.next()
+                group.cancelAll()
+            }
+            withExtendedLifetime(inotify) {}
+            if !Task.isCancelled {
+                try? BlobStore.makeDirectory(spool.directory)
+                try? BlobStore.makeDirectory(rejectedDirectory)
+            }
+        }
+    }
+
+    /// Periodic work: take quiet files, rescan on the timer. Returns when cancelled.
+    private func tick() async {
+        var lastScan = ContinuousClock.now
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .milliseconds(200))
+            let interval = watchHealthy ? spool.rescanInterval : min(spool.rescanInterval, .seconds(2))
+            if ContinuousClock.now - lastScan >= interval {
+                scan()
+                lastScan = .now
+            }
+            await takeQuietFiles()
+        }
+    }
+
+    /// Applies one inotify event; returns true when the watch is gone and must be re-created.
+    private func handle(_ event: InotifyWatch.Event) -> Bool {
+        let now = ContinuousClock.now
+        switch event {
+        case .created(let name):
+            // A hard link, symlink or FIFO appears whole; only a new regular file with one name has a writer.
+            let path = (spool.directory as NSString).appendingPathComponent(name)
+            let fresh = (try? FileFingerprint.of(path: path)).map { $0.isRegularFile && $0.links == 1 } ?? true
+            note(name, writing: fresh, at: now)
+        case .modified(let name):
+            note(name, writing: true, at: now)
+        case .closedWrite(let name), .movedIn(let name):
+            note(name, writing: false, at: now)
+        case .overflow:
+            logger.warning("spool: inotify queue overflowed; rescanning")
+            scan()
+        case .watchLost:
+            logger.warning("spool: the watched directory went away; re-creating it", metadata: ["path": "\(spool.directory)"])
+            return true
+        }
+        return false
+    }
+
+    private func note(_ name: String, writing: Bool, at now: ContinuousClock.Instant) {
+        guard Self.isCandidateName(name) else { return }
+        var candidate = candidates[name] ?? Candidate(fingerprint: nil, lastChange: now, writing: writing, notBefore: now)
+        candidate.writing = writing
+        candidate.lastChange = now
+        candidates[name] = candidate
+    }
+
+    /// Adds every eligible name in the spool (files present at start-up, after an overflow, on the timer).
+    private func scan() {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: spool.directory) else { return }
+        let now = ContinuousClock.now
+        for name in names where Self.isCandidateName(name) && candidates[name] == nil {
+            candidates[name] = Candidate(fingerprint: nil, lastChange: now, writing: false, notBefore: now)
+        }
+    }
+
+    /// Names the spool takes: not hidden, not a temporary name, not a sidecar.
+    static func isCandidateName(_ name: String) -> Bool {
+        !name.hasPrefix(".") && !name.hasSuffix(".tmp") && !name.hasSuffix(".part") && !name.hasSuffix(".partial")
+            && !name.hasSuffix(Sidecar.suffix)
+    }
+
+    private func takeQuietFiles() async {
+        let now = ContinuousClock.now
+        for name in candidates.keys.sorted() {
+            guard var candidate = candidates[name], now >= candidate.notBefore else { continue }
+            let path = (spool.directory as NSString).appendingPathComponent(name)
+            guard let fingerprint = try? FileFingerprint.of(path: path) else {
+                candidates[name] = nil
+                continue
+            }
+            if candidate.fingerprint == nil || fingerprint.contentMayDiffer(from: candidate.fingerprint!) {
+                candidate.fingerprint = fingerprint
+                candidate.lastChange = now
+                candidates[name] = candidate
+                continue
+            }
+            let quietFor = now - candidate.lastChange
+            guard quietFor >= spool.quietPeriod else { continue }
+            if candidate.writing && quietFor < abandonedWriterTimeout { continue }
+            await take(name, path: path, fingerprint: fingerprint)
+        }
+    }
+
+    private func take(_ name: String, path: String, fingerprint: FileFingerprint) async {
+        guard fingerprint.isRegularFile else {
+            let advice = fingerprint.isSymbolicLink ? "put the file itself in the spool, not a link to it"
+                : "only regular files are uploaded"
+            reject(name, reason: "\(name) is a \(fingerprint.typeName); \(advice)")
+            return
+        }
+        let sidecarPath = path + Sidecar.suffix
+        var sidecar: Sidecar?
+        if let data = FileManager.default.contents(atPath: sidecarPath) {
+            do {
+                sidecar = try Sidecar(json: data)
+            } catch {
+                reject(name, reason: "its sidecar \(name)\(Sidecar.suffix) is unusable: \(error.message); "
+                    + "fix the sidecar and put both files back")
+                return
+            }
+        }
+        let request = EnqueueRequest(path: path, destination: sidecar?.destination ?? spool.destination,
+                                     meta: sidecar?.meta ?? [:], patch: sidecar?.patch, priority: sidecar?.priority ?? 0,
+                                     mode: .move, onMetered: sidecar?.onMetered)
+        do {
+            let result = try await queue.accept(request, noFollow: true)
+            candidates[name] = nil
+            if result.deduplicated {
+                reject(name, reason: "same content as job \(result.id), already queued or uploaded to "
+                    + "\(request.destination ?? spool.destination); nothing more to do")
+                return
+            }
+            if sidecar != nil {
+                let kept = (queue.configuration.blobDirectory as NSString).appendingPathComponent("\(result.id)\(Sidecar.suffix)")
+                rename(sidecarPath, kept)
+            }
+            logger.info("spool: accepted \(name)", metadata: ["uploadq.job": "\(result.id)",
+                                                              "uploadq.destination": "\(request.destination ?? "")"])
+        } catch let error as UploadQueueError {
+            switch error.code {
+            case .sourceUnstable:
+                candidates[name]?.lastChange = .now
+                logger.info("spool: \(name) is still changing; waiting")
+            case .fileNotFound:
+                candidates[name] = nil
+            case .symbolicLink, .notRegularFile, .unknownDestination, .invalidArgument, .sourceChanged:
+                reject(name, reason: error.message)
+            default:
+                backOff(name, error: error)
+            }
+        } catch {
+            backOff(name, error: error)
+        }
+    }
+
+    private func backOff(_ name: String, error: any Error) {
+        guard var candidate = candidates[name] else { return }
+        candidate.failures += 1
+        let delay = Duration.seconds(min(60, 1 << min(candidate.failures, 6)))
+        candidate.notBefore = .now + delay
+        candidates[name] = candidate
+        logger.error("spool: cannot take \(name) yet (\(error)); trying again in \(delay)")
+    }
+
+    /// Moves `name` (and its sidecar) to `.rejected/` with a reason file beside it; never overwrites.
+    private func reject(_ name: String, reason: String) {
+        candidates[name] = nil
+        let source = (spool.directory as NSString).appendingPathComponent(name)
+        var target = (rejectedDirectory as NSString).appendingPathComponent(name)
+        var suffix = 1
+        while uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) != 0 {
+            let code = errno
+            guard code == EEXIST || code == ENOTEMPTY, suffix < 1000 else {
+                logger.error("spool: cannot move \(name) to .rejected: \(String(cString: strerror(code)))")
+                return
+            }
+            target = (rejectedDirectory as NSString).appendingPathComponent("\(name).\(suffix)")
+            suffix += 1
+        }
+        let sidecar = source + Sidecar.suffix
+        if FileManager.default.fileExists(atPath: sidecar) {
+            rename(sidecar, target + Sidecar.suffix)
+        }
+        let text = "\(reason)\nrejected at \(ISO8601DateFormatter().string(from: Date()))\n"
+        FileManager.default.createFile(atPath: target + ".reason.txt", contents: Data(text.utf8))
+        try? syncDirectory(rejectedDirectory)
+        try? syncDirectory(spool.directory)
+        logger.warning("spool: rejected \(name): \(reason)")
+    }
+}

@@ -1,0 +1,132 @@
+import CUploadQueueSystem
+import Foundation
+
+/// Copies a job's file into a local directory (`protocol = "file"`): temporary name, fsync, rename.
+///
+/// The temporary file `.uploadq-JOB.partial` sits in the target directory; after a crash its length is where the
+/// copy continues. The result is checked against the job's SHA-256 before it takes its final name, and a final
+/// name is never overwritten.
+struct LocalDirectoryUploader: Uploader {
+    let destination: Destination
+    /// Bytes per write; small enough that a bandwidth cap paces smoothly and a stop request is seen quickly.
+    var sliceSize = 256 << 10
+
+    func finalPath(for job: Job) -> String {
+        let relative = destination.nameTemplate.expand(jobID: job.id, originalName: job.originalName, sha256: job.sha256,
+                                                       meta: job.meta, date: job.createdAt)
+        return (destination.directory as NSString).appendingPathComponent(relative)
+    }
+
+    func temporaryPath(for job: Job) -> String {
+        let parent = (finalPath(for: job) as NSString).deletingLastPathComponent
+        return (parent as NSString).appendingPathComponent(".uploadq-\(job.id.rawValue).partial")
+    }
+
+    func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
+        let job = context.job
+        let source = try SourceFile(job: job)
+        let target = finalPath(for: job)
+        let directory = (target as NSString).deletingLastPathComponent
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw .permanent("io", "cannot create \(directory): \(error.localizedDescription)")
+        }
+        if try alreadyDelivered(job, at: target) {
+            return UploadOutcome(remoteURL: Self.fileURL(target))
+        }
+
+        let temporary = temporaryPath(for: job)
+        let output = open(temporary, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard output >= 0 else { throw .system("open", path: temporary, errno: errno) }
+        defer { close(output) }
+        var info = stat()
+        guard fstat(output, &info) == 0 else { throw .system("fstat", path: temporary, errno: errno) }
+        var offset = Int64(info.st_size)
+        if offset > job.size {
+            guard ftruncate(output, 0) == 0 else { throw .system("ftruncate", path: temporary, errno: errno) }
+            offset = 0
+        }
+        try await context.resumed(offset)
+
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: sliceSize, alignment: 16)
+        defer { buffer.deallocate() }
+        var lastConfirmed = offset
+        var lastConfirmTime = ContinuousClock.now
+        while offset < job.size {
+            if Task.isCancelled { throw .interrupted }
+            let want = Int(min(Int64(sliceSize), job.size - offset))
+            do {
+                try await context.limiter.acquire(want)
+            } catch {
+                throw .interrupted
+            }
+            let count = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
+            if count == 0 {
+                throw .permanent("source-changed", "source changed: \(source.path) ended at \(offset) of \(job.size) bytes")
+            }
+            do {
+                try BlobStore.writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: off_t(offset),
+                                       path: temporary)
+            } catch {
+                throw .transient("io", "writing \(temporary): \(error.message)")
+            }
+            offset += Int64(count)
+            context.sent(offset)
+            if offset - lastConfirmed >= destination.chunkSize || ContinuousClock.now - lastConfirmTime >= .seconds(1)
+                || offset == job.size {
+                guard fsync(output) == 0 else { throw .system("fsync", path: temporary, errno: errno) }
+                try await context.confirmed(offset, nil)
+                lastConfirmed = offset
+                lastConfirmTime = .now
+            }
+        }
+        if job.size == 0 { try await context.confirmed(0, nil) }
+
+        let written: String
+        do {
+            written = try SHA256Digest.ofFile(descriptor: output, path: temporary)
+        } catch {
+            throw .transient("io", "re-reading \(temporary): \(error.message)")
+        }
+        guard written == job.sha256 else {
+            _ = ftruncate(output, 0)
+            throw .transient("verification", "the copy at \(temporary) does not match the source's SHA-256; "
+                + "it was discarded and will be written again")
+        }
+        try source.verifyUnchanged()
+        if uploadq_rename_noreplace(AT_FDCWD, temporary, AT_FDCWD, target) != 0 {
+            let code = errno
+            guard code == EEXIST else { throw .system("rename", path: target, errno: code) }
+            guard try alreadyDelivered(job, at: target) else {
+                throw .permanent("target-exists", "\(target) already exists with other content; "
+                    + "move it away or change name_template, then `uploadq retry \(job.id)`")
+            }
+            unlink(temporary)
+        }
+        do { try syncDirectory(directory) } catch { throw .transient("io", error.message) }
+        return UploadOutcome(remoteURL: Self.fileURL(target))
+    }
+
+    /// True when the final name already holds exactly this job's content (a crash after the rename).
+    private func alreadyDelivered(_ job: Job, at target: String) throws(TransferFailure) -> Bool {
+        let descriptor = open(target, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, Int64(info.st_size) == job.size else { return false }
+        do {
+            return try SHA256Digest.ofFile(descriptor: descriptor, path: target) == job.sha256
+        } catch {
+            throw .transient("io", "reading \(target): \(error.message)")
+        }
+    }
+
+    func discard(_ job: Job) async {
+        unlink(temporaryPath(for: job))
+    }
+
+    static func fileURL(_ path: String) -> String {
+        URL(fileURLWithPath: path).absoluteString
+    }
+}

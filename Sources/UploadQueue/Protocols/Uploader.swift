@@ -1,0 +1,31 @@
+import Foundation
+
+/// Moves one job's bytes to a destination, resuming from what the destination already holds.
+///
+/// One implementation per protocol. An uploader persists its resume state through `TransferContext` before bytes
+/// move and after each confirmed chunk, and stops at the next safe point when its task is cancelled.
+protocol Uploader: Sendable {
+    /// Uploads the job's file and returns where it now lives.
+    func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome
+
+    /// Drops what a cancelled job left at the destination (partial uploads), where the protocol allows.
+    func discard(_ job: Job) async
+}
+
+/// What a finished upload produced.
+struct UploadOutcome: Sendable, Equatable {
+    /// The job's `remote_url`.
+    var remoteURL: String
+}
+
+/// What an uploader gets for one attempt: the job, the shared bandwidth cap, and ways to report progress.
+struct TransferContext: Sendable {
+    let job: Job
+    let limiter: BandwidthLimiter
+    /// Records the offset this attempt really starts from (after looking at the destination).
+    let resumed: @Sendable (Int64) async throws(TransferFailure) -> Void
+    /// Persists confirmed bytes and, when given, a new resume record; also feeds progress events.
+    let confirmed: @Sendable (Int64, String?) async throws(TransferFailure) -> Void
+    /// Reports bytes handed to the destination but not confirmed yet (progress bars only, never persisted).
+    let sent: @Sendable (Int64) -> Void
+}

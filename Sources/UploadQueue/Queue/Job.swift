@@ -1,0 +1,140 @@
+import Foundation
+import GRDB
+
+/// One file in the queue: where it is, where it goes, how far it got and why it waits or failed.
+///
+/// The stored row is the whole truth about a job; the JSON of `uploadq list --json`/`show --json` is made from it.
+public struct Job: Sendable, Equatable, Codable {
+    public internal(set) var id: JobID
+    public internal(set) var state: JobState
+    public internal(set) var waitingReason: WaitingReason?
+    /// For a failed job: true when only a person can make it go (`uploadq retry`).
+    public internal(set) var permanent: Bool
+    public internal(set) var attempts: Int
+    /// Failures since the last success; picks the next retry delay.
+    public internal(set) var failures: Int
+    public internal(set) var nextAttemptAt: Date?
+    public internal(set) var lastError: String?
+    /// The file the uploader reads: the queue's own copy under `blobs/`, or the original for `reference` jobs.
+    public internal(set) var file: String
+    /// Where the file was found (spool entry, CLI argument or library call).
+    public internal(set) var sourcePath: String
+    public internal(set) var originalName: String
+    public internal(set) var mode: IntakeMode
+    public internal(set) var size: Int64
+    public internal(set) var sha256: String
+    public internal(set) var contentType: String
+    /// Modification time of the file at intake, in nanoseconds since 1970: a `reference` file must keep it.
+    public internal(set) var modifiedNanoseconds: Int64
+    public internal(set) var inode: Int64
+    public internal(set) var device: Int64
+    public internal(set) var destination: String
+    /// Higher runs sooner; equal priorities run oldest first.
+    public internal(set) var priority: Int
+    public internal(set) var remoteURL: String?
+    /// Bytes the destination has confirmed (after a chunk is durable there).
+    public internal(set) var bytesConfirmed: Int64
+    public internal(set) var rateBytesPerSecond: Int64
+    public internal(set) var meta: [String: String]
+    public internal(set) var patch: PatchTarget?
+    public internal(set) var patchState: PatchState
+    /// The job's own metered-link policy (`defer`, `allow`, `allow-below:SIZE`), overriding its destination's.
+    public internal(set) var onMetered: String?
+    /// The uploader's own resume record (JSON), persisted before bytes move and after each confirmed chunk.
+    public internal(set) var resumeState: String?
+    /// False between the commit of a `move` job and the rename of its file into `blobs/`.
+    public internal(set) var intakeComplete: Bool
+    public internal(set) var cancelRequested: Bool
+    public internal(set) var createdAt: Date
+    public internal(set) var updatedAt: Date
+
+    /// The state-machine view of this job.
+    var lifecycle: JobLifecycle {
+        get {
+            JobLifecycle(state: state, waitingReason: waitingReason, permanent: permanent, attempts: attempts,
+                         failures: failures, nextAttemptAt: nextAttemptAt, lastError: lastError)
+        }
+        set {
+            state = newValue.state
+            waitingReason = newValue.waitingReason
+            permanent = newValue.permanent
+            attempts = newValue.attempts
+            failures = newValue.failures
+            nextAttemptAt = newValue.nextAttemptAt
+            lastError = newValue.lastError
+        }
+    }
+
+    public enum CodingKeys: String, CodingKey, ColumnExpression {
+        case id, state
+        case waitingReason = "waiting_reason"
+        case permanent, attempts, failures
+        case nextAttemptAt = "next_attempt_at"
+        case lastError = "last_error"
+        case file
+        case sourcePath = "source_path"
+        case originalName = "original_name"
+        case mode, size, sha256
+        case contentType = "content_type"
+        case modifiedNanoseconds = "mtime_ns"
+        case inode, device, destination, priority
+        case remoteURL = "remote_url"
+        case bytesConfirmed = "bytes_confirmed"
+        case rateBytesPerSecond = "rate_bytes_per_s"
+        case meta, patch
+        case patchState = "patch_state"
+        case onMetered = "on_metered"
+        case resumeState = "resume_state"
+        case intakeComplete = "intake_complete"
+        case cancelRequested = "cancel_requested"
+        case createdAt = "created_at"
+        case updatedAt = "updated_at"
+    }
+}
+
+extension Job: FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "job"
+    public typealias Columns = CodingKeys
+}
+
+/// Where and how to patch the app's record once the file is uploaded (delivered by the patch step).
+public struct PatchTarget: Sendable, Equatable, Codable {
+    public var url: String
+    public var method: String?
+    public var body: String?
+    public var headers: [String: String]?
+
+    public init(url: String, method: String? = nil, body: String? = nil, headers: [String: String]? = nil) {
+        self.url = url
+        self.method = method
+        self.body = body
+        self.headers = headers
+    }
+}
+
+/// One try at uploading a job: when, from which offset, how far, and how it ended.
+public struct JobAttempt: Sendable, Equatable, Codable, FetchableRecord, PersistableRecord {
+    public static let databaseTableName = "job_attempt"
+
+    public internal(set) var jobID: JobID
+    public internal(set) var number: Int
+    public internal(set) var startedAt: Date
+    public internal(set) var endedAt: Date?
+    /// The offset the transfer resumed from (0 for a fresh start).
+    public internal(set) var startOffset: Int64
+    public internal(set) var endOffset: Int64?
+    /// `uploaded`, `failed`, `interrupted` or `cancelled`; nil while running.
+    public internal(set) var outcome: String?
+    public internal(set) var error: String?
+
+    public enum CodingKeys: String, CodingKey, ColumnExpression {
+        case jobID = "job_id"
+        case number
+        case startedAt = "started_at"
+        case endedAt = "ended_at"
+        case startOffset = "start_offset"
+        case endOffset = "end_offset"
+        case outcome, error
+    }
+    public typealias Columns = CodingKeys
+}

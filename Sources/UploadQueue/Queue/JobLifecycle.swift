@@ -1,0 +1,132 @@
+import Foundation
+
+/// The job state machine: takes events, checks they are legal in the current state and returns the new state.
+///
+/// A value type with no I/O, so every legal and illegal transition is tested without a database; `QueueStore`
+/// applies it inside its write transactions.
+public struct JobLifecycle: Sendable, Equatable {
+    /// Something that happens to a job.
+    public enum Event: Sendable, Equatable {
+        /// A worker takes the job (pending → uploading); counts an attempt.
+        case claim
+        /// The server confirmed the whole file (uploading → uploaded).
+        case succeed
+        /// A failure that may go away by itself: retried at `retryAt` (uploading → failed, retryable).
+        case failTransient(error: String, retryAt: Date)
+        /// A failure that needs a person (pending or uploading → failed, permanent).
+        case failPermanent(error: String)
+        /// The transfer stopped without a verdict: graceful stop or a dead daemon (uploading → pending).
+        case interrupt
+        /// The retry time of a retryable failure has come (failed → pending).
+        case retryDue(now: Date)
+        /// A person asked to try again (`uploadq retry`): any failure → pending at once.
+        case retryNow
+        /// The job cannot start yet, for this reason (pending → pending).
+        case wait(WaitingReason?)
+        /// A person cancelled the job: it leaves the queue (any state but uploaded).
+        case cancel
+    }
+
+    /// What the store must do after an event.
+    public enum Effect: Sendable, Equatable {
+        /// Write the new state.
+        case update
+        /// Remove the job from the queue.
+        case remove
+    }
+
+    public private(set) var state: JobState
+    public private(set) var waitingReason: WaitingReason?
+    public private(set) var permanent: Bool
+    public private(set) var attempts: Int
+    /// Failures since the job last made it through, which picks the retry delay.
+    public private(set) var failures: Int
+    public private(set) var nextAttemptAt: Date?
+    public private(set) var lastError: String?
+
+    /// A new job: pending, no attempts.
+    public init() {
+        self.init(state: .pending, waitingReason: nil, permanent: false, attempts: 0, failures: 0,
+                  nextAttemptAt: nil, lastError: nil)
+    }
+
+    /// A job as stored.
+    public init(state: JobState, waitingReason: WaitingReason?, permanent: Bool, attempts: Int, failures: Int,
+                nextAttemptAt: Date?, lastError: String?) {
+        self.state = state
+        self.waitingReason = waitingReason
+        self.permanent = permanent
+        self.attempts = attempts
+        self.failures = failures
+        self.nextAttemptAt = nextAttemptAt
+        self.lastError = lastError
+    }
+
+    /// Applies `event`, or throws without changing anything when the event is illegal in the current state.
+    @discardableResult
+    public mutating func apply(_ event: Event) throws(JobTransitionError) -> Effect {
+        switch (state, event) {
+        case (.pending, .claim):
+            state = .uploading
+            waitingReason = nil
+            nextAttemptAt = nil
+            attempts += 1
+        case (.uploading, .succeed):
+            state = .uploaded
+            failures = 0
+            lastError = nil
+            permanent = false
+            nextAttemptAt = nil
+        case (.uploading, .failTransient(let error, let retryAt)):
+            state = .failed
+            permanent = false
+            failures += 1
+            lastError = error
+            nextAttemptAt = retryAt
+        case (.pending, .failPermanent(let error)), (.uploading, .failPermanent(let error)):
+            state = .failed
+            permanent = true
+            failures += 1
+            lastError = error
+            waitingReason = nil
+            nextAttemptAt = nil
+        case (.uploading, .interrupt):
+            state = .pending
+            waitingReason = nil
+        case (.failed, .retryDue(let now)):
+            guard !permanent, let due = nextAttemptAt, due <= now else {
+                throw JobTransitionError(from: state, event: event, reason: permanent
+                    ? "a permanent failure is only retried by hand" : "its retry time has not come")
+            }
+            state = .pending
+            nextAttemptAt = nil
+        case (.failed, .retryNow):
+            state = .pending
+            permanent = false
+            failures = 0
+            nextAttemptAt = nil
+        case (.pending, .wait(let reason)):
+            waitingReason = reason
+        case (.pending, .cancel), (.uploading, .cancel), (.failed, .cancel):
+            return .remove
+        default:
+            throw JobTransitionError(from: state, event: event, reason: nil)
+        }
+        return .update
+    }
+}
+
+/// An event that is not allowed in a job's current state.
+public struct JobTransitionError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let from: JobState
+    public let event: JobLifecycle.Event
+    public let reason: String?
+
+    public var description: String {
+        let name = String(describing: event).split(separator: "(").first.map(String.init) ?? "\(event)"
+        if let reason {
+            return "a \(from.rawValue) job cannot take '\(name)': \(reason)"
+        }
+        return "a \(from.rawValue) job cannot take '\(name)'"
+    }
+}

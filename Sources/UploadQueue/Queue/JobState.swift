@@ -1,0 +1,35 @@
+/// The four states of an upload job, spelled as in the CLI, the JSON and the database.
+public enum JobState: String, Sendable, Codable, CaseIterable {
+    case pending
+    case uploading
+    case uploaded
+    case failed
+}
+
+/// Why a `pending` job is not moving yet; shown by `status`, `list` and `show`.
+public enum WaitingReason: String, Sendable, Codable, CaseIterable {
+    case meteredLink = "metered-link"
+    case offline
+    case backoff
+    case circuitOpen = "circuit-open"
+    case concurrency
+    case sourceUnstable = "source-unstable"
+}
+
+/// How a file enters the queue.
+public enum IntakeMode: String, Sendable, Codable, CaseIterable {
+    /// The queue takes the file over (renamed into `state_dir/blobs/`); the spool's default.
+    case move
+    /// The queue keeps its own copy under `state_dir/blobs/`; the original is left alone.
+    case copy
+    /// The queue uploads the file where it is and refuses it if it changes before or during the upload.
+    case reference
+}
+
+/// The state of a job's metadata patch, kept apart from the four upload states.
+public enum PatchState: String, Sendable, Codable, CaseIterable {
+    case none
+    case pending
+    case done
+    case failed
+}

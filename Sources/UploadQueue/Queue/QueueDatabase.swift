@@ -1,0 +1,95 @@
+import Foundation
+import GRDB
+
+/// The queue's SQLite database: connection settings and the frozen, numbered migrations.
+///
+/// Migrations are never edited once released; a change of schema is a new numbered migration.
+public struct QueueDatabase: Sendable {
+    let writer: any DatabaseWriter
+
+    /// Opens (creating if needed) the database file with WAL, `synchronous=FULL` and a busy timeout.
+    public static func open(path: String) throws -> QueueDatabase {
+        if !FileManager.default.fileExists(atPath: path) {
+            let fd = Glibc.open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
+            if fd >= 0 { Glibc.close(fd) }
+        }
+        var configuration = GRDB.Configuration()
+        configuration.busyMode = .timeout(5)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        let database = QueueDatabase(writer: pool)
+        try database.migrate()
+        return database
+    }
+
+    /// An in-memory database for unit tests.
+    static func inMemory() throws -> QueueDatabase {
+        var configuration = GRDB.Configuration()
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA foreign_keys = ON") }
+        let database = QueueDatabase(writer: try DatabaseQueue(configuration: configuration))
+        try database.migrate()
+        return database
+    }
+
+    private func migrate() throws {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.create(table: "job") { t in
+                t.primaryKey("id", .text)
+                t.column("state", .text).notNull()
+                t.column("waiting_reason", .text)
+                t.column("permanent", .boolean).notNull().defaults(to: false)
+                t.column("attempts", .integer).notNull().defaults(to: 0)
+                t.column("failures", .integer).notNull().defaults(to: 0)
+                t.column("next_attempt_at", .datetime)
+                t.column("last_error", .text)
+                t.column("file", .text).notNull()
+                t.column("source_path", .text).notNull()
+                t.column("original_name", .text).notNull()
+                t.column("mode", .text).notNull()
+                t.column("size", .integer).notNull()
+                t.column("sha256", .text).notNull()
+                t.column("content_type", .text).notNull()
+                t.column("mtime_ns", .integer).notNull()
+                t.column("inode", .integer).notNull()
+                t.column("device", .integer).notNull()
+                t.column("destination", .text).notNull()
+                t.column("priority", .integer).notNull().defaults(to: 0)
+                t.column("remote_url", .text)
+                t.column("bytes_confirmed", .integer).notNull().defaults(to: 0)
+                t.column("rate_bytes_per_s", .integer).notNull().defaults(to: 0)
+                t.column("meta", .text).notNull()
+                t.column("patch", .text)
+                t.column("patch_state", .text).notNull().defaults(to: "none")
+                t.column("on_metered", .text)
+                t.column("resume_state", .text)
+                t.column("intake_complete", .boolean).notNull()
+                t.column("cancel_requested", .boolean).notNull().defaults(to: false)
+                t.column("created_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+            }
+            // "Next runnable job": state first, then due time, then priority and age.
+            try db.create(index: "job_runnable", on: "job", columns: ["state", "next_attempt_at", "priority", "id"])
+            try db.create(index: "job_content", on: "job", columns: ["destination", "sha256"])
+            try db.create(table: "job_attempt") { t in
+                t.column("job_id", .text).notNull().references("job", onDelete: .cascade)
+                t.column("number", .integer).notNull()
+                t.column("started_at", .datetime).notNull()
+                t.column("ended_at", .datetime)
+                t.column("start_offset", .integer).notNull()
+                t.column("end_offset", .integer)
+                t.column("outcome", .text)
+                t.column("error", .text)
+                t.primaryKey(["job_id", "number"])
+            }
+            try db.create(table: "setting") { t in
+                t.primaryKey("key", .text)
+                t.column("value", .text).notNull()
+            }
+        }
+        try migrator.migrate(writer)
+    }
+}

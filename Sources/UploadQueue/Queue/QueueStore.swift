@@ -1,0 +1,269 @@
+import Foundation
+import GRDB
+
+/// Every read and write of the queue: each state change is one write transaction that runs the state machine.
+///
+/// Shared by the daemon, the CLI (short reads and small command writes) and library hosts; safe across
+/// processes through SQLite's WAL and busy timeout.
+public struct QueueStore: Sendable {
+    let database: QueueDatabase
+    var writer: any DatabaseWriter { database.writer }
+
+    public init(database: QueueDatabase) {
+        self.database = database
+    }
+
+    /// Records that a `move` job's file now lives under `blobs/`.
+    func markIntakeComplete(_ id: JobID) throws {
+        try writer.write { db in
+            try db.execute(sql: "UPDATE job SET intake_complete = 1, updated_at = ? WHERE id = ?",
+                           arguments: [Date(), id.rawValue])
+        }
+    }
+
+    /// `move` jobs whose rename into `blobs/` was cut short by a crash.
+    func incompleteIntakes() throws -> [Job] {
+        try writer.read { db in try Job.filter(Job.Columns.intakeComplete == false).fetchAll(db) }
+    }
+
+    /// One job, or nil.
+    public func job(_ id: JobID) throws -> Job? {
+        try writer.read { db in try Job.fetchOne(db, key: id.rawValue) }
+    }
+
+    /// Jobs newest first, optionally of one state.
+    public func jobs(state: JobState? = nil, limit: Int? = nil) throws -> [Job] {
+        try writer.read { db in
+            var request = Job.order(Job.Columns.id.desc)
+            if let state { request = request.filter(Job.Columns.state == state.rawValue) }
+            if let limit { request = request.limit(limit) }
+            return try request.fetchAll(db)
+        }
+    }
+
+    /// A job's attempts, first to last.
+    public func attempts(of id: JobID) throws -> [JobAttempt] {
+        try writer.read { db in
+            try JobAttempt.filter(JobAttempt.Columns.jobID == id.rawValue).order(JobAttempt.Columns.number).fetchAll(db)
+        }
+    }
+
+    /// Applies a state-machine event to one job in its own transaction and returns the job after it.
+    @discardableResult
+    func apply(_ event: JobLifecycle.Event, to id: JobID, now: Date = Date(),
+               change: (inout Job) -> Void = { _ in }) throws -> Job? {
+        try writer.write { db in try Self.apply(event, to: id, in: db, now: now, change: change) }
+    }
+
+    static func apply(_ event: JobLifecycle.Event, to id: JobID, in db: Database, now: Date,
+                      change: (inout Job) -> Void = { _ in }) throws -> Job? {
+        guard var job = try Job.fetchOne(db, key: id.rawValue) else {
+            throw UploadQueueError(.jobNotFound, "no job with id \(id); `uploadq list` shows the queue", job: id)
+        }
+        var lifecycle = job.lifecycle
+        let effect: JobLifecycle.Effect
+        do {
+            effect = try lifecycle.apply(event)
+        } catch {
+            throw UploadQueueError(.invalidTransition, error.description, job: id)
+        }
+        if effect == .remove {
+            try job.delete(db)
+            return nil
+        }
+        job.lifecycle = lifecycle
+        change(&job)
+        job.updatedAt = now
+        try job.update(db)
+        return job
+    }
+
+    /// Claims the next runnable job (retryable failures whose time has come first become pending), in one write
+    /// transaction: highest priority first, then oldest.
+    func claimNext(now: Date = Date(), excluding destinations: Set<String> = []) throws -> (Job, JobAttempt)? {
+        try writer.write { db in
+            try Self.promoteDueRetries(db, now: now)
+            var request = Job
+                .filter(Job.Columns.state == JobState.pending.rawValue)
+                .filter(Job.Columns.intakeComplete == true && Job.Columns.cancelRequested == false)
+                .filter(Job.Columns.nextAttemptAt == nil || Job.Columns.nextAttemptAt <= now)
+                .order(Job.Columns.priority.desc, Job.Columns.id)
+            if !destinations.isEmpty {
+                request = request.filter(!destinations.contains(Job.Columns.destination))
+            }
+            guard let candidate = try request.fetchOne(db),
+                  let job = try Self.apply(.claim, to: candidate.id, in: db, now: now, change: { $0.rateBytesPerSecond = 0 })
+            else { return nil }
+            let attempt = JobAttempt(jobID: job.id, number: job.attempts, startedAt: now, endedAt: nil,
+                                     startOffset: job.bytesConfirmed, endOffset: nil, outcome: nil, error: nil)
+            try attempt.insert(db)
+            return (job, attempt)
+        }
+    }
+
+    private static func promoteDueRetries(_ db: Database, now: Date) throws {
+        let due = try Job
+            .filter(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == false)
+            .filter(Job.Columns.nextAttemptAt <= now)
+            .fetchAll(db)
+        for job in due {
+            _ = try apply(.retryDue(now: now), to: job.id, in: db, now: now)
+        }
+    }
+
+    /// Records that the start offset of the running attempt was corrected by the uploader (after it looked at
+    /// what the destination really holds).
+    func recordResumeOffset(_ id: JobID, attempt: Int, offset: Int64) throws {
+        try writer.write { db in
+            try db.execute(sql: "UPDATE job_attempt SET start_offset = ? WHERE job_id = ? AND number = ?",
+                           arguments: [offset, id.rawValue, attempt])
+            try db.execute(sql: "UPDATE job SET bytes_confirmed = ?, updated_at = ? WHERE id = ?",
+                           arguments: [offset, Date(), id.rawValue])
+        }
+    }
+
+    /// Persists confirmed progress and the uploader's resume record.
+    func recordProgress(_ id: JobID, bytesConfirmed: Int64, resumeState: String?, rate: Int64) throws {
+        try writer.write { db in
+            try db.execute(sql: """
+                UPDATE job SET bytes_confirmed = ?, resume_state = COALESCE(?, resume_state), rate_bytes_per_s = ?,
+                updated_at = ? WHERE id = ?
+                """, arguments: [bytesConfirmed, resumeState, rate, Date(), id.rawValue])
+        }
+    }
+
+    /// Ends an attempt and applies its verdict to the job, in one transaction.
+    @discardableResult
+    func finish(_ id: JobID, attempt: Int, event: JobLifecycle.Event, outcome: String, error: String?,
+                now: Date = Date(), change: (inout Job) -> Void = { _ in }) throws -> Job? {
+        try writer.write { db in
+            let endOffset = try Int64.fetchOne(db, sql: "SELECT bytes_confirmed FROM job WHERE id = ?",
+                                               arguments: [id.rawValue])
+            try db.execute(sql: """
+                UPDATE job_attempt SET ended_at = ?, end_offset = ?, outcome = ?, error = ?
+                WHERE job_id = ? AND number = ?
+                """, arguments: [now, endOffset, outcome, error, id.rawValue, attempt])
+            return try Self.apply(event, to: id, in: db, now: now) { job in
+                job.rateBytesPerSecond = 0
+                change(&job)
+            }
+        }
+    }
+
+    /// Puts the `uploading` jobs of a dead process back to `pending`, keeping their resume state.
+    @discardableResult
+    func recoverInterrupted(now: Date = Date()) throws -> [JobID] {
+        try writer.write { db in
+            let stale = try Job.filter(Job.Columns.state == JobState.uploading.rawValue).fetchAll(db)
+            for job in stale {
+                try db.execute(sql: """
+                    UPDATE job_attempt SET ended_at = ?, end_offset = ?, outcome = 'interrupted',
+                    error = 'the daemon stopped during the transfer' WHERE job_id = ? AND number = ? AND ended_at IS NULL
+                    """, arguments: [now, job.bytesConfirmed, job.id.rawValue, job.attempts])
+                _ = try Self.apply(.interrupt, to: job.id, in: db, now: now) { $0.rateBytesPerSecond = 0 }
+            }
+            return stale.map(\.id)
+        }
+    }
+
+    /// Makes failed jobs pending now (`uploadq retry`); returns the ids that changed.
+    public func retry(_ ids: [JobID]) throws -> [JobID] {
+        try writer.write { db in
+            for id in ids {
+                _ = try Self.apply(.retryNow, to: id, in: db, now: Date())
+            }
+            return ids
+        }
+    }
+
+    /// Makes every failed job pending now (`uploadq retry --failed`).
+    public func retryAllFailed() throws -> [JobID] {
+        try writer.write { db in
+            let failed = try Job.filter(Job.Columns.state == JobState.failed.rawValue).fetchAll(db)
+            for job in failed {
+                _ = try Self.apply(.retryNow, to: job.id, in: db, now: Date())
+            }
+            return failed.map(\.id)
+        }
+    }
+
+    /// Records a cancel request: a job that is not transferring leaves at once; an `uploading` job whose worker
+    /// runs is flagged for it. Returns what happened and the job as it was.
+    func requestCancel(_ id: JobID, workerRunning: Bool) throws -> (CancelOutcome, Job) {
+        try writer.write { db in
+            guard let job = try Job.fetchOne(db, key: id.rawValue) else {
+                throw UploadQueueError(.jobNotFound, "no job with id \(id); `uploadq list` shows the queue", job: id)
+            }
+            if job.state == .uploading && workerRunning {
+                try db.execute(sql: "UPDATE job SET cancel_requested = 1, updated_at = ? WHERE id = ?",
+                               arguments: [Date(), id.rawValue])
+                return (.requested, job)
+            }
+            _ = try Self.apply(.cancel, to: id, in: db, now: Date())
+            return (.removed, job)
+        }
+    }
+
+    /// Removes a job whose worker stopped after a cancel request; returns it as it was.
+    func removeCancelled(_ id: JobID) throws -> Job? {
+        try writer.write { db in
+            guard let job = try Job.fetchOne(db, key: id.rawValue) else { return nil }
+            _ = try Self.apply(.cancel, to: id, in: db, now: Date())
+            return job
+        }
+    }
+
+    /// Ids of transferring jobs someone asked to cancel.
+    func cancelRequests() throws -> [JobID] {
+        try writer.read { db in
+            try String.fetchAll(db, sql: "SELECT id FROM job WHERE cancel_requested = 1 AND state = 'uploading'")
+                .map { JobID(trusted: $0) }
+        }
+    }
+
+    /// Marks runnable pending jobs as waiting for a free slot (or clears the mark), so `status` can say why.
+    func markWaitingForSlots(_ waiting: Bool, now: Date = Date()) throws {
+        try writer.write { db in
+            try db.execute(sql: """
+                UPDATE job SET waiting_reason = ? WHERE state = 'pending' AND intake_complete = 1
+                AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
+                AND (waiting_reason IS NULL OR waiting_reason = 'concurrency')
+                """, arguments: [waiting ? WaitingReason.concurrency.rawValue : nil, now])
+        }
+    }
+
+    /// The earliest time a waiting job becomes runnable, if any job waits on time.
+    func nextDueDate() throws -> Date? {
+        try writer.read { db in
+            try Date.fetchOne(db, sql: """
+                SELECT MIN(next_attempt_at) FROM job
+                WHERE (state = 'failed' AND permanent = 0) OR state = 'pending'
+                """)
+        }
+    }
+
+    /// Reads a persistent setting (for example the link override).
+    func setting(_ key: String) throws -> String? {
+        try writer.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }
+    }
+
+    /// Writes or clears a persistent setting.
+    func setSetting(_ key: String, _ value: String?) throws {
+        try writer.write { db in
+            if let value {
+                try db.execute(sql: "INSERT INTO setting (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                               arguments: [key, value])
+            } else {
+                try db.execute(sql: "DELETE FROM setting WHERE key = ?", arguments: [key])
+            }
+        }
+    }
+}
+
+/// What a cancel request did.
+public enum CancelOutcome: String, Sendable, Equatable {
+    /// The job left the queue.
+    case removed
+    /// The job is transferring; its worker stops it and removes it.
+    case requested
+}

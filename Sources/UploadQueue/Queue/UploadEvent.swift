@@ -1,0 +1,52 @@
+import Synchronization
+
+/// Something that happened in the queue: a job arrived, changed state or moved bytes.
+public enum UploadEvent: Sendable, Equatable {
+    /// A file was accepted as a new job.
+    case enqueued(JobID)
+    /// A job entered `state` (for `pending`, with its waiting reason if any).
+    case stateChanged(JobID, JobState)
+    /// A transfer moved: `confirmed` bytes are durable at the destination, `sent` were handed over (≥ confirmed).
+    case progress(JobID, confirmed: Int64, sent: Int64, size: Int64)
+    /// A job was cancelled and left the queue.
+    case cancelled(JobID)
+}
+
+/// The queue's events as an `AsyncSequence`; each iteration gets every event from the moment it starts.
+public struct UploadEvents: AsyncSequence, Sendable {
+    public typealias Element = UploadEvent
+    let hub: EventHub
+
+    public func makeAsyncIterator() -> AsyncStream<UploadEvent>.Iterator {
+        hub.subscribe().makeAsyncIterator()
+    }
+}
+
+/// Fans events out to every current subscriber; a slow subscriber loses old progress, never state changes.
+final class EventHub: Sendable {
+    private let subscribers = Mutex<[Int: AsyncStream<UploadEvent>.Continuation]>([:])
+    private let nextID = Atomic<Int>(0)
+
+    func subscribe() -> AsyncStream<UploadEvent> {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        let (stream, continuation) = AsyncStream<UploadEvent>.makeStream(bufferingPolicy: .bufferingNewest(4096))
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+        }
+        subscribers.withLock { $0[id] = continuation }
+        return stream
+    }
+
+    func emit(_ event: UploadEvent) {
+        let current = subscribers.withLock { Array($0.values) }
+        for continuation in current { continuation.yield(event) }
+    }
+
+    func finish() {
+        let current = subscribers.withLock { all -> [AsyncStream<UploadEvent>.Continuation] in
+            defer { all.removeAll() }
+            return Array(all.values)
+        }
+        for continuation in current { continuation.finish() }
+    }
+}

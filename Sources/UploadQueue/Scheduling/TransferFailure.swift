@@ -1,0 +1,54 @@
+/// Why a transfer did not finish, and whether trying again can help.
+///
+/// Uploaders classify their own errors (a 503 is transient, a 403 permanent); the scheduler only reads `kind`.
+public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What the scheduler does next.
+    public enum Kind: Sendable, Equatable {
+        /// Try again on the retry schedule (or after the server's `Retry-After`, when longer).
+        case transient(retryAfter: Duration?)
+        /// Needs a person: the job fails permanently with this message.
+        case permanent
+        /// Stopped on request (graceful stop or cancel): no verdict, the job keeps its resume state.
+        case interrupted
+    }
+
+    public var kind: Kind
+    /// Stable short code, e.g. `io`, `source-changed`, `target-exists`, `verification`.
+    public var code: String
+    /// What happened, with the job's context, and what to do next.
+    public var message: String
+
+    public init(_ kind: Kind, code: String, _ message: String) {
+        self.kind = kind
+        self.code = code
+        self.message = message
+    }
+
+    static func transient(_ code: String, _ message: String) -> TransferFailure {
+        TransferFailure(.transient(retryAfter: nil), code: code, message)
+    }
+
+    static func permanent(_ code: String, _ message: String) -> TransferFailure {
+        TransferFailure(.permanent, code: code, message)
+    }
+
+    static let interrupted = TransferFailure(.interrupted, code: "interrupted", "the transfer was stopped")
+
+    /// A failed system call while reading or writing local files: transient unless the file is gone or the
+    /// disk refuses for good.
+    static func system(_ call: String, path: String, errno code: Int32) -> TransferFailure {
+        let reason = String(cString: strerror(code))
+        switch code {
+        case ENOENT:
+            return .permanent("source-missing", "\(call) \(path): \(reason)")
+        case EACCES, EPERM, EROFS:
+            return .permanent("io", "\(call) \(path): \(reason); fix the permissions, then `uploadq retry`")
+        default:
+            return .transient("io", "\(call) \(path): \(reason)")
+        }
+    }
+
+    public var description: String { message }
+}
+
+import Foundation

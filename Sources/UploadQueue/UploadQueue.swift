@@ -1,0 +1,163 @@
+import Foundation
+import Logging
+
+/// The upload queue as a library: accept files, inspect and steer jobs, and run transfers in this process.
+///
+/// The daemon is this actor plus a spool watcher; a sync engine embeds the same actor. Every call is durable:
+/// `enqueue` returns once the job is on disk, and `run()` resumes whatever an earlier process left.
+public actor UploadQueue {
+    /// The configuration the queue was opened with.
+    public nonisolated let configuration: Configuration
+    /// The queue's database access (also used by the CLI to read without a running daemon).
+    public nonisolated let store: QueueStore
+    nonisolated let intake: Intake
+    private nonisolated let hub = EventHub()
+    private let logger: Logger
+    private var scheduler: Scheduler?
+
+    /// Opens (creating if needed) the queue's state directory and database.
+    public init(configuration: Configuration, logger: Logger = Logger(label: "uploadq")) throws {
+        self.configuration = configuration
+        self.logger = logger
+        try BlobStore.makeDirectory(configuration.stateDirectory)
+        let database = try QueueDatabase.open(path: configuration.databasePath)
+        store = QueueStore(database: database)
+        intake = Intake(configuration: configuration, store: store,
+                        blobs: try BlobStore(directory: configuration.blobDirectory), contentTypes: ContentTypeDetector())
+    }
+
+    /// True while `run()` drives transfers in this process.
+    public var isRunning: Bool { scheduler != nil }
+
+    /// State changes and progress of all jobs, from now on.
+    public nonisolated var events: UploadEvents { UploadEvents(hub: hub) }
+
+    /// Accepts a file: copies it into the queue by default (`mode: .move` takes it over, `.reference` leaves it
+    /// in place). Returns the new job's id, or the id of the job that already carries the same content.
+    @discardableResult
+    public func enqueue(_ file: String, destination: String? = nil, metadata: [String: String] = [:],
+                        patch: PatchTarget? = nil, mode: IntakeMode = .copy, priority: Int = 0) async throws -> JobID {
+        try await enqueue(EnqueueRequest(path: file, destination: destination, meta: metadata, patch: patch,
+                                         priority: priority, mode: mode)).id
+    }
+
+    /// Accepts a file described by `request`; says whether it was a duplicate.
+    public func enqueue(_ request: EnqueueRequest) async throws -> EnqueueResult {
+        try await accept(request, noFollow: false)
+    }
+
+    func accept(_ request: EnqueueRequest, noFollow: Bool) async throws -> EnqueueResult {
+        let intake = self.intake
+        let result = try await BlockingWork.run { try intake.enqueue(request, noFollow: noFollow) }
+        if !result.deduplicated {
+            hub.emit(.enqueued(result.id))
+        }
+        wakeRunner()
+        return result
+    }
+
+    /// One job, or nil when there is none with this id.
+    public func job(_ id: JobID) throws -> Job? { try store.job(id) }
+
+    /// Jobs newest first, optionally only those in `state`.
+    public func jobs(state: JobState? = nil, limit: Int? = nil) throws -> [Job] { try store.jobs(state: state, limit: limit) }
+
+    /// A job's attempts, oldest first.
+    public func attempts(of id: JobID) throws -> [JobAttempt] { try store.attempts(of: id) }
+
+    /// Who runs the queue, the link, and counts, bytes and active transfers.
+    public func status() throws -> QueueStatus {
+        let pid: Int32? = scheduler != nil ? getpid() : DaemonLock.holder(path: configuration.lockPath)
+        return QueueStatus(runnerPID: pid, link: .assumedUnmetered, summary: try store.summary())
+    }
+
+    /// Makes these failed jobs pending now.
+    @discardableResult
+    public func retry(_ ids: [JobID]) throws -> [JobID] {
+        let changed = try store.retry(ids)
+        wakeRunner()
+        return changed
+    }
+
+    /// Makes every failed job pending now.
+    @discardableResult
+    public func retryFailed() throws -> [JobID] {
+        let changed = try store.retryAllFailed()
+        wakeRunner()
+        return changed
+    }
+
+    /// Cancels a job: it leaves the queue, its partial upload is dropped, and a file the queue owned is moved to
+    /// `state_dir/cancelled/` (never deleted). A job transferring in another process is stopped by that process.
+    @discardableResult
+    public func cancel(_ id: JobID) async throws -> CancelOutcome {
+        if let scheduler, await scheduler.runningJobs.contains(id) {
+            _ = await scheduler.cancelRunning(id)
+            return .requested
+        }
+        let runnerElsewhere = scheduler == nil && DaemonLock.holder(path: configuration.lockPath) != nil
+        let (outcome, job) = try store.requestCancel(id, workerRunning: runnerElsewhere)
+        if outcome == .removed {
+            releaseFile(of: job)
+            hub.emit(.cancelled(id))
+        }
+        wakeRunner()
+        return outcome
+    }
+
+    /// Runs transfers in this process until the task is cancelled; then stops them at a safe point, with their
+    /// offsets saved. Takes the queue's exclusive lock: one runner per state directory.
+    ///
+    /// - Parameter onReady: called once the lock is held and the queue recovered (the daemon tells systemd).
+    public func run(onReady: @Sendable () -> Void = {}) async throws {
+        let lock = try DaemonLock(path: configuration.lockPath)
+        let recovered = try store.recoverInterrupted()
+        if !recovered.isEmpty {
+            logger.notice("\(recovered.count) upload(s) of a stopped process go back to pending; they resume from their saved state")
+        }
+        try intake.finishIncompleteIntakes()
+        var uploaders: [String: any Uploader] = [:]
+        for (name, destination) in configuration.destinations {
+            switch destination.transferProtocol {
+            case .file: uploaders[name] = LocalDirectoryUploader(destination: destination)
+            }
+        }
+        let configuration = self.configuration
+        let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
+                                  release: { Self.releaseFile(of: $0, configuration: configuration) }, logger: logger)
+        self.scheduler = scheduler
+        let wakeSocket: WakeSocket?
+        do {
+            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake] in wake.signal() }
+        } catch {
+            logger.warning("no wake-up socket, falling back to polling: \(error)")
+            wakeSocket = nil
+        }
+        onReady()
+        await scheduler.run()
+        self.scheduler = nil
+        withExtendedLifetime((lock, wakeSocket)) {}
+    }
+
+    private func wakeRunner() {
+        if let scheduler {
+            scheduler.wake.signal()
+        } else {
+            WakeSocket.poke(path: configuration.wakeSocketPath)
+        }
+    }
+
+    private func releaseFile(of job: Job) {
+        Self.releaseFile(of: job, configuration: configuration)
+    }
+
+    /// Moves the queue's own copy of a cancelled job's file to `state_dir/cancelled/` (a `reference` file stays
+    /// where it is).
+    private static func releaseFile(of job: Job, configuration: Configuration) {
+        guard job.mode != .reference else { return }
+        try? BlobStore.makeDirectory(configuration.cancelledDirectory)
+        let target = (configuration.cancelledDirectory as NSString)
+            .appendingPathComponent("\(job.id.rawValue)-\(PathTemplate.escape(job.originalName))")
+        rename(job.file, target)
+    }
+}

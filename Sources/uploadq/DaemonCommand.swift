@@ -1,0 +1,55 @@
+import ArgumentParser
+import Foundation
+import Logging
+import ServiceLifecycle
+import UploadQueue
+
+/// `uploadq daemon`: runs the queue and the spool watcher in the foreground until SIGTERM/SIGINT.
+struct DaemonCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "daemon",
+        abstract: "Run the upload service in the foreground until SIGTERM or SIGINT.")
+
+    @OptionGroup var options: GlobalOptions
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "info"
+
+    func run() async throws {
+        guard let level = Logger.Level(rawValue: logLevel) else {
+            throw ValidationError("unknown log level '\(logLevel)'")
+        }
+        let logger = Logger(label: "uploadq") { StderrLogHandler(label: $0, level: level) }
+        let queue = try options.openQueue(level: level)
+        let configuration = queue.configuration
+        let notifier = SystemdNotifier()
+        var services: [any Service] = [
+            QueueRunner(queue: queue) {
+                logger.info("uploadq daemon ready", metadata: [
+                    "config": "\(configuration.file ?? ConfigurationLoader.embeddedName)",
+                    "state_dir": "\(configuration.stateDirectory)",
+                    "spool": "\(configuration.spool?.directory ?? "none")",
+                ])
+                notifier.notify("READY=1\nSTATUS=uploading; spool \(configuration.spool?.directory ?? "none")")
+            }
+        ]
+        if let spool = configuration.spool {
+            services.append(SpoolWatcher(spool: spool, queue: queue, logger: logger))
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: services.map { .init(service: $0) },
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger))
+        do {
+            try await group.run()
+            notifier.notify("STOPPING=1")
+            logger.info("uploadq daemon stopped")
+        } catch let error as UploadQueueError {
+            printError("uploadq: \(error)")
+            throw CLIExit.failure.code
+        } catch {
+            printError("uploadq: daemon stopped: \(error)")
+            throw CLIExit.failure.code
+        }
+    }
+}

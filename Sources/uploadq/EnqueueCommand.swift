@@ -1,0 +1,67 @@
+import ArgumentParser
+import Foundation
+import UploadQueue
+
+/// `uploadq enqueue PATH...`: accepts files durably and prints their job ids.
+struct EnqueueCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "enqueue",
+        abstract: "Accept files into the queue; prints one job id per line.",
+        discussion: "A file whose content already goes to the same destination returns the existing job's id.")
+
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "Files to upload.") var paths: [String]
+    @Option(help: "Destination name (default: the spool's destination, else 'default').") var destination: String?
+    @Option(name: .customLong("meta"), help: "Metadata KEY=VALUE (repeatable).") var metaPairs: [String] = []
+    @Option(help: "Higher runs sooner.") var priority: Int = 0
+    @Option(help: "copy (default), move (the queue takes the file over) or reference (upload in place).")
+    var mode: String = "copy"
+    @Option(help: "On a metered link: defer, allow or allow-below:SIZE.") var onMetered: String?
+    @Flag(help: "Show progress and return when the files are uploaded or failed for good.") var wait = false
+    @Flag(help: "Print one JSON array.") var json = false
+
+    func validate() throws {
+        if paths.isEmpty { throw ValidationError("give at least one file") }
+        if IntakeMode(rawValue: mode) == nil { throw ValidationError("--mode must be copy, move or reference") }
+        for pair in metaPairs where !pair.contains("=") || pair.hasPrefix("=") {
+            throw ValidationError("--meta takes KEY=VALUE, got '\(pair)'")
+        }
+    }
+
+    func run() async throws {
+        let queue = try options.openQueue()
+        if wait, try await queue.status().runnerPID == nil {
+            printError("uploadq: --wait needs a running daemon for \(queue.configuration.stateDirectory); start `uploadq daemon` first")
+            throw CLIExit.noDaemon.code
+        }
+        var meta: [String: String] = [:]
+        for pair in metaPairs {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            meta[String(parts[0])] = parts.count > 1 ? String(parts[1]) : ""
+        }
+        var results: [(String, EnqueueResult)] = []
+        var failed = false
+        for path in paths {
+            let request = EnqueueRequest(path: path, destination: destination, meta: meta, priority: priority,
+                                         mode: IntakeMode(rawValue: mode) ?? .copy, onMetered: onMetered)
+            do {
+                let result = try await queue.enqueue(request)
+                results.append((path, result))
+                if !json { print(result.id.rawValue) }
+            } catch {
+                printError("uploadq: \(path): \(error)")
+                failed = true
+            }
+        }
+        if json {
+            try JSONOutput.print(results.map { path, result -> [String: Any] in
+                ["id": result.id.rawValue, "path": path, "deduplicated": result.deduplicated]
+            })
+        }
+        if wait {
+            let finishedWell = try await ProgressView(queue: queue, ids: results.map(\.1.id)).follow()
+            if !finishedWell { failed = true }
+        }
+        if failed { throw CLIExit.failure.code }
+    }
+}

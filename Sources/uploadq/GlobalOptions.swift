@@ -1,0 +1,44 @@
+import ArgumentParser
+import Foundation
+import Logging
+import UploadQueue
+
+/// Options every command takes.
+struct GlobalOptions: ParsableArguments {
+    @Option(name: .long, help: "Config file (default: $UPLOADQ_CONFIG, ./Config/uploadq.toml, /etc/uploadq/uploadq.toml, else built-in).")
+    var config: String?
+
+    /// The configuration, or exit 1 with the loader's message (file, line, key).
+    func loadConfiguration() throws -> Configuration {
+        do {
+            return try ConfigurationLoader.load(path: ConfigurationLoader.locate(explicit: config))
+        } catch {
+            printError("uploadq: config: \(error)")
+            throw CLIExit.failure.code
+        }
+    }
+
+    /// The queue opened for this command, logging to stderr at `level`.
+    func openQueue(level: Logger.Level = .warning) throws -> UploadQueue {
+        let configuration = try loadConfiguration()
+        do {
+            return try UploadQueue(configuration: configuration, logger: Logger(label: "uploadq") {
+                StderrLogHandler(label: $0, level: level)
+            })
+        } catch {
+            printError("uploadq: cannot open the queue in \(configuration.stateDirectory): \(error)")
+            throw CLIExit.failure.code
+        }
+    }
+}
+
+/// Writes a line to stderr.
+func printError(_ text: String) {
+    FileHandle.standardError.write(Data((text + "\n").utf8))
+}
+
+/// Parses a job id argument or fails as a usage error.
+func parseJobID(_ text: String) throws -> JobID {
+    guard let id = JobID(text) else { throw ValidationError("'\(text)' is not a job id (a UUID such as 01934f7e-8c1a-7b3e-9d2f-0a1b2c3d4e5f)") }
+    return id
+}

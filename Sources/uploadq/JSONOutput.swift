@@ -1,0 +1,91 @@
+import Foundation
+import UploadQueue
+
+/// The contract's JSON shapes, built from library values (keys fixed by CONTRACT.md; more may be added).
+enum JSONOutput {
+    static func rfc3339(_ date: Date?) -> Any {
+        guard let date else { return NSNull() }
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: date)
+    }
+
+    static func job(_ job: Job) -> [String: Any] {
+        [
+            "id": job.id.rawValue,
+            "state": job.state.rawValue,
+            "waiting_reason": job.waitingReason?.rawValue ?? NSNull(),
+            "file": job.file,
+            "source_path": job.sourcePath,
+            "original_name": job.originalName,
+            "mode": job.mode.rawValue,
+            "size": job.size,
+            "sha256": job.sha256,
+            "content_type": job.contentType,
+            "destination": job.destination,
+            "priority": job.priority,
+            "remote_url": job.remoteURL ?? NSNull(),
+            "bytes_confirmed": job.bytesConfirmed,
+            "attempts": job.attempts,
+            "last_error": job.lastError ?? NSNull(),
+            "permanent": job.permanent,
+            "next_attempt_at": rfc3339(job.nextAttemptAt),
+            "created_at": rfc3339(job.createdAt),
+            "updated_at": rfc3339(job.updatedAt),
+            "meta": job.meta,
+            "patch_state": job.patchState.rawValue,
+            "on_metered": job.onMetered ?? NSNull(),
+        ]
+    }
+
+    static func attempt(_ attempt: JobAttempt) -> [String: Any] {
+        [
+            "number": attempt.number,
+            "started_at": rfc3339(attempt.startedAt),
+            "ended_at": rfc3339(attempt.endedAt),
+            "start_offset": attempt.startOffset,
+            "end_offset": attempt.endOffset ?? NSNull(),
+            "outcome": attempt.outcome ?? NSNull(),
+            "error": attempt.error ?? NSNull(),
+        ]
+    }
+
+    static func status(_ status: QueueStatus) -> [String: Any] {
+        let summary = status.summary
+        var daemon: [String: Any] = ["running": status.runnerPID != nil]
+        daemon["pid"] = status.runnerPID.map { Int($0) } ?? NSNull()
+        return [
+            "daemon": daemon,
+            "link": [
+                "class": status.link.linkClass.rawValue,
+                "source": status.link.source.rawValue,
+                "interface": status.link.interface ?? NSNull(),
+            ] as [String: Any],
+            "counts": Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, summary.counts[$0] ?? 0) }),
+            "bytes": Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, summary.bytes[$0] ?? 0) }),
+            "waiting": Dictionary(uniqueKeysWithValues: summary.waiting.map { ($0.key.rawValue, $0.value) }),
+            "failed_permanent": summary.permanentFailures,
+            "active": summary.active.map { transfer -> [String: Any] in
+                [
+                    "id": transfer.id.rawValue, "file": transfer.file, "original_name": transfer.originalName,
+                    "destination": transfer.destination, "bytes_confirmed": transfer.bytesConfirmed,
+                    "size": transfer.size, "rate_bytes_per_s": transfer.rateBytesPerSecond,
+                ]
+            },
+            "next_attempt_at": rfc3339(summary.nextAttemptAt),
+            "patches": [
+                "pending": summary.patches[.pending] ?? 0,
+                "done": summary.patches[.done] ?? 0,
+                "failed": summary.patches[.failed] ?? 0,
+            ],
+        ]
+    }
+
+    /// Prints one JSON document on stdout.
+    static func print(_ value: Any) throws {
+        let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
+        FileHandle.standardOutput.write(data)
+        FileHandle.standardOutput.write(Data("\n".utf8))
+    }
+}

@@ -1,0 +1,34 @@
+import ArgumentParser
+import Foundation
+import UploadQueue
+
+/// `uploadq list`: jobs, newest first, with their state and why they wait or failed.
+struct ListCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List jobs, newest first.")
+
+    @OptionGroup var options: GlobalOptions
+    @Option(help: "Only jobs in this state: pending, uploading, uploaded, failed.") var state: String?
+    @Option(help: "At most this many jobs.") var limit: Int?
+    @Flag(help: "Print one JSON array.") var json = false
+
+    func validate() throws {
+        if let state, JobState(rawValue: state) == nil {
+            throw ValidationError("unknown state '\(state)' (pending, uploading, uploaded, failed)")
+        }
+        if let limit, limit < 0 { throw ValidationError("--limit must not be negative") }
+    }
+
+    func run() async throws {
+        let queue = try options.openQueue()
+        let jobs = try await queue.jobs(state: state.flatMap(JobState.init(rawValue:)), limit: limit)
+        if json {
+            try JSONOutput.print(jobs.map(JSONOutput.job))
+            return
+        }
+        for job in jobs {
+            print("\(job.id)  \(job.state.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) "
+                + "\(TextOutput.bytes(job.size).padding(toLength: 10, withPad: " ", startingAt: 0)) "
+                + "\(job.destination)  \(job.originalName)  \(TextOutput.note(for: job))")
+        }
+    }
+}

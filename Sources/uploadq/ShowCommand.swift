@@ -1,0 +1,54 @@
+import ArgumentParser
+import Foundation
+import UploadQueue
+
+/// `uploadq show JOB_ID`: one job in full, with its attempt history.
+struct ShowCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "show", abstract: "Show one job with its attempts.")
+
+    @OptionGroup var options: GlobalOptions
+    @Argument(help: "The job's id.") var id: String
+    @Flag(help: "Print one JSON document.") var json = false
+
+    func run() async throws {
+        let jobID = try parseJobID(id)
+        let queue = try options.openQueue()
+        guard let job = try await queue.job(jobID) else {
+            printError("uploadq: no job \(jobID)")
+            throw CLIExit.notFound.code
+        }
+        let attempts = try await queue.attempts(of: jobID)
+        if json {
+            var document = JSONOutput.job(job)
+            document["attempt_history"] = attempts.map(JSONOutput.attempt)
+            try JSONOutput.print(document)
+            return
+        }
+        var lines = [
+            "id:           \(job.id)",
+            "state:        \(job.state.rawValue)" + (job.waitingReason.map { " (waiting: \($0.rawValue))" } ?? ""),
+            "file:         \(job.file)",
+            "source:       \(job.sourcePath) (\(job.mode.rawValue))",
+            "size:         \(job.size) bytes (\(TextOutput.bytes(job.size)))",
+            "sha256:       \(job.sha256)",
+            "content type: \(job.contentType)",
+            "destination:  \(job.destination)",
+            "confirmed:    \(job.bytesConfirmed) bytes",
+            "remote url:   \(job.remoteURL ?? "-")",
+            "attempts:     \(job.attempts)",
+            "created:      \(TextOutput.time(job.createdAt))",
+            "updated:      \(TextOutput.time(job.updatedAt))",
+        ]
+        if let error = job.lastError {
+            lines.append("last error:   \(error)" + (job.state == .failed ? (job.permanent ? " (permanent)" : " (will retry)") : ""))
+        }
+        if let next = job.nextAttemptAt { lines.append("next try:     \(TextOutput.time(next))") }
+        for (key, value) in job.meta.sorted(by: { $0.key < $1.key }) { lines.append("meta:         \(key)=\(value)") }
+        for attempt in attempts {
+            lines.append("attempt \(attempt.number): \(TextOutput.time(attempt.startedAt)) from \(attempt.startOffset) "
+                + "to \(attempt.endOffset.map(String.init) ?? "…") \(attempt.outcome ?? "running")"
+                + (attempt.error.map { ": \($0)" } ?? ""))
+        }
+        print(lines.joined(separator: "\n"))
+    }
+}

@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+import UploadQueue
+
+/// `uploadq status`: is a daemon running, the link, counts and bytes per state, active transfers, next retry.
+struct StatusCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show the queue's summary, whether or not the daemon runs.")
+
+    @OptionGroup var options: GlobalOptions
+    @Flag(help: "Print one JSON document.") var json = false
+
+    func run() async throws {
+        let queue = try options.openQueue()
+        let status = try await queue.status()
+        if json {
+            try JSONOutput.print(JSONOutput.status(status))
+            return
+        }
+        let summary = status.summary
+        var lines: [String] = []
+        lines.append("daemon:   " + (status.runnerPID.map { "running (pid \($0))" } ?? "not running"))
+        lines.append("link:     \(status.link.linkClass.rawValue) (\(status.link.source.rawValue))")
+        let counts = JobState.allCases.map { "\(summary.counts[$0] ?? 0) \($0.rawValue)" }.joined(separator: ", ")
+        lines.append("jobs:     \(counts)" + (summary.permanentFailures > 0 ? " (\(summary.permanentFailures) need attention)" : ""))
+        let bytes = JobState.allCases.map { "\(TextOutput.bytes(summary.bytes[$0] ?? 0)) \($0.rawValue)" }.joined(separator: ", ")
+        lines.append("bytes:    \(bytes)")
+        if !summary.waiting.isEmpty {
+            let waiting = summary.waiting.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
+            lines.append("waiting:  \(waiting.joined(separator: ", "))")
+        }
+        if summary.nextAttemptAt != nil {
+            lines.append("next try: \(TextOutput.time(summary.nextAttemptAt))")
+        }
+        for transfer in summary.active {
+            let percent = transfer.size > 0 ? Int(Double(transfer.bytesConfirmed) / Double(transfer.size) * 100) : 100
+            lines.append("active:   \(transfer.id) \(transfer.originalName) → \(transfer.destination) "
+                + "\(TextOutput.bytes(transfer.bytesConfirmed))/\(TextOutput.bytes(transfer.size)) (\(percent)%) "
+                + "\(TextOutput.bytes(transfer.rateBytesPerSecond))/s")
+        }
+        print(lines.joined(separator: "\n"))
+    }
+}

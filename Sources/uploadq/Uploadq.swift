@@ -1,0 +1,43 @@
+import ArgumentParser
+import Foundation
+import UploadQueue
+
+/// The `uploadq` command: a background upload queue's daemon and its controls.
+@main
+struct Uploadq: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "uploadq",
+        abstract: "A durable background upload queue: every accepted file reaches its server exactly once.",
+        subcommands: [DaemonCommand.self, EnqueueCommand.self, StatusCommand.self, ListCommand.self,
+                      ShowCommand.self, RetryCommand.self, CancelCommand.self, LinkCommand.self])
+
+    /// Runs the command with the contract's exit codes: usage errors exit 2 (not argument-parser's 64).
+    static func main() async {
+        signal(SIGPIPE, SIG_IGN)
+        do {
+            var command = try parseAsRoot()
+            if var asyncCommand = command as? any AsyncParsableCommand {
+                try await asyncCommand.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            let code = exitCode(for: error)
+            if code == .validationFailure {
+                FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
+                Foundation.exit(CLIExit.usage.rawValue)
+            }
+            exit(withError: error)
+        }
+    }
+}
+
+/// The exit codes of the interface contract.
+enum CLIExit: Int32 {
+    case failure = 1
+    case usage = 2
+    case notFound = 3
+    case noDaemon = 4
+
+    var code: ExitCode { ExitCode(rawValue) }
+}

@@ -1,0 +1,140 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// Config loading: the embedded default, path resolution, and one test per kind of error, each naming the file,
+/// the line and the key.
+struct ConfigurationTests {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    func parse(_ text: String) throws(ConfigurationError) -> Configuration {
+        try ConfigurationLoader.parse(text, file: "/etc/uploadq/test.toml", baseDirectory: "/srv/q")
+    }
+
+    func failure(_ text: String) -> ConfigurationError? {
+        do {
+            _ = try parse(text)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("the embedded default is exactly Config/uploadq.toml and describes spool → uploaded")
+    func embeddedDefault() throws {
+        let file = try String(contentsOfFile: Self.repositoryRoot + "/Config/uploadq.toml", encoding: .utf8)
+        #expect(file == DefaultConfiguration.text)
+        let configuration = try ConfigurationLoader.load(path: nil, workingDirectory: "/tmp/work")
+        #expect(configuration.stateDirectory == "/tmp/work/.uploadq")
+        #expect(configuration.spool?.directory == "/tmp/work/spool")
+        #expect(configuration.spool?.destination == "default")
+        #expect(configuration.destinations["default"]?.directory == "/tmp/work/uploaded")
+        #expect(configuration.limits.concurrency == 4)
+        #expect(configuration.retry == RetryPolicy())
+    }
+
+    @Test("relative paths resolve against the config file's directory")
+    func relativePaths() throws {
+        let configuration = try ConfigurationLoader.load(path: Self.repositoryRoot + "/Config/uploadq.toml")
+        #expect(configuration.stateDirectory == Self.repositoryRoot + "/Config/.uploadq")
+        #expect(configuration.spool?.directory == Self.repositoryRoot + "/Config/spool")
+        #expect(configuration.destinations["default"]?.directory == Self.repositoryRoot + "/Config/uploaded")
+        #expect(configuration.file == Self.repositoryRoot + "/Config/uploadq.toml")
+    }
+
+    @Test("the lookup order is --config, $UPLOADQ_CONFIG, ./Config/uploadq.toml, then the embedded default")
+    func lookupOrder() {
+        #expect(ConfigurationLoader.locate(explicit: "/a.toml", environment: ["UPLOADQ_CONFIG": "/b.toml"]) == "/a.toml")
+        #expect(ConfigurationLoader.locate(explicit: nil, environment: ["UPLOADQ_CONFIG": "/b.toml"]) == "/b.toml")
+        #expect(ConfigurationLoader.locate(explicit: nil, environment: [:], workingDirectory: Self.repositoryRoot)
+            == Self.repositoryRoot + "/Config/uploadq.toml")
+        let empty = FileManager.default.temporaryDirectory.path
+        if !FileManager.default.fileExists(atPath: "/etc/uploadq/uploadq.toml") {
+            #expect(ConfigurationLoader.locate(explicit: nil, environment: [:], workingDirectory: empty) == nil)
+        }
+    }
+
+    @Test("sizes, durations and templates are read in all their forms")
+    func valueForms() throws {
+        let configuration = try parse("""
+            [retry]
+            backoff = "exponential"
+            initial_interval = "500ms"
+            later_interval = "1h"
+            jitter = 0
+            [bandwidth]
+            metered = "1.5MiB"
+            unmetered = 1000
+            [destinations.archive]
+            protocol = "file"
+            url = "file:///var/archive"
+            name_template = "{date}/{meta.device}-{name}"
+            chunk_size = "64KiB"
+            """)
+        #expect(configuration.retry.initialInterval == .milliseconds(500))
+        #expect(configuration.retry.laterInterval == .seconds(3600))
+        #expect(configuration.retry.backoff == .exponential)
+        #expect(configuration.bandwidth.metered == 1_572_864)
+        #expect(configuration.bandwidth.unmetered == 1000)
+        #expect(configuration.destinations["archive"]?.directory == "/var/archive")
+        #expect(configuration.destinations["archive"]?.chunkSize == 65536)
+        #expect(configuration.spool == nil)
+    }
+
+    @Test("a TOML syntax error names the file and the line")
+    func syntaxError() throws {
+        let error = try #require(failure("state_dir = \".q\"\n[limits]\nconcurrency = = 4\n"))
+        #expect(error.file == "/etc/uploadq/test.toml")
+        #expect(error.line == 3)
+        #expect(error.description.hasPrefix("/etc/uploadq/test.toml:3: "))
+    }
+
+    @Test("an unknown key names itself and its line, with the known keys")
+    func unknownKey() throws {
+        let error = try #require(failure("[limits]\nconcurrency = 2\nconcurency = 3\n"))
+        #expect(error.key == "limits.concurency")
+        #expect(error.line == 3)
+        #expect(error.message.contains("concurrency"))
+        let top = try #require(failure("stat_dir = \"x\"\n"))
+        #expect(top.key == "stat_dir" && top.line == 1)
+        let inDestination = try #require(failure("[destinations.a]\nprotocol = \"file\"\nurl = \"file://x\"\nbucket = \"b\"\n"))
+        #expect(inDestination.key == "destinations.a.bucket" && inDestination.line == 4)
+    }
+
+    @Test("a wrong type names the key, the line and both types")
+    func wrongType() throws {
+        let error = try #require(failure("[limits]\n\nconcurrency = \"four\"\n"))
+        #expect(error.key == "limits.concurrency")
+        #expect(error.line == 3)
+        #expect(error.message.contains("integer") && error.message.contains("string"))
+        let section = try #require(failure("limits = 3\n"))
+        #expect(section.key == "limits" && section.message.contains("table"))
+    }
+
+    @Test("impossible values are refused with key and line", arguments: [
+        ("[limits]\nconcurrency = 0\n", "limits.concurrency", 2),
+        ("[retry]\ninitial_interval = \"soon\"\n", "retry.initial_interval", 2),
+        ("[retry]\njitter = 1.5\n", "retry.jitter", 2),
+        ("[bandwidth]\nmetered = \"fast\"\n", "bandwidth.metered", 2),
+        ("[bandwidth]\nmetered = -1\n", "bandwidth.metered", 2),
+        ("[destinations.x]\nprotocol = \"ftp\"\nurl = \"ftp://x\"\n", "destinations.x.protocol", 2),
+        ("[destinations.x]\nprotocol = \"file\"\nurl = \"http://x\"\n", "destinations.x.url", 3),
+        ("[destinations.x]\nprotocol = \"file\"\nurl = \"file://x\"\nname_template = \"{nmae}\"\n", "destinations.x.name_template", 4),
+        ("[destinations.x]\nprotocol = \"file\"\nurl = \"file://x\"\nname_template = \"../{name}\"\n", "destinations.x.name_template", 4),
+        ("[destinations.x]\nprotocol = \"file\"\nurl = \"file://x\"\n[spool]\ndestination = \"y\"\n", "spool.destination", 5),
+        ("[destinations.x]\nurl = \"file://x\"\n", "destinations.x.protocol", 1),
+        ("[link]\nmode = \"sometimes\"\n", "link.mode", 2),
+    ])
+    func impossibleValues(text: String, key: String, line: Int) throws {
+        let error = try #require(failure(text))
+        #expect(error.key == key)
+        #expect(error.line == line)
+        #expect(error.description.contains("test.toml:\(line): key `\(key)`"))
+    }
+
+    @Test("a missing config file is an error naming it")
+    func missingFile() {
+        #expect(throws: ConfigurationError.self) { try ConfigurationLoader.load(path: "/nonexistent/uploadq.toml") }
+    }
+}

@@ -1,0 +1,166 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// Intake: the three modes, what is recorded, dedupe, refusal of unusable files, and crash recovery of `move`.
+struct IntakeTests {
+    @Test("SHA-256 matches the published test vectors")
+    func sha256Vectors() throws {
+        let sandbox = try Sandbox()
+        try Data("abc".utf8).write(to: URL(fileURLWithPath: sandbox.root + "/abc"))
+        #expect(try sha256(ofFile: sandbox.root + "/abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+        #expect(FileManager.default.createFile(atPath: sandbox.root + "/empty", contents: Data()))
+        #expect(try sha256(ofFile: sandbox.root + "/empty") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+    }
+
+    @Test("copy keeps the original and owns a copy; the job records size, hash, type, inode and mtime")
+    func copyMode() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/in/photo.bin", size: 300_000, seed: 1)
+        let id = try await queue.enqueue(path, metadata: ["device": "cam-7"], mode: .copy)
+        let job = try #require(try await queue.job(id))
+        #expect(FileManager.default.fileExists(atPath: path))
+        #expect(job.file == sandbox.state + "/blobs/\(id)")
+        #expect(try sha256(ofFile: job.file) == job.sha256)
+        #expect(job.sha256 == (try sha256(ofFile: path)))
+        #expect(job.size == 300_000 && job.originalName == "photo.bin" && job.meta == ["device": "cam-7"])
+        #expect(job.state == .pending && job.intakeComplete && job.mode == .copy)
+        #expect(job.contentType == "application/octet-stream")
+        let blob = try FileFingerprint.of(path: job.file)
+        #expect(job.inode == blob.inode)
+    }
+
+    @Test("move takes the file over by rename: same inode, gone from its old place")
+    func moveMode() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/in/a.bin", size: 1000, seed: 2)
+        let inode = try FileFingerprint.of(path: path).inode
+        let id = try await queue.enqueue(path, mode: .move)
+        let job = try #require(try await queue.job(id))
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(try FileFingerprint.of(path: job.file).inode == inode)
+        #expect(job.intakeComplete)
+    }
+
+    @Test("a file with several hard links is copied, and only the given name is dropped")
+    func moveHardLinked() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/in/a.bin", size: 1000, seed: 3)
+        let other = sandbox.root + "/in/other-name.bin"
+        #expect(link(path, other) == 0)
+        let id = try await queue.enqueue(path, mode: .move)
+        let job = try #require(try await queue.job(id))
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(FileManager.default.fileExists(atPath: other))
+        #expect(try FileFingerprint.of(path: job.file).inode != (try FileFingerprint.of(path: other).inode))
+        #expect(try sha256(ofFile: job.file) == (try sha256(ofFile: other)))
+    }
+
+    @Test("libmagic names the content type")
+    func contentType() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let png = sandbox.root + "/pixel.png"
+        let bytes: [UInt8] = [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 0x0D, 0x49, 0x48, 0x44, 0x52,
+                              0, 0, 0, 1, 0, 0, 0, 1, 8, 6, 0, 0, 0, 0x1F, 0x15, 0xC4, 0x89]
+        try Data(bytes).write(to: URL(fileURLWithPath: png))
+        try "hello, world\n".write(toFile: sandbox.root + "/note.txt", atomically: true, encoding: .utf8)
+        let image = try #require(try await queue.job(try await queue.enqueue(png)))
+        let text = try #require(try await queue.job(try await queue.enqueue(sandbox.root + "/note.txt")))
+        #expect(image.contentType == "image/png")
+        #expect(text.contentType == "text/plain")
+    }
+
+    @Test("the same content to the same destination returns the live job's id; to another destination it is new")
+    func dedupe() async throws {
+        let sandbox = try Sandbox(config: "[destinations.other]\nprotocol = \"file\"\nurl = \"file://other\"\n")
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let first = try sandbox.makeFile(sandbox.root + "/a.bin", size: 5000, seed: 4)
+        let second = try sandbox.makeFile(sandbox.root + "/b.bin", size: 5000, seed: 4)
+        let original = try await queue.enqueue(EnqueueRequest(path: first))
+        let again = try await queue.enqueue(EnqueueRequest(path: second))
+        #expect(!original.deduplicated)
+        #expect(again.deduplicated && again.id == original.id)
+        let elsewhere = try await queue.enqueue(EnqueueRequest(path: second, destination: "other"))
+        #expect(!elsewhere.deduplicated && elsewhere.id != original.id)
+        #expect(try await queue.jobs().count == 2)
+    }
+
+    @Test("a permanently failed job does not absorb a new enqueue of the same content")
+    func dedupeSkipsPermanentFailures() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/a.bin", size: 100, seed: 5)
+        let id = try await queue.enqueue(path)
+        try queue.store.apply(.failPermanent(error: "test"), to: id)
+        let again = try await queue.enqueue(EnqueueRequest(path: path))
+        #expect(!again.deduplicated && again.id != id)
+    }
+
+    @Test("unusable input is refused with a clear error and left where it is", arguments: ["fifo", "dir", "link", "missing"])
+    func refusals(kind: String) async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = sandbox.root + "/input"
+        switch kind {
+        case "fifo": #expect(mkfifo(path, 0o600) == 0)
+        case "dir": try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        case "link":
+            try sandbox.makeFile(sandbox.root + "/real", size: 10, seed: 6)
+            #expect(symlink(sandbox.root + "/real", path) == 0)
+        default: break
+        }
+        await #expect(throws: UploadQueueError.self) {
+            try await queue.enqueue(EnqueueRequest(path: path, mode: .move))
+        }
+        #expect(try await queue.jobs().isEmpty)
+        if kind != "missing" {
+            var info = stat()
+            #expect(lstat(path, &info) == 0, "the input must still be there")
+        }
+    }
+
+    @Test("an unknown destination or on_metered value is refused before anything is written")
+    func badRequest() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/a.bin", size: 10, seed: 7)
+        await #expect(throws: UploadQueueError.self) { try await queue.enqueue(path, destination: "nowhere") }
+        await #expect(throws: UploadQueueError.self) {
+            try await queue.enqueue(EnqueueRequest(path: path, onMetered: "sometimes"))
+        }
+        #expect(try await queue.jobs().isEmpty)
+    }
+
+    @Test("a move cut short by a crash is completed at the next start, or reported when the file is gone")
+    func incompleteMoveRecovery() async throws {
+        let sandbox = try Sandbox()
+        let configuration = try sandbox.configuration()
+        let queue = try UploadQueue(configuration: configuration)
+        let path = try sandbox.makeFile(sandbox.root + "/in/a.bin", size: 2048, seed: 8)
+        let gone = try sandbox.makeFile(sandbox.root + "/in/b.bin", size: 2048, seed: 9)
+        let id = try await queue.enqueue(path, mode: .copy)
+        let lost = try await queue.enqueue(gone, mode: .copy)
+        // Simulate the crash window: row committed as an incomplete move, file still at its source.
+        for (job, source) in [(id, path), (lost, gone)] {
+            let fingerprint = try FileFingerprint.of(path: source)
+            try await queue.store.writer.write { db in
+                try db.execute(sql: "UPDATE job SET intake_complete = 0, mode = 'move', source_path = ?, inode = ?, device = ? WHERE id = ?",
+                               arguments: [source, fingerprint.inode, fingerprint.device, job.rawValue])
+            }
+            unlink(sandbox.state + "/blobs/\(job)")
+        }
+        unlink(gone)
+        try queue.intake.finishIncompleteIntakes()
+        let recovered = try #require(try await queue.job(id))
+        #expect(recovered.intakeComplete && recovered.state == .pending)
+        #expect(!FileManager.default.fileExists(atPath: path))
+        #expect(try sha256(ofFile: recovered.file) == recovered.sha256)
+        let failed = try #require(try await queue.job(lost))
+        #expect(failed.state == .failed && failed.permanent)
+        #expect(failed.lastError?.contains("vanished") == true)
+    }
+}

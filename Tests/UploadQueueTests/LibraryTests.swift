@@ -1,0 +1,135 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import UploadQueue
+
+/// Collects events from a queue in the background.
+final class EventLog: Sendable {
+    private final class Buffer: Sendable {
+        let events = Mutex<[UploadEvent]>([])
+    }
+
+    private let buffer = Buffer()
+    let task: Task<Void, Never>
+
+    init(_ queue: UploadQueue) {
+        let stream = queue.events
+        let buffer = self.buffer
+        task = Task { for await event in stream { buffer.events.withLock { $0.append(event) } } }
+    }
+
+    var all: [UploadEvent] { buffer.events.withLock { $0 } }
+}
+
+/// The library used in-process by a host: enqueue, run, observe events, stop and resume, cancel, reference files.
+struct LibraryTests {
+    @Test("a host enqueues and runs transfers in-process, sees events, and gets byte-identical files")
+    func runInProcess() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let log = EventLog(queue)
+        var ids: [JobID] = []
+        for index in 0..<5 {
+            let path = try sandbox.makeFile(sandbox.root + "/in/file-\(index).jpg", size: 100_000 * index, seed: UInt64(index))
+            ids.append(try await queue.enqueue(path, metadata: ["n": "\(index)"]))
+        }
+        let runner = Task { try await queue.run() }
+        let done = try await eventually { try ids.allSatisfy { try queue.store.job($0)?.state == .uploaded } }
+        #expect(done)
+        runner.cancel()
+        try await runner.value
+        for id in ids {
+            let job = try #require(try await queue.job(id))
+            let remote = try #require(job.remoteURL.flatMap(URL.init(string:)))
+            #expect(remote.path.hasPrefix(sandbox.target + "/"))
+            #expect(remote.lastPathComponent == "\(id)-\(job.originalName)")
+            #expect(try sha256(ofFile: remote.path) == job.sha256)
+            #expect(job.bytesConfirmed == job.size)
+        }
+        #expect(sandbox.deliveredFiles().count == 5)
+        let events = log.all
+        for id in ids {
+            #expect(events.contains(.enqueued(id)))
+            #expect(events.contains(.stateChanged(id, .uploading)))
+            #expect(events.contains(.stateChanged(id, .uploaded)))
+        }
+        #expect(events.contains { if case .progress = $0 { return true } else { return false } })
+        log.task.cancel()
+    }
+
+    @Test("stopping the runner mid-transfer leaves the job pending with its offset; the next run resumes there")
+    func stopAndResume() async throws {
+        let sandbox = try Sandbox(bandwidth: 2 << 20)
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/big.bin", size: 6 << 20, seed: 11)
+        let id = try await queue.enqueue(path)
+        let runner = Task { try await queue.run() }
+        #expect(try await eventually { (try queue.store.job(id)?.bytesConfirmed ?? 0) >= 1 << 20 })
+        runner.cancel()
+        try await runner.value
+        let stopped = try #require(try await queue.job(id))
+        #expect(stopped.state == .pending)
+        #expect(stopped.bytesConfirmed > 0 && stopped.bytesConfirmed < stopped.size)
+        #expect(try await queue.attempts(of: id).last?.outcome == "interrupted")
+
+        let again = Task { try await queue.run() }
+        #expect(try await eventually { try queue.store.job(id)?.state == .uploaded })
+        again.cancel()
+        try await again.value
+        let attempts = try await queue.attempts(of: id)
+        #expect(attempts.count == 2)
+        #expect(attempts[1].startOffset >= stopped.bytesConfirmed)
+        let job = try #require(try await queue.job(id))
+        #expect(try sha256(ofFile: try #require(URL(string: job.remoteURL ?? "")).path) == job.sha256)
+    }
+
+    @Test("a reference file that changes before its upload fails permanently with 'source changed' and is kept")
+    func referenceChanged() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/ref.bin", size: 4096, seed: 12)
+        let id = try await queue.enqueue(path, mode: .reference)
+        #expect(try await queue.job(id)?.file == path)
+        try sandbox.makeFile(path, size: 4097, seed: 13)
+        let runner = Task { try await queue.run() }
+        #expect(try await eventually { try queue.store.job(id)?.state == .failed })
+        runner.cancel()
+        try await runner.value
+        let job = try #require(try await queue.job(id))
+        #expect(job.permanent)
+        #expect(job.lastError?.contains("source changed") == true)
+        #expect(FileManager.default.fileExists(atPath: path))
+        #expect(sandbox.deliveredFiles().isEmpty)
+    }
+
+    @Test("cancelling a transfer in progress removes the job, drops the partial copy and keeps the file")
+    func cancelRunning() async throws {
+        let sandbox = try Sandbox(bandwidth: 1 << 20)
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/big.bin", size: 8 << 20, seed: 14)
+        let id = try await queue.enqueue(path)
+        let runner = Task { try await queue.run() }
+        #expect(try await eventually { (try queue.store.job(id)?.bytesConfirmed ?? 0) > 0 })
+        #expect(try await queue.cancel(id) == .requested)
+        #expect(try await eventually { try queue.store.job(id) == nil })
+        runner.cancel()
+        try await runner.value
+        #expect(sandbox.deliveredFiles().isEmpty)
+        let partials = (try? FileManager.default.contentsOfDirectory(atPath: sandbox.target)) ?? []
+        #expect(partials.isEmpty)
+        #expect(FileManager.default.fileExists(atPath: sandbox.state + "/cancelled/\(id)-big.bin"))
+    }
+
+    @Test("a second runner on the same state directory is refused while the first runs")
+    func singleRunner() async throws {
+        let sandbox = try Sandbox()
+        let first = try UploadQueue(configuration: try sandbox.configuration())
+        let second = try UploadQueue(configuration: try sandbox.configuration())
+        let runner = Task { try await first.run() }
+        #expect(await eventually { await first.isRunning })
+        await #expect(throws: UploadQueueError.self) { try await second.run() }
+        #expect(try await second.status().runnerPID == getpid())
+        runner.cancel()
+        try await runner.value
+    }
+}

@@ -1,0 +1,123 @@
+import Foundation
+import GRDB
+import Testing
+@testable import UploadQueue
+
+/// The store: claim order, crash recovery, retries, cancel and the summary.
+struct QueueStoreTests {
+    static func job(_ id: JobID, priority: Int = 0, size: Int64 = 10, sha: String = "x") -> Job {
+        let now = Date()
+        return Job(id: id, state: .pending, waitingReason: nil, permanent: false, attempts: 0, failures: 0,
+                   nextAttemptAt: nil, lastError: nil, file: "/tmp/\(id)", sourcePath: "/tmp/\(id)", originalName: "f",
+                   mode: .copy, size: size, sha256: sha + id.rawValue, contentType: "application/octet-stream",
+                   modifiedNanoseconds: 0, inode: 1, device: 1, destination: "default", priority: priority, remoteURL: nil,
+                   bytesConfirmed: 0, rateBytesPerSecond: 0, meta: [:], patch: nil, patchState: .none, onMetered: nil,
+                   resumeState: nil, intakeComplete: true, cancelRequested: false, createdAt: now, updatedAt: now)
+    }
+
+    static func store(with jobs: [Job]) throws -> QueueStore {
+        let store = QueueStore(database: try QueueDatabase.inMemory())
+        try store.writer.write { db in for job in jobs { try job.insert(db) } }
+        return store
+    }
+
+    @Test("claims go by priority, then oldest first, and each claim opens an attempt")
+    func claimOrder() throws {
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        let ids = (0..<4).map { JobID.generate(at: base.addingTimeInterval(Double($0))) }
+        let store = try Self.store(with: [Self.job(ids[0]), Self.job(ids[1], priority: 5), Self.job(ids[2]),
+                                          Self.job(ids[3], priority: 5)])
+        var order: [JobID] = []
+        while let (job, attempt) = try store.claimNext() {
+            order.append(job.id)
+            #expect(job.state == .uploading && attempt.number == 1 && attempt.startOffset == 0)
+        }
+        #expect(order == [ids[1], ids[3], ids[0], ids[2]])
+    }
+
+    @Test("a job that waits for its retry time is not claimed before it; then it is")
+    func retryTime() throws {
+        let id = JobID.generate()
+        let store = try Self.store(with: [Self.job(id)])
+        let (claimed, attempt) = try #require(try store.claimNext())
+        let retryAt = Date().addingTimeInterval(60)
+        try store.finish(claimed.id, attempt: attempt.number, event: .failTransient(error: "503", retryAt: retryAt),
+                         outcome: "failed", error: "503")
+        #expect(try store.claimNext() == nil)
+        #expect(try store.nextDueDate() != nil)
+        let (again, second) = try #require(try store.claimNext(now: retryAt.addingTimeInterval(1)))
+        #expect(again.id == id && second.number == 2 && again.failures == 1)
+    }
+
+    @Test("uploading jobs of a dead process go back to pending and keep their resume state")
+    func recovery() throws {
+        let id = JobID.generate()
+        let store = try Self.store(with: [Self.job(id)])
+        let (job, _) = try #require(try store.claimNext())
+        try store.recordProgress(job.id, bytesConfirmed: 5, resumeState: "{\"url\":\"x\"}", rate: 1)
+        let recovered = try store.recoverInterrupted()
+        #expect(recovered == [id])
+        let after = try #require(try store.job(id))
+        #expect(after.state == .pending && after.bytesConfirmed == 5 && after.resumeState == "{\"url\":\"x\"}")
+        let attempts = try store.attempts(of: id)
+        #expect(attempts.map(\.outcome) == ["interrupted"])
+        #expect(attempts.first?.endOffset == 5)
+    }
+
+    @Test("retry makes failed jobs pending; retrying a pending job is refused with a clear error")
+    func retry() throws {
+        let ids = [JobID.generate(), JobID.generate()]
+        let store = try Self.store(with: ids.map { Self.job($0) })
+        try store.apply(.failPermanent(error: "HTTP 403"), to: ids[0])
+        #expect(try store.retry([ids[0]]) == [ids[0]])
+        #expect(try store.job(ids[0])?.state == .pending)
+        #expect(throws: UploadQueueError.self) { try store.retry([ids[1]]) }
+        #expect(throws: UploadQueueError.self) { try store.retry([JobID.generate()]) }
+    }
+
+    @Test("cancel removes an idle job at once and only flags a transferring one")
+    func cancel() throws {
+        let ids = [JobID.generate(), JobID.generate()]
+        let store = try Self.store(with: ids.map { Self.job($0) })
+        _ = try store.claimNext()
+        let (flagged, _) = try store.requestCancel(ids[0], workerRunning: true)
+        #expect(flagged == .requested)
+        #expect(try store.cancelRequests() == [ids[0]])
+        let (removed, _) = try store.requestCancel(ids[1], workerRunning: true)
+        #expect(removed == .removed)
+        #expect(try store.job(ids[1]) == nil)
+        #expect(try store.removeCancelled(ids[0]) != nil)
+        #expect(try store.jobs().isEmpty)
+    }
+
+    @Test("the summary counts jobs and bytes per state and lists active transfers")
+    func summary() throws {
+        let ids = (0..<4).map { _ in JobID.generate() }
+        let store = try Self.store(with: ids.enumerated().map { Self.job($1, size: Int64(100 * ($0 + 1))) })
+        let (active, attempt) = try #require(try store.claimNext())
+        try store.recordProgress(active.id, bytesConfirmed: 40, resumeState: nil, rate: 10)
+        let (done, doneAttempt) = try #require(try store.claimNext())
+        try store.finish(done.id, attempt: doneAttempt.number, event: .succeed, outcome: "uploaded", error: nil)
+        _ = attempt
+        let summary = try store.summary()
+        #expect(summary.counts[.pending] == 2 && summary.counts[.uploading] == 1 && summary.counts[.uploaded] == 1)
+        #expect(summary.bytes[.uploading] == active.size)
+        #expect(summary.active.map(\.id) == [active.id])
+        #expect(summary.active.first?.bytesConfirmed == 40)
+    }
+
+    @Test("the database is WAL with synchronous=FULL and private file modes")
+    func durabilitySettings() throws {
+        let sandbox = try Sandbox()
+        _ = try UploadQueue(configuration: try sandbox.configuration())
+        let database = try QueueDatabase.open(path: sandbox.state + "/queue.sqlite")
+        let (mode, sync) = try database.writer.read { db in
+            (try String.fetchOne(db, sql: "PRAGMA journal_mode"), try Int.fetchOne(db, sql: "PRAGMA synchronous"))
+        }
+        #expect(mode == "wal")
+        #expect(sync == 2)
+        var info = stat()
+        #expect(stat(sandbox.state + "/queue.sqlite", &info) == 0 && info.st_mode & 0o777 == 0o600)
+        #expect(stat(sandbox.state, &info) == 0 && info.st_mode & 0o777 == 0o700)
+    }
+}

@@ -1,0 +1,106 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// A scratch directory with a config, spool and target, removed at the end of the test.
+final class Sandbox: @unchecked Sendable {
+    let root: String
+    var spool: String { root + "/spool" }
+    var target: String { root + "/uploaded" }
+    var state: String { root + "/state" }
+    var configPath: String { root + "/uploadq.toml" }
+
+    init(config extra: String = "", bandwidth: Int64 = 0, concurrency: Int = 4, quietPeriod: String = "300ms") throws {
+        let template = FileManager.default.temporaryDirectory.path + "/uploadq-test-XXXXXX"
+        var bytes = Array(template.utf8CString)
+        guard let made = mkdtemp(&bytes) else { throw UploadQueueError(.io, "mkdtemp failed") }
+        root = String(cString: made)
+        let text = """
+            state_dir = "state"
+            [spool]
+            dir = "spool"
+            destination = "default"
+            quiet_period = "\(quietPeriod)"
+            rescan_interval = "2s"
+            [limits]
+            concurrency = \(concurrency)
+            [retry]
+            initial_interval = "1s"
+            initial_attempts = 3
+            later_interval = "2s"
+            jitter = 0.1
+            [bandwidth]
+            unmetered = \(bandwidth)
+            [destinations.default]
+            protocol = "file"
+            url = "file://uploaded"
+            chunk_size = "1MiB"
+            \(extra)
+            """
+        try text.write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    deinit {
+        try? FileManager.default.removeItem(atPath: root)
+    }
+
+    func configuration() throws -> Configuration {
+        try ConfigurationLoader.load(path: configPath)
+    }
+
+    /// Writes `size` pseudo-random bytes (seeded, so content differs per seed) and returns the path.
+    @discardableResult
+    func makeFile(_ path: String, size: Int, seed: UInt64) throws -> String {
+        var generator = SeededGenerator(seed: seed)
+        var data = Data(count: size)
+        data.withUnsafeMutableBytes { raw in
+            let words = raw.bindMemory(to: UInt8.self)
+            for index in 0..<size { words[index] = UInt8(truncatingIfNeeded: generator.next()) }
+        }
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        try data.write(to: URL(fileURLWithPath: path))
+        return path
+    }
+
+    /// Files in the target directory (not the temporary `.uploadq-*.partial` ones), recursively.
+    func deliveredFiles() -> [String] {
+        guard let walker = FileManager.default.enumerator(atPath: target) else { return [] }
+        return walker.compactMap { $0 as? String }
+            .filter { !($0 as NSString).lastPathComponent.hasPrefix(".") }
+            .filter { var isDirectory: ObjCBool = false
+                return FileManager.default.fileExists(atPath: target + "/" + $0, isDirectory: &isDirectory) && !isDirectory.boolValue }
+            .sorted()
+    }
+}
+
+/// A small deterministic generator (SplitMix64) for test data.
+struct SeededGenerator: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// SHA-256 of a file, through the same code intake uses (checked against a known vector in IntakeTests).
+func sha256(ofFile path: String) throws -> String {
+    let descriptor = open(path, O_RDONLY)
+    guard descriptor >= 0 else { throw UploadQueueError.system("open", path: path) }
+    defer { close(descriptor) }
+    return try SHA256Digest.ofFile(descriptor: descriptor, path: path)
+}
+
+/// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.
+func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(50))
+    }
+    return try await condition()
+}
