@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import UploadQueue
 
@@ -21,12 +22,14 @@ enum BinaryRunner {
         }
     }
 
-    /// Runs `uploadq ARGS` to completion (at most 60 s) in `directory`.
-    static func run(_ arguments: [String], in directory: String? = nil, environment: [String: String] = [:]) throws -> Output {
-        #expect(FileManager.default.isExecutableFile(atPath: path), "build the uploadq binary first: \(path)")
+    /// Runs `uploadq ARGS` (or another `executable`) to completion in `directory`.
+    static func run(_ arguments: [String], in directory: String? = nil, environment: [String: String] = [:],
+                    executable: String? = nil) throws -> Output {
+        let program = executable ?? path
+        #expect(FileManager.default.isExecutableFile(atPath: program), "build the uploadq binary first: \(program)")
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
+        process.executableURL = URL(fileURLWithPath: program)
+        process.arguments = executable == nil ? arguments : Array(arguments.dropFirst())
         if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         var env = ProcessInfo.processInfo.environment
         env["UPLOADQ_CONFIG"] = nil
@@ -37,11 +40,18 @@ enum BinaryRunner {
         process.standardOutput = out
         process.standardError = err
         try process.run()
+        // Read both pipes at once so a chatty stderr cannot block the child while we wait on stdout.
+        let stderrData = Mutex(Data())
+        let stderrRead = DispatchGroup()
+        DispatchQueue.global().async(group: stderrRead) {
+            let data = err.fileHandleForReading.readDataToEndOfFile()
+            stderrData.withLock { $0 = data }
+        }
         let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
-        let stderrData = err.fileHandleForReading.readDataToEndOfFile()
+        stderrRead.wait()
         process.waitUntilExit()
         return Output(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-                      stderr: String(decoding: stderrData, as: UTF8.self))
+                      stderr: String(decoding: stderrData.withLock { $0 }, as: UTF8.self))
     }
 }
 

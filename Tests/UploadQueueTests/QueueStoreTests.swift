@@ -64,6 +64,15 @@ struct QueueStoreTests {
         #expect(attempts.first?.endOffset == 5)
     }
 
+    @Test("ids made in one burst are unique, valid UUIDv7 and sort in the order they were made")
+    func idsAreMonotonic() {
+        let ids = (0..<10_000).map { _ in JobID.generate() }
+        #expect(ids == ids.sorted())
+        #expect(Set(ids).count == ids.count)
+        #expect(ids.allSatisfy { JobID($0.rawValue) == $0 && Array($0.rawValue)[14] == "7" })
+        #expect(ids.allSatisfy { "89ab".contains(Array($0.rawValue)[19]) })
+    }
+
     @Test("retry makes failed jobs pending; retrying a pending job is refused with a clear error")
     func retry() throws {
         let ids = [JobID.generate(), JobID.generate()]

@@ -161,7 +161,21 @@ public enum ConfigurationLoader {
 
     static func absolutePath(_ path: String, base: String) -> String {
         let expanded = (path as NSString).expandingTildeInPath
-        let joined = expanded.hasPrefix("/") ? expanded : (base as NSString).appendingPathComponent(expanded)
-        return (joined as NSString).standardizingPath
+        let joined = expanded.hasPrefix("/") ? expanded : base + "/" + expanded
+        return lexicallyNormalized(joined)
+    }
+
+    /// Removes `.`, `..` and repeated slashes without touching the file system: Foundation's `standardizingPath`
+    /// resolves symbolic links, which would turn a link the user named into the file it points to.
+    static func lexicallyNormalized(_ absolutePath: String) -> String {
+        var parts: [Substring] = []
+        for part in absolutePath.split(separator: "/", omittingEmptySubsequences: true) {
+            switch part {
+            case ".": continue
+            case "..": _ = parts.popLast()
+            default: parts.append(part)
+            }
+        }
+        return "/" + parts.joined(separator: "/")
     }
 }

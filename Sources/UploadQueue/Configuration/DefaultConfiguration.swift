@@ -34,5 +34,6 @@ unmetered = 0
 protocol = "file"
 url = "file://uploaded"
 name_template = "{job_id}-{name}"
+
 """#
 }
