@@ -43,6 +43,14 @@ struct ConfigurationTests {
         #expect(configuration.file == Self.repositoryRoot + "/Config/uploadq.toml")
     }
 
+    @Test("the systemd example config under contrib/ loads and uses absolute system paths")
+    func systemdExample() throws {
+        let configuration = try ConfigurationLoader.load(path: Self.repositoryRoot + "/contrib/systemd/uploadq.toml")
+        #expect(configuration.stateDirectory.hasPrefix("/var/lib/uploadq"))
+        #expect(configuration.spool?.directory.hasPrefix("/") == true)
+        #expect(!configuration.destinations.isEmpty)
+    }
+
     @Test("the lookup order is --config, $UPLOADQ_CONFIG, ./Config/uploadq.toml, then the embedded default")
     func lookupOrder() {
         #expect(ConfigurationLoader.locate(explicit: "/a.toml", environment: ["UPLOADQ_CONFIG": "/b.toml"]) == "/a.toml")

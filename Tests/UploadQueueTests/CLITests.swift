@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// The `uploadq` binary without a daemon: output shapes and the contract's exit codes
+/// (0 ok, 1 failure, 2 usage, 3 not found, 4 no daemon).
+struct CLITests {
+    let sandbox: Sandbox
+
+    init() throws {
+        sandbox = try Sandbox()
+    }
+
+    func uploadq(_ arguments: String...) throws -> BinaryRunner.Output {
+        try BinaryRunner.run(arguments + ["--config", sandbox.configPath])
+    }
+
+    func enqueue(_ size: Int, seed: UInt64, _ extra: String...) throws -> String {
+        let path = try sandbox.makeFile(sandbox.root + "/in-\(seed).bin", size: size, seed: seed)
+        let output = try BinaryRunner.run(["enqueue", path] + extra + ["--config", sandbox.configPath])
+        #expect(output.status == 0, "enqueue: \(output.stderr)")
+        return output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+
+    @Test("enqueue prints one id per line; list shows the jobs newest first; show --json has the contract's keys")
+    func enqueueListShow() throws {
+        let first = try enqueue(100, seed: 1, "--meta", "record=r1", "--priority", "3")
+        let second = try enqueue(200, seed: 2)
+        #expect(JobID(first) != nil && JobID(second) != nil)
+
+        let list = try uploadq("list", "--json")
+        #expect(list.status == 0)
+        let jobs = try #require(try list.json() as? [[String: Any]])
+        #expect(jobs.compactMap { $0["id"] as? String } == [second, first])
+
+        let show = try uploadq("show", first, "--json")
+        #expect(show.status == 0)
+        let job = try #require(try show.json() as? [String: Any])
+        for key in ["id", "state", "waiting_reason", "file", "original_name", "size", "sha256", "content_type",
+                    "destination", "remote_url", "bytes_confirmed", "attempts", "last_error", "permanent",
+                    "next_attempt_at", "created_at", "updated_at", "meta", "patch_state"] {
+            #expect(job.keys.contains(key), "show --json lacks \(key)")
+        }
+        #expect(job["state"] as? String == "pending")
+        #expect(job["size"] as? Int == 100)
+        #expect((job["meta"] as? [String: String]) == ["record": "r1"])
+        #expect(job["sha256"] as? String == (try sha256(ofFile: sandbox.root + "/in-1.bin")))
+
+        let text = try uploadq("list")
+        #expect(text.status == 0 && text.stdout.contains(first) && text.stdout.contains("pending"))
+    }
+
+    @Test("the same content enqueued twice returns the first job's id")
+    func dedupe() throws {
+        let path = try sandbox.makeFile(sandbox.root + "/same.bin", size: 300, seed: 9)
+        let first = try uploadq("enqueue", path, "--json")
+        let second = try uploadq("enqueue", path, "--json")
+        let a = try #require(try first.json() as? [[String: Any]])
+        let b = try #require(try second.json() as? [[String: Any]])
+        #expect(a.first?["id"] as? String == b.first?["id"] as? String)
+        #expect(b.first?["deduplicated"] as? Bool == true)
+    }
+
+    @Test("status without a daemon reports it stopped and counts the queue")
+    func statusWithoutDaemon() throws {
+        _ = try enqueue(1000, seed: 3)
+        let output = try uploadq("status", "--json")
+        #expect(output.status == 0)
+        let status = try #require(try output.json() as? [String: Any])
+        #expect((status["daemon"] as? [String: Any])?["running"] as? Bool == false)
+        #expect((status["counts"] as? [String: Int])?["pending"] == 1)
+        #expect((status["bytes"] as? [String: Int])?["pending"] == 1000)
+        #expect(((status["link"] as? [String: Any])?["class"] as? String) != nil)
+        #expect(status["active"] is [Any])
+        let text = try uploadq("status")
+        #expect(text.status == 0 && text.stdout.contains("not running"))
+    }
+
+    @Test("exit codes: unknown job 3, malformed id 2, bad option 2, retrying a pending job 1")
+    func exitCodes() throws {
+        let unknown = JobID.generate().rawValue
+        #expect(try uploadq("show", unknown).status == 3)
+        #expect(try uploadq("retry", unknown).status == 3)
+        #expect(try uploadq("cancel", unknown).status == 3)
+        let malformed = try uploadq("show", "not-an-id")
+        #expect(malformed.status == 2)
+        #expect(malformed.stderr.contains("not a job id"))
+        #expect(try uploadq("list", "--state", "bogus").status == 2)
+        #expect(try uploadq("enqueue", "x", "--mode", "teleport").status == 2)
+        #expect(try uploadq("frobnicate").status == 2)
+
+        let id = try enqueue(10, seed: 4)
+        let retry = try uploadq("retry", id)
+        #expect(retry.status == 1)
+        #expect(retry.stderr.contains("pending"))
+    }
+
+    @Test("enqueue --wait without a daemon exits 4 and says to start one")
+    func waitNeedsDaemon() throws {
+        let path = try sandbox.makeFile(sandbox.root + "/w.bin", size: 10, seed: 5)
+        let output = try uploadq("enqueue", path, "--wait")
+        #expect(output.status == 4)
+        #expect(output.stderr.contains("uploadq daemon"))
+    }
+
+    @Test("a missing file is refused with its path, exit 1, and nothing is queued")
+    func missingFile() throws {
+        let output = try uploadq("enqueue", sandbox.root + "/nope.jpg")
+        #expect(output.status == 1)
+        #expect(output.stderr.contains("nope.jpg"))
+        let list = try #require(try uploadq("list", "--json").json() as? [Any])
+        #expect(list.isEmpty)
+    }
+
+    @Test("cancel of a pending job removes it and keeps the queue's copy under cancelled/")
+    func cancelPending() throws {
+        let id = try enqueue(500, seed: 6)
+        let cancel = try uploadq("cancel", id)
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        #expect(try uploadq("show", id).status == 3)
+        let kept = try FileManager.default.contentsOfDirectory(atPath: sandbox.state + "/cancelled")
+        #expect(kept.contains { $0.hasPrefix(id) })
+        let original = sandbox.root + "/in-6.bin"
+        #expect(FileManager.default.fileExists(atPath: original), "copy mode must leave the original alone")
+    }
+
+    @Test("a config error names the file, the line and the key, and exits 1")
+    func configError() throws {
+        try "state_dir = \"s\"\n[limits]\nconcurrency = \"many\"\n".write(toFile: sandbox.configPath, atomically: true, encoding: .utf8)
+        let output = try uploadq("status")
+        #expect(output.status == 1)
+        #expect(output.stderr.contains("\(sandbox.configPath):3: key `limits.concurrency`"))
+    }
+
+    @Test("help lists every subcommand")
+    func help() throws {
+        let output = try BinaryRunner.run(["--help"])
+        #expect(output.status == 0)
+        for command in ["daemon", "enqueue", "status", "list", "show", "retry", "cancel", "link"] {
+            #expect(output.stdout.contains(command))
+        }
+    }
+}
