@@ -57,6 +57,31 @@ struct LibraryTests {
         log.task.cancel()
     }
 
+    @Test("the README's library example works as written, on a configuration built in code")
+    func readmeExample() async throws {
+        let sandbox = try Sandbox()
+        let configuration = Configuration(stateDirectory: sandbox.state, destinations: [
+            "default": .localDirectory(name: "default", directory: sandbox.target),
+        ])
+        let queue = try UploadQueue(configuration: configuration)
+        let path = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 70_000, seed: 77)
+        let events = queue.events
+        let id = try await queue.enqueue(path, destination: "default", metadata: ["record": "r-123"])
+        let runner = Task { try await queue.run() }
+        var remoteURL: String?
+        for await event in events {
+            if case .stateChanged(id, .uploaded) = event {
+                remoteURL = try await queue.job(id)?.remoteURL
+                break
+            }
+        }
+        runner.cancel()
+        try await runner.value
+        let url = try #require(remoteURL.flatMap(URL.init(string:)))
+        #expect(try sha256(ofFile: url.path) == sha256(ofFile: path))
+        #expect(try await queue.job(id)?.meta == ["record": "r-123"])
+    }
+
     @Test("stopping the runner mid-transfer leaves the job pending with its offset; the next run resumes there")
     func stopAndResume() async throws {
         let sandbox = try Sandbox(bandwidth: 2 << 20)
