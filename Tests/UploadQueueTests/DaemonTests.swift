@@ -193,6 +193,39 @@ struct DaemonTests {
         #expect(daemon.terminate() < .seconds(5))
     }
 
+    @Test("with a daemon running: enqueue --wait wakes it at once and returns 0; cancel stops a transfer")
+    func cliWithDaemon() async throws {
+        let sandbox = try Sandbox(bandwidth: 1 << 20)
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox))
+        // The scheduler polls every 5 s; finishing well inside that proves the CLI's wake-up reached the daemon.
+        let small = try sandbox.makeFile(sandbox.root + "/small.jpg", size: 10_000, seed: 11)
+        let clock = ContinuousClock()
+        let start = clock.now
+        let waited = try BinaryRunner.run(["enqueue", small, "--wait", "--config", sandbox.configPath])
+        #expect(waited.status == 0, "\(waited.stderr)")
+        #expect(clock.now - start < .seconds(3))
+        let id = waited.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try jobs(sandbox).first { $0["id"] as? String == id }?["state"] as? String == "uploaded")
+
+        let big = try sandbox.makeFile(sandbox.root + "/big.bin", size: 30 << 20, seed: 12)
+        let enqueued = try BinaryRunner.run(["enqueue", big, "--config", sandbox.configPath])
+        let bigID = enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let moving = try await eventually(timeout: .seconds(20)) {
+            try jobs(sandbox).first { $0["id"] as? String == bigID }?["state"] as? String == "uploading"
+        }
+        #expect(moving)
+        let cancel = try BinaryRunner.run(["cancel", bigID, "--config", sandbox.configPath])
+        #expect(cancel.status == 0, "\(cancel.stderr)")
+        #expect(cancel.stdout.contains("cancelled"))
+        #expect(try BinaryRunner.run(["show", bigID, "--config", sandbox.configPath]).status == 3)
+        #expect(!sandbox.deliveredFiles().contains { $0.hasSuffix("big.bin") })
+        let partials = try FileManager.default.contentsOfDirectory(atPath: sandbox.target).filter { $0.hasSuffix(".partial") }
+        #expect(partials.isEmpty, "the cancelled transfer's partial file is removed")
+        #expect(FileManager.default.fileExists(atPath: big))
+        #expect(daemon.terminate() < .seconds(5))
+    }
+
     @Test("a second daemon on the same state directory exits 1 with a clear message")
     func secondDaemon() async throws {
         let sandbox = try Sandbox()

@@ -120,11 +120,15 @@ struct QueueStoreTests {
         let sandbox = try Sandbox()
         _ = try UploadQueue(configuration: try sandbox.configuration())
         let database = try QueueDatabase.open(path: sandbox.state + "/queue.sqlite")
-        let (mode, sync) = try database.writer.read { db in
+        let (mode, readerSync) = try database.writer.read { db in
             (try String.fetchOne(db, sql: "PRAGMA journal_mode"), try Int.fetchOne(db, sql: "PRAGMA synchronous"))
         }
+        let writerSync = try database.writer.writeWithoutTransaction { db in
+            try Int.fetchOne(db, sql: "PRAGMA synchronous")
+        }
         #expect(mode == "wal")
-        #expect(sync == 2)
+        #expect(readerSync == 2)
+        #expect(writerSync == 2, "the connection that commits must run with synchronous = FULL")
         var info = stat()
         #expect(stat(sandbox.state + "/queue.sqlite", &info) == 0 && info.st_mode & 0o777 == 0o600)
         #expect(stat(sandbox.state, &info) == 0 && info.st_mode & 0o777 == 0o700)

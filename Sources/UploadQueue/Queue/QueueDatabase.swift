@@ -20,6 +20,9 @@ public struct QueueDatabase: Sendable {
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
         let pool = try DatabasePool(path: path, configuration: configuration)
+        // GRDB switches the writer to `synchronous = NORMAL` when it turns WAL on, after `prepareDatabase`:
+        // NORMAL may lose the last commits on power loss, and an accepted job must survive that.
+        try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         let database = QueueDatabase(writer: pool)
         try database.migrate()
         return database
