@@ -39,28 +39,15 @@ struct BlobStore: Sendable {
             close(output)
             if !renamed { unlink(temporary) }
         }
-        var digest = SHA256Digest()
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
-        defer { buffer.deallocate() }
-        var offset: off_t = 0
-        while true {
-            let count = pread(descriptor, buffer.baseAddress, buffer.count, offset)
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw .system("read", path: sourcePath, job: id)
-            }
-            if count == 0 { break }
-            let chunk = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
-            digest.update(chunk)
-            try Self.writeAll(output, chunk, at: offset, path: temporary)
-            offset += off_t(count)
+        let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: sourcePath, job: id) { block, offset throws(UploadQueueError) in
+            try Self.writeAll(output, block, at: offset, path: temporary)
         }
         guard fsync(output) == 0 else { throw .system("fsync", path: temporary, job: id) }
         let destination = path(for: id)
         guard rename(temporary, destination) == 0 else { throw .system("rename", path: destination, job: id) }
         renamed = true
         try syncDirectory(directory)
-        return digest.finish()
+        return sha256
     }
 
     /// Moves `source` into `blobs/` as the job's blob without replacing anything; across file systems it

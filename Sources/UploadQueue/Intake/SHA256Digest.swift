@@ -29,8 +29,12 @@ struct SHA256Digest: ~Copyable {
         uploadq_sha256_free(context)
     }
 
-    /// Hex SHA-256 of a whole file read from `descriptor` at offset 0, in 1 MiB blocks.
-    static func ofFile(descriptor: Int32, path: String) throws(UploadQueueError) -> String {
+    /// Hex SHA-256 of a whole file read from `descriptor` at offset 0, in 1 MiB blocks; `eachBlock` sees every
+    /// block with its offset (so a copy can be written in the same pass).
+    static func ofFile(
+        descriptor: Int32, path: String, job: JobID? = nil,
+        eachBlock: (UnsafeRawBufferPointer, off_t) throws(UploadQueueError) -> Void = { _, _ in }
+    ) throws(UploadQueueError) -> String {
         var digest = SHA256Digest()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }
@@ -39,10 +43,12 @@ struct SHA256Digest: ~Copyable {
             let count = pread(descriptor, buffer.baseAddress, buffer.count, offset)
             if count < 0 {
                 if errno == EINTR { continue }
-                throw .system("read", path: path)
+                throw .system("read", path: path, job: job)
             }
             if count == 0 { break }
-            digest.update(UnsafeRawBufferPointer(rebasing: buffer[0..<count]))
+            let block = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+            digest.update(block)
+            try eachBlock(block, offset)
             offset += off_t(count)
         }
         return digest.finish()

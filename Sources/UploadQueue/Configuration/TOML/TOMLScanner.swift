@@ -121,9 +121,9 @@ struct TOMLScanner {
         let startLine = line
         switch current {
         case .quote:
-            return TOMLValue(kind: .string(starts(with: "\"\"\"") ? try multilineBasicString() : try basicString()), line: startLine)
+            return TOMLValue(kind: .string(starts(with: "\"\"\"") ? try multilineString(quote: .quote) : try basicString()), line: startLine)
         case .apostrophe:
-            return TOMLValue(kind: .string(starts(with: "'''") ? try multilineLiteralString() : try literalString()), line: startLine)
+            return TOMLValue(kind: .string(starts(with: "'''") ? try multilineString(quote: .apostrophe) : try literalString()), line: startLine)
         case .openBracket:
             return TOMLValue(kind: .array(try array(inlineTable: inlineTable)), line: startLine)
         case .openBrace:
@@ -180,27 +180,30 @@ struct TOMLScanner {
         }
     }
 
-    private mutating func multilineBasicString() throws(TOMLSyntaxError) -> String {
+    /// `"""…"""` (with escapes) or `'''…'''` (raw): the newline right after the opening is dropped, and up to two
+    /// quotes just before the closing belong to the text.
+    private mutating func multilineString(quote: UInt8) throws(TOMLSyntaxError) -> String {
+        let escapes = quote == .quote
         advance(3)
         _ = try newline()
         var out: [UInt8] = []
         while true {
             guard let byte = current else { throw error("unterminated multi-line string") }
-            if starts(with: "\"\"\"") {
+            if byte == quote, peek(1) == quote, peek(2) == quote {
                 var quotes = 3
-                while peek(quotes) == .quote, quotes < 5 { quotes += 1 }
-                out.append(contentsOf: repeatElement(UInt8.quote, count: quotes - 3))
+                while peek(quotes) == quote, quotes < 5 { quotes += 1 }
+                out.append(contentsOf: repeatElement(quote, count: quotes - 3))
                 advance(quotes)
                 return try decode(out)
             }
-            if byte == .backslash, lineEndingBackslashFollows() {
-                advance()
-                skipBlanks()
-                while try newline() { skipBlanks() }
-                continue
-            }
-            if byte == .backslash {
-                try escape(into: &out)
+            if escapes, byte == .backslash {
+                if lineEndingBackslashFollows() {
+                    advance()
+                    skipBlanks()
+                    while try newline() { skipBlanks() }
+                } else {
+                    try escape(into: &out)
+                }
             } else if byte == .lineFeed || byte == .carriageReturn {
                 _ = try newline()
                 out.append(.lineFeed)
@@ -232,30 +235,6 @@ struct TOMLScanner {
         let text = bytes[start..<index]
         advance()
         return try decode(Array(text))
-    }
-
-    private mutating func multilineLiteralString() throws(TOMLSyntaxError) -> String {
-        advance(3)
-        _ = try newline()
-        var out: [UInt8] = []
-        while true {
-            guard let byte = current else { throw error("unterminated multi-line string") }
-            if starts(with: "'''") {
-                var quotes = 3
-                while peek(quotes) == .apostrophe, quotes < 5 { quotes += 1 }
-                out.append(contentsOf: repeatElement(UInt8.apostrophe, count: quotes - 3))
-                advance(quotes)
-                return try decode(out)
-            }
-            if byte == .lineFeed || byte == .carriageReturn {
-                _ = try newline()
-                out.append(.lineFeed)
-            } else {
-                if Self.isForbiddenControl(byte) { throw error("control character in string") }
-                out.append(byte)
-                advance()
-            }
-        }
     }
 
     private mutating func escape(into out: inout [UInt8]) throws(TOMLSyntaxError) {
