@@ -242,7 +242,9 @@ public actor SpoolWatcher: Service {
             rename(sidecar, target + Sidecar.suffix)
         }
         let text = "\(reason)\nrejected at \(ISO8601DateFormatter().string(from: Date()))\n"
-        FileManager.default.createFile(atPath: target + ".reason.txt", contents: Data(text.utf8))
+        if !FileManager.default.createFile(atPath: target + ".reason.txt", contents: Data(text.utf8)) {
+            logger.error("spool: cannot write \(target).reason.txt; the reason was: \(reason)")
+        }
         try? syncDirectory(rejectedDirectory)
         try? syncDirectory(spool.directory)
         logger.warning("spool: rejected \(name): \(reason)")
