@@ -17,6 +17,9 @@ let package = Package(
     targets: [
         // libmagic: the content type of each accepted file.
         .systemLibrary(name: "CMagic", providers: [.apt(["libmagic-dev"])]),
+        // libcurl through pkg-config, and the typed wrappers Swift needs for its variadic calls.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        .target(name: "CCurlShim", dependencies: ["CCurl"]),
         // Linux calls Swift cannot reach directly (renameat2, inotify records) and SHA-256 from libcrypto.
         .target(
             name: "CUploadQueueSystem",
@@ -25,6 +28,7 @@ let package = Package(
         .target(
             name: "UploadQueue",
             dependencies: [
+                "CCurlShim",
                 "CMagic",
                 "CUploadQueueSystem",
                 .product(name: "GRDB", package: "GRDB.swift"),

@@ -68,3 +68,20 @@ int uploadq_sha256_finish(void *context, unsigned char *digest) {
 }
 
 void uploadq_sha256_free(void *context) { EVP_MD_CTX_free((EVP_MD_CTX *)context); }
+
+void *uploadq_sha1_new(void) {
+    EVP_MD_CTX *context = EVP_MD_CTX_new();
+    if (context == NULL) return NULL;
+    if (EVP_DigestInit_ex(context, EVP_sha1(), NULL) != 1) {
+        EVP_MD_CTX_free(context);
+        return NULL;
+    }
+    return context;
+}
+
+int uploadq_sha1_finish(void *context, unsigned char *digest) {
+    unsigned int written = 0;
+    int ok = EVP_DigestFinal_ex((EVP_MD_CTX *)context, digest, &written);
+    EVP_MD_CTX_free((EVP_MD_CTX *)context);
+    return (ok == 1 && written == 20) ? 0 : -1;
+}

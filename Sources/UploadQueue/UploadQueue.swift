@@ -100,6 +100,12 @@ public actor UploadQueue {
         if outcome == .removed {
             releaseFile(of: job)
             hub.emit(.cancelled(id))
+            if job.resumeState != nil, let destination = configuration.destinations[job.destination] {
+                // No runner is up to drop the partial remote upload: do it here.
+                let engine = TransferEngine()
+                await Self.uploader(for: destination, engine: engine).discard(job)
+                engine.shutdown()
+            }
         }
         wakeRunner()
         return outcome
@@ -116,12 +122,10 @@ public actor UploadQueue {
             logger.notice("\(recovered.count) upload(s) of a stopped process go back to pending; they resume from their saved state")
         }
         try intake.finishIncompleteIntakes()
-        var uploaders: [String: any Uploader] = [:]
-        for (name, destination) in configuration.destinations {
-            switch destination.transferProtocol {
-            case .file: uploaders[name] = LocalDirectoryUploader(destination: destination)
-            }
-        }
+        let engine = TransferEngine()
+        engine.setSendCap(configuration.bandwidth.unmetered)
+        defer { engine.shutdown() }
+        let uploaders = configuration.destinations.mapValues { Self.uploader(for: $0, engine: engine) }
         let configuration = self.configuration
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
                                   release: { Self.releaseFile(of: $0, configuration: configuration) }, logger: logger)
@@ -137,6 +141,16 @@ public actor UploadQueue {
         await scheduler.run()
         self.scheduler = nil
         withExtendedLifetime((lock, wakeSocket)) {}
+    }
+
+    /// The uploader that speaks a destination's protocol.
+    static func uploader(for destination: Destination, engine: TransferEngine) -> any Uploader {
+        switch destination.transferProtocol {
+        case .file: LocalDirectoryUploader(destination: destination)
+        case .tus: TusUploader(destination: destination, engine: engine)
+        case .httpPut: HTTPPutUploader(destination: destination, engine: engine)
+        case .httpPost: HTTPPostUploader(destination: destination, engine: engine)
+        }
     }
 
     private func wakeRunner() {

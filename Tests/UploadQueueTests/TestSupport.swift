@@ -10,7 +10,8 @@ final class Sandbox: @unchecked Sendable {
     var state: String { root + "/state" }
     var configPath: String { root + "/uploadq.toml" }
 
-    init(config extra: String = "", bandwidth: Int64 = 0, concurrency: Int = 4, quietPeriod: String = "300ms") throws {
+    init(config extra: String = "", bandwidth: Int64 = 0, concurrency: Int = 4, quietPeriod: String = "300ms",
+         retryInterval: String = "1s") throws {
         let template = FileManager.default.temporaryDirectory.path + "/uploadq-test-XXXXXX"
         var bytes = Array(template.utf8CString)
         guard let made = mkdtemp(&bytes) else { throw UploadQueueError(.io, "mkdtemp failed") }
@@ -25,9 +26,9 @@ final class Sandbox: @unchecked Sendable {
             [limits]
             concurrency = \(concurrency)
             [retry]
-            initial_interval = "1s"
+            initial_interval = "\(retryInterval)"
             initial_attempts = 3
-            later_interval = "2s"
+            later_interval = "\(retryInterval == "1s" ? "2s" : retryInterval)"
             jitter = 0.1
             [bandwidth]
             unmetered = \(bandwidth)

@@ -39,4 +39,9 @@ int uploadq_sha256_update(void *context, const void *data, size_t length);
 int uploadq_sha256_finish(void *context, unsigned char *digest);
 void uploadq_sha256_free(void *context);
 
+/// Incremental SHA-1 (tus `Upload-Checksum`); update and free with the SHA-256 calls, finish with this one.
+void *uploadq_sha1_new(void);
+/// Writes 20 bytes to `digest` and frees the context.
+int uploadq_sha1_finish(void *context, unsigned char *digest);
+
 #endif

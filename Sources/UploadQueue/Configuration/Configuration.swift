@@ -99,33 +99,112 @@ public struct Configuration: Sendable, Equatable {
 public struct Destination: Sendable, Equatable {
     /// The wire protocol.
     public enum TransferProtocol: String, Sendable, Equatable, CaseIterable {
+        /// A local directory: temporary name, fsync, rename.
         case file
+        /// tus 1.0 resumable uploads, in `chunk_size` PATCH requests.
+        case tus
+        /// One whole-file PUT to a URL made from the template.
+        case httpPut = "http-put"
+        /// One whole-file POST as `multipart/form-data`, the job's meta as form fields.
+        case httpPost = "http-post"
     }
 
     public var name: String
     public var transferProtocol: TransferProtocol
-    /// The `url` as written (`file://…` for local directories).
+    /// The `url` as written: `file://…` for local directories, the creation endpoint for tus, a URL template
+    /// for `http-put`/`http-post`.
     public var url: String
     /// For `file`: the target directory, resolved.
     public var directory: String
     /// For `file`: the name under the directory; `{job_id}`, `{name}`, `{ext}`, `{date}`, `{sha256}`, `{meta.KEY}`.
     public var nameTemplate: PathTemplate
-    /// How much is written between two durable, confirmed offsets.
+    /// For `http-put`/`http-post`: the URL with its placeholders filled per job (for tus: the endpoint).
+    public var urlTemplate: URLTemplate?
+    /// How much is sent between two durable, confirmed offsets (a tus PATCH, a file-copy checkpoint).
     public var chunkSize: Int64
+    /// Headers, credentials, TLS and timeouts of network destinations.
+    public var http: HTTPSettings
+    /// The job's `remote_url` when set: `{url}` (what the server answered), `{upload_id}` and the job's
+    /// placeholders; otherwise the server's URL is used.
+    public var publicURLTemplate: URLTemplate?
+    /// For `http-post`: the form field that carries the file.
+    public var formField: String
+    /// When the destination counts as down and is probed instead of hammered.
+    public var circuitBreaker: CircuitBreakerPolicy
 
-    public init(name: String, transferProtocol: TransferProtocol = .file, url: String, directory: String,
-                nameTemplate: PathTemplate = .defaultFileName, chunkSize: Int64 = 8 << 20) {
+    public init(name: String, transferProtocol: TransferProtocol = .file, url: String, directory: String = "",
+                nameTemplate: PathTemplate = .defaultFileName, urlTemplate: URLTemplate? = nil,
+                chunkSize: Int64 = 8 << 20, http: HTTPSettings = HTTPSettings(), publicURLTemplate: URLTemplate? = nil,
+                formField: String = "file", circuitBreaker: CircuitBreakerPolicy = CircuitBreakerPolicy()) {
         self.name = name
         self.transferProtocol = transferProtocol
         self.url = url
         self.directory = directory
         self.nameTemplate = nameTemplate
+        self.urlTemplate = urlTemplate
         self.chunkSize = chunkSize
+        self.http = http
+        self.publicURLTemplate = publicURLTemplate
+        self.formField = formField
+        self.circuitBreaker = circuitBreaker
     }
 
     /// A local directory destination.
     public static func localDirectory(name: String, directory: String,
                                       nameTemplate: PathTemplate = .defaultFileName) -> Destination {
         Destination(name: name, url: "file://" + directory, directory: directory, nameTemplate: nameTemplate)
+    }
+
+    /// A tus 1.0 destination at `endpoint` (the creation URL, e.g. `https://host/files/`).
+    public static func tus(name: String, endpoint: String, chunkSize: Int64 = 8 << 20,
+                           http: HTTPSettings = HTTPSettings()) throws(PathTemplateError) -> Destination {
+        Destination(name: name, transferProtocol: .tus, url: endpoint, urlTemplate: try URLTemplate(endpoint),
+                    chunkSize: chunkSize, http: http)
+    }
+}
+
+/// How a network destination is reached: extra headers, credentials, TLS trust and connection timeouts.
+public struct HTTPSettings: Sendable, Equatable {
+    /// Sent with every request (values may be secret: they are never logged).
+    public var headers: [String: String]
+    /// Where the bearer token comes from, if the server wants one.
+    public var credentials: CredentialSource?
+    /// A PEM bundle of extra CAs to trust; TLS is always verified.
+    public var caFile: String?
+    public var connectTimeout: Duration
+    /// A transfer below `stall.minimumRate` bytes/s for `stall.window` is aborted and resumed later.
+    public var stall: StallDetection
+
+    public init(headers: [String: String] = [:], credentials: CredentialSource? = nil, caFile: String? = nil,
+                connectTimeout: Duration = .seconds(15), stall: StallDetection = StallDetection()) {
+        self.headers = headers
+        self.credentials = credentials
+        self.caFile = caFile
+        self.connectTimeout = connectTimeout
+        self.stall = stall
+    }
+}
+
+/// Where a destination's bearer token comes from (sent as `Authorization: Bearer TOKEN`).
+public enum CredentialSource: Sendable, Equatable {
+    /// An environment variable of the daemon.
+    case environment(String)
+    /// A file whose first line is the token; read again after a 401.
+    case file(String)
+    /// A program (no shell) whose standard output is the token; run again after a 401, killed after `timeout`.
+    case command([String], timeout: Duration)
+}
+
+/// After `threshold` consecutive transient failures a destination is left alone and probed with a cheap request
+/// (every `probeInterval`, growing to `maximumProbeInterval`) until it answers; 0 turns the breaker off.
+public struct CircuitBreakerPolicy: Sendable, Equatable {
+    public var threshold: Int
+    public var probeInterval: Duration
+    public var maximumProbeInterval: Duration
+
+    public init(threshold: Int = 5, probeInterval: Duration = .seconds(30), maximumProbeInterval: Duration = .seconds(300)) {
+        self.threshold = threshold
+        self.probeInterval = probeInterval
+        self.maximumProbeInterval = maximumProbeInterval
     }
 }

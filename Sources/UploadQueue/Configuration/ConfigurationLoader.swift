@@ -93,7 +93,7 @@ public enum ConfigurationLoader {
         if var table = try root.table("destinations") {
             for name in table.table.keys {
                 guard var entry = try table.table(name) else { continue }
-                destinations[name] = try destination(named: name, from: &entry, baseDirectory: baseDirectory)
+                destinations[name] = try DestinationLoader.destination(named: name, from: &entry, baseDirectory: baseDirectory)
                 try entry.rejectUnknownKeys()
             }
         }
@@ -120,43 +120,6 @@ public enum ConfigurationLoader {
 
         return Configuration(file: nil, stateDirectory: stateDirectory, spool: spool, limits: limits, retry: retry,
                              link: link, bandwidth: bandwidth, destinations: destinations)
-    }
-
-    private static func destination(named name: String, from table: inout ConfigurationTable,
-                                     baseDirectory: String) throws(ConfigurationError) -> Destination {
-        guard let protocolName = try table.string("protocol") else {
-            throw ConfigurationError(file: table.file, line: table.table.line, key: table.fullKey("protocol"),
-                                     message: "missing (supported: \(Destination.TransferProtocol.allCases.map(\.rawValue).joined(separator: ", ")))")
-        }
-        guard let transferProtocol = Destination.TransferProtocol(rawValue: protocolName) else {
-            let later = ["tus", "s3", "http-put", "http-post"].contains(protocolName)
-                ? "not available in this version" : "unknown"
-            throw table.error("protocol", "\"\(protocolName)\" is \(later) "
-                + "(supported: \(Destination.TransferProtocol.allCases.map(\.rawValue).joined(separator: ", ")))")
-        }
-        guard let url = try table.string("url") else {
-            throw ConfigurationError(file: table.file, line: table.table.line, key: table.fullKey("url"), message: "missing")
-        }
-        switch transferProtocol {
-        case .file:
-            guard url.hasPrefix("file://") else {
-                throw table.error("url", "a file destination needs a file:// URL, e.g. \"file://uploaded\" or \"file:///srv/photos\"")
-            }
-            let path = String(url.dropFirst("file://".count)).removingPercentEncoding ?? ""
-            guard !path.isEmpty else { throw table.error("url", "names no directory") }
-            var template = PathTemplate.defaultFileName
-            if let text = try table.string("name_template") {
-                do {
-                    template = try PathTemplate(text)
-                } catch {
-                    throw table.error("name_template", error.message)
-                }
-            }
-            let chunkSize = try table.byteCount("chunk_size", minimum: 4096) ?? (8 << 20)
-            return Destination(name: name, transferProtocol: .file, url: url,
-                               directory: absolutePath(path, base: baseDirectory), nameTemplate: template,
-                               chunkSize: chunkSize)
-        }
     }
 
     static func absolutePath(_ path: String, base: String) -> String {

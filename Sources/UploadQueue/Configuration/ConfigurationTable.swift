@@ -69,6 +69,30 @@ struct ConfigurationTable {
         return strings
     }
 
+    /// An inline table of strings, such as `headers = { "X-Client" = "uploadq" }`.
+    mutating func stringTable(_ key: String) throws(ConfigurationError) -> [String: String]? {
+        guard let value = value(key) else { return nil }
+        guard case .table(let inner) = value.kind else { throw typeError(key, expected: "a table of strings", got: value) }
+        var result: [String: String] = [:]
+        for name in inner.keys {
+            guard let item = inner[name], case .string(let text) = item.kind else {
+                throw error(key, "value of \"\(name)\" must be a string", line: inner[name]?.line)
+            }
+            result[name] = text
+        }
+        return result
+    }
+
+    /// True when the key is present (without reading it).
+    func has(_ key: String) -> Bool { table[key] != nil }
+
+    /// A boolean.
+    mutating func boolean(_ key: String) throws(ConfigurationError) -> Bool? {
+        guard let value = value(key) else { return nil }
+        guard case .boolean(let flag) = value.kind else { throw typeError(key, expected: "true or false", got: value) }
+        return flag
+    }
+
     /// A size: an integer number of bytes or a text like `8MiB`.
     mutating func byteCount(_ key: String, minimum: Int64 = 0) throws(ConfigurationError) -> Int64? {
         guard let value = value(key) else { return nil }

@@ -9,6 +9,8 @@ public struct PathTemplate: Sendable, Equatable, CustomStringConvertible {
         case literal(String)
         case jobID, name, ext, date, sha256
         case meta(String)
+        /// A placeholder only some templates know (`{url}`, `{upload_id}`, `{key}`), filled by the caller.
+        case extra(String)
     }
 
     let parts: [Part]
@@ -19,6 +21,19 @@ public struct PathTemplate: Sendable, Equatable, CustomStringConvertible {
 
     /// Parses a template; throws a message naming the bad placeholder.
     public init(_ text: String) throws(PathTemplateError) {
+        let parts = try Self.parse(text, extraPlaceholders: [])
+        if text.split(separator: "/").contains(where: { $0 == ".." }) {
+            throw PathTemplateError(message: "template \"\(text)\" may not contain `..`")
+        }
+        guard !parts.isEmpty, !text.hasPrefix("/") else {
+            throw PathTemplateError(message: "template \"\(text)\" must be a relative name")
+        }
+        self.parts = parts
+        self.description = text
+    }
+
+    /// Splits a template into literals and placeholders; `extraPlaceholders` are names allowed besides the job's.
+    static func parse(_ text: String, extraPlaceholders: [String]) throws(PathTemplateError) -> [Part] {
         var parts: [Part] = []
         var literal = ""
         var index = text.startIndex
@@ -39,9 +54,13 @@ public struct PathTemplate: Sendable, Equatable, CustomStringConvertible {
                 default:
                     if name.hasPrefix("meta."), name.count > 5 {
                         parts.append(.meta(String(name.dropFirst(5))))
+                    } else if extraPlaceholders.contains(name) {
+                        parts.append(.extra(name))
                     } else {
+                        let known = ["{job_id}", "{name}", "{ext}", "{date}", "{sha256}", "{meta.KEY}"]
+                            + extraPlaceholders.map { "{\($0)}" }
                         throw PathTemplateError(message: "unknown placeholder {\(name)} in template \"\(text)\" "
-                            + "(known: {job_id}, {name}, {ext}, {date}, {sha256}, {meta.KEY})")
+                            + "(known: \(known.joined(separator: ", ")))")
                     }
                 }
                 index = text.index(after: close)
@@ -53,14 +72,7 @@ public struct PathTemplate: Sendable, Equatable, CustomStringConvertible {
             }
         }
         if !literal.isEmpty { parts.append(.literal(literal)) }
-        if text.split(separator: "/").contains(where: { $0 == ".." }) {
-            throw PathTemplateError(message: "template \"\(text)\" may not contain `..`")
-        }
-        guard !parts.isEmpty, !text.hasPrefix("/") else {
-            throw PathTemplateError(message: "template \"\(text)\" must be a relative name")
-        }
-        self.parts = parts
-        self.description = text
+        return parts
     }
 
     /// Fills the template for a job; missing meta keys become empty.
@@ -75,6 +87,7 @@ public struct PathTemplate: Sendable, Equatable, CustomStringConvertible {
             case .date: result += Self.utcDay(date)
             case .sha256: result += sha256
             case .meta(let key): result += Self.escape(meta[key] ?? "")
+            case .extra: break
             }
         }
         return result

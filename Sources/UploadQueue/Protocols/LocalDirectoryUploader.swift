@@ -126,6 +126,12 @@ struct LocalDirectoryUploader: Uploader {
         unlink(temporaryPath(for: job))
     }
 
+    /// The target directory exists and is writable (or can be made).
+    func probe() async -> Bool {
+        (try? FileManager.default.createDirectory(atPath: destination.directory, withIntermediateDirectories: true)) != nil
+            && access(destination.directory, W_OK) == 0
+    }
+
     static func fileURL(_ path: String) -> String {
         URL(fileURLWithPath: path).absoluteString
     }

@@ -10,6 +10,9 @@ protocol Uploader: Sendable {
 
     /// Drops what a cancelled job left at the destination (partial uploads), where the protocol allows.
     func discard(_ job: Job) async
+
+    /// Asks the destination with one cheap request whether it answers at all (for the circuit breaker).
+    func probe() async -> Bool
 }
 
 /// What a finished upload produced.
@@ -26,6 +29,8 @@ struct TransferContext: Sendable {
     let resumed: @Sendable (Int64) async throws(TransferFailure) -> Void
     /// Persists confirmed bytes and, when given, a new resume record; also feeds progress events.
     let confirmed: @Sendable (Int64, String?) async throws(TransferFailure) -> Void
-    /// Reports bytes handed to the destination but not confirmed yet (progress bars only, never persisted).
+    /// Reports bytes handed to the destination but not confirmed yet (progress only, never persisted).
     let sent: @Sendable (Int64) -> Void
+    /// Forgets the remote upload: clears the resume record and the confirmed bytes.
+    let forgetResumeState: @Sendable () async throws(TransferFailure) -> Void
 }

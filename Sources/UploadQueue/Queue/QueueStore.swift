@@ -132,6 +132,30 @@ public struct QueueStore: Sendable {
         }
     }
 
+    /// Forgets an uploader's resume record (the remote upload is gone or abandoned): nothing is confirmed any more.
+    func clearResumeState(_ id: JobID) throws {
+        try writer.write { db in
+            try db.execute(sql: "UPDATE job SET resume_state = NULL, bytes_confirmed = 0, updated_at = ? WHERE id = ?",
+                           arguments: [Date(), id.rawValue])
+        }
+    }
+
+    /// Marks the runnable pending jobs of `destination` as waiting for `reason`, or clears that reason (nil).
+    func markWaiting(destination: String, reason: WaitingReason, active: Bool, now: Date = Date()) throws {
+        try writer.write { db in
+            if active {
+                try db.execute(sql: """
+                    UPDATE job SET waiting_reason = ? WHERE state = 'pending' AND destination = ?
+                    AND (waiting_reason IS NULL OR waiting_reason = 'concurrency')
+                    """, arguments: [reason.rawValue, destination])
+            } else {
+                try db.execute(sql: """
+                    UPDATE job SET waiting_reason = NULL WHERE state = 'pending' AND destination = ? AND waiting_reason = ?
+                    """, arguments: [destination, reason.rawValue])
+            }
+        }
+    }
+
     /// Ends an attempt and applies its verdict to the job, in one transaction.
     @discardableResult
     func finish(_ id: JobID, attempt: Int, event: JobLifecycle.Event, outcome: String, error: String?,
@@ -187,14 +211,15 @@ public struct QueueStore: Sendable {
         }
     }
 
-    /// Records a cancel request: a job that is not transferring leaves at once; an `uploading` job whose worker
-    /// runs is flagged for it. Returns what happened and the job as it was.
+    /// Records a cancel request: a job that is not transferring leaves at once; while a runner is up, a job it
+    /// is transferring, or one that left a remote upload to drop, is flagged for it. Returns what happened and the
+    /// job as it was.
     func requestCancel(_ id: JobID, workerRunning: Bool) throws -> (CancelOutcome, Job) {
         try writer.write { db in
             guard let job = try Job.fetchOne(db, key: id.rawValue) else {
                 throw UploadQueueError(.jobNotFound, "no job with id \(id); `uploadq list` shows the queue", job: id)
             }
-            if job.state == .uploading && workerRunning {
+            if workerRunning && job.state != .uploaded && (job.state == .uploading || job.resumeState != nil) {
                 try db.execute(sql: "UPDATE job SET cancel_requested = 1, updated_at = ? WHERE id = ?",
                                arguments: [Date(), id.rawValue])
                 return (.requested, job)
@@ -213,10 +238,10 @@ public struct QueueStore: Sendable {
         }
     }
 
-    /// Ids of transferring jobs someone asked to cancel.
+    /// Ids of jobs someone asked to cancel while a runner was up.
     func cancelRequests() throws -> [JobID] {
         try writer.read { db in
-            try String.fetchAll(db, sql: "SELECT id FROM job WHERE cancel_requested = 1 AND state = 'uploading'")
+            try String.fetchAll(db, sql: "SELECT id FROM job WHERE cancel_requested = 1 AND state != 'uploaded'")
                 .map { JobID(trusted: $0) }
         }
     }

@@ -18,6 +18,9 @@ actor Scheduler {
     nonisolated let wake = WakeSignal()
     private var workers: [JobID: Task<Void, Never>] = [:]
     private var stopReasons: [JobID: StopReason] = [:]
+    /// One breaker per destination; an open one keeps that destination's jobs pending (`circuit-open`).
+    private var breakers: [String: CircuitBreaker]
+    private var probes: [String: Task<Void, Never>] = [:]
     /// Longest sleep between two looks at the database, in case a wake-up was missed.
     private let pollInterval: Duration
 
@@ -31,6 +34,7 @@ actor Scheduler {
         self.release = release
         self.logger = logger
         self.pollInterval = pollInterval
+        breakers = configuration.destinations.mapValues { CircuitBreaker(policy: $0.circuitBreaker) }
     }
 
     /// Jobs whose transfer runs in this process now.
@@ -41,8 +45,12 @@ actor Scheduler {
         while !Task.isCancelled {
             do {
                 try handleCancelRequests()
+                startDueProbes()
                 try fillSlots()
-                let due = try store.nextDueDate().map { $0.timeIntervalSinceNow } ?? pollInterval.seconds
+                var due = try store.nextDueDate().map { $0.timeIntervalSinceNow } ?? pollInterval.seconds
+                if let probe = breakers.values.compactMap(\.nextProbeAt).min() {
+                    due = min(due, probe.timeIntervalSinceNow)
+                }
                 let wait = min(max(due, 0.01), pollInterval.seconds)
                 await wake.wait(timeout: .milliseconds(Int64(wait * 1000)))
             } catch {
@@ -62,6 +70,7 @@ actor Scheduler {
     }
 
     private func stopAll() async {
+        for probe in probes.values { probe.cancel() }
         let running = workers
         for (id, task) in running {
             if stopReasons[id] == nil { stopReasons[id] = .shutdown }
@@ -70,16 +79,29 @@ actor Scheduler {
         for task in running.values { await task.value }
     }
 
+    /// Stops flagged transfers running here; flagged jobs that are not running (they left a remote upload
+    /// behind) leave the queue at once and their remote upload is dropped in the background.
     private func handleCancelRequests() throws {
-        for id in try store.cancelRequests() where workers[id] != nil {
-            _ = cancelRunning(id)
+        for id in try store.cancelRequests() {
+            if workers[id] != nil {
+                if stopReasons[id] != .cancel { _ = cancelRunning(id) }
+                continue
+            }
+            guard let removed = try store.removeCancelled(id) else { continue }
+            release(removed)
+            events.emit(.cancelled(id))
+            logger.info("upload cancelled", metadata: ["uploadq.job": "\(id)", "uploadq.destination": "\(removed.destination)"])
+            if let uploader = uploaders[removed.destination] {
+                Task { await uploader.discard(removed) }
+            }
         }
     }
 
     private func fillSlots() throws {
         let limit = configuration.limits.concurrency
+        let held = Set(breakers.filter { $0.value.isOpen }.keys)
         while workers.count < limit {
-            guard let (job, attempt) = try store.claimNext() else {
+            guard let (job, attempt) = try store.claimNext(excluding: held) else {
                 try store.markWaitingForSlots(false)
                 return
             }
@@ -91,6 +113,69 @@ actor Scheduler {
             workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
         }
         try store.markWaitingForSlots(true)
+    }
+
+    /// Sends the probe of every open circuit whose time has come; a probe that is answered closes the circuit.
+    private func startDueProbes() {
+        let now = Date()
+        for name in breakers.keys where breakers[name]?.startProbeIfDue(now: now) == true {
+            guard let uploader = uploaders[name] else { continue }
+            logger.info("probing destination \"\(name)\"", metadata: ["uploadq.destination": "\(name)"])
+            probes[name] = Task {
+                let answered = await uploader.probe()
+                self.finishProbe(name, answered: answered)
+            }
+        }
+    }
+
+    private func finishProbe(_ name: String, answered: Bool) {
+        probes[name] = nil
+        breakers[name]?.finishProbe(answered: answered, now: Date())
+        let metadata: Logger.Metadata = ["uploadq.destination": "\(name)"]
+        if answered {
+            logger.notice("destination \"\(name)\" answers again; its uploads resume", metadata: metadata)
+            closeCircuit(name)
+        } else if let next = breakers[name]?.nextProbeAt {
+            logger.warning("destination \"\(name)\" still does not answer; next probe at \(next)", metadata: metadata)
+        }
+        wake.signal()
+    }
+
+    private func closeCircuit(_ name: String) {
+        do {
+            try store.markWaiting(destination: name, reason: .circuitOpen, active: false)
+        } catch {
+            logger.error("cannot clear the circuit-open mark of \(name): \(error)")
+        }
+    }
+
+    /// Feeds a transfer's verdict to its destination's breaker and marks the destination's jobs when it opens.
+    private func updateBreaker(_ destination: String, failure: TransferFailure?) {
+        guard var breaker = breakers[destination] else { return }
+        let wasOpen = breaker.isOpen
+        var opened = false
+        if let failure {
+            guard case .transient = failure.kind, failure.destinationFault else { return }
+            opened = breaker.recordFailure(now: Date())
+        } else {
+            breaker.recordSuccess()
+        }
+        breakers[destination] = breaker
+        let metadata: Logger.Metadata = ["uploadq.destination": "\(destination)"]
+        if opened {
+            let delay = CircuitBreaker.probeDelay(policy: breaker.policy, openings: breaker.openings)
+            logger.warning("""
+                destination "\(destination)" failed \(breaker.policy.threshold) times in a row; its jobs wait \
+                (circuit-open) and it is probed in \(delay)
+                """, metadata: metadata)
+            do {
+                try store.markWaiting(destination: destination, reason: .circuitOpen, active: true)
+            } catch {
+                logger.error("cannot mark the jobs of \(destination) as circuit-open: \(error)")
+            }
+        } else if wasOpen && !breaker.isOpen {
+            closeCircuit(destination)
+        }
     }
 
     private func transfer(_ job: Job, attempt: Int) async {
@@ -117,6 +202,7 @@ actor Scheduler {
         do {
             switch result {
             case .success(let outcome):
+                updateBreaker(job.destination, failure: nil)
                 try store.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil) {
                     $0.remoteURL = outcome.remoteURL
                     $0.bytesConfirmed = $0.size
@@ -125,7 +211,7 @@ actor Scheduler {
                 logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(outcome.remoteURL)"]) { $1 })
             case .failure(let failure) where stopReasons[job.id] != nil && failure.kind != .permanent:
                 if stopReasons[job.id] == .cancel {
-                    await uploaders[job.destination]?.discard(job)
+                    await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
                     if let removed = try store.removeCancelled(job.id) { release(removed) }
                     events.emit(.cancelled(job.id))
                     logger.info("upload cancelled", metadata: metadata)
@@ -136,6 +222,7 @@ actor Scheduler {
                     logger.info("upload interrupted; it resumes from its confirmed offset", metadata: metadata)
                 }
             case .failure(let failure):
+                updateBreaker(job.destination, failure: failure)
                 switch failure.kind {
                 case .transient(let retryAfter):
                     let delay = configuration.retry.delay(afterFailure: job.failures + 1, random: Double.random(in: 0...1),
@@ -180,10 +267,19 @@ actor Scheduler {
                 } catch {
                     throw .transient("database", "cannot record progress: \(error)")
                 }
-                events.emit(.progress(job.id, confirmed: bytes, sent: max(bytes, meter.sent), size: job.size))
+                meter.recordConfirmed(bytes)
+                events.emit(.progress(job.id, confirmed: bytes, sent: meter.sent, size: job.size))
             },
             sent: { bytes in
-                meter.recordSent(bytes)
+                if meter.recordSent(bytes) {
+                    events.emit(.progress(job.id, confirmed: meter.confirmed, sent: meter.sent, size: job.size))
+                }
+            },
+            forgetResumeState: { () throws(TransferFailure) in
+                meter.restart(at: 0)
+                do { try store.clearResumeState(job.id) } catch {
+                    throw .transient("database", "cannot clear the resume state: \(error)")
+                }
             })
     }
 }

@@ -17,11 +17,15 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
     public var code: String
     /// What happened, with the job's context, and what to do next.
     public var message: String
+    /// True when the destination itself failed (unreachable, stalled, 5xx): these failures open its circuit
+    /// breaker; local problems (disk, source file) do not.
+    public var destinationFault: Bool
 
-    public init(_ kind: Kind, code: String, _ message: String) {
+    public init(_ kind: Kind, code: String, _ message: String, destinationFault: Bool = false) {
         self.kind = kind
         self.code = code
         self.message = message
+        self.destinationFault = destinationFault
     }
 
     static func transient(_ code: String, _ message: String) -> TransferFailure {

@@ -10,3 +10,14 @@ enum BlockingWork {
         }
     }
 }
+
+extension BlockingWork {
+    /// Runs typed-throwing blocking work and hands back its result.
+    static func runResult<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async -> Result<T, E> {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global(qos: .utility).async {
+                continuation.resume(returning: Result { () throws(E) -> T in try body() })
+            }
+        }
+    }
+}

@@ -1,0 +1,276 @@
+import Foundation
+
+/// Uploads to a tus 1.0 server in `chunk_size` PATCH requests, resuming at the server's offset after any crash.
+///
+/// The upload URL is persisted before the first data byte and the confirmed offset after every PATCH, so a
+/// kill -9 costs at most the chunk in flight. The server's offset is the truth: HEAD on resume, one HEAD resync
+/// on 409, a new upload when the old one is gone (404/410).
+struct TusUploader: Uploader {
+    let destination: Destination
+    let client: DestinationClient
+    let discovery = TusDiscovery()
+    /// How often one chunk is sent again after the server reported a checksum mismatch (460).
+    var checksumRetries = 3
+
+    init(destination: Destination, engine: TransferEngine) {
+        self.destination = destination
+        client = DestinationClient(destination: destination, engine: engine)
+    }
+
+    private var endpoint: String { destination.url }
+    private static let version = HTTPHeader("Tus-Resumable", "1.0.0")
+
+    func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
+        do {
+            return try await transfer(context)
+        } catch {
+            if error.destinationFault { await discovery.forget() }
+            throw error
+        }
+    }
+
+    private func transfer(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
+        let job = context.job
+        let previous = TusResumeState(json: job.resumeState)
+        let source: SourceFile
+        do {
+            source = try SourceFile(job: job)
+        } catch {
+            if error.code == "source-changed", let previous {
+                try await abandon(previous, context: context)
+            }
+            throw error
+        }
+        let server = try await discovery.server(client, endpoint: endpoint)
+        var state: TusResumeState
+        var offset: Int64
+        if let previous, let found = try await locate(previous, job: job, context: context) {
+            (state, offset) = (previous, found)
+        } else {
+            (state, offset) = try await create(job: job, source: source, server: server, context: context)
+        }
+        try await context.resumed(offset)
+
+        var conflictAt: Int64?
+        var recreated = false
+        var checksumFailures = 0
+        while offset < job.size {
+            if Task.isCancelled { throw .interrupted }
+            let length = min(destination.chunkSize, job.size - offset)
+            var headers = [Self.version, HTTPHeader("Upload-Offset", String(offset)),
+                           HTTPHeader("Content-Type", "application/offset+octet-stream")]
+            if server.acceptsSHA1Checksums {
+                headers.append(HTTPHeader("Upload-Checksum", try TusChecksum.sha1(of: source, offset: offset, length: length)))
+            }
+            let start = offset
+            let response = try await client.send("PATCH", state.uploadURL, headers: headers,
+                                                 body: .file(descriptor: source.descriptor, offset: offset, length: length),
+                                                 paced: true, progress: { context.sent(start + $0) })
+            switch response.status {
+            case 200, 204:
+                let acknowledged = try offsetHeader(response, request: "PATCH", url: state.uploadURL)
+                guard acknowledged <= offset + length else {
+                    if acknowledged > job.size {
+                        try await abandon(state, context: context, terminate: false)
+                        throw beyondFile(acknowledged, job: job, url: state.uploadURL)
+                    }
+                    throw badReply("PATCH", state.uploadURL, "acknowledged offset \(acknowledged) although only "
+                        + "\(offset + length) bytes were sent")
+                }
+                offset = acknowledged
+                if let expires = response.header("Upload-Expires") { state.expires = expires }
+                try await context.confirmed(offset, state.json)
+                try await ensureUnchanged(source, state: state, context: context)
+                checksumFailures = 0
+            case 409:
+                guard conflictAt != offset else {
+                    throw TransferFailure(.transient(retryAfter: nil), code: "offset-conflict",
+                        "PATCH \(redacted(state.uploadURL)) answered 409 twice at offset \(offset), also after a "
+                        + "resync; trying again later")
+                }
+                conflictAt = offset
+                guard let found = try await locate(state, job: job, context: context) else {
+                    throw TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
+                        "the upload \(redacted(state.uploadURL)) disappeared during a resync; a new one starts next time")
+                }
+                offset = found
+                try await context.confirmed(offset, state.json)
+            case 460:
+                checksumFailures += 1
+                guard checksumFailures <= checksumRetries else {
+                    throw .transient("checksum-mismatch", "the server rejected the checksum of the chunk at offset "
+                        + "\(offset) \(checksumFailures) times (HTTP 460); the data may be corrupted on the way")
+                }
+            case 404, 410:
+                guard !recreated else {
+                    throw TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
+                        "the new upload \(redacted(state.uploadURL)) is gone again (HTTP \(response.status))",
+                        destinationFault: true)
+                }
+                recreated = true
+                try await context.forgetResumeState()
+                (state, offset) = try await create(job: job, source: source, server: server, context: context)
+                try await context.resumed(offset)
+            case 412:
+                throw versionRefused(response, request: "PATCH")
+            default:
+                throw FailureClassifier.failure(for: response, request: "PATCH \(redacted(state.uploadURL))",
+                                                destination: destination.name)
+            }
+        }
+        if job.size == 0 { try await context.confirmed(0, state.json) }
+        try await ensureUnchanged(source, state: state, context: context)
+        return UploadOutcome(remoteURL: remoteURL(for: job, uploadURL: state.uploadURL))
+    }
+
+    /// Asks the server where an earlier upload stands: its offset, or nil when it is gone (404/410/403) or does
+    /// not match the file (another length); such an upload is forgotten.
+    private func locate(_ state: TusResumeState, job: Job, context: TransferContext) async throws(TransferFailure)
+        -> Int64?
+    {
+        let response = try await client.send("HEAD", state.uploadURL, headers: [Self.version])
+        switch response.status {
+        case 200, 204:
+            let offset = try offsetHeader(response, request: "HEAD", url: state.uploadURL)
+            if let length = response.header("Upload-Length").flatMap({ Int64($0) }), length != job.size {
+                try await abandon(state, context: context)
+                return nil
+            }
+            guard offset <= job.size else {
+                try await abandon(state, context: context, terminate: false)
+                throw beyondFile(offset, job: job, url: state.uploadURL)
+            }
+            return offset
+        case 403, 404, 410:
+            try await context.forgetResumeState()
+            return nil
+        case 412:
+            throw versionRefused(response, request: "HEAD")
+        default:
+            throw FailureClassifier.failure(for: response, request: "HEAD \(redacted(state.uploadURL))",
+                                            destination: destination.name)
+        }
+    }
+
+    /// Creates a new upload and persists its URL; small files go in the creation request itself when the server
+    /// allows it (their whole body is one chunk, so nothing is lost by sending it before the URL is known).
+    private func create(job: Job, source: SourceFile, server: TusServer, context: TransferContext)
+        async throws(TransferFailure) -> (TusResumeState, Int64)
+    {
+        if let maximum = server.maximumSize, job.size > maximum {
+            throw .permanent("too-large", "the file is \(job.size) bytes; the tus server at \(redacted(endpoint)) "
+                + "takes at most \(maximum) (Tus-Max-Size); nothing was sent")
+        }
+        var headers = [Self.version, HTTPHeader("Upload-Length", String(job.size)),
+                       HTTPHeader("Upload-Metadata", TusMetadata.header(for: job))]
+        let withData = server.supportsCreationWithUpload && job.size > 0 && job.size <= destination.chunkSize
+        var body = RequestBody.empty
+        if withData {
+            headers.append(HTTPHeader("Content-Type", "application/offset+octet-stream"))
+            if server.acceptsSHA1Checksums {
+                headers.append(HTTPHeader("Upload-Checksum", try TusChecksum.sha1(of: source, offset: 0, length: job.size)))
+            }
+            body = .file(descriptor: source.descriptor, offset: 0, length: job.size)
+        }
+        let response = try await client.send("POST", endpoint, headers: headers, body: body, paced: withData,
+                                             progress: { context.sent($0) })
+        switch response.status {
+        case 200, 201:
+            break
+        case 412:
+            throw versionRefused(response, request: "POST")
+        default:
+            throw FailureClassifier.failure(for: response, request: "POST \(redacted(endpoint))", destination: destination.name)
+        }
+        guard let location = response.header("Location"), !location.isEmpty else {
+            throw .permanent("bad-reply", "the tus server at \(redacted(endpoint)) created an upload (HTTP "
+                + "\(response.status)) but sent no Location header; it does not speak tus correctly")
+        }
+        guard let base = URL(string: endpoint), let resolved = URL(string: location, relativeTo: base)?.absoluteURL,
+              let scheme = resolved.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            throw badReply("POST", endpoint, "Location \"\(location.prefix(200))\" is not a usable URL")
+        }
+        var state = TusResumeState(uploadURL: resolved.absoluteString)
+        state.expires = response.header("Upload-Expires")
+        var offset: Int64 = 0
+        if withData, let acknowledged = response.header("Upload-Offset") {
+            guard let value = Int64(acknowledged), value >= 0, value <= job.size else {
+                throw badReply("POST", endpoint, "Upload-Offset \"\(acknowledged.prefix(40))\" is not an offset "
+                    + "within the file")
+            }
+            offset = value
+        }
+        try await context.confirmed(offset, state.json)
+        return (state, offset)
+    }
+
+    /// Forgets an upload that cannot be continued, terminating it on the server when it allows that.
+    private func abandon(_ state: TusResumeState, context: TransferContext, terminate: Bool = true)
+        async throws(TransferFailure)
+    {
+        if terminate { await self.terminate(state.uploadURL) }
+        try await context.forgetResumeState()
+    }
+
+    /// A `reference` file that changed during the upload poisons it: the upload is terminated and forgotten.
+    private func ensureUnchanged(_ source: SourceFile, state: TusResumeState, context: TransferContext)
+        async throws(TransferFailure)
+    {
+        do {
+            try source.verifyUnchanged()
+        } catch {
+            try? await abandon(state, context: context)
+            throw error
+        }
+    }
+
+    private func terminate(_ uploadURL: String) async {
+        guard let server = try? await discovery.server(client, endpoint: endpoint), server.supportsTermination else { return }
+        _ = try? await client.send("DELETE", uploadURL, headers: [Self.version])
+    }
+
+    func discard(_ job: Job) async {
+        guard let state = TusResumeState(json: job.resumeState) else { return }
+        await terminate(state.uploadURL)
+    }
+
+    func probe() async -> Bool {
+        await discovery.forget()
+        guard let response = try? await client.send("OPTIONS", endpoint, headers: [Self.version]) else { return false }
+        return response.status < 500 && response.status != 429 && response.status != 408
+    }
+
+    private func remoteURL(for job: Job, uploadURL: String) -> String {
+        guard let template = destination.publicURLTemplate else { return uploadURL }
+        let uploadID = uploadURL.split(separator: "/").last.map(String.init) ?? ""
+        return template.expand(for: job, extra: ["url": uploadURL, "upload_id": uploadID.removingPercentEncoding ?? uploadID])
+    }
+
+    private func offsetHeader(_ response: HTTPResponse, request: String, url: String) throws(TransferFailure) -> Int64 {
+        guard let text = response.header("Upload-Offset") else {
+            throw badReply(request, url, "no Upload-Offset header in the HTTP \(response.status) answer")
+        }
+        guard let offset = Int64(text), offset >= 0 else {
+            throw badReply(request, url, "Upload-Offset \"\(text.prefix(40))\" is not a number")
+        }
+        return offset
+    }
+
+    private func beyondFile(_ offset: Int64, job: Job, url: String) -> TransferFailure {
+        .permanent("offset-beyond-file", "the tus server reports offset \(offset) for \(redacted(url)) but the file "
+            + "has \(job.size) bytes; that upload was abandoned, `uploadq retry \(job.id)` starts a new one")
+    }
+
+    private func badReply(_ request: String, _ url: String, _ detail: String) -> TransferFailure {
+        TransferFailure(.transient(retryAfter: nil), code: "bad-reply",
+                        "bad tus reply to \(request) \(redacted(url)): \(detail)", destinationFault: true)
+    }
+
+    private func versionRefused(_ response: HTTPResponse, request: String) -> TransferFailure {
+        let versions = response.header("Tus-Version") ?? "unknown versions"
+        return .permanent("tus-version", "the tus server refused protocol 1.0.0 on \(request) (HTTP 412); it speaks "
+            + "\(versions)")
+    }
+
+    private func redacted(_ url: String) -> String { URLRedaction.redact(url) }
+}

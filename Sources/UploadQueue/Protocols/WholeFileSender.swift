@@ -1,0 +1,60 @@
+import Foundation
+
+/// Sends a whole file in one request (plain HTTP has no resume): what `HTTPPutUploader` and `HTTPPostUploader`
+/// share. An interrupted transfer is simply sent again whole; `Content-Range` is never used.
+struct WholeFileSender: Sendable {
+    let destination: Destination
+    let client: DestinationClient
+
+    /// What one request looks like, given the job and its open file.
+    struct Request {
+        var method: String
+        var url: String
+        var headers: [HTTPHeader]
+        var body: RequestBody
+    }
+
+    func upload(_ context: TransferContext, build: (Job, SourceFile) -> Request) async throws(TransferFailure)
+        -> UploadOutcome
+    {
+        let job = context.job
+        let source = try SourceFile(job: job)
+        try await context.resumed(0)
+        var request = build(job, source)
+        // The job id lets servers that deduplicate retries recognise a re-sent file.
+        request.headers.append(HTTPHeader("Idempotency-Key", job.id.rawValue))
+        let response = try await client.send(request.method, request.url, headers: request.headers, body: request.body,
+                                             paced: true, progress: { context.sent($0) })
+        guard response.isSuccess else {
+            throw FailureClassifier.failure(for: response, request: "\(request.method) \(URLRedaction.redact(request.url))",
+                                            destination: destination.name)
+        }
+        do {
+            try source.verifyUnchanged()
+        } catch {
+            if request.method == "PUT" {
+                // The server holds a mix of two versions under the job's own URL: remove it rather than keep it.
+                _ = try? await client.send("DELETE", request.url)
+            }
+            throw error
+        }
+        var remote = request.url
+        if let location = response.header("Location"), let base = URL(string: request.url),
+           let resolved = URL(string: location, relativeTo: base)?.absoluteURL {
+            remote = resolved.absoluteString
+        }
+        try await context.confirmed(job.size, nil)
+        if let template = destination.publicURLTemplate {
+            let id = remote.split(separator: "/").last.map(String.init) ?? ""
+            remote = template.expand(for: job, extra: ["url": remote, "upload_id": id.removingPercentEncoding ?? id])
+        }
+        return UploadOutcome(remoteURL: remote)
+    }
+
+    /// Any HTTP answer below 500 from the URL's fixed part means the server is up (a 404 or 405 included).
+    func probe() async -> Bool {
+        let url = destination.urlTemplate?.staticPrefix ?? destination.url
+        guard let response = try? await client.send("HEAD", url) else { return false }
+        return response.status < 500 && response.status != 429 && response.status != 408
+    }
+}

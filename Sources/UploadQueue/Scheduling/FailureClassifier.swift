@@ -1,0 +1,71 @@
+import Foundation
+
+/// Turns what went wrong on the wire into a verdict: retry on the schedule, fail for a person, or stop quietly.
+///
+/// | what                                               | verdict                                   |
+/// |----------------------------------------------------|-------------------------------------------|
+/// | DNS, connect, timeout, stall, reset, TLS handshake | transient, counts against the destination |
+/// | 5xx, 408, 429 (with `Retry-After`)                 | transient, counts against the destination |
+/// | 409, 423 (plain HTTP)                              | transient                                 |
+/// | 401 after the token was refreshed, 403, other 4xx  | permanent, with the status and the server's words |
+/// | TLS certificate not trusted, malformed URL         | permanent                                 |
+/// | source file shrank while sent                      | permanent ("source changed")              |
+/// | cancelled                                          | interrupted                               |
+enum FailureClassifier {
+    /// The verdict for an exchange that got no response.
+    static func failure(for error: TransferError, method: String) -> TransferFailure {
+        switch error.code {
+        case .cancelled:
+            return .interrupted
+        case .tlsVerification, .invalidURL:
+            return .permanent(error.code.rawValue, "\(method): \(error.message)")
+        case .sourceRead:
+            return .permanent("source-changed", "source changed while it was sent: \(error.message); "
+                + "enqueue it again to upload the new content")
+        case .dns, .connect, .timeout, .stall, .tls, .send, .receive, .emptyReply, .badReply, .other:
+            let what: String
+            switch error.code {
+            case .emptyReply: what = "\(method): the server closed the connection without an answer"
+            case .stall: what = "\(method) \(error.message); it resumes from the confirmed offset"
+            default: what = "\(method): \(error.message)"
+            }
+            return TransferFailure(.transient(retryAfter: nil), code: error.code.rawValue, what, destinationFault: true)
+        }
+    }
+
+    /// The verdict for an unexpected HTTP status; `request` names it (`PATCH https://…`, already redacted).
+    static func failure(for response: HTTPResponse, request: String, destination: String, now: Date = Date())
+        -> TransferFailure
+    {
+        let status = response.status
+        let said = response.bodySummary
+        let base = "HTTP \(status) from \(request)" + (said.isEmpty ? "" : ": \(said)")
+        switch status {
+        case 408, 429, 500...599:
+            let retryAfter = response.retryAfter(now: now)
+            return TransferFailure(.transient(retryAfter: retryAfter), code: "http-\(status)",
+                                   base + (retryAfter.map { "; the server asks to wait \($0)" } ?? ""),
+                                   destinationFault: true)
+        case 409, 423:
+            return TransferFailure(.transient(retryAfter: response.retryAfter(now: now)), code: "http-\(status)", base)
+        case 401:
+            return .permanent("unauthorized", base + "; the server refused the credentials of destination "
+                + "\"\(destination)\" (also after reading them again): fix token_env/token_file/token_command, "
+                + "then `uploadq retry`")
+        case 403:
+            return .permanent("forbidden", base + "; the credentials of destination \"\(destination)\" may not "
+                + "upload here: fix them or the server's permissions, then `uploadq retry`")
+        case 413:
+            return .permanent("too-large", base + "; the server refuses a file this large")
+        case 300...399:
+            let target = response.header("Location").map { " to \(URLRedaction.redact($0))" } ?? ""
+            return .permanent("redirect", base + "; the server redirected\(target): set the destination's url to "
+                + "the final address")
+        case 400...499:
+            return .permanent("http-\(status)", base + "; fix the request or the server, then `uploadq retry`")
+        default:
+            return TransferFailure(.transient(retryAfter: nil), code: "bad-reply",
+                                   "unexpected HTTP \(status) from \(request)", destinationFault: true)
+        }
+    }
+}

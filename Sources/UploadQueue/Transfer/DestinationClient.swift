@@ -1,0 +1,48 @@
+import Foundation
+
+/// Sends requests to one destination: its headers and bearer token added, a 401 answered by refreshing the token
+/// once, and transport errors turned into transfer failures.
+struct DestinationClient: Sendable {
+    let destination: Destination
+    let engine: TransferEngine
+    let tokens: TokenProvider?
+
+    init(destination: Destination, engine: TransferEngine) {
+        self.destination = destination
+        self.engine = engine
+        tokens = destination.http.credentials.map { TokenProvider(source: $0, destination: destination.name) }
+    }
+
+    /// Sends one request and returns the response whatever its status (after at most one token refresh); throws
+    /// when no response came.
+    func send(_ method: String, _ url: String, headers: [HTTPHeader] = [], body: RequestBody = .empty,
+              paced: Bool = false, progress: (@Sendable (Int64) -> Void)? = nil) async throws(TransferFailure)
+        -> HTTPResponse
+    {
+        var token = try await tokens?.token()
+        var refreshed = false
+        while true {
+            var fields = destination.http.headers.sorted { $0.key < $1.key }.map { HTTPHeader($0.key, $0.value) }
+            if let token { fields.append(HTTPHeader("Authorization", "Bearer \(token)")) }
+            fields += headers
+            var options = TransferOptions()
+            options.connectTimeout = destination.http.connectTimeout
+            options.stall = destination.http.stall
+            options.caFile = destination.http.caFile
+            options.paced = paced
+            let request = HTTPRequest(method: method, url: url, headers: fields, body: body, options: options)
+            let response: HTTPResponse
+            do {
+                response = try await engine.perform(request, progress: progress)
+            } catch {
+                throw FailureClassifier.failure(for: error, method: method)
+            }
+            if response.status == 401, let tokens, let rejected = token, !refreshed {
+                refreshed = true
+                token = try await tokens.refresh(after: rejected)
+                continue
+            }
+            return response
+        }
+    }
+}

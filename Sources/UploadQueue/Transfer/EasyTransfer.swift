@@ -1,0 +1,231 @@
+import CCurlShim
+import Foundation
+import Synchronization
+
+/// One exchange in flight: its libcurl easy handle, body reader, and the response as it arrives.
+///
+/// Made by the caller, then owned by the engine thread (handed over through the engine's locked inbox); only
+/// `cancel()` is called from other threads, and it only sets a flag the progress callback reads.
+final class EasyTransfer: @unchecked Sendable {
+    let request: HTTPRequest
+    private let progress: (@Sendable (Int64) -> Void)?
+    private let cancelled = Atomic<Bool>(false)
+    /// Set by the caller before the transfer is submitted; resumed once by the engine thread.
+    var continuation: CheckedContinuation<Result<HTTPResponse, TransferError>, Never>?
+
+    private(set) var handle: UnsafeMutableRawPointer?
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let reader: RequestBodyReader
+    private var responseHeaders: [HTTPHeader] = []
+    private var responseBody: [UInt8] = []
+    private var lastReportedSent: Int64 = -1
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+
+    init(request: HTTPRequest, progress: (@Sendable (Int64) -> Void)?) {
+        self.request = request
+        self.progress = progress
+        reader = RequestBodyReader(request.body)
+        errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+    }
+
+    deinit {
+        releaseHandle()
+        errorBuffer.deallocate()
+    }
+
+    var isCancelled: Bool { cancelled.load(ordering: .relaxed) }
+
+    func cancel() {
+        cancelled.store(true, ordering: .relaxed)
+    }
+
+    /// Whether this exchange sends a body under the shared send-rate cap.
+    var isPacedUpload: Bool { request.options.paced && reader.length > 0 }
+
+    func setSendSpeed(_ bytesPerSecond: Int64) {
+        guard let handle else { return }
+        _ = uploadq_curl_setopt_offset(handle, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(bytesPerSecond))
+    }
+
+    func complete(_ result: Result<HTTPResponse, TransferError>) {
+        let continuation = self.continuation
+        self.continuation = nil
+        continuation?.resume(returning: result)
+    }
+
+    /// The result of a finished exchange from libcurl's code and what arrived.
+    func outcome(_ code: CURLcode) -> Result<HTTPResponse, TransferError> {
+        guard let handle else {
+            return .failure(TransferError(code: .other, message: "transfer without a handle", curlCode: nil))
+        }
+        if code != CURLE_OK {
+            if let failure = reader.failure {
+                return .failure(TransferError(code: .sourceRead, message: failure, curlCode: Int(code.rawValue)))
+            }
+            if isCancelled {
+                return .failure(TransferError(code: .cancelled, message: "cancelled", curlCode: Int(code.rawValue)))
+            }
+            let detail = String(cString: errorBuffer)
+            return .failure(TransferError(curlCode: code, detail: detail, url: request.url))
+        }
+        var status = 0
+        _ = uploadq_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        var sent: curl_off_t = 0
+        _ = uploadq_curl_getinfo_offset(handle, CURLINFO_SIZE_UPLOAD_T, &sent)
+        return .success(HTTPResponse(status: status, headers: responseHeaders, body: responseBody, bytesSent: Int64(sent)))
+    }
+
+    /// Builds the easy handle for the request; nil if libcurl cannot allocate one.
+    func makeHandle() -> UnsafeMutableRawPointer? {
+        guard let handle = curl_easy_init() else { return nil }
+        self.handle = handle
+        let options = request.options
+        let this = Unmanaged.passUnretained(self).toOpaque()
+        _ = uploadq_curl_setopt_string(handle, CURLOPT_URL, request.url)
+        _ = uploadq_curl_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+        _ = uploadq_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+        _ = uploadq_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
+        _ = uploadq_curl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
+        _ = uploadq_curl_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
+        _ = uploadq_curl_setopt_string(handle, CURLOPT_USERAGENT, "uploadq/\(UploadQueueVersion.current)")
+        _ = uploadq_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout.milliseconds))
+        _ = uploadq_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, Int(options.stall.minimumRate))
+        _ = uploadq_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stall.window.milliseconds / 1000)))
+        if let caFile = options.caFile {
+            _ = uploadq_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)
+        }
+        _ = uploadq_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+        _ = uploadq_curl_setopt_pointer(handle, CURLOPT_PRIVATE, this)
+
+        _ = uploadq_curl_setopt_data_callback(handle, CURLOPT_HEADERFUNCTION, easyHeaderCallback)
+        _ = uploadq_curl_setopt_pointer(handle, CURLOPT_HEADERDATA, this)
+        _ = uploadq_curl_setopt_data_callback(handle, CURLOPT_WRITEFUNCTION, easyWriteCallback)
+        _ = uploadq_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, this)
+        _ = uploadq_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
+        _ = uploadq_curl_setopt_xferinfo_callback(handle, easyProgressCallback)
+        _ = uploadq_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, this)
+
+        var fields = request.headers
+        let method = request.method.uppercased()
+        switch method {
+        case "HEAD":
+            _ = uploadq_curl_setopt_long(handle, CURLOPT_NOBODY, 1)
+        case "GET":
+            break
+        case "PUT", "POST", "PATCH":
+            // Every body goes through the read callback with a known length: never chunked encoding.
+            _ = uploadq_curl_setopt_long(handle, CURLOPT_UPLOAD, 1)
+            _ = uploadq_curl_setopt_offset(handle, CURLOPT_INFILESIZE_LARGE, curl_off_t(reader.length))
+            _ = uploadq_curl_setopt_data_callback(handle, CURLOPT_READFUNCTION, easyReadCallback)
+            _ = uploadq_curl_setopt_pointer(handle, CURLOPT_READDATA, this)
+            _ = uploadq_curl_setopt_seek_callback(handle, easySeekCallback)
+            _ = uploadq_curl_setopt_pointer(handle, CURLOPT_SEEKDATA, this)
+            if method != "PUT" { _ = uploadq_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method) }
+            // `Expect: 100-continue` costs a round trip (up to 1 s with servers that ignore it) per chunk.
+            if !fields.contains(where: { $0.name.caseInsensitiveCompare("Expect") == .orderedSame }) {
+                fields.append(HTTPHeader("Expect", ""))
+            }
+        default:
+            _ = uploadq_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method)
+        }
+        for field in fields {
+            let line = field.value.isEmpty ? "\(field.name):" : "\(field.name): \(field.value)"
+            headerList = curl_slist_append(headerList, line)
+        }
+        if let headerList { _ = uploadq_curl_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList) }
+        return handle
+    }
+
+    /// Frees the easy handle and header list (after the handle left the multi handle).
+    func releaseHandle() {
+        if let handle {
+            curl_easy_cleanup(handle)
+            self.handle = nil
+        }
+        if let headerList {
+            curl_slist_free_all(headerList)
+            self.headerList = nil
+        }
+    }
+
+    // MARK: libcurl callbacks (engine thread)
+
+    fileprivate func readBody(into buffer: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
+        if isCancelled { return uploadq_curl_readfunc_abort() }
+        guard let count = reader.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity)) else {
+            return uploadq_curl_readfunc_abort()
+        }
+        return count
+    }
+
+    fileprivate func seekBody(to offset: Int64, origin: Int32) -> Int32 {
+        guard origin == SEEK_SET, reader.seek(to: offset) else { return uploadq_curl_seekfunc_fail() }
+        return uploadq_curl_seekfunc_ok()
+    }
+
+    fileprivate func receiveHeader(_ buffer: UnsafeMutablePointer<CChar>, length: Int) {
+        let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: length), as: UTF8.self)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        if line.hasPrefix("HTTP/") {
+            // A new status line: interim (1xx) or redirect headers before it do not belong to the final answer.
+            responseHeaders.removeAll()
+            return
+        }
+        guard let colon = line.firstIndex(of: ":") else { return }
+        let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
+        let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
+        responseHeaders.append(HTTPHeader(name, value))
+    }
+
+    fileprivate func receiveBody(_ buffer: UnsafeMutablePointer<CChar>, length: Int) {
+        let room = request.options.maximumResponseBody - responseBody.count
+        guard room > 0 else { return }
+        let bytes = UnsafeRawBufferPointer(start: buffer, count: min(room, length))
+        responseBody.append(contentsOf: bytes)
+    }
+
+    fileprivate func reportProgress(sent: Int64) -> Int32 {
+        if isCancelled { return 1 }
+        if sent != lastReportedSent {
+            lastReportedSent = sent
+            progress?(sent)
+        }
+        return 0
+    }
+}
+
+private let easyReadCallback: uploadq_curl_data_callback = { buffer, size, count, userdata in
+    guard let buffer, let userdata else { return uploadq_curl_readfunc_abort() }
+    return Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().readBody(into: buffer, capacity: size * count)
+}
+
+private let easySeekCallback: uploadq_curl_seek_callback = { userdata, offset, origin in
+    guard let userdata else { return uploadq_curl_seekfunc_fail() }
+    return Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().seekBody(to: Int64(offset), origin: origin)
+}
+
+private let easyHeaderCallback: uploadq_curl_data_callback = { buffer, size, count, userdata in
+    guard let buffer, let userdata else { return 0 }
+    Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().receiveHeader(buffer, length: size * count)
+    return size * count
+}
+
+private let easyWriteCallback: uploadq_curl_data_callback = { buffer, size, count, userdata in
+    guard let buffer, let userdata else { return 0 }
+    Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().receiveBody(buffer, length: size * count)
+    return size * count
+}
+
+private let easyProgressCallback: uploadq_curl_xferinfo_callback = { userdata, _, _, _, uploaded in
+    guard let userdata else { return 0 }
+    return Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().reportProgress(sent: Int64(uploaded))
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    var milliseconds: Int64 {
+        let parts = components
+        return parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
+    }
+}

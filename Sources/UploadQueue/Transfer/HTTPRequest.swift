@@ -1,0 +1,54 @@
+/// One HTTP exchange for the transfer engine: method, URL, headers, body and how to watch the connection.
+struct HTTPRequest: Sendable {
+    var method: String
+    var url: String
+    /// Header fields in order; a field with an empty value is sent as `Name:` (libcurl then drops its default).
+    var headers: [HTTPHeader]
+    var body: RequestBody
+    var options: TransferOptions
+
+    init(method: String, url: String, headers: [HTTPHeader] = [], body: RequestBody = .empty,
+         options: TransferOptions = TransferOptions()) {
+        self.method = method
+        self.url = url
+        self.headers = headers
+        self.body = body
+        self.options = options
+    }
+}
+
+/// One header field.
+struct HTTPHeader: Sendable, Equatable {
+    var name: String
+    var value: String
+
+    init(_ name: String, _ value: String) {
+        self.name = name
+        self.value = value
+    }
+}
+
+/// Connection settings of one request, taken from its destination.
+struct TransferOptions: Sendable, Equatable {
+    /// Longest wait for the TCP and TLS handshake.
+    var connectTimeout: Duration = .seconds(15)
+    /// A transfer slower than `minimumRate` bytes/s for `window` is a stall and is aborted.
+    var stall: StallDetection = StallDetection()
+    /// A PEM bundle of extra CAs to trust (TLS is always verified).
+    var caFile: String?
+    /// Whether the request body counts against the shared send-rate cap.
+    var paced: Bool = true
+    /// Response bodies are kept up to this many bytes (for error messages and XML replies); the rest is dropped.
+    var maximumResponseBody: Int = 1 << 20
+}
+
+/// When a transfer counts as stalled: below `minimumRate` bytes per second for `window`.
+public struct StallDetection: Sendable, Equatable {
+    public var minimumRate: Int64
+    public var window: Duration
+
+    public init(minimumRate: Int64 = 1, window: Duration = .seconds(30)) {
+        self.minimumRate = minimumRate
+        self.window = window
+    }
+}

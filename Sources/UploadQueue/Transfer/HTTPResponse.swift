@@ -1,0 +1,56 @@
+import Foundation
+
+/// A server's answer: status, header fields, the start of the body, and how many bytes were sent.
+struct HTTPResponse: Sendable {
+    var status: Int
+    /// Header fields of the final response (those of `100 Continue` and other interim responses are dropped).
+    var headers: [HTTPHeader]
+    /// The body, up to the request's `maximumResponseBody`.
+    var body: [UInt8]
+    /// Request body bytes libcurl sent in this exchange.
+    var bytesSent: Int64
+
+    /// The first value of a header field, by case-insensitive name, trimmed.
+    func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    var isSuccess: Bool { (200..<300).contains(status) }
+
+    /// The body as text, for XML and JSON replies.
+    var bodyText: String { String(decoding: body, as: UTF8.self) }
+
+    /// A short, single-line account of the body for error messages: tags of an HTML page dropped, whitespace
+    /// collapsed, cut at 200 characters.
+    var bodySummary: String {
+        var text = bodyText
+        if text.contains("<") {
+            text = text.replacingOccurrences(of: "<script[^>]*>[\\s\\S]*?</script>", with: " ", options: .regularExpression)
+            text = text.replacingOccurrences(of: "<style[^>]*>[\\s\\S]*?</style>", with: " ", options: .regularExpression)
+            text = text.replacingOccurrences(of: "<[^>]*>", with: " ", options: .regularExpression)
+        }
+        let words = text.split(whereSeparator: { $0.isWhitespace || $0.isNewline })
+        let joined = words.joined(separator: " ")
+        return joined.count > 200 ? String(joined.prefix(200)) + "…" : joined
+    }
+
+    /// `Retry-After` as a duration: delta seconds or an HTTP date; nil when absent or unreadable.
+    func retryAfter(now: Date = Date()) -> Duration? {
+        guard let value = header("Retry-After") else { return nil }
+        return Self.parseRetryAfter(value, now: now)
+    }
+
+    static func parseRetryAfter(_ value: String, now: Date) -> Duration? {
+        let trimmed = value.trimmingCharacters(in: .whitespaces)
+        if let seconds = Int64(trimmed), seconds >= 0 {
+            return .seconds(min(seconds, 86_400))
+        }
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "GMT")
+        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
+        guard let date = formatter.date(from: trimmed) else { return nil }
+        let seconds = max(0, min(date.timeIntervalSince(now), 86_400))
+        return .milliseconds(Int64(seconds * 1000))
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Synchronization
+
+/// A destination's bearer token: read from the environment or a file, or printed by a program, and read again
+/// when the server rejects it.
+///
+/// The token itself never appears in an error or a log line; failures name the source (variable, file, program).
+actor TokenProvider {
+    let source: CredentialSource
+    let destination: String
+    private var cached: String?
+    private var loading: Task<Result<String, TransferFailure>, Never>?
+
+    init(source: CredentialSource, destination: String) {
+        self.source = source
+        self.destination = destination
+    }
+
+    /// The current token, loading it on first use.
+    func token() async throws(TransferFailure) -> String {
+        if let cached { return cached }
+        if let loading { return try await loading.value.get() }
+        let source = self.source
+        let destination = self.destination
+        let task = Task { () -> Result<String, TransferFailure> in
+            await BlockingWork.runResult { () throws(TransferFailure) -> String in
+                try Self.load(source, destination: destination)
+            }
+        }
+        loading = task
+        let result = await task.value
+        loading = nil
+        if case .success(let token) = result { cached = token }
+        return try result.get()
+    }
+
+    /// Loads the token again after the server refused `rejected`; a token already replaced by another transfer's
+    /// refresh is returned as it is, so one 401 burst runs the command once.
+    func refresh(after rejected: String) async throws(TransferFailure) -> String {
+        if let cached, cached != rejected { return cached }
+        cached = nil
+        return try await token()
+    }
+
+    private static func load(_ source: CredentialSource, destination: String) throws(TransferFailure) -> String {
+        let token: String
+        switch source {
+        case .environment(let name):
+            guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else {
+                throw .permanent("credentials", "destination \"\(destination)\": the environment variable \(name) "
+                    + "(token_env) is not set for the daemon; set it (e.g. Environment= in the systemd unit), restart, "
+                    + "then `uploadq retry`")
+            }
+            token = value
+        case .file(let path):
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw .permanent("credentials", "destination \"\(destination)\": cannot read token_file \(path); "
+                    + "fix it, then `uploadq retry`")
+            }
+            token = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+        case .command(let arguments, let timeout):
+            token = try runCommand(arguments, timeout: timeout, destination: destination)
+        }
+        let trimmed = token.trimmingCharacters(in: .whitespaces)
+        guard !trimmed.isEmpty, !trimmed.contains(where: { $0.isNewline || $0 == "\0" }) else {
+            throw .permanent("credentials", "destination \"\(destination)\": the token from \(describe(source)) is empty "
+                + "or not one line")
+        }
+        return trimmed
+    }
+
+    /// Runs the token program directly (no shell) and returns its first line of output.
+    private static func runCommand(_ arguments: [String], timeout: Duration, destination: String)
+        throws(TransferFailure) -> String
+    {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: arguments[0])
+        process.arguments = Array(arguments.dropFirst())
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        process.standardInput = FileHandle.nullDevice
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        do {
+            try process.run()
+        } catch {
+            throw .permanent("credentials", "destination \"\(destination)\": cannot run token_command \(arguments[0]): "
+                + "\(error.localizedDescription)")
+        }
+        let collected = Mutex((Data(), Data()))
+        let readers = DispatchGroup()
+        DispatchQueue.global().async(group: readers) {
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            collected.withLock { $0.0 = data }
+        }
+        DispatchQueue.global().async(group: readers) {
+            let data = errors.fileHandleForReading.readDataToEndOfFile()
+            collected.withLock { $0.1 = data }
+        }
+        if exited.wait(timeout: .now() + .milliseconds(Int(timeout.milliseconds))) == .timedOut {
+            kill(process.processIdentifier, SIGKILL)
+            exited.wait()
+            readers.wait()
+            throw .transient("credentials", "destination \"\(destination)\": token_command \(arguments[0]) did not "
+                + "finish within \(timeout) and was killed")
+        }
+        readers.wait()
+        let (stdout, stderr) = collected.withLock { $0 }
+        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
+            let reason = String(decoding: stderr, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+            throw .transient("credentials", "destination \"\(destination)\": token_command \(arguments[0]) failed "
+                + "(status \(process.terminationStatus))" + (reason.isEmpty ? "" : ": \(reason.prefix(200))"))
+        }
+        return String(decoding: stdout, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+    }
+
+    private static func describe(_ source: CredentialSource) -> String {
+        switch source {
+        case .environment(let name): "token_env \(name)"
+        case .file(let path): "token_file \(path)"
+        case .command(let arguments, _): "token_command \(arguments[0])"
+        }
+    }
+}

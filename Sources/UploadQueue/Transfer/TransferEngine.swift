@@ -1,0 +1,209 @@
+import CCurlShim
+import Foundation
+import Synchronization
+
+/// Runs HTTP exchanges through one long-lived libcurl multi handle on its own thread, with an async/await API.
+///
+/// The thread loops over `curl_multi_perform` and `curl_multi_poll`; callers hand requests over through a locked
+/// inbox and `curl_multi_wakeup`. Keeping one multi handle keeps its connection cache (and HTTP/2 multiplexing)
+/// across chunks, jobs and destinations. Bodies are read from disk while they are sent; a shared send-rate cap is
+/// split evenly over the paced uploads running at the moment.
+final class TransferEngine: Sendable {
+    private let inbox = EngineInbox()
+    private let multi: MultiHandle
+
+    /// Starts the engine thread.
+    init() {
+        TransferEngine.initializeOnce()
+        multi = MultiHandle()
+        let loop = EngineLoop(inbox: inbox, multi: multi)
+        let thread = Thread { loop.run() }
+        thread.name = "uploadq.transfer-engine"
+        thread.start()
+    }
+
+    deinit {
+        shutdown()
+    }
+
+    /// Sends `request` and returns the server's response, whatever its status; throws only when there is none.
+    ///
+    /// Cancelling the calling task aborts the exchange at once (through libcurl's progress callback).
+    /// `progress` receives the request body bytes sent so far, on the engine thread: keep it cheap.
+    func perform(_ request: HTTPRequest, progress: (@Sendable (Int64) -> Void)? = nil) async throws(TransferError)
+        -> HTTPResponse
+    {
+        let transfer = EasyTransfer(request: request, progress: progress)
+        let multi = self.multi
+        let inbox = self.inbox
+        let result = await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Result<HTTPResponse, TransferError>, Never>) in
+                transfer.continuation = continuation
+                if inbox.submit(transfer) {
+                    multi.wakeUp()
+                } else {
+                    transfer.continuation = nil
+                    continuation.resume(returning: .failure(TransferError(code: .cancelled,
+                        message: "the transfer engine has stopped", curlCode: nil)))
+                }
+            }
+        } onCancel: {
+            transfer.cancel()
+            multi.wakeUp()
+        }
+        return try result.get()
+    }
+
+    /// Sets the send-rate cap shared by all paced uploads, in bytes per second (0 = unlimited).
+    func setSendCap(_ bytesPerSecond: Int64) {
+        inbox.sendCap.store(max(0, bytesPerSecond), ordering: .relaxed)
+        multi.wakeUp()
+    }
+
+    /// Aborts every exchange in flight and stops the thread.
+    func shutdown() {
+        inbox.close()
+        multi.wakeUp()
+    }
+
+    private static let initialized: Bool = {
+        // Before any thread uses libcurl; SIGPIPE on a dead connection must not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        return curl_global_init(uploadq_curl_global_default()) == CURLE_OK
+    }()
+
+    private static func initializeOnce() {
+        _ = initialized
+    }
+}
+
+/// The libcurl multi handle, shared by the engine (for wake-ups) and its thread; freed with the last reference.
+final class MultiHandle: @unchecked Sendable {
+    let pointer: UnsafeMutableRawPointer
+
+    init() {
+        pointer = curl_multi_init()
+        _ = uploadq_curl_multi_setopt_long(pointer, CURLMOPT_PIPELINING, uploadq_curl_pipe_multiplex())
+    }
+
+    /// Interrupts `curl_multi_poll`; safe from any thread.
+    func wakeUp() {
+        _ = curl_multi_wakeup(pointer)
+    }
+
+    deinit {
+        curl_multi_cleanup(pointer)
+    }
+}
+
+/// Requests waiting for the engine thread, the shutdown flag and the shared send cap.
+final class EngineInbox: Sendable {
+    private struct State {
+        var waiting: [EasyTransfer] = []
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+    let sendCap = Atomic<Int64>(0)
+
+    /// Queues a transfer; false once the engine is shutting down.
+    func submit(_ transfer: EasyTransfer) -> Bool {
+        state.withLock { state in
+            guard !state.closed else { return false }
+            state.waiting.append(transfer)
+            return true
+        }
+    }
+
+    func close() {
+        state.withLock { $0.closed = true }
+    }
+
+    /// Takes the queued transfers; says whether the engine should stop.
+    func take() -> (transfers: [EasyTransfer], closed: Bool) {
+        state.withLock { state in
+            defer { state.waiting.removeAll() }
+            return (state.waiting, state.closed)
+        }
+    }
+}
+
+/// The engine thread's side: owns the easy handles of the exchanges in flight.
+final class EngineLoop: @unchecked Sendable {
+    private let inbox: EngineInbox
+    private let multi: MultiHandle
+    private var active: [UnsafeMutableRawPointer: EasyTransfer] = [:]
+    private var appliedCap: (cap: Int64, count: Int) = (0, 0)
+
+    init(inbox: EngineInbox, multi: MultiHandle) {
+        self.inbox = inbox
+        self.multi = multi
+    }
+
+    func run() {
+        while true {
+            let (incoming, closed) = inbox.take()
+            for transfer in incoming { start(transfer) }
+            if closed {
+                for transfer in Array(active.values) {
+                    finish(transfer, .failure(TransferError(code: .cancelled, message: "the transfer engine stopped",
+                                                            curlCode: nil)))
+                }
+                return
+            }
+            applySendCap(force: !incoming.isEmpty)
+            var running: Int32 = 0
+            _ = curl_multi_perform(multi.pointer, &running)
+            collectFinished()
+            var ready: Int32 = 0
+            _ = curl_multi_poll(multi.pointer, nil, 0, 1000, &ready)
+        }
+    }
+
+    private func start(_ transfer: EasyTransfer) {
+        if transfer.isCancelled {
+            transfer.complete(.failure(TransferError(code: .cancelled, message: "cancelled", curlCode: nil)))
+            return
+        }
+        guard let handle = transfer.makeHandle() else {
+            transfer.complete(.failure(TransferError(code: .other, message: "libcurl could not make a handle", curlCode: nil)))
+            return
+        }
+        active[handle] = transfer
+        let added = curl_multi_add_handle(multi.pointer, handle)
+        if added != CURLM_OK {
+            finish(transfer, .failure(TransferError(code: .other,
+                message: "libcurl refused the transfer: \(String(cString: curl_multi_strerror(added)))", curlCode: nil)))
+        }
+    }
+
+    private func collectFinished() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi.pointer, &remaining) {
+            guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle,
+                  let transfer = active[handle] else { continue }
+            let code = uploadq_curl_message_result(message)
+            finish(transfer, transfer.outcome(code))
+        }
+    }
+
+    private func finish(_ transfer: EasyTransfer, _ result: Result<HTTPResponse, TransferError>) {
+        if let handle = transfer.handle {
+            _ = curl_multi_remove_handle(multi.pointer, handle)
+            active[handle] = nil
+        }
+        transfer.releaseHandle()
+        transfer.complete(result)
+        applySendCap(force: true)
+    }
+
+    /// Splits the shared cap evenly over the paced uploads in flight (libcurl's limit is per handle).
+    private func applySendCap(force: Bool) {
+        let cap = inbox.sendCap.load(ordering: .relaxed)
+        let paced = active.values.filter(\.isPacedUpload)
+        guard force || cap != appliedCap.cap || paced.count != appliedCap.count else { return }
+        appliedCap = (cap, paced.count)
+        let share = cap > 0 && !paced.isEmpty ? max(cap / Int64(paced.count), 1) : 0
+        for transfer in paced { transfer.setSendSpeed(share) }
+    }
+}

@@ -1,0 +1,40 @@
+import CCurlShim
+
+extension TransferError {
+    /// Classifies a failed libcurl transfer; `detail` is libcurl's error buffer for it.
+    init(curlCode: CURLcode, detail: String, url: String) {
+        let raw = Int(curlCode.rawValue)
+        let summary = String(cString: curl_easy_strerror(curlCode))
+        let location = URLRedaction.redact(url)
+        let text = detail.isEmpty ? summary : detail
+        let code: Code
+        switch curlCode {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: code = .dns
+        case CURLE_COULDNT_CONNECT: code = .connect
+        case CURLE_OPERATION_TIMEDOUT:
+            code = text.localizedCaseInsensitiveContains("too slow") ? .stall : .timeout
+        case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_ISSUER_ERROR,
+             CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+            code = .tlsVerification
+        case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_SHUTDOWN_FAILED: code = .tls
+        case CURLE_SEND_ERROR, CURLE_UPLOAD_FAILED: code = .send
+        case CURLE_RECV_ERROR, CURLE_PARTIAL_FILE, CURLE_HTTP2, CURLE_HTTP2_STREAM: code = .receive
+        case CURLE_GOT_NOTHING: code = .emptyReply
+        case CURLE_WEIRD_SERVER_REPLY: code = .badReply
+        case CURLE_URL_MALFORMAT, CURLE_UNSUPPORTED_PROTOCOL: code = .invalidURL
+        case CURLE_READ_ERROR: code = .sourceRead
+        case CURLE_ABORTED_BY_CALLBACK: code = .cancelled
+        default: code = .other
+        }
+        let message: String
+        switch code {
+        case .stall: message = "stalled: \(text) (\(location))"
+        case .tlsVerification:
+            message = "TLS verification failed for \(location): \(text); if the server uses a private CA, set ca_file "
+                + "on the destination"
+        case .badReply: message = "the server's reply is not valid HTTP: \(text) (\(location))"
+        default: message = "\(text) (\(location))"
+        }
+        self.init(code: code, message: message, curlCode: raw)
+    }
+}

@@ -1,0 +1,27 @@
+/// Makes a URL safe to log: drops `user:password@` and masks query values that look like credentials.
+enum URLRedaction {
+    private static let secretParameters: Set<String> = [
+        "x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig", "token", "access_token",
+        "auth", "key", "apikey", "api_key", "password", "secret",
+    ]
+
+    static func redact(_ url: String) -> String {
+        var text = url
+        if let scheme = text.range(of: "://") {
+            let afterScheme = text[scheme.upperBound...]
+            let authorityEnd = afterScheme.firstIndex(where: { $0 == "/" || $0 == "?" || $0 == "#" }) ?? text.endIndex
+            if let at = text[scheme.upperBound..<authorityEnd].lastIndex(of: "@") {
+                text.replaceSubrange(scheme.upperBound...at, with: "")
+            }
+        }
+        guard let question = text.firstIndex(of: "?") else { return text }
+        let base = text[..<question]
+        let query = text[text.index(after: question)...]
+        let parts = query.split(separator: "&", omittingEmptySubsequences: false).map { part -> String in
+            let pieces = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            guard pieces.count == 2, secretParameters.contains(pieces[0].lowercased()) else { return String(part) }
+            return "\(pieces[0])=REDACTED"
+        }
+        return base + "?" + parts.joined(separator: "&")
+    }
+}

@@ -1,0 +1,132 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Testing
+@testable import UploadQueue
+
+/// The real servers `contrib/test-servers/run.sh` starts on loopback (tuspyserver, nginx DAV, the fault proxy,
+/// the recorder), found through its environment variables. A test that needs one and does not find it fails
+/// with a message saying how to run it: it never skips.
+enum TestServers {
+    static func address(_ variable: String) throws -> String {
+        guard let value = ProcessInfo.processInfo.environment[variable], !value.isEmpty else {
+            let hint = "run the tests through contrib/run-tests.sh (or contrib/test-servers/run.sh swift test)"
+            Issue.record("\(variable) is not set: \(hint)")
+            throw UploadQueueError(.invalidArgument, "test server missing: \(variable)")
+        }
+        return value
+    }
+
+    /// tuspyserver's creation endpoint, `http://127.0.0.1:P/files/`.
+    static func tusEndpoint() throws -> String { try address("UPLOADQ_TEST_TUS_ENDPOINT") }
+    /// Where tuspyserver keeps uploads: `<id>` and `<id>.info`.
+    static func tusFiles() throws -> String { try address("UPLOADQ_TEST_TUS_FILES") }
+    static func davURL() throws -> String { try address("UPLOADQ_TEST_DAV_URL") }
+    static func davRoot() throws -> String { try address("UPLOADQ_TEST_DAV_ROOT") }
+    static func proxyControl() throws -> String { try address("UPLOADQ_TEST_PROXY_CONTROL") }
+    static func recorderURL() throws -> String { try address("UPLOADQ_TEST_RECORDER_URL") }
+
+    /// `host:port` of a URL.
+    static func authority(_ url: String) throws -> String {
+        let parsed = try #require(URL(string: url))
+        return "\(parsed.host ?? "127.0.0.1"):\(parsed.port ?? 80)"
+    }
+
+    /// The file tuspyserver stored for an upload URL.
+    static func tusStoredFile(uploadURL: String) throws -> String {
+        let id = try #require(uploadURL.split(separator: "/").last)
+        return try tusFiles() + "/" + id
+    }
+}
+
+/// Plain HTTP for test plumbing (control APIs), through Foundation rather than the engine under test.
+enum TestHTTP {
+    static func request(_ method: String, _ url: String, json: Any? = nil) async throws -> (Int, Data) {
+        var request = URLRequest(url: try #require(URL(string: url)))
+        request.httpMethod = method
+        if let json {
+            request.httpBody = try JSONSerialization.data(withJSONObject: json)
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        }
+        let (data, response) = try await URLSession.shared.data(for: request)
+        return ((response as? HTTPURLResponse)?.statusCode ?? 0, data)
+    }
+
+    static func json(_ method: String, _ url: String, body: Any? = nil) async throws -> Any {
+        let (status, data) = try await request(method, url, json: body)
+        #expect((200..<300).contains(status), "\(method) \(url) → \(status): \(String(decoding: data, as: UTF8.self))")
+        return try JSONSerialization.jsonObject(with: data)
+    }
+}
+
+/// One fault-injecting proxy of our own in front of a real server, with its own rules and byte counts.
+final class FaultProxy: Sendable {
+    let id: String
+    let port: Int
+    private let control: String
+
+    private init(id: String, port: Int, control: String) {
+        self.id = id
+        self.port = port
+        self.control = control
+    }
+
+    /// A new proxy in front of `upstream` (`host:port`).
+    static func start(upstream: String) async throws -> FaultProxy {
+        let control = try TestServers.proxyControl()
+        let answer = try #require(try await TestHTTP.json("POST", control + "/proxies", body: ["upstream": upstream])
+            as? [String: Any])
+        return FaultProxy(id: try #require(answer["id"] as? String), port: try #require(answer["port"] as? Int),
+                          control: control)
+    }
+
+    /// The proxy's address for a path on the upstream (`/files/`).
+    func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+    /// Adds a rule (see contrib/test-servers/fault_proxy.py).
+    func add(_ rule: [String: Any]) async throws {
+        _ = try await TestHTTP.json("POST", "\(control)/proxies/\(id)/rules", body: rule)
+    }
+
+    func clearRules() async throws {
+        _ = try await TestHTTP.json("DELETE", "\(control)/proxies/\(id)/rules")
+    }
+
+    /// Request-body bytes received from uploadq so far.
+    func bodyBytes() async throws -> Int {
+        try await stats()["body_bytes"] as? Int ?? -1
+    }
+
+    /// Every request seen, oldest first: method, path, headers, body_bytes, status, action, sha1.
+    func requests() async throws -> [[String: Any]] {
+        try await stats()["requests"] as? [[String: Any]] ?? []
+    }
+
+    func stats() async throws -> [String: Any] {
+        try #require(try await TestHTTP.json("GET", "\(control)/proxies/\(id)/stats") as? [String: Any])
+    }
+}
+
+/// A session on the recording server: the requests it got and the answers it gives.
+struct RecorderSession: Sendable {
+    let name: String
+    let base: String
+
+    init() throws {
+        name = "s" + UUID().uuidString.prefix(8).lowercased()
+        base = try TestServers.recorderURL()
+    }
+
+    /// A URL under this session, recorded when requested.
+    func url(_ path: String = "/upload") -> String { "\(base)/record/\(name)\(path)" }
+
+    /// Queues answers given in order before the default `201 Created`.
+    func script(_ responses: [[String: Any]]) async throws {
+        _ = try await TestHTTP.json("POST", "\(base)/control/\(name)/responses", body: responses)
+    }
+
+    func requests() async throws -> [[String: Any]] {
+        try #require(try await TestHTTP.json("GET", "\(base)/control/\(name)/requests") as? [[String: Any]])
+    }
+}

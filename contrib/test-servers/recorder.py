@@ -1,0 +1,145 @@
+"""A small recording HTTP server for uploadq's tests: keeps every request it gets and answers from a script.
+
+Usage: recorder.py PORT STORE_DIR
+
+Requests to /record/SESSION/... (any method) are recorded: method, path, headers, body size and SHA-256; a
+multipart/form-data body is split into its fields and its file part, whose bytes are kept under STORE_DIR.
+The answer is the next scripted one for the session, else 201 with `Location: /record/SESSION/objects/N`.
+
+  POST /control/SESSION/responses   [{"status": 500, "headers": {...}, "body": "..."}, {"close": true}, ...]
+  GET  /control/SESSION/requests    the recorded requests, oldest first
+"""
+import email.parser
+import email.policy
+import hashlib
+import json
+import os
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+LOCK = threading.Lock()
+REQUESTS = {}
+SCRIPTS = {}
+STORE = "."
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.dispatch()
+
+    def do_HEAD(self):
+        self.dispatch()
+
+    def do_POST(self):
+        self.dispatch()
+
+    def do_PUT(self):
+        self.dispatch()
+
+    def do_PATCH(self):
+        self.dispatch()
+
+    def do_DELETE(self):
+        self.dispatch()
+
+    def do_OPTIONS(self):
+        self.dispatch()
+
+    def dispatch(self):
+        parts = [part for part in self.path.split("?")[0].split("/") if part]
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        if len(parts) >= 2 and parts[0] == "control":
+            return self.control(parts[1], parts[2:], body)
+        if len(parts) >= 2 and parts[0] == "record":
+            return self.record(parts[1], body)
+        self.answer(404, {}, b"not found")
+
+    def control(self, session, rest, body):
+        if rest == ["responses"] and self.command == "POST":
+            with LOCK:
+                SCRIPTS.setdefault(session, []).extend(json.loads(body))
+            return self.answer(200, {"Content-Type": "application/json"}, b"{}")
+        if rest == ["requests"] and self.command == "GET":
+            with LOCK:
+                data = json.dumps(REQUESTS.get(session, [])).encode()
+            return self.answer(200, {"Content-Type": "application/json"}, data)
+        self.answer(404, {}, b"no such control route")
+
+    def record(self, session, body):
+        entry = {
+            "method": self.command,
+            "path": self.path,
+            "headers": {name.lower(): value for name, value in self.headers.items()},
+            "body_length": len(body),
+            "body_sha256": hashlib.sha256(body).hexdigest(),
+        }
+        content_type = self.headers.get("Content-Type", "")
+        if content_type.startswith("multipart/form-data"):
+            entry["form"] = split_form(content_type, body, session)
+        elif len(body) <= 65536:
+            entry["body"] = body.decode("utf-8", "replace")
+        with LOCK:
+            log = REQUESTS.setdefault(session, [])
+            log.append(entry)
+            number = len(log)
+            script = SCRIPTS.get(session) or []
+            scripted = script.pop(0) if script else None
+        if scripted and scripted.get("close"):
+            self.close_connection = True
+            self.connection.close()
+            return
+        if scripted:
+            return self.answer(int(scripted.get("status", 200)), scripted.get("headers", {}),
+                               scripted.get("body", "").encode())
+        location = f"/record/{session}/objects/{number}"
+        self.answer(201, {"Location": location, "Content-Type": "application/json"},
+                    json.dumps({"url": location}).encode())
+
+    def answer(self, status, headers, body):
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+def split_form(content_type, body, session):
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode() + b"\r\n\r\n" + body)
+    fields, files = {}, []
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        filename = part.get_param("filename", header="content-disposition")
+        data = part.get_payload(decode=True) or b""
+        if filename is None:
+            fields[name] = data.decode("utf-8")
+            continue
+        digest = hashlib.sha256(data).hexdigest()
+        path = os.path.join(STORE, f"{session}-{digest}")
+        with open(path, "wb") as handle:
+            handle.write(data)
+        files.append({"field": name, "filename": filename, "content_type": part.get_content_type(),
+                      "size": len(data), "sha256": digest})
+    return {"fields": fields, "files": files}
+
+
+def main():
+    global STORE
+    STORE = sys.argv[2]
+    os.makedirs(STORE, exist_ok=True)
+    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

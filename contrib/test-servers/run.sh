@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Starts the integration-test servers on free loopback ports, runs COMMAND with their addresses in the
+# environment, then stops them. Usage: contrib/test-servers/run.sh COMMAND [ARGS...]
+#
+#   UPLOADQ_TEST_TUS_ENDPOINT   tuspyserver's creation URL (http://127.0.0.1:P/files/)
+#   UPLOADQ_TEST_TUS_FILES      where tuspyserver stores uploads (<id> and <id>.info)
+#   UPLOADQ_TEST_DAV_URL        nginx DAV (PUT), and UPLOADQ_TEST_DAV_ROOT its document root
+#   UPLOADQ_TEST_PROXY_CONTROL  the fault proxy's control API
+#   UPLOADQ_TEST_RECORDER_URL   the recording server
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+here="$root/contrib/test-servers"
+python="$root/.build-venv/bin/python"
+[ -x "$python" ] || { echo "test-servers: no virtualenv; run contrib/test-servers/setup.sh first" >&2; exit 1; }
+nginx=$(command -v nginx || echo /usr/sbin/nginx)
+[ -x "$nginx" ] || { echo "test-servers: nginx is not installed; run contrib/test-servers/setup.sh first" >&2; exit 1; }
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/uploadq-servers-XXXXXX")"
+pids=()
+cleanup() {
+    for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+read -r tus_port dav_port proxy_port recorder_port < <("$python" - <<'PY'
+import socket
+sockets = [socket.socket() for _ in range(4)]
+for s in sockets:
+    s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in sockets))
+PY
+)
+
+mkdir -p "$work/tus" "$work/dav" "$work/recorder"
+user=""
+[ "$(id -u)" -eq 0 ] && user="user root root;"
+sed -e "s|@WORK@|$work|g" -e "s|@PORT@|$dav_port|g" -e "s|@USER@|$user|g" "$here/nginx.conf.in" > "$work/nginx.conf"
+
+"$python" "$here/tus_server.py" "$tus_port" "$work/tus" > "$work/tus.log" 2>&1 & pids+=($!)
+"$nginx" -c "$work/nginx.conf" -p "$work" -e "$work/nginx-error.log" > "$work/nginx.log" 2>&1 & pids+=($!)
+"$python" "$here/fault_proxy.py" "$proxy_port" > "$work/proxy.log" 2>&1 & pids+=($!)
+"$python" "$here/recorder.py" "$recorder_port" "$work/recorder" > "$work/recorder.log" 2>&1 & pids+=($!)
+
+wait_for() {
+    local name=$1 url=$2 log=$3
+    for _ in $(seq 1 150); do
+        if curl -s -o /dev/null -X OPTIONS "$url"; then return 0; fi
+        sleep 0.1
+    done
+    echo "test-servers: $name did not start on $url; its log:" >&2
+    cat "$log" >&2
+    exit 1
+}
+wait_for tuspyserver "http://127.0.0.1:$tus_port/files/" "$work/tus.log"
+wait_for nginx "http://127.0.0.1:$dav_port/" "$work/nginx-error.log"
+wait_for fault-proxy "http://127.0.0.1:$proxy_port/health" "$work/proxy.log"
+wait_for recorder "http://127.0.0.1:$recorder_port/record/health" "$work/recorder.log"
+
+export UPLOADQ_TEST_TUS_ENDPOINT="http://127.0.0.1:$tus_port/files/"
+export UPLOADQ_TEST_TUS_FILES="$work/tus"
+export UPLOADQ_TEST_DAV_URL="http://127.0.0.1:$dav_port"
+export UPLOADQ_TEST_DAV_ROOT="$work/dav"
+export UPLOADQ_TEST_PROXY_CONTROL="http://127.0.0.1:$proxy_port"
+export UPLOADQ_TEST_RECORDER_URL="http://127.0.0.1:$recorder_port"
+echo "test-servers: tus :$tus_port, nginx DAV :$dav_port, fault proxy :$proxy_port, recorder :$recorder_port" >&2
+
+status=0
+"$@" || status=$?
+if [ "$status" -ne 0 ]; then
+    for log in tus.log nginx-error.log proxy.log recorder.log; do
+        if [ -s "$work/$log" ]; then echo "--- test-servers: $log (last lines)" >&2; tail -n 20 "$work/$log" >&2; fi
+    done
+fi
+exit "$status"
