@@ -42,9 +42,12 @@ enum TestServers {
 
 /// Plain HTTP for test plumbing (control APIs), through Foundation rather than the engine under test.
 enum TestHTTP {
-    static func request(_ method: String, _ url: String, json: Any? = nil) async throws -> (Int, Data) {
+    static func request(_ method: String, _ url: String, json: Any? = nil, headers: [String: String] = [:])
+        async throws -> (Int, Data)
+    {
         var request = URLRequest(url: try #require(URL(string: url)))
         request.httpMethod = method
+        for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
         if let json {
             request.httpBody = try JSONSerialization.data(withJSONObject: json)
             request.setValue("application/json", forHTTPHeaderField: "Content-Type")

@@ -19,7 +19,15 @@ optional), after `skip` matches, `times` times (-1: always). Actions:
   delay    wait `seconds` before forwarding the request
   respond  answer `status` with `headers` and `body` without asking the upstream, then close
   close    read the request head and close the connection without an answer
-  rewrite  forward, then change the answer: `set_status`, `set_headers`, `remove_headers`
+  rewrite  forward, then change the answer: `set_status`, `set_headers`, `remove_headers`, and `location`
+           ("relative" drops scheme and host; "authority:HOST:PORT" points it at another server)
+  truncate forward only `after_bytes` of the body (Content-Length rewritten), drop the rest: the upstream
+           really stores less than was sent and says so
+
+`respond` and `close` read the request body first, as a server would, so the client sees the answer (or the
+clean close) instead of a reset. A request for a path that another connection is still sending to (a stalled
+PATCH the client gave up on) first cuts that older upstream connection, the way tusd interrupts a previous
+request for the same upload: tuspyserver would otherwise hold the upload's lock for the dead request.
 
 Every request is logged with its method, path, headers, body length and the SHA-1 of the body bytes received.
 """
@@ -72,6 +80,7 @@ class Proxy:
         self.requests = []
         self.connections = 0
         self.clients = set()
+        self.inflight = {}  # path -> upstream writers still sending a request body for it
 
     def stats(self):
         return {
@@ -114,20 +123,29 @@ class Proxy:
                 rule = self.rule_for(method, path)
                 if rule:
                     entry["action"] = rule.action
-                if rule and rule.action == "close":
+                if rule and rule.action in ("close", "respond"):
+                    await drain(reader, length, entry, self)
+                    if rule.action == "respond":
+                        await self.respond(writer, rule.spec, entry)
                     abort(writer, reset=False)
                     return
-                if rule and rule.action == "respond":
-                    await self.respond(writer, rule.spec, entry)
-                    return
+                await self.interrupt_previous(path)
                 if rule and rule.action == "delay":
                     await asyncio.sleep(float(rule.spec.get("seconds", 1)))
                 if upstream is None:
                     upstream = await asyncio.open_connection(*self.upstream)
                 up_reader, up_writer = upstream
-                up_writer.write(head)
+                if rule and rule.action == "truncate":
+                    keep = min(length, int(rule.spec.get("after_bytes", 0)))
+                    up_writer.write(replace_length(head, keep))
+                else:
+                    up_writer.write(head)
                 digest = hashlib.sha1()
-                ok = await self.forward_body(reader, up_writer, length, rule, entry, digest)
+                self.inflight.setdefault(path, set()).add(up_writer)
+                try:
+                    ok = await self.forward_body(reader, up_writer, length, rule, entry, digest)
+                finally:
+                    self.inflight.get(path, set()).discard(up_writer)
                 entry["sha1"] = base64.b64encode(digest.digest()).decode()
                 if not ok:
                     abort(writer, reset=True)
@@ -144,10 +162,18 @@ class Proxy:
             if upstream is not None:
                 abort(upstream[1], reset=False)
 
+    async def interrupt_previous(self, path):
+        """Cuts upstream connections still sending a body for `path` and gives the server a moment to notice."""
+        previous = self.inflight.pop(path, set())
+        for up_writer in previous:
+            abort(up_writer, reset=True)
+        if previous:
+            await asyncio.sleep(0.3)
+
     async def forward_body(self, reader, up_writer, length, rule, entry, digest):
         """Copies the request body; False when a rule cut the connection."""
         cut = None
-        if rule and rule.action in ("reset", "stall"):
+        if rule and rule.action in ("reset", "stall", "truncate"):
             cut = int(rule.spec.get("after_bytes", 0))
         remaining = length
         sent = 0
@@ -158,6 +184,15 @@ class Proxy:
             if cut is not None and sent >= cut:
                 if rule.action == "reset":
                     return False
+                if rule.action == "truncate":
+                    data = await reader.read(want)
+                    if not data:
+                        raise ConnectionError("client closed mid-body")
+                    remaining -= len(data)
+                    self.body_bytes += len(data)
+                    entry["body_bytes"] += len(data)
+                    digest.update(data)
+                    continue
                 await asyncio.sleep(float(rule.spec.get("seconds", 40)))
                 cut = None
                 continue
@@ -193,6 +228,9 @@ class Proxy:
             replaced = {name.lower(): value for name, value in spec.get("set_headers", {}).items()}
             headers = [(k, v) for k, v in headers if k.lower() not in removed and k.lower() not in replaced]
             headers += list(spec.get("set_headers", {}).items())
+            if spec.get("location"):
+                headers = [(k, rewrite_location(v, spec["location"]) if k.lower() == "location" else v)
+                           for k, v in headers]
         entry["status"] = status
         entry["response_headers"] = {k.lower(): v for k, v in headers}
         writer.write(render_response(status, headers))
@@ -224,6 +262,17 @@ class Proxy:
         writer.write(render_response(status, headers) + body)
         await writer.drain()
         abort(writer, reset=False)
+
+
+async def drain(reader, length, entry, proxy):
+    """Reads and drops a request body."""
+    while length > 0:
+        data = await reader.read(min(CHUNK, length))
+        if not data:
+            return
+        length -= len(data)
+        proxy.body_bytes += len(data)
+        entry["body_bytes"] += len(data)
 
 
 def abort(writer, reset=False):
@@ -270,6 +319,22 @@ def parse_fields(lines):
         name, _, value = line.partition(":")
         fields.append((name.strip(), value.strip()))
     return fields
+
+
+def replace_length(head, length):
+    lines = head.decode("latin-1").split("\r\n")
+    lines = [f"Content-Length: {length}" if line.lower().startswith("content-length:") else line for line in lines]
+    return "\r\n".join(lines).encode("latin-1")
+
+
+def rewrite_location(value, how):
+    scheme, sep, rest = value.partition("://")
+    path = "/" + rest.split("/", 1)[1] if sep and "/" in rest else (value if not sep else "/")
+    if how == "relative":
+        return path
+    if how.startswith("authority:"):
+        return f"http://{how[len('authority:'):]}{path}"
+    return value
 
 
 def header(fields, name):

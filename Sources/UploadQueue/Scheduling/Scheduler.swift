@@ -211,7 +211,9 @@ actor Scheduler {
                 logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(outcome.remoteURL)"]) { $1 })
             case .failure(let failure) where stopReasons[job.id] != nil && failure.kind != .permanent:
                 if stopReasons[job.id] == .cancel {
-                    await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
+                    // The worker's task is cancelled; the clean-up request must not be.
+                    let current = (try? store.job(job.id)) ?? job
+                    if let uploader = uploaders[job.destination] { await Task { await uploader.discard(current) }.value }
                     if let removed = try store.removeCancelled(job.id) { release(removed) }
                     events.emit(.cancelled(job.id))
                     logger.info("upload cancelled", metadata: metadata)
