@@ -2,9 +2,11 @@ import Foundation
 
 /// A URL with placeholders, such as `https://dav.example.com/photos/{date}/{job_id}-{name}`.
 ///
-/// Job values (`{name}`, `{meta.KEY}`…) are percent-encoded as one path segment, `/` included, so no value can
-/// climb out of the prefix the template puts it under. Extra placeholders (`{url}`, `{upload_id}`) are filled by
-/// the uploader: `{url}` verbatim (it is a URL already), the others encoded like job values.
+/// Job values (`{name}`, `{meta.KEY}`…) stay inside one path segment even on servers that decode `%2F` and `%2E`
+/// before mapping paths (nginx does): `/` and `\` become `_`, a leading `.` becomes `_`, and the rest is
+/// percent-encoded, so no value can climb out of the prefix the template puts it under. Extra placeholders
+/// (`{url}`, `{upload_id}`) are filled by the uploader: `{url}` verbatim (it is a URL already), the others like
+/// job values.
 public struct URLTemplate: Sendable, Equatable, CustomStringConvertible {
     let parts: [PathTemplate.Part]
     public let description: String
@@ -62,10 +64,13 @@ public struct URLTemplate: Sendable, Equatable, CustomStringConvertible {
         return prefix
     }
 
-    /// Percent-encodes everything but RFC 3986's unreserved characters.
+    /// One safe path segment from a value: no `/`, `\` or leading `.`, everything but RFC 3986's unreserved
+    /// characters percent-encoded.
     static func encode(_ value: String) -> String {
+        var text = value.replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "\\", with: "_")
+        if text.hasPrefix(".") { text = "_" + text.dropFirst() }
         var out = ""
-        for byte in value.utf8 {
+        for byte in text.utf8 {
             switch byte {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
                  UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),

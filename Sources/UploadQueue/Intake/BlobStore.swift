@@ -34,6 +34,8 @@ struct BlobStore: Sendable {
         let temporary = temporaryPath(for: id)
         let output = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw .system("open", path: temporary, job: id) }
+        // Held until the copy is renamed, so a starting runner's clean-up leaves a copy in progress alone.
+        _ = flock(output, LOCK_EX)
         var renamed = false
         defer {
             close(output)
@@ -75,11 +77,19 @@ struct BlobStore: Sendable {
         return adopted
     }
 
-    /// Removes a temporary copy left by a crash during `copy` (the original was never touched).
-    func removeStaleTemporaries() {
+    /// Removes a temporary copy left by a crash during `copy` (the original was never touched). A copy another
+    /// process is still writing holds its lock (or was created moments ago) and is left alone.
+    func removeStaleTemporaries(now: Date = Date()) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
-            unlink((directory as NSString).appendingPathComponent(name))
+            let path = (directory as NSString).appendingPathComponent(name)
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
+            guard descriptor >= 0 else { continue }
+            defer { close(descriptor) }
+            var info = stat()
+            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0, fstat(descriptor, &info) == 0,
+                  now.timeIntervalSince1970 - Double(info.st_ctim.tv_sec) > 60 else { continue }
+            unlink(path)
         }
     }
 

@@ -1,0 +1,169 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// Plain HTTP destinations against real servers: whole-file PUT to nginx DAV, multipart POST to the recorder,
+/// bearer tokens and their refresh, and how server errors end up in `last_error`.
+struct HTTPUploaderTests {
+    func putSandbox(url: String, extra: String = "", retry: String = "300ms") throws -> Sandbox {
+        try Sandbox(destination: "dav", """
+            protocol = "http-put"
+            url = "\(url)"
+            stall_timeout = "2s"
+            \(extra)
+            """, retry: retry)
+    }
+
+    func postSandbox(url: String, extra: String = "", retry: String = "300ms") throws -> Sandbox {
+        try Sandbox(destination: "api", """
+            protocol = "http-post"
+            url = "\(url)"
+            form_field = "photo"
+            \(extra)
+            """, retry: retry)
+    }
+
+    @Test("PUT stores the file under the URL template; values cannot climb out of the prefix even through nginx")
+    func putToDAV() async throws {
+        let dav = try TestServers.davURL()
+        let sandbox = try putSandbox(url: "\(dav)/put-test/{meta.album}/{job_id}-{name}")
+        let running = try RunningQueue(sandbox)
+        let path = try sandbox.makeFile(sandbox.root + "/été à Paris.jpg", size: 300_000, seed: 30)
+        let id = try await running.enqueue(path, to: "dav", meta: ["album": "../../escape"])
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        let expected = "\(dav)/put-test/_._.._escape/\(id)-%C3%A9t%C3%A9%20%C3%A0%20Paris.jpg"
+        #expect(job.remoteURL == expected)
+        let stored = try TestServers.davRoot() + "/put-test/_._.._escape/\(id)-été à Paris.jpg"
+        #expect(try sha256(ofFile: stored) == job.sha256)
+    }
+
+    @Test("an interrupted PUT is sent again whole, with its Idempotency-Key and never Content-Range (22)")
+    func putInterrupted() async throws {
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.davURL()))
+        try await proxy.add(["method": "PUT", "action": "reset", "after_bytes": 1_000_000, "times": 2])
+        let sandbox = try putSandbox(url: proxy.url("/resend/{job_id}.bin"))
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/big.bin", size: 3_000_000, seed: 31),
+                                           to: "dav")
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(try sha256(ofFile: try TestServers.davRoot() + "/resend/\(id).bin") == job.sha256)
+        let puts = try await proxy.requests().filter { $0["method"] as? String == "PUT" }
+        #expect(puts.count >= 2)
+        for put in puts {
+            let headers = try #require(put["headers"] as? [String: String])
+            #expect(headers["content-length"] == "3000000")
+            #expect(headers["content-range"] == nil)
+            #expect(headers["idempotency-key"] == id.rawValue)
+        }
+        #expect(puts.last?["body_bytes"] as? Int == 3_000_000)
+        #expect(try running.attempts(id).count >= 2)
+    }
+
+    @Test("POST sends multipart/form-data: meta as fields, the file as its part; remote_url from Location")
+    func postMultipart() async throws {
+        let recorder = try RecorderSession()
+        let sandbox = try postSandbox(url: recorder.url("/photos"), extra: #"headers = { "X-Client" = "uploadq-test" }"#)
+        let running = try RunningQueue(sandbox)
+        let path = try sandbox.makeFile(sandbox.root + "/snap \"1\".jpg", size: 200_000, seed: 32)
+        let id = try await running.enqueue(path, to: "api", meta: ["record": "r-9", "note": "a, b; c"])
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(job.remoteURL == "\(try TestServers.recorderURL())/record/\(recorder.name)/objects/1")
+        let request = try #require(try await recorder.requests().first)
+        let headers = try #require(request["headers"] as? [String: String])
+        #expect(headers["idempotency-key"] == id.rawValue)
+        #expect(headers["x-client"] == "uploadq-test")
+        #expect(headers["content-type"]?.hasPrefix("multipart/form-data; boundary=") == true)
+        let form = try #require(request["form"] as? [String: Any])
+        #expect(form["fields"] as? [String: String] == ["record": "r-9", "note": "a, b; c"])
+        let file = try #require((form["files"] as? [[String: Any]])?.first)
+        #expect(file["field"] as? String == "photo")
+        #expect(file["filename"] as? String == "snap %221%22.jpg")
+        #expect(file["sha256"] as? String == job.sha256)
+        #expect(file["size"] as? Int == 200_000)
+    }
+
+    @Test("a bearer token from token_file is sent; after a 401 it is read again and the request resent once")
+    func tokenFile() async throws {
+        let recorder = try RecorderSession()
+        try await recorder.script([["status": 401, "body": "token expired"]])
+        let sandbox = try postSandbox(url: recorder.url(), extra: #"token_file = "token.txt""#)
+        try "file-secret\nsecond line\n".write(toFile: sandbox.root + "/token.txt", atomically: true, encoding: .utf8)
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 33), to: "api")
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .uploaded && job.attempts == 1, "\(job.lastError ?? "")")
+        let sent = try await recorder.requests().map { ($0["headers"] as? [String: String])?["authorization"] }
+        #expect(sent == ["Bearer file-secret", "Bearer file-secret"])
+    }
+
+    @Test("token_command runs without a shell; a second 401 fails for a person, and no token reaches an error")
+    func tokenCommandRejected() async throws {
+        let recorder = try RecorderSession()
+        try await recorder.script([["status": 401], ["status": 401, "body": "<html><b>no</b> way</html>"]])
+        let sandbox = try postSandbox(url: recorder.url(), extra: #"token_command = ["./token.sh", "a b"]"#)
+        let script = sandbox.root + "/token.sh"
+        try """
+            #!/bin/sh
+            n=$(cat "$0.count" 2>/dev/null || echo 0); n=$((n + 1)); echo $n > "$0.count"
+            echo "secret-$n-[$1]"
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        chmod(script, 0o755)
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 34), to: "api")
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .failed && job.permanent)
+        let error = try #require(job.lastError)
+        #expect(error.contains("HTTP 401") && error.contains("no way") && error.contains("token_"), "\(error)")
+        #expect(!error.contains("secret"))
+        let sent = try await recorder.requests().map { ($0["headers"] as? [String: String])?["authorization"] }
+        #expect(sent == ["Bearer secret-1-[a b]", "Bearer secret-2-[a b]"])
+    }
+
+    @Test("a missing token_env fails permanently naming the variable, before anything is sent")
+    func missingTokenEnvironment() async throws {
+        let recorder = try RecorderSession()
+        let sandbox = try postSandbox(url: recorder.url(), extra: #"token_env = "UPLOADQ_TEST_NO_SUCH_TOKEN""#)
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 35), to: "api")
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .failed && job.permanent)
+        #expect(job.lastError?.contains("UPLOADQ_TEST_NO_SUCH_TOKEN") == true, "\(job.lastError ?? "")")
+        #expect(try await recorder.requests().isEmpty)
+    }
+
+    @Test("4xx is permanent with the status and the server's words; 5xx and a closed connection are retried",
+          arguments: [
+              (["status": 403, "body": "bucket is read-only"], true, "HTTP 403"),
+              (["status": 422, "body": "{\"error\": \"bad photo\"}"], true, "bad photo"),
+              (["status": 502, "body": "<html><head><style>x{}</style></head><body>upstream down</body></html>"], false,
+               "upstream down"),
+              (["close": true], false, "without an answer"),
+          ] as [([String: any Sendable], Bool, String)])
+    func serverAnswers(answer: [String: any Sendable], permanent: Bool, text: String) async throws {
+        let recorder = try RecorderSession()
+        try await recorder.script([answer.mapValues { $0 as Any }])
+        let sandbox = try postSandbox(url: recorder.url())
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 36), to: "api")
+        let job = try await running.settled(id)
+        let attempts = try running.attempts(id)
+        await running.stop()
+        let first = try #require(attempts.first?.error)
+        #expect(first.contains(text), "\(first)")
+        #expect(!first.contains("<"))
+        if permanent {
+            #expect(job.state == .failed && job.permanent && attempts.count == 1)
+        } else {
+            #expect(job.state == .uploaded && attempts.count == 2, "\(attempts.map { $0.error ?? "-" })")
+        }
+    }
+}
