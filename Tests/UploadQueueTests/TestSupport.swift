@@ -64,6 +64,25 @@ final class Sandbox: @unchecked Sendable {
         return path
     }
 
+    /// Writes `size` bytes from /dev/urandom (fast for large files) and returns the path.
+    @discardableResult
+    func makeRandomFile(_ path: String, size: Int) throws -> String {
+        let random = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/dev/urandom"))
+        defer { try? random.close() }
+        try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
+                                                withIntermediateDirectories: true)
+        FileManager.default.createFile(atPath: path, contents: nil)
+        let output = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        defer { try? output.close() }
+        var remaining = size
+        while remaining > 0 {
+            let block = try random.read(upToCount: min(remaining, 4 << 20)) ?? Data()
+            try output.write(contentsOf: block)
+            remaining -= block.count
+        }
+        return path
+    }
+
     /// Files in the target directory (not the temporary `.uploadq-*.partial` ones), recursively.
     func deliveredFiles() -> [String] {
         guard let walker = FileManager.default.enumerator(atPath: target) else { return [] }

@@ -27,7 +27,9 @@ optional), after `skip` matches, `times` times (-1: always). Actions:
 `respond` and `close` read the request body first, as a server would, so the client sees the answer (or the
 clean close) instead of a reset. A request for a path that another connection is still sending to (a stalled
 PATCH the client gave up on) first cuts that older upstream connection, the way tusd interrupts a previous
-request for the same upload: tuspyserver would otherwise hold the upload's lock for the dead request.
+request for the same upload, and a request for a path whose upstream connection was just cut waits half a
+second: tuspyserver polls its upload lock with time.sleep inside its event loop, so a request that arrives
+before it has noticed the cut connection would block the whole server for its 30 s lock timeout.
 
 Every request is logged with its method, path, headers, body length and the SHA-1 of the body bytes received.
 """
@@ -81,6 +83,7 @@ class Proxy:
         self.connections = 0
         self.clients = set()
         self.inflight = {}  # path -> upstream writers still sending a request body for it
+        self.cut_at = {}  # path -> loop time its upstream connection was last cut
 
     def stats(self):
         return {
@@ -148,6 +151,7 @@ class Proxy:
                     self.inflight.get(path, set()).discard(up_writer)
                 entry["sha1"] = base64.b64encode(digest.digest()).decode()
                 if not ok:
+                    self.cut_at[path] = asyncio.get_running_loop().time()
                     abort(writer, reset=True)
                     abort(up_writer, reset=True)
                     return
@@ -168,7 +172,10 @@ class Proxy:
         for up_writer in previous:
             abort(up_writer, reset=True)
         if previous:
-            await asyncio.sleep(0.3)
+            self.cut_at[path] = asyncio.get_running_loop().time()
+        since = asyncio.get_running_loop().time() - self.cut_at.get(path, -10.0)
+        if since < 0.5:
+            await asyncio.sleep(0.5 - since)
 
     async def forward_body(self, reader, up_writer, length, rule, entry, digest):
         """Copies the request body; False when a rule cut the connection."""

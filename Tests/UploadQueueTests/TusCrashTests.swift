@@ -1,0 +1,88 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// The real `uploadq daemon` uploading to tuspyserver through the fault proxy, killed with SIGKILL at the worst
+/// moments; every restart resumes at the server's offset and re-sends at most the chunk that was in flight.
+@Suite(.serialized)
+struct TusCrashTests {
+    static let chunk = 8 << 20
+
+    @Test("kill -9 in creation, mid-chunk, after a confirmed chunk: resumes, intact, ≤ 2 chunks re-sent per kill")
+    func killDuringTusUpload() async throws {
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.tusEndpoint()))
+        try await proxy.add(["method": "POST", "action": "delay", "seconds": 3])
+        let sandbox = try Sandbox(destination: "tus", """
+            protocol = "tus"
+            url = "\(proxy.url("/files/"))"
+            chunk_size = "8MiB"
+            """, bandwidth: 64 << 20)
+        let size = 256 << 20
+        let source = try sandbox.makeRandomFile(sandbox.root + "/video.bin", size: size)
+        let expected = try sha256(ofFile: source)
+        let enqueued = try BinaryRunner.run(["enqueue", source, "--destination", "tus", "--config", sandbox.configPath])
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        func job() throws -> Job { try #require(try store.job(id)) }
+        var kills = 0
+
+        // 1. During creation: the POST is held by the proxy when the daemon dies; no URL was saved.
+        var daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-1")
+        let creating = try await eventually(timeout: .seconds(30)) {
+            try await proxy.requests().contains { $0["method"] as? String == "POST" }
+        }
+        #expect(creating, "daemon log:\n\(daemon.log.suffix(2000))")
+        daemon.kill9()
+        kills += 1
+        #expect(try job().resumeState == nil && job().bytesConfirmed == 0)
+
+        // 2. Mid-chunk: well into the file, between two confirmations.
+        daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-2")
+        let base = try await proxy.bodyBytes()
+        let midway = try await eventually(timeout: .seconds(60)) {
+            try await proxy.bodyBytes() - base >= 4 * Self.chunk + Self.chunk / 2
+        }
+        #expect(midway, "daemon log:\n\(daemon.log.suffix(2000))")
+        daemon.kill9()
+        kills += 1
+        let afterMidway = try job()
+        #expect(afterMidway.state == .uploading, "a killed daemon leaves its row as it was")
+        #expect(afterMidway.bytesConfirmed >= Int64(3 * Self.chunk))
+        #expect(TusResumeState(json: afterMidway.resumeState) != nil)
+
+        // 3. Right after a chunk was confirmed.
+        daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-3")
+        let confirmedBefore = try job().bytesConfirmed
+        let advanced = try await eventually(timeout: .seconds(60)) {
+            try job().bytesConfirmed >= confirmedBefore + Int64(2 * Self.chunk)
+        }
+        #expect(advanced, "daemon log:\n\(daemon.log.suffix(2000))")
+        daemon.kill9()
+        kills += 1
+        let confirmedAtKill = try job().bytesConfirmed
+
+        // Last run: to the end.
+        daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-4")
+        let finished = try await eventually(timeout: .seconds(120)) { try job().state == .uploaded }
+        #expect(finished, "daemon log:\n\(daemon.log.suffix(3000))")
+        let done = try job()
+        #expect(try sha256(ofFile: try TestServers.tusStoredFile(uploadURL: try #require(done.remoteURL))) == expected)
+        #expect(done.sha256 == expected)
+
+        let attempts = try store.attempts(of: id)
+        #expect(attempts.count == 4)
+        #expect(attempts.dropLast().allSatisfy { $0.outcome == "interrupted" })
+        #expect(attempts[3].startOffset >= confirmedAtKill, "the last run resumed at the server's offset")
+        let sent = try await proxy.bodyBytes()
+        print("tus crash test: \(sent) bytes sent through the proxy for a \(size)-byte file with \(kills) kills "
+            + "(\(String(format: "%.2f", Double(sent - size) / Double(Self.chunk))) chunks re-sent)")
+        #expect(sent <= size + 2 * Self.chunk * kills, "sent \(sent) bytes for a \(size)-byte file and \(kills) kills")
+        let posts = try await proxy.requests().filter { $0["method"] as? String == "POST" }
+        #expect(posts.count == 2, "one creation cut short, one that lasted")
+        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let counts = try #require((try status.json() as? [String: Any])?["counts"] as? [String: Int])
+        #expect(counts["uploaded"] == 1 && counts["uploading"] == 0)
+        #expect(daemon.terminate() < .seconds(5))
+    }
+}
