@@ -60,12 +60,15 @@ final class DaemonProcess: @unchecked Sendable {
     let process = Process()
     let logPath: String
 
-    init(sandbox: Sandbox, name: String = "daemon") throws {
+    init(sandbox: Sandbox, name: String = "daemon", environment: [String: String] = [:]) throws {
         #expect(FileManager.default.isExecutableFile(atPath: BinaryRunner.path), "build the uploadq binary first")
         logPath = sandbox.root + "/\(name).log"
         _ = FileManager.default.createFile(atPath: logPath, contents: nil)
         process.executableURL = URL(fileURLWithPath: BinaryRunner.path)
         process.arguments = ["daemon", "--config", sandbox.configPath, "--log-level", "debug"]
+        if !environment.isEmpty {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
+        }
         let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardError = log
         process.standardOutput = log

@@ -133,12 +133,87 @@ struct ConfigurationTests {
         ("[destinations.x]\nprotocol = \"file\"\nurl = \"file://x\"\n[spool]\ndestination = \"y\"\n", "spool.destination", 5),
         ("[destinations.x]\nurl = \"file://x\"\n", "destinations.x.protocol", 1),
         ("[link]\nmode = \"sometimes\"\n", "link.mode", 2),
+        ("[destinations.t]\nprotocol = \"tus\"\nurl = \"https://h/files/{job_id}\"\n", "destinations.t.url", 3),
+        ("[destinations.t]\nprotocol = \"tus\"\nurl = \"file://x\"\n", "destinations.t.url", 3),
+        ("[destinations.t]\nprotocol = \"tus\"\nurl = \"https://h/\"\nchunk_size = 10\n", "destinations.t.chunk_size", 4),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/{x}\"\n", "destinations.t.url", 3),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\nchunk_size = \"1MiB\"\n",
+         "destinations.t.chunk_size", 4),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\ntoken_env = \"A\"\ntoken_file = \"f\"\n",
+         "destinations.t.token_file", 5),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\ntoken_command = []\n",
+         "destinations.t.token_command", 4),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\ntoken_command = \"get-token\"\n",
+         "destinations.t.token_command", 4),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\nca_file = \"/nonexistent.pem\"\n",
+         "destinations.t.ca_file", 4),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\nheaders = { \"Bad Name\" = \"v\" }\n",
+         "destinations.t.headers", 4),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\nstall_timeout = \"0s\"\n",
+         "destinations.t.stall_timeout", 4),
+        ("[destinations.t]\nprotocol = \"http-post\"\nurl = \"https://h/\"\npublic_url_template = \"{url}\"\n",
+         "destinations.t.public_url_template", 4),
+        ("[destinations.t]\nprotocol = \"s3\"\nurl = \"https://h/\"\n", "destinations.t.protocol", 2),
     ])
     func impossibleValues(text: String, key: String, line: Int) throws {
         let error = try #require(failure(text))
         #expect(error.key == key)
         #expect(error.line == line)
         #expect(error.description.contains("test.toml:\(line): key `\(key)`"))
+    }
+
+    @Test("network destinations read their URL, chunking, headers, credentials, TLS, timeouts and breaker")
+    func networkDestinations() throws {
+        let configuration = try parse("""
+            [destinations.photos]
+            protocol = "tus"
+            url = "https://uploads.example.com/files/"
+            chunk_size = "6MiB"
+            headers = { "X-Client" = "uploadq", "X-Tenant" = "t1" }
+            token_file = "secrets/token"
+            connect_timeout = "5s"
+            stall_timeout = "45s"
+            stall_min_rate = "1KiB"
+            public_url_template = "https://cdn.example.com/{upload_id}/{name}"
+            circuit_threshold = 3
+            circuit_probe_interval = "10s"
+            [destinations.dav]
+            protocol = "http-put"
+            url = "https://files.example.com/photos/{date}/{job_id}-{name}"
+            token_command = ["bin/get-token", "--audience", "files"]
+            token_command_timeout = "3s"
+            [destinations.api]
+            protocol = "http-post"
+            url = "https://api.example.com/photos"
+            form_field = "photo"
+            token_env = "API_TOKEN"
+            """)
+        let photos = try #require(configuration.destinations["photos"])
+        #expect(photos.transferProtocol == .tus && photos.chunkSize == 6 << 20)
+        #expect(photos.http.headers == ["X-Client": "uploadq", "X-Tenant": "t1"])
+        #expect(photos.http.credentials == .file("/srv/q/secrets/token"))
+        #expect(photos.http.connectTimeout == .seconds(5))
+        #expect(photos.http.stall == StallDetection(minimumRate: 1024, window: .seconds(45)))
+        #expect(photos.publicURLTemplate?.description == "https://cdn.example.com/{upload_id}/{name}")
+        #expect(photos.circuitBreaker.threshold == 3 && photos.circuitBreaker.probeInterval == .seconds(10))
+        let dav = try #require(configuration.destinations["dav"])
+        #expect(dav.transferProtocol == .httpPut && dav.urlTemplate?.isConstant == false)
+        #expect(dav.http.credentials == .command(["/srv/q/bin/get-token", "--audience", "files"], timeout: .seconds(3)))
+        #expect(dav.http.stall == StallDetection())
+        let api = try #require(configuration.destinations["api"])
+        #expect(api.transferProtocol == .httpPost && api.formField == "photo")
+        #expect(api.http.credentials == .environment("API_TOKEN"))
+    }
+
+    @Test("the example configs under Config/examples/ load")
+    func examples() throws {
+        let directory = Self.repositoryRoot + "/Config/examples"
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".toml") }
+        #expect(names.count >= 2)
+        for name in names {
+            let configuration = try ConfigurationLoader.load(path: directory + "/" + name)
+            #expect(!configuration.destinations.isEmpty, "\(name)")
+        }
     }
 
     @Test("a missing config file is an error naming it")

@@ -163,4 +163,22 @@ struct IntakeTests {
         #expect(failed.state == .failed && failed.permanent)
         #expect(failed.lastError?.contains("vanished") == true)
     }
+
+    @Test("a starting runner removes a crashed copy's temporary, but not one being written or just made")
+    func staleTemporaries() throws {
+        let sandbox = try Sandbox()
+        let blobs = try BlobStore(directory: sandbox.state + "/blobs")
+        let writing = sandbox.state + "/blobs/.writing.tmp"
+        let crashed = sandbox.state + "/blobs/.crashed.tmp"
+        let fresh = sandbox.state + "/blobs/.fresh.tmp"
+        for path in [writing, crashed, fresh] { try sandbox.makeFile(path, size: 10, seed: 1) }
+        let held = open(writing, O_RDONLY)
+        defer { close(held) }
+        #expect(flock(held, LOCK_EX) == 0)
+        blobs.removeStaleTemporaries(now: Date())
+        #expect([writing, crashed, fresh].allSatisfy { FileManager.default.fileExists(atPath: $0) }, "all too fresh")
+        blobs.removeStaleTemporaries(now: Date().addingTimeInterval(120))
+        #expect(FileManager.default.fileExists(atPath: writing), "a copy in progress holds its lock")
+        #expect(!FileManager.default.fileExists(atPath: crashed) && !FileManager.default.fileExists(atPath: fresh))
+    }
 }

@@ -80,12 +80,11 @@ final class RequestBodyReader {
                 repeat {
                     got = pread(descriptor, room.baseAddress, want, off_t(offset + within))
                 } while got < 0 && errno == EINTR
-                if got < 0 {
-                    failure = "reading the file failed: \(String(cString: strerror(errno)))"
-                    return nil
-                }
-                if got == 0 {
-                    failure = "the file ended \(segmentLength - within) bytes early (it shrank while being sent)"
+                if got <= 0 {
+                    // Hand over what was read; the next call reports the failure.
+                    if written > 0 { return written }
+                    failure = got < 0 ? "reading the file failed: \(String(cString: strerror(errno)))"
+                        : "the file ended \(segmentLength - within) bytes early (it shrank while being sent)"
                     return nil
                 }
                 count = got

@@ -1,0 +1,71 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// The daemon binary with network destinations: secrets stay out of every output, and a cancelled job's
+/// partial remote upload is terminated whether or not a daemon runs.
+@Suite(.serialized)
+struct NetworkDaemonTests {
+    @Test("tokens and header values never appear in the daemon's log, status, list or show")
+    func secretsStayHidden() async throws {
+        let recorder = try RecorderSession()
+        try await recorder.script([["status": 401], ["status": 401, "body": "invalid token"]])
+        let sandbox = try Sandbox(destination: "api", """
+            protocol = "http-post"
+            url = "\(recorder.url())"
+            token_env = "UPLOADQ_TEST_SECRET"
+            headers = { "X-Api-Key" = "key-HEADER-456" }
+            """)
+        let daemon = try DaemonProcess(sandbox: sandbox, environment: ["UPLOADQ_TEST_SECRET": "tok-SECRET-123"])
+        let path = try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 70)
+        let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "api", "--config", sandbox.configPath])
+        let id = enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let failed = try await eventually {
+            try BinaryRunner.run(["show", id, "--json", "--config", sandbox.configPath]).stdout.contains("\"failed\"")
+        }
+        #expect(failed, "daemon log:\n\(daemon.log.suffix(2000))")
+        let sent = try await recorder.requests().compactMap { ($0["headers"] as? [String: String])?["authorization"] }
+        #expect(sent == ["Bearer tok-SECRET-123", "Bearer tok-SECRET-123"])
+        #expect(daemon.terminate() < .seconds(5))
+        var outputs = [daemon.log]
+        for command in [["show", id, "--json"], ["show", id], ["list", "--json"], ["status", "--json"], ["status"]] {
+            outputs.append(try BinaryRunner.run(command + ["--config", sandbox.configPath]).stdout)
+        }
+        #expect(outputs[1].contains("HTTP 401") && outputs[1].contains("invalid token"))
+        for output in outputs {
+            #expect(!output.contains("tok-SECRET-123") && !output.contains("key-HEADER-456"))
+        }
+    }
+
+    @Test("cancelling a pending job with a partial tus upload terminates it, by the daemon or by the CLI itself",
+          arguments: [true, false])
+    func cancelPartialUpload(daemonRunning: Bool) async throws {
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.tusEndpoint()))
+        try await proxy.add(["method": "PATCH", "skip": 1, "times": 2, "action": "reset", "after_bytes": 0])
+        let sandbox = try Sandbox(destination: "tus", """
+            protocol = "tus"
+            url = "\(proxy.url("/files/"))"
+            chunk_size = "256KiB"
+            """, retry: "30s")
+        let path = try sandbox.makeFile(sandbox.root + "/a.bin", size: 1_000_000, seed: 71)
+        let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "tus", "--config", sandbox.configPath])
+        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        var daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(try await eventually { try store.job(id)?.state == .failed })
+        let upload = try #require(TusResumeState(json: try store.job(id)?.resumeState)).uploadURL
+        if !daemonRunning { #expect(daemon.terminate() < .seconds(5)) }
+
+        let cancelled = try BinaryRunner.run(["cancel", id.rawValue, "--config", sandbox.configPath])
+        #expect(cancelled.status == 0, "\(cancelled.stderr)")
+        #expect(try await eventually { try store.job(id) == nil })
+        #expect(try await eventually {
+            try await proxy.requests().contains { $0["method"] as? String == "DELETE" && $0["status"] as? Int == 204 }
+        }, "daemon log:\n\(daemon.log.suffix(2000))")
+        #expect(!FileManager.default.fileExists(atPath: try TestServers.tusStoredFile(uploadURL: upload)))
+        #expect(FileManager.default.fileExists(atPath: sandbox.state + "/cancelled/\(id)-a.bin"))
+        if daemonRunning { #expect(daemon.terminate() < .seconds(5)) }
+        daemon = try DaemonProcess(sandbox: sandbox, name: "after")
+        #expect(daemon.terminate() < .seconds(5))
+    }
+}
