@@ -114,8 +114,11 @@ public actor UploadQueue {
     /// Runs transfers in this process until the task is cancelled; then stops them at a safe point, with their
     /// offsets saved. Takes the queue's exclusive lock: one runner per state directory.
     ///
-    /// - Parameter onReady: called once the lock is held and the queue recovered (the daemon tells systemd).
-    public func run(onReady: @Sendable () -> Void = {}) async throws {
+    /// - Parameters:
+    ///   - exitWhenIdle: return once no job is pending or uploading (batch use: drain the queue, then exit);
+    ///     failed jobs stay for a later run.
+    ///   - onReady: called once the lock is held and the queue recovered (the daemon tells systemd).
+    public func run(exitWhenIdle: Bool = false, onReady: @Sendable () -> Void = {}) async throws {
         let lock = try DaemonLock(path: configuration.lockPath)
         let recovered = try store.recoverInterrupted()
         if !recovered.isEmpty {
@@ -128,7 +131,8 @@ public actor UploadQueue {
         let uploaders = configuration.destinations.mapValues { Self.uploader(for: $0, engine: engine) }
         let configuration = self.configuration
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
-                                  release: { Self.releaseFile(of: $0, configuration: configuration) }, logger: logger)
+                                  release: { Self.releaseFile(of: $0, configuration: configuration) }, logger: logger,
+                                  exitWhenIdle: exitWhenIdle)
         self.scheduler = scheduler
         let wakeSocket: WakeSocket?
         do {

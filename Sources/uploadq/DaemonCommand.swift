@@ -15,6 +15,9 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Flag(help: "Exit once no job is pending or uploading (batch use: drain the queue, then stop).")
+    var exitWhenIdle = false
+
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
@@ -23,21 +26,23 @@ struct DaemonCommand: AsyncParsableCommand {
         let queue = try options.openQueue(level: level)
         let configuration = queue.configuration
         let notifier = SystemdNotifier()
-        var services: [any Service] = [
-            QueueRunner(queue: queue) {
+        let runner = QueueRunner(queue: queue, exitWhenIdle: exitWhenIdle) {
                 logger.info("uploadq daemon ready", metadata: [
                     "config": "\(configuration.file ?? ConfigurationLoader.embeddedName)",
                     "state_dir": "\(configuration.stateDirectory)",
                     "spool": "\(configuration.spool?.directory ?? "none")",
                 ])
                 notifier.notify("READY=1\nSTATUS=uploading; spool \(configuration.spool?.directory ?? "none")")
-            }
+        }
+        // With --exit-when-idle the runner finishing is the normal end: the rest of the group stops gracefully.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: runner, successTerminationBehavior: .gracefullyShutdownGroup),
         ]
         if let spool = configuration.spool {
-            services.append(SpoolWatcher(spool: spool, queue: queue, logger: logger))
+            services.append(.init(service: SpoolWatcher(spool: spool, queue: queue, logger: logger)))
         }
         let group = ServiceGroup(configuration: .init(
-            services: services.map { .init(service: $0) },
+            services: services,
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger))
         do {

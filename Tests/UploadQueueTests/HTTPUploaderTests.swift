@@ -166,4 +166,27 @@ struct HTTPUploaderTests {
             #expect(job.state == .uploaded && attempts.count == 2, "\(attempts.map { $0.error ?? "-" })")
         }
     }
+
+    @Test("TLS is always verified: a private CA's server fails for good with a clear error, and works with ca_file")
+    func privateCA() async throws {
+        let tls = try TestServers.address("UPLOADQ_TEST_DAV_TLS_URL")
+        let caFile = try TestServers.address("UPLOADQ_TEST_CA_FILE")
+        let refused = try putSandbox(url: "\(tls)/tls/{job_id}.bin")
+        var running = try RunningQueue(refused)
+        let first = try await running.enqueue(try refused.makeFile(refused.root + "/a.bin", size: 5000, seed: 37), to: "dav")
+        let failed = try await running.settled(first)
+        await running.stop()
+        #expect(failed.state == .failed && failed.permanent && failed.attempts == 1)
+        #expect(failed.lastError?.contains("TLS verification failed") == true, "\(failed.lastError ?? "")")
+        #expect(failed.lastError?.contains("ca_file") == true)
+
+        let trusted = try putSandbox(url: "\(tls)/tls/{job_id}.bin", extra: "ca_file = \"\(caFile)\"")
+        running = try RunningQueue(trusted)
+        let second = try await running.enqueue(try trusted.makeFile(trusted.root + "/b.bin", size: 5000, seed: 38), to: "dav")
+        let job = try await running.settled(second)
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(job.remoteURL?.hasPrefix("https://") == true)
+        #expect(try sha256(ofFile: try TestServers.davRoot() + "/tls/\(second).bin") == job.sha256)
+    }
 }

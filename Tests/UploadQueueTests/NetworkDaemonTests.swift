@@ -68,4 +68,29 @@ struct NetworkDaemonTests {
         daemon = try DaemonProcess(sandbox: sandbox, name: "after")
         #expect(daemon.terminate() < .seconds(5))
     }
+
+    @Test("daemon --exit-when-idle drains the queue to nginx DAV, then exits 0 (batch use)")
+    func exitWhenIdle() async throws {
+        let sandbox = try Sandbox(destination: "dav", """
+            protocol = "http-put"
+            url = "\(try TestServers.davURL())/batch/{job_id}-{name}"
+            """)
+        var ids: [String] = []
+        for index in 0..<3 {
+            let path = try sandbox.makeFile(sandbox.root + "/p\(index).jpg", size: 50_000 * (index + 1), seed: UInt64(72 + index))
+            let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "dav", "--config", sandbox.configPath])
+            ids.append(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
+        }
+        let run = try BinaryRunner.run(["daemon", "--exit-when-idle", "--config", sandbox.configPath])
+        #expect(run.status == 0, "\(run.stderr.suffix(2000))")
+        let status = try #require(try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath]).json()
+            as? [String: Any])
+        #expect((status["counts"] as? [String: Int])?["uploaded"] == 3)
+        #expect((status["daemon"] as? [String: Any])?["running"] as? Bool == false)
+        for id in ids {
+            let stored = try FileManager.default.contentsOfDirectory(atPath: try TestServers.davRoot() + "/batch")
+                .filter { $0.hasPrefix(id) }
+            #expect(stored.count == 1)
+        }
+    }
 }

@@ -115,6 +115,22 @@ struct QueueStoreTests {
         #expect(summary.active.first?.bytesConfirmed == 40)
     }
 
+    @Test("several processes opening a new queue at once all succeed (the migration race is retried)")
+    func concurrentCreation() async throws {
+        let sandbox = try Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        let path = sandbox.state + "/queue.sqlite"
+        let opened = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for _ in 0..<8 {
+                group.addTask { try await BlockingWork.run { _ = try QueueDatabase.open(path: path); return true } }
+            }
+            return try await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        #expect(opened == 8)
+        let store = QueueStore(database: try QueueDatabase.open(path: path))
+        #expect(try store.jobs().isEmpty)
+    }
+
     @Test("the database is WAL with synchronous=FULL and private file modes")
     func durabilitySettings() throws {
         let sandbox = try Sandbox()

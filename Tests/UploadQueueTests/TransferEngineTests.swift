@@ -131,7 +131,7 @@ struct TransferEngineTests {
         let cancelledAt = ContinuousClock.now
         task.cancel()
         let outcome = await task.result
-        #expect(ContinuousClock.now - cancelledAt < .seconds(2))
+        #expect(ContinuousClock.now - cancelledAt < .seconds(5), "a cancel does not wait for the transfer")
         #expect(throws: TransferError.self) { try outcome.get() }
         if case .failure(let error as TransferError) = outcome { #expect(error.code == .cancelled) }
         let values = seen.withLock { $0 }

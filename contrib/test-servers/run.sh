@@ -5,6 +5,7 @@
 #   UPLOADQ_TEST_TUS_ENDPOINT   tuspyserver's creation URL (http://127.0.0.1:P/files/)
 #   UPLOADQ_TEST_TUS_FILES      where tuspyserver stores uploads (<id> and <id>.info)
 #   UPLOADQ_TEST_DAV_URL        nginx DAV (PUT), and UPLOADQ_TEST_DAV_ROOT its document root
+#   UPLOADQ_TEST_DAV_TLS_URL    the same over HTTPS, with a certificate of a private CA (UPLOADQ_TEST_CA_FILE)
 #   UPLOADQ_TEST_PROXY_CONTROL  the fault proxy's control API
 #   UPLOADQ_TEST_RECORDER_URL   the recording server
 set -euo pipefail
@@ -24,19 +25,27 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-read -r tus_port dav_port proxy_port recorder_port < <("$python" - <<'PY'
+read -r tus_port dav_port proxy_port recorder_port tls_port < <("$python" - <<'PY'
 import socket
-sockets = [socket.socket() for _ in range(4)]
+sockets = [socket.socket() for _ in range(5)]
 for s in sockets:
     s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in sockets))
 PY
 )
 
-mkdir -p "$work/tus" "$work/dav" "$work/recorder"
+mkdir -p "$work/tus" "$work/dav" "$work/recorder" "$work/tls"
+# A private CA and a certificate for 127.0.0.1 signed by it, for the TLS tests.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=uploadq test CA" \
+    -keyout "$work/tls/ca.key" -out "$work/tls/ca.pem" 2> /dev/null
+openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout "$work/tls/server.key" \
+    -out "$work/tls/server.csr" 2> /dev/null
+printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' > "$work/tls/ext.cnf"
+openssl x509 -req -in "$work/tls/server.csr" -CA "$work/tls/ca.pem" -CAkey "$work/tls/ca.key" -CAcreateserial \
+    -days 2 -extfile "$work/tls/ext.cnf" -out "$work/tls/server.pem" 2> /dev/null
 user=""
 [ "$(id -u)" -eq 0 ] && user="user root root;"
-sed -e "s|@WORK@|$work|g" -e "s|@PORT@|$dav_port|g" -e "s|@USER@|$user|g" "$here/nginx.conf.in" > "$work/nginx.conf"
+sed -e "s|@WORK@|$work|g" -e "s|@PORT@|$dav_port|g" -e "s|@TLS_PORT@|$tls_port|g" -e "s|@USER@|$user|g" "$here/nginx.conf.in" > "$work/nginx.conf"
 
 "$python" "$here/tus_server.py" "$tus_port" "$work/tus" > "$work/tus.log" 2>&1 & pids+=($!)
 "$nginx" -c "$work/nginx.conf" -p "$work" -e "$work/nginx-error.log" > "$work/nginx.log" 2>&1 & pids+=($!)
@@ -55,6 +64,8 @@ wait_for() {
 }
 wait_for tuspyserver "http://127.0.0.1:$tus_port/files/" "$work/tus.log"
 wait_for nginx "http://127.0.0.1:$dav_port/" "$work/nginx-error.log"
+curl -s -o /dev/null --cacert "$work/tls/ca.pem" "https://127.0.0.1:$tls_port/" \
+    || { echo "test-servers: nginx TLS did not start on :$tls_port" >&2; cat "$work/nginx-error.log" >&2; exit 1; }
 wait_for fault-proxy "http://127.0.0.1:$proxy_port/health" "$work/proxy.log"
 wait_for recorder "http://127.0.0.1:$recorder_port/record/health" "$work/recorder.log"
 
@@ -62,9 +73,11 @@ export UPLOADQ_TEST_TUS_ENDPOINT="http://127.0.0.1:$tus_port/files/"
 export UPLOADQ_TEST_TUS_FILES="$work/tus"
 export UPLOADQ_TEST_DAV_URL="http://127.0.0.1:$dav_port"
 export UPLOADQ_TEST_DAV_ROOT="$work/dav"
+export UPLOADQ_TEST_DAV_TLS_URL="https://127.0.0.1:$tls_port"
+export UPLOADQ_TEST_CA_FILE="$work/tls/ca.pem"
 export UPLOADQ_TEST_PROXY_CONTROL="http://127.0.0.1:$proxy_port"
 export UPLOADQ_TEST_RECORDER_URL="http://127.0.0.1:$recorder_port"
-echo "test-servers: tus :$tus_port, nginx DAV :$dav_port, fault proxy :$proxy_port, recorder :$recorder_port" >&2
+echo "test-servers: tus :$tus_port, nginx DAV :$dav_port (TLS :$tls_port), fault proxy :$proxy_port, recorder :$recorder_port" >&2
 
 status=0
 "$@" || status=$?

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs what the integration tests need: nginx (its DAV module serves PUT) from Debian, and the Python test
-# servers (tuspyserver on uvicorn) into a virtualenv at .build-venv/. Safe to run again.
+# Installs what the integration tests need: nginx (its DAV module serves PUT), curl and openssl from Debian,
+# and the Python test servers (tuspyserver on uvicorn) into a virtualenv at .build-venv/. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-packages=(nginx)
+packages=(nginx curl openssl)
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

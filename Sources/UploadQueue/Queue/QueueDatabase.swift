@@ -8,7 +8,29 @@ public struct QueueDatabase: Sendable {
     let writer: any DatabaseWriter
 
     /// Opens (creating if needed) the database file with WAL, `synchronous=FULL` and a busy timeout.
+    ///
+    /// Processes that create a new queue at the same moment (a daemon starting while a CLI enqueues) contend for
+    /// switching it to WAL and for its first migration; the loser backs off briefly and opens it again.
     public static func open(path: String) throws -> QueueDatabase {
+        var attempt = 0
+        while true {
+            do {
+                return try openOnce(path: path)
+            } catch {
+                attempt += 1
+                guard attempt < 8, isCreationContention(error) else { throw error }
+                Thread.sleep(forTimeInterval: 0.02 * Double(attempt))
+            }
+        }
+    }
+
+    private static func isCreationContention(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        return error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED
+            || (error.message ?? "").contains("already exists")
+    }
+
+    private static func openOnce(path: String) throws -> QueueDatabase {
         if !FileManager.default.fileExists(atPath: path) {
             let fd = Glibc.open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
             if fd >= 0 { Glibc.close(fd) }
@@ -38,6 +60,10 @@ public struct QueueDatabase: Sendable {
     }
 
     private func migrate() throws {
+        try Self.migrator.migrate(writer)
+    }
+
+    private static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
             try db.create(table: "job") { t in
@@ -93,6 +119,6 @@ public struct QueueDatabase: Sendable {
                 t.column("value", .text).notNull()
             }
         }
-        try migrator.migrate(writer)
+        return migrator
     }
 }

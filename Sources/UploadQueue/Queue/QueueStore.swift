@@ -257,6 +257,13 @@ public struct QueueStore: Sendable {
         }
     }
 
+    /// True when no job is pending or uploading (failed jobs may remain).
+    func isIdle() throws -> Bool {
+        try writer.read { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job WHERE state IN ('pending', 'uploading')") == 0
+        }
+    }
+
     /// The earliest time a waiting job becomes runnable, if any job waits on time.
     func nextDueDate() throws -> Date? {
         try writer.read { db in

@@ -23,9 +23,13 @@ actor Scheduler {
     private var probes: [String: Task<Void, Never>] = [:]
     /// Longest sleep between two looks at the database, in case a wake-up was missed.
     private let pollInterval: Duration
+    /// Return from `run()` once nothing is pending or uploading.
+    private let exitWhenIdle: Bool
 
     init(configuration: Configuration, store: QueueStore, events: EventHub, uploaders: [String: any Uploader],
-         release: @escaping @Sendable (Job) -> Void, logger: Logger, pollInterval: Duration = .seconds(5)) {
+         release: @escaping @Sendable (Job) -> Void, logger: Logger, pollInterval: Duration = .seconds(5),
+         exitWhenIdle: Bool = false) {
+        self.exitWhenIdle = exitWhenIdle
         self.configuration = configuration
         self.store = store
         self.events = events
@@ -47,6 +51,10 @@ actor Scheduler {
                 try handleCancelRequests()
                 startDueProbes()
                 try fillSlots()
+                if exitWhenIdle, workers.isEmpty, try store.isIdle() {
+                    logger.info("the queue is idle: nothing pending or uploading")
+                    break
+                }
                 var due = try store.nextDueDate().map { $0.timeIntervalSinceNow } ?? pollInterval.seconds
                 if let probe = breakers.values.compactMap(\.nextProbeAt).min() {
                     due = min(due, probe.timeIntervalSinceNow)
@@ -103,6 +111,7 @@ actor Scheduler {
         while workers.count < limit {
             guard let (job, attempt) = try store.claimNext(excluding: held) else {
                 try store.markWaitingForSlots(false)
+                try markHeld(held)
                 return
             }
             events.emit(.stateChanged(job.id, .uploading))
@@ -113,6 +122,14 @@ actor Scheduler {
             workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
         }
         try store.markWaitingForSlots(true)
+        try markHeld(held)
+    }
+
+    /// Jobs of destinations whose circuit is open say so (also those that became pending since it opened).
+    private func markHeld(_ held: Set<String>) throws {
+        for name in held {
+            try store.markWaiting(destination: name, reason: .circuitOpen, active: true)
+        }
     }
 
     /// Sends the probe of every open circuit whose time has come; a probe that is answered closes the circuit.

@@ -144,6 +144,11 @@ final class EngineLoop: @unchecked Sendable {
         while true {
             let (incoming, closed) = inbox.take()
             for transfer in incoming { start(transfer) }
+            // A cancelled exchange leaves at once, even while libcurl holds it back for the rate limit (when no
+            // progress callback would run).
+            for transfer in active.values where transfer.isCancelled {
+                finish(transfer, .failure(TransferError(code: .cancelled, message: "cancelled", curlCode: nil)))
+            }
             if closed {
                 for transfer in Array(active.values) {
                     finish(transfer, .failure(TransferError(code: .cancelled, message: "the transfer engine stopped",

@@ -1,0 +1,47 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// A tus server that answers nonsense: each reply ends in a clear `last_error`, never a crash, and never a job
+/// left `uploading`.
+struct BadReplyTests {
+    @Test("bad tus replies end in a clear last_error and a settled job", arguments: [
+        ("garbage Upload-Offset", ["method": "PATCH", "action": "rewrite", "set_headers": ["Upload-Offset": "banana"]],
+         false, "Upload-Offset \"banana\" is not a number"),
+        ("offset beyond the file", ["method": "PATCH", "action": "rewrite", "set_headers": ["Upload-Offset": "9000000"]],
+         true, "offset 9000000"),
+        ("offset beyond what was sent", ["method": "PATCH", "action": "rewrite", "set_headers": ["Upload-Offset": "500000"]],
+         false, "acknowledged offset 500000"),
+        ("missing Location", ["method": "POST", "action": "rewrite", "remove_headers": ["Location"]],
+         true, "sent no Location header"),
+        ("HTML error page", ["method": "PATCH", "action": "respond", "status": 502,
+                             "body": "<html><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>"],
+         false, "HTTP 502 from PATCH"),
+        ("connection closed before headers", ["method": "PATCH", "action": "close", "times": 2],
+         false, "closed the connection without an answer"),
+    ] as [(String, [String: any Sendable], Bool, String)])
+    func badReply(name: String, rule: [String: any Sendable], permanent: Bool, text: String) async throws {
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.tusEndpoint()))
+        try await proxy.add(rule.mapValues { $0 as Any })
+        let sandbox = try Sandbox(destination: "tus", """
+            protocol = "tus"
+            url = "\(proxy.url("/files/"))"
+            chunk_size = "256KiB"
+            """, retry: "300ms")
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/f.bin", size: 700_000, seed: 80), to: "tus")
+        let job = try await running.settled(id)
+        let attempts = try running.attempts(id)
+        await running.stop()
+        #expect(job.state != .uploading)
+        let first = try #require(attempts.first?.error, "\(name): no error recorded")
+        #expect(first.contains(text), "\(name): \(first)")
+        #expect(!first.contains("<h1>"))
+        if permanent {
+            #expect(job.state == .failed && job.permanent, "\(name)")
+        } else {
+            #expect(job.state == .uploaded, "\(name): a transient bad reply is retried: \(job.lastError ?? "")")
+            #expect(try sha256(ofFile: try TestServers.tusStoredFile(uploadURL: try #require(job.remoteURL))) == job.sha256)
+        }
+    }
+}
