@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what uploadq needs to build and test on Debian/Ubuntu with Swift already installed.
-# Safe to run again: apt skips what is there.
+# Installs what uploadq needs to build and test on Debian/Ubuntu with Swift already installed, plus any extra
+# Debian packages named as arguments (contrib/test-servers/setup.sh adds the test servers' ones).
+# Safe to run again: only what is missing is installed.
 set -euo pipefail
 
-packages=(libmagic-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev pkg-config)
+packages=(libmagic-dev libsqlite3-dev libssl-dev libcurl4-openssl-dev pkg-config "$@")
 missing=()
 for package in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

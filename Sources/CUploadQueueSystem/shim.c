@@ -46,42 +46,34 @@ int uploadq_inotify_record_at(const void *buffer, size_t length, size_t offset, 
     return 0;
 }
 
-void *uploadq_sha256_new(void) {
+// One EVP digest context behind an opaque pointer, so no OpenSSL type reaches Swift.
+static void *digest_new(const EVP_MD *kind) {
     EVP_MD_CTX *context = EVP_MD_CTX_new();
     if (context == NULL) return NULL;
-    if (EVP_DigestInit_ex(context, EVP_sha256(), NULL) != 1) {
+    if (EVP_DigestInit_ex(context, kind, NULL) != 1) {
         EVP_MD_CTX_free(context);
         return NULL;
     }
     return context;
 }
+
+static int digest_finish(void *context, unsigned char *digest, unsigned int expected) {
+    unsigned int written = 0;
+    int ok = EVP_DigestFinal_ex((EVP_MD_CTX *)context, digest, &written);
+    EVP_MD_CTX_free((EVP_MD_CTX *)context);
+    return (ok == 1 && written == expected) ? 0 : -1;
+}
+
+void *uploadq_sha256_new(void) { return digest_new(EVP_sha256()); }
 
 int uploadq_sha256_update(void *context, const void *data, size_t length) {
     return EVP_DigestUpdate((EVP_MD_CTX *)context, data, length) == 1 ? 0 : -1;
 }
 
-int uploadq_sha256_finish(void *context, unsigned char *digest) {
-    unsigned int written = 0;
-    int ok = EVP_DigestFinal_ex((EVP_MD_CTX *)context, digest, &written);
-    EVP_MD_CTX_free((EVP_MD_CTX *)context);
-    return (ok == 1 && written == 32) ? 0 : -1;
-}
+int uploadq_sha256_finish(void *context, unsigned char *digest) { return digest_finish(context, digest, 32); }
 
 void uploadq_sha256_free(void *context) { EVP_MD_CTX_free((EVP_MD_CTX *)context); }
 
-void *uploadq_sha1_new(void) {
-    EVP_MD_CTX *context = EVP_MD_CTX_new();
-    if (context == NULL) return NULL;
-    if (EVP_DigestInit_ex(context, EVP_sha1(), NULL) != 1) {
-        EVP_MD_CTX_free(context);
-        return NULL;
-    }
-    return context;
-}
+void *uploadq_sha1_new(void) { return digest_new(EVP_sha1()); }
 
-int uploadq_sha1_finish(void *context, unsigned char *digest) {
-    unsigned int written = 0;
-    int ok = EVP_DigestFinal_ex((EVP_MD_CTX *)context, digest, &written);
-    EVP_MD_CTX_free((EVP_MD_CTX *)context);
-    return (ok == 1 && written == 20) ? 0 : -1;
-}
+int uploadq_sha1_finish(void *context, unsigned char *digest) { return digest_finish(context, digest, 20); }

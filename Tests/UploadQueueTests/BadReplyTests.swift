@@ -28,11 +28,7 @@ struct BadReplyTests {
             url = "\(proxy.url("/files/"))"
             chunk_size = "256KiB"
             """, retry: "300ms")
-        let running = try RunningQueue(sandbox)
-        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/f.bin", size: 700_000, seed: 80), to: "tus")
-        let job = try await running.settled(id)
-        let attempts = try running.attempts(id)
-        await running.stop()
+        let (job, attempts) = try await sandbox.uploadOne("f.bin", size: 700_000, seed: 80, to: "tus")
         #expect(job.state != .uploading)
         let first = try #require(attempts.first?.error, "\(name): no error recorded")
         #expect(first.contains(text), "\(name): \(first)")

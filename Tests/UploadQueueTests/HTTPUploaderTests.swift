@@ -44,11 +44,8 @@ struct HTTPUploaderTests {
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.davURL()))
         try await proxy.add(["method": "PUT", "action": "reset", "after_bytes": 1_000_000, "times": 2])
         let sandbox = try putSandbox(url: proxy.url("/resend/{job_id}.bin"))
-        let running = try RunningQueue(sandbox)
-        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/big.bin", size: 3_000_000, seed: 31),
-                                           to: "dav")
-        let job = try await running.settled(id)
-        await running.stop()
+        let (job, attempts) = try await sandbox.uploadOne("big.bin", size: 3_000_000, seed: 31, to: "dav")
+        let id = job.id
         #expect(job.state == .uploaded, "\(job.lastError ?? "")")
         #expect(try sha256(ofFile: try TestServers.davRoot() + "/resend/\(id).bin") == job.sha256)
         let puts = try await proxy.requests().filter { $0["method"] as? String == "PUT" }
@@ -60,7 +57,7 @@ struct HTTPUploaderTests {
             #expect(headers["idempotency-key"] == id.rawValue)
         }
         #expect(puts.last?["body_bytes"] as? Int == 3_000_000)
-        #expect(try running.attempts(id).count >= 2)
+        #expect(attempts.count >= 2)
     }
 
     @Test("POST sends multipart/form-data: meta as fields, the file as its part; remote_url from Location")
@@ -94,10 +91,7 @@ struct HTTPUploaderTests {
         try await recorder.script([["status": 401, "body": "token expired"]])
         let sandbox = try postSandbox(url: recorder.url(), extra: #"token_file = "token.txt""#)
         try "file-secret\nsecond line\n".write(toFile: sandbox.root + "/token.txt", atomically: true, encoding: .utf8)
-        let running = try RunningQueue(sandbox)
-        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 33), to: "api")
-        let job = try await running.settled(id)
-        await running.stop()
+        let (job, _) = try await sandbox.uploadOne("a.jpg", size: 1000, seed: 33, to: "api")
         #expect(job.state == .uploaded && job.attempts == 1, "\(job.lastError ?? "")")
         let sent = try await recorder.requests().map { ($0["headers"] as? [String: String])?["authorization"] }
         #expect(sent == ["Bearer file-secret", "Bearer file-secret"])
@@ -115,10 +109,7 @@ struct HTTPUploaderTests {
             echo "secret-$n-[$1]"
             """.write(toFile: script, atomically: true, encoding: .utf8)
         chmod(script, 0o755)
-        let running = try RunningQueue(sandbox)
-        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 34), to: "api")
-        let job = try await running.settled(id)
-        await running.stop()
+        let (job, _) = try await sandbox.uploadOne("a.jpg", size: 1000, seed: 34, to: "api")
         #expect(job.state == .failed && job.permanent)
         let error = try #require(job.lastError)
         #expect(error.contains("HTTP 401") && error.contains("no way") && error.contains("token_"), "\(error)")
@@ -131,10 +122,7 @@ struct HTTPUploaderTests {
     func missingTokenEnvironment() async throws {
         let recorder = try RecorderSession()
         let sandbox = try postSandbox(url: recorder.url(), extra: #"token_env = "UPLOADQ_TEST_NO_SUCH_TOKEN""#)
-        let running = try RunningQueue(sandbox)
-        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 35), to: "api")
-        let job = try await running.settled(id)
-        await running.stop()
+        let (job, _) = try await sandbox.uploadOne("a.jpg", size: 1000, seed: 35, to: "api")
         #expect(job.state == .failed && job.permanent)
         #expect(job.lastError?.contains("UPLOADQ_TEST_NO_SUCH_TOKEN") == true, "\(job.lastError ?? "")")
         #expect(try await recorder.requests().isEmpty)
@@ -152,11 +140,7 @@ struct HTTPUploaderTests {
         let recorder = try RecorderSession()
         try await recorder.script([answer.mapValues { $0 as Any }])
         let sandbox = try postSandbox(url: recorder.url())
-        let running = try RunningQueue(sandbox)
-        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 36), to: "api")
-        let job = try await running.settled(id)
-        let attempts = try running.attempts(id)
-        await running.stop()
+        let (job, attempts) = try await sandbox.uploadOne("a.jpg", size: 1000, seed: 36, to: "api")
         let first = try #require(attempts.first?.error)
         #expect(first.contains(text), "\(first)")
         #expect(!first.contains("<"))

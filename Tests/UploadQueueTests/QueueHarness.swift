@@ -44,6 +44,17 @@ final class RunningQueue: Sendable {
 }
 
 extension Sandbox {
+    /// Runs a queue on this sandbox until one new file of `size` bytes reaches `destination` or fails for good;
+    /// returns the job and its attempts.
+    func uploadOne(_ name: String, size: Int, seed: UInt64, to destination: String) async throws -> (Job, [JobAttempt]) {
+        let running = try RunningQueue(self)
+        let id = try await running.enqueue(try makeFile(root + "/" + name, size: size, seed: seed), to: destination)
+        let job = try await running.settled(id)
+        let attempts = try running.attempts(id)
+        await running.stop()
+        return (job, attempts)
+    }
+
     /// A sandbox whose config also has `[destinations.NAME]` with `lines` (TOML) after its default.
     convenience init(destination name: String, _ lines: String, retry: String = "300ms", concurrency: Int = 4,
                      bandwidth: Int64 = 0) throws {

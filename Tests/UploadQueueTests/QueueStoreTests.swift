@@ -35,6 +35,20 @@ struct QueueStoreTests {
         #expect(order == [ids[1], ids[3], ids[0], ids[2]])
     }
 
+    @Test("a retry time within the database's millisecond precision of now never makes a claim fail")
+    func retryTimePrecision() throws {
+        let base = Date(timeIntervalSince1970: 1_800_000_000.9996)
+        for offset in [0.00001, 0.0001, 0.0002, 0.0003] {
+            let id = JobID.generate()
+            var failed = Self.job(id)
+            failed.state = .failed
+            failed.nextAttemptAt = base.addingTimeInterval(offset)
+            let store = try Self.store(with: [failed])
+            let claimed = try store.claimNext(now: base)
+            #expect(claimed == nil || claimed?.0.id == id)
+        }
+    }
+
     @Test("a job that waits for its retry time is not claimed before it; then it is")
     func retryTime() throws {
         let id = JobID.generate()

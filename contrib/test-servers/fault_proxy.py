@@ -12,7 +12,8 @@ its own rules and byte counts, so tests running at the same time do not disturb 
   DELETE /proxies/ID             closes the proxy
 
 A rule applies to requests whose method and path match (`method`, `path` as a regular expression, both
-optional), after `skip` matches, `times` times (-1: always). Actions:
+optional) and whose body is at least `min_length` bytes, after `skip` matches, `times` times (-1: always).
+Actions:
 
   reset    forward `after_bytes` of the request body, then reset both connections (TCP RST)
   stall    forward `after_bytes`, then stop forwarding for `seconds`
@@ -52,10 +53,11 @@ class Rule:
         self.path = re.compile(spec["path"]) if spec.get("path") else None
         self.skip = int(spec.get("skip", 0))
         self.times = int(spec.get("times", 1))
+        self.min_length = int(spec.get("min_length", 0))
         self.action = spec["action"]
 
-    def matches(self, method, path):
-        if self.times == 0:
+    def matches(self, method, path, length):
+        if self.times == 0 or length < self.min_length:
             return False
         if self.method and self.method.upper() != method.upper():
             return False
@@ -93,9 +95,9 @@ class Proxy:
             "requests": self.requests,
         }
 
-    def rule_for(self, method, path):
+    def rule_for(self, method, path, length):
         for rule in self.rules:
-            if rule.matches(method, path):
+            if rule.matches(method, path, length):
                 return rule
         return None
 
@@ -123,7 +125,7 @@ class Proxy:
                 entry = {"method": method, "path": target, "headers": {k.lower(): v for k, v in headers},
                          "content_length": length, "body_bytes": 0, "status": None, "action": None}
                 self.requests.append(entry)
-                rule = self.rule_for(method, path)
+                rule = self.rule_for(method, path, length)
                 if rule:
                     entry["action"] = rule.action
                 if rule and rule.action in ("close", "respond"):

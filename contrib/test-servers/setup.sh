@@ -4,20 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-packages=(nginx curl openssl)
-missing=()
-for package in "${packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-done
-python3 -c 'import venv, ensurepip' 2>/dev/null || missing+=(python3-venv)
-if [ ${#missing[@]} -gt 0 ]; then
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    export DEBIAN_FRONTEND=noninteractive
-    $sudo apt-get update -qq
-    # policy-rc.d or not, the packaged nginx service is not needed: the tests start their own.
-    $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+extra=(nginx curl openssl)
+python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
+# The packaged nginx service is not needed (policy-rc.d may refuse to start it): the tests start their own.
+contrib/setup.sh "${extra[@]}"
 
 venv=.build-venv
 requirements=contrib/test-servers/requirements.txt

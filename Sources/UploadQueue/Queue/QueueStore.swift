@@ -107,7 +107,10 @@ public struct QueueStore: Sendable {
             .filter(Job.Columns.nextAttemptAt <= now)
             .fetchAll(db)
         for job in due {
-            _ = try apply(.retryDue(now: now), to: job.id, in: db, now: now)
+            // SQLite compared millisecond texts and found it due; the state machine must agree even when `now`
+            // is a fraction of a millisecond before the stored time.
+            let dueAt = max(now, job.nextAttemptAt ?? now)
+            _ = try apply(.retryDue(now: dueAt), to: job.id, in: db, now: now)
         }
     }
 
