@@ -11,13 +11,18 @@ public struct Configuration: Sendable, Equatable {
     public var stateDirectory: String
     /// The watched spool, if any.
     public var spool: Spool?
+    /// `[limits]`.
     public var limits: Limits
+    /// `[retry]`: when failed transfers are tried again.
     public var retry: RetryPolicy
+    /// `[link]`.
     public var link: Link
+    /// `[bandwidth]`.
     public var bandwidth: Bandwidth
     /// Destinations by name.
     public var destinations: [String: Destination]
 
+    /// A configuration built in code; the defaults are those of an empty config file.
     public init(file: String? = nil, stateDirectory: String, spool: Spool? = nil, limits: Limits = Limits(),
                 retry: RetryPolicy = RetryPolicy(), link: Link = Link(), bandwidth: Bandwidth = Bandwidth(),
                 destinations: [String: Destination]) {
@@ -33,6 +38,7 @@ public struct Configuration: Sendable, Equatable {
 
     /// `[spool]`: the directory the daemon watches and where its files go.
     public struct Spool: Sendable, Equatable {
+        /// The watched directory.
         public var directory: String
         /// Destination for files without a sidecar naming one.
         public var destination: String
@@ -41,6 +47,7 @@ public struct Configuration: Sendable, Equatable {
         /// Full rescans on a timer, in case an event was missed (network file systems, lost events).
         public var rescanInterval: Duration
 
+        /// A spool with the default quiet period (1 s) and rescan interval (30 s).
         public init(directory: String, destination: String = "default", quietPeriod: Duration = .seconds(1),
                     rescanInterval: Duration = .seconds(30)) {
             self.directory = directory
@@ -55,6 +62,7 @@ public struct Configuration: Sendable, Equatable {
         /// Transfers at once, all destinations together.
         public var concurrency: Int
 
+        /// Limits with `concurrency` transfers at once.
         public init(concurrency: Int = 4) {
             self.concurrency = concurrency
         }
@@ -64,8 +72,10 @@ public struct Configuration: Sendable, Equatable {
     public struct Link: Sendable, Equatable {
         /// `auto` detects; the other values force a class.
         public var mode: String
+        /// Interface-name globs that count as metered.
         public var meteredInterfaces: [String]
 
+        /// Link settings; the default detects the link.
         public init(mode: String = "auto", meteredInterfaces: [String] = ["wwan*", "ppp*", "usb*", "rmnet*", "wwp*"]) {
             self.mode = mode
             self.meteredInterfaces = meteredInterfaces
@@ -74,9 +84,12 @@ public struct Configuration: Sendable, Equatable {
 
     /// `[bandwidth]`: caps in bytes per second per link class, shared by all transfers; 0 = unlimited.
     public struct Bandwidth: Sendable, Equatable {
+        /// The cap on a metered link.
         public var metered: Int64
+        /// The cap on an unmetered link.
         public var unmetered: Int64
 
+        /// Caps in bytes per second; 0 is unlimited.
         public init(metered: Int64 = 0, unmetered: Int64 = 0) {
             self.metered = metered
             self.unmetered = unmetered
@@ -109,7 +122,9 @@ public struct Destination: Sendable, Equatable {
         case httpPost = "http-post"
     }
 
+    /// The name after `destinations.`, which jobs refer to.
     public var name: String
+    /// The wire protocol.
     public var transferProtocol: TransferProtocol
     /// The `url` as written: `file://…` for local directories, the creation endpoint for tus, a URL template
     /// for `http-put`/`http-post`.
@@ -132,6 +147,7 @@ public struct Destination: Sendable, Equatable {
     /// When the destination counts as down and is probed instead of hammered.
     public var circuitBreaker: CircuitBreakerPolicy
 
+    /// A destination with every setting given; see `localDirectory` and `tus` for the common cases.
     public init(name: String, transferProtocol: TransferProtocol = .file, url: String, directory: String = "",
                 nameTemplate: PathTemplate = .defaultFileName, urlTemplate: URLTemplate? = nil,
                 chunkSize: Int64 = 8 << 20, http: HTTPSettings = HTTPSettings(), publicURLTemplate: URLTemplate? = nil,
@@ -171,10 +187,12 @@ public struct HTTPSettings: Sendable, Equatable {
     public var credentials: CredentialSource?
     /// A PEM bundle of extra CAs to trust; TLS is always verified.
     public var caFile: String?
+    /// Longest wait for the TCP and TLS handshake.
     public var connectTimeout: Duration
     /// A transfer below `stall.minimumRate` bytes/s for `stall.window` is aborted and resumed later.
     public var stall: StallDetection
 
+    /// Settings with no headers, no credentials, the system CAs, 15 s to connect and a 30 s stall window.
     public init(headers: [String: String] = [:], credentials: CredentialSource? = nil, caFile: String? = nil,
                 connectTimeout: Duration = .seconds(15), stall: StallDetection = StallDetection()) {
         self.headers = headers
@@ -198,10 +216,14 @@ public enum CredentialSource: Sendable, Equatable {
 /// After `threshold` consecutive transient failures a destination is left alone and probed with a cheap request
 /// (every `probeInterval`, growing to `maximumProbeInterval`) until it answers; 0 turns the breaker off.
 public struct CircuitBreakerPolicy: Sendable, Equatable {
+    /// Consecutive transient failures that open the circuit; 0 turns the breaker off.
     public var threshold: Int
+    /// The wait before the first probe.
     public var probeInterval: Duration
+    /// The longest wait between probes (the wait doubles while they fail).
     public var maximumProbeInterval: Duration
 
+    /// Five failures, then probes every 30 s growing to 5 min.
     public init(threshold: Int = 5, probeInterval: Duration = .seconds(30), maximumProbeInterval: Duration = .seconds(300)) {
         self.threshold = threshold
         self.probeInterval = probeInterval

@@ -12,6 +12,7 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
         case interrupted
     }
 
+    /// What the scheduler does next.
     public var kind: Kind
     /// Stable short code, e.g. `io`, `source-changed`, `target-exists`, `verification`.
     public var code: String
@@ -21,6 +22,7 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
     /// breaker; local problems (disk, source file) do not.
     public var destinationFault: Bool
 
+    /// A failure with its verdict, stable code and message.
     public init(_ kind: Kind, code: String, _ message: String, destinationFault: Bool = false) {
         self.kind = kind
         self.code = code

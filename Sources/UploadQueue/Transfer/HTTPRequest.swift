@@ -44,9 +44,12 @@ struct TransferOptions: Sendable, Equatable {
 
 /// When a transfer counts as stalled: below `minimumRate` bytes per second for `window`.
 public struct StallDetection: Sendable, Equatable {
+    /// Bytes per second below which a transfer is not moving.
     public var minimumRate: Int64
+    /// How long it may stay below `minimumRate`.
     public var window: Duration
 
+    /// Below 1 byte/s for 30 s by default.
     public init(minimumRate: Int64 = 1, window: Duration = .seconds(30)) {
         self.minimumRate = minimumRate
         self.window = window

@@ -33,11 +33,15 @@ final class SourceFile: Sendable {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw .system("fstat", path: path, errno: errno) }
         let now = FileFingerprint(info)
-        let changed = now.size != job.size || now.inode != job.inode || now.device != job.device
-            || (job.mode == .reference && now.modifiedNanoseconds != job.modifiedNanoseconds)
-        if changed {
+        var changes: [String] = []
+        if now.size != job.size { changes.append("size \(job.size) → \(now.size)") }
+        if now.inode != job.inode || now.device != job.device { changes.append("replaced by another file") }
+        if job.mode == .reference && now.modifiedNanoseconds != job.modifiedNanoseconds {
+            changes.append("modified since it was enqueued")
+        }
+        if !changes.isEmpty {
             throw .permanent("source-changed", "source changed: \(path) is no longer the file that was enqueued "
-                + "(size \(job.size) → \(now.size)); enqueue it again to upload the new content")
+                + "(\(changes.joined(separator: ", "))); enqueue it again to upload the new content")
         }
     }
 
