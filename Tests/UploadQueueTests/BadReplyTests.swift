@@ -19,6 +19,8 @@ struct BadReplyTests {
          false, "HTTP 502 from PATCH"),
         ("connection closed before headers", ["method": "PATCH", "action": "close", "times": 2],
          false, "closed the connection without an answer"),
+        ("a server that keeps nothing it is sent", ["method": "PATCH", "action": "truncate", "after_bytes": 0, "times": 3],
+         false, "kept none of the last 3 chunks"),
     ] as [(String, [String: any Sendable], Bool, String)])
     func badReply(name: String, rule: [String: any Sendable], permanent: Bool, text: String) async throws {
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.tusEndpoint()))

@@ -45,7 +45,15 @@ struct CircuitBreakerTests {
         let last = breaker.startProbeIfDue(now: start.addingTimeInterval(65))
         #expect(last)
         breaker.finishProbe(answered: true, now: start.addingTimeInterval(65))
-        #expect(breaker.state == .closed && breaker.consecutiveFailures == 0 && breaker.openings == 0)
+        #expect(breaker.state == .closed && breaker.consecutiveFailures == 0)
+        // The server answers probes but uploads still fail: the next opening waits longer, not the base delay.
+        for _ in 0..<3 { _ = breaker.recordFailure(now: start.addingTimeInterval(70)) }
+        #expect(breaker.nextProbeAt == start.addingTimeInterval(70 + 35))
+        let again = breaker.startProbeIfDue(now: start.addingTimeInterval(105))
+        #expect(again)
+        breaker.finishProbe(answered: true, now: start.addingTimeInterval(105))
+        breaker.recordSuccess()
+        #expect(breaker.openings == 0, "a transfer that goes through resets the backoff")
     }
 
     @Test("a threshold of 0 turns the breaker off")

@@ -165,7 +165,7 @@ struct TusUploaderTests {
         let stuck = try await running.enqueue(other, to: "tus")
         let failed = try await running.wait(stuck) { $0.state == .failed }
         await running.stop()
-        #expect(failed.lastError?.contains("409 twice") == true, "\(failed.lastError ?? "")")
+        #expect(failed.lastError?.contains("409 again") == true, "\(failed.lastError ?? "")")
         #expect(try await requests(proxy, "HEAD").count == heads + 1)
     }
 

@@ -12,8 +12,8 @@ its own rules and byte counts, so tests running at the same time do not disturb 
   DELETE /proxies/ID             closes the proxy
 
 A rule applies to requests whose method and path match (`method`, `path` as a regular expression, both
-optional) and whose body is at least `min_length` bytes, after `skip` matches, `times` times (-1: always).
-Actions:
+optional) and whose body is at least `min_length` bytes (and longer than `after_bytes` for the actions that
+cut a body), after `skip` matches, `times` times (-1: always). Actions:
 
   reset    forward `after_bytes` of the request body, then reset both connections (TCP RST)
   stall    forward `after_bytes`, then stop forwarding for `seconds`
@@ -59,6 +59,8 @@ class Rule:
     def matches(self, method, path, length):
         if self.times == 0 or length < self.min_length:
             return False
+        if self.action in ("reset", "stall", "truncate") and length <= int(self.spec.get("after_bytes", 0)):
+            return False  # the body is too short for the cut: the rule would be used up without effect
         if self.method and self.method.upper() != method.upper():
             return False
         if self.path and not self.path.search(path):
@@ -134,9 +136,13 @@ class Proxy:
                         await self.respond(writer, rule.spec, entry)
                     abort(writer, reset=False)
                     return
-                await self.interrupt_previous(path)
+                if method != "POST":
+                    await self.interrupt_previous(path)
                 if rule and rule.action == "delay":
                     await asyncio.sleep(float(rule.spec.get("seconds", 1)))
+                if upstream is not None and upstream[0].at_eof():
+                    abort(upstream[1], reset=False)  # the server closed an idle keep-alive connection
+                    upstream = None
                 if upstream is None:
                     upstream = await asyncio.open_connection(*self.upstream)
                 up_reader, up_writer = upstream
@@ -146,7 +152,8 @@ class Proxy:
                 else:
                     up_writer.write(head)
                 digest = hashlib.sha1()
-                self.inflight.setdefault(path, set()).add(up_writer)
+                if method != "POST":
+                    self.inflight.setdefault(path, set()).add(up_writer)
                 try:
                     ok = await self.forward_body(reader, up_writer, length, rule, entry, digest)
                 finally:
@@ -230,6 +237,7 @@ class Proxy:
             if 100 <= status < 200:
                 continue
             break
+        upstream_status = status
         if rule and rule.action == "rewrite":
             spec = rule.spec
             status = int(spec.get("set_status", status))
@@ -240,10 +248,12 @@ class Proxy:
             if spec.get("location"):
                 headers = [(k, rewrite_location(v, spec["location"]) if k.lower() == "location" else v)
                            for k, v in headers]
+        no_body = method == "HEAD" or upstream_status in (204, 304)
+        if no_body and status != upstream_status and header(headers, "content-length") is None:
+            headers.append(("Content-Length", "0"))  # a rewritten status must not make the client wait for a body
         entry["status"] = status
         entry["response_headers"] = {k.lower(): v for k, v in headers}
         writer.write(render_response(status, headers))
-        no_body = method == "HEAD" or status in (204, 304) or 100 <= status < 200
         close = (header(headers, "connection") or "").lower() == "close"
         if not no_body:
             length = header(headers, "content-length")

@@ -44,7 +44,8 @@ public actor SpoolWatcher: Service {
 
     private func watch() async throws {
         while await !queue.isRunning {
-            try await Task.sleep(for: .milliseconds(50))
+            // Stopped before the queue ran (or after it finished, with --exit-when-idle): a normal end.
+            guard (try? await Task.sleep(for: .milliseconds(50))) != nil else { return }
         }
         try BlobStore.makeDirectory(spool.directory)
         try BlobStore.makeDirectory(rejectedDirectory)

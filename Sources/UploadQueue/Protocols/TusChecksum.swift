@@ -3,7 +3,14 @@ import Foundation
 
 /// The `Upload-Checksum` value of one chunk: `sha1 BASE64`, read from the file in 1 MiB blocks.
 enum TusChecksum {
-    static func sha1(of source: SourceFile, offset: Int64, length: Int64) throws(TransferFailure) -> String {
+    /// Hashes the range on a blocking-work thread (a chunk is megabytes of file reads).
+    static func sha1(of source: SourceFile, offset: Int64, length: Int64) async throws(TransferFailure) -> String {
+        try await BlockingWork.runResult { () throws(TransferFailure) -> String in
+            try digest(source, offset: offset, length: length)
+        }.get()
+    }
+
+    private static func digest(_ source: SourceFile, offset: Int64, length: Int64) throws(TransferFailure) -> String {
         guard let context = uploadq_sha1_new() else {
             throw .transient("io", "libcrypto could not create a SHA-1 context")
         }

@@ -53,8 +53,7 @@ actor TusDiscovery {
         case 404, 405, 501:
             server = .assumed
         default:
-            throw FailureClassifier.failure(for: response, request: "OPTIONS \(URLRedaction.redact(endpoint))",
-                                            destination: client.destination.name)
+            throw client.failure(for: response, request: "OPTIONS \(URLRedaction.redact(endpoint))")
         }
         cached = server
         return server

@@ -51,16 +51,18 @@ struct TusUploader: Uploader {
         }
         try await context.resumed(offset)
 
-        var conflictAt: Int64?
+        var resyncedSinceProgress = false
         var recreated = false
         var checksumFailures = 0
+        var stalledAcknowledgements = 0
         while offset < job.size {
             if Task.isCancelled { throw .interrupted }
             let length = min(destination.chunkSize, job.size - offset)
             var headers = [Self.version, HTTPHeader("Upload-Offset", String(offset)),
                            HTTPHeader("Content-Type", "application/offset+octet-stream")]
             if server.acceptsSHA1Checksums {
-                headers.append(HTTPHeader("Upload-Checksum", try TusChecksum.sha1(of: source, offset: offset, length: length)))
+                headers.append(HTTPHeader("Upload-Checksum", try await TusChecksum.sha1(of: source, offset: offset,
+                                                                                         length: length)))
             }
             let start = offset
             let response = try await client.send("PATCH", state.uploadURL, headers: headers,
@@ -77,18 +79,30 @@ struct TusUploader: Uploader {
                     throw badReply("PATCH", state.uploadURL, "acknowledged offset \(acknowledged) although only "
                         + "\(offset + length) bytes were sent")
                 }
+                if acknowledged <= offset {
+                    // Accepted but nothing kept: a server (or a box on the way) that drops bodies. Resending the
+                    // same chunk forever would never end.
+                    stalledAcknowledgements += 1
+                    guard stalledAcknowledgements < 3 else {
+                        throw badReply("PATCH", state.uploadURL, "the server kept none of the last "
+                            + "\(stalledAcknowledgements) chunks (offset stays at \(acknowledged))")
+                    }
+                } else {
+                    stalledAcknowledgements = 0
+                    resyncedSinceProgress = false
+                }
                 offset = acknowledged
                 if let expires = response.header("Upload-Expires") { state.expires = expires }
                 try await context.confirmed(offset, state.json)
                 try await ensureUnchanged(source, state: state, context: context)
                 checksumFailures = 0
             case 409:
-                guard conflictAt != offset else {
+                guard !resyncedSinceProgress else {
                     throw TransferFailure(.transient(retryAfter: nil), code: "offset-conflict",
-                        "PATCH \(redacted(state.uploadURL)) answered 409 twice at offset \(offset), also after a "
+                        "PATCH \(redacted(state.uploadURL)) answered 409 again at offset \(offset), also after a "
                         + "resync; trying again later")
                 }
-                conflictAt = offset
+                resyncedSinceProgress = true
                 guard let found = try await locate(state, job: job, context: context) else {
                     throw TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
                         "the upload \(redacted(state.uploadURL)) disappeared during a resync; a new one starts next time")
@@ -108,14 +122,14 @@ struct TusUploader: Uploader {
                         destinationFault: true)
                 }
                 recreated = true
+                resyncedSinceProgress = false
                 try await context.forgetResumeState()
                 (state, offset) = try await create(job: job, source: source, server: server, context: context)
                 try await context.resumed(offset)
             case 412:
                 throw versionRefused(response, request: "PATCH")
             default:
-                throw FailureClassifier.failure(for: response, request: "PATCH \(redacted(state.uploadURL))",
-                                                destination: destination.name)
+                throw client.failure(for: response, request: "PATCH \(redacted(state.uploadURL))")
             }
         }
         if job.size == 0 { try await context.confirmed(0, state.json) }
@@ -147,8 +161,7 @@ struct TusUploader: Uploader {
         case 412:
             throw versionRefused(response, request: "HEAD")
         default:
-            throw FailureClassifier.failure(for: response, request: "HEAD \(redacted(state.uploadURL))",
-                                            destination: destination.name)
+            throw client.failure(for: response, request: "HEAD \(redacted(state.uploadURL))")
         }
     }
 
@@ -168,7 +181,8 @@ struct TusUploader: Uploader {
         if withData {
             headers.append(HTTPHeader("Content-Type", "application/offset+octet-stream"))
             if server.acceptsSHA1Checksums {
-                headers.append(HTTPHeader("Upload-Checksum", try TusChecksum.sha1(of: source, offset: 0, length: job.size)))
+                headers.append(HTTPHeader("Upload-Checksum", try await TusChecksum.sha1(of: source, offset: 0,
+                                                                                         length: job.size)))
             }
             body = .file(descriptor: source.descriptor, offset: 0, length: job.size)
         }
@@ -180,7 +194,7 @@ struct TusUploader: Uploader {
         case 412:
             throw versionRefused(response, request: "POST")
         default:
-            throw FailureClassifier.failure(for: response, request: "POST \(redacted(endpoint))", destination: destination.name)
+            throw client.failure(for: response, request: "POST \(redacted(endpoint))")
         }
         guard let location = response.header("Location"), !location.isEmpty else {
             throw .permanent("bad-reply", "the tus server at \(redacted(endpoint)) created an upload (HTTP "
@@ -224,9 +238,18 @@ struct TusUploader: Uploader {
         }
     }
 
+    /// Terminates an upload on the server when it offers termination; runs to the end even when the calling
+    /// task is being cancelled.
     private func terminate(_ uploadURL: String) async {
-        guard let server = try? await discovery.server(client, endpoint: endpoint), server.supportsTermination else { return }
-        _ = try? await client.send("DELETE", uploadURL, headers: [Self.version])
+        let discovery = self.discovery
+        let client = self.client
+        let endpoint = self.endpoint
+        await Task {
+            guard let server = try? await discovery.server(client, endpoint: endpoint), server.supportsTermination else {
+                return
+            }
+            _ = try? await client.send("DELETE", uploadURL, headers: [Self.version])
+        }.value
     }
 
     func discard(_ job: Job) async {

@@ -26,8 +26,7 @@ struct WholeFileSender: Sendable {
         let response = try await client.send(request.method, request.url, headers: request.headers, body: request.body,
                                              paced: true, progress: { context.sent($0) })
         guard response.isSuccess else {
-            throw FailureClassifier.failure(for: response, request: "\(request.method) \(URLRedaction.redact(request.url))",
-                                            destination: destination.name)
+            throw client.failure(for: response, request: "\(request.method) \(URLRedaction.redact(request.url))")
         }
         do {
             try source.verifyUnchanged()

@@ -10,7 +10,8 @@ import Foundation
 /// | probe due (`now ≥ until`)              | —                                | → probing          | —                    |
 /// | probe answered / not answered          | —                                | —                  | → closed / → open    |
 ///
-/// Each reopening waits twice as long as the last, from `probeInterval` up to `maximumProbeInterval`.
+/// Each reopening waits twice as long as the last, from `probeInterval` up to `maximumProbeInterval`, until a
+/// transfer succeeds.
 struct CircuitBreaker: Sendable, Equatable {
     enum State: Sendable, Equatable {
         case closed
@@ -62,11 +63,14 @@ struct CircuitBreaker: Sendable, Equatable {
         return true
     }
 
-    /// Records a probe's answer.
+    /// Records a probe's answer. An answered probe lets work through again but keeps the backoff: a server that
+    /// answers `OPTIONS` while every upload fails must not be retried at the base interval forever. Only a
+    /// transfer that goes through (`recordSuccess`) resets it.
     mutating func finishProbe(answered: Bool, now: Date) {
         guard state == .probing else { return }
         if answered {
-            recordSuccess()
+            state = .closed
+            consecutiveFailures = 0
         } else {
             open(now: now)
         }

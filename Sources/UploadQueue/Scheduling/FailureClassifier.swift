@@ -22,7 +22,11 @@ enum FailureClassifier {
         case .sourceRead:
             return .permanent("source-changed", "source changed while it was sent: \(error.message); "
                 + "enqueue it again to upload the new content")
-        case .dns, .connect, .timeout, .stall, .tls, .send, .receive, .emptyReply, .badReply, .other:
+        case .sourceIO:
+            return .transient("io", "\(method): \(error.message)")
+        case .other:
+            return .transient(error.code.rawValue, "\(method): \(error.message)")
+        case .dns, .connect, .timeout, .stall, .tls, .send, .receive, .emptyReply, .badReply:
             let what: String
             switch error.code {
             case .emptyReply: what = "\(method): the server closed the connection without an answer"
@@ -34,8 +38,8 @@ enum FailureClassifier {
     }
 
     /// The verdict for an unexpected HTTP status; `request` names it (`PATCH https://…`, already redacted).
-    static func failure(for response: HTTPResponse, request: String, destination: String, now: Date = Date())
-        -> TransferFailure
+    static func failure(for response: HTTPResponse, request: String, destination: String,
+                        credentialsConfigured: Bool = true, now: Date = Date()) -> TransferFailure
     {
         let status = response.status
         let said = response.bodySummary
@@ -48,6 +52,9 @@ enum FailureClassifier {
                                    destinationFault: true)
         case 409, 423:
             return TransferFailure(.transient(retryAfter: response.retryAfter(now: now)), code: "http-\(status)", base)
+        case 401 where !credentialsConfigured:
+            return .permanent("unauthorized", base + "; the server wants credentials: set token_env, token_file or "
+                + "token_command on destination \"\(destination)\", then `uploadq retry`")
         case 401:
             return .permanent("unauthorized", base + "; the server refused the credentials of destination "
                 + "\"\(destination)\" (also after reading them again): fix token_env/token_file/token_command, "

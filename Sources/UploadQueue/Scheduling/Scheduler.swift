@@ -21,6 +21,8 @@ actor Scheduler {
     /// One breaker per destination; an open one keeps that destination's jobs pending (`circuit-open`).
     private var breakers: [String: CircuitBreaker]
     private var probes: [String: Task<Void, Never>] = [:]
+    /// Remote clean-ups of cancelled jobs (tus DELETE) still running; a stop waits for them.
+    private var cleanups: [JobID: Task<Void, Never>] = [:]
     /// Longest sleep between two looks at the database, in case a wake-up was missed.
     private let pollInterval: Duration
     /// Return from `run()` once nothing is pending or uploading.
@@ -77,8 +79,13 @@ actor Scheduler {
         return true
     }
 
+    private func cleanupFinished(_ id: JobID) {
+        cleanups[id] = nil
+    }
+
     private func stopAll() async {
         for probe in probes.values { probe.cancel() }
+        for cleanup in cleanups.values { await cleanup.value }
         let running = workers
         for (id, task) in running {
             if stopReasons[id] == nil { stopReasons[id] = .shutdown }
@@ -100,7 +107,10 @@ actor Scheduler {
             events.emit(.cancelled(id))
             logger.info("upload cancelled", metadata: ["uploadq.job": "\(id)", "uploadq.destination": "\(removed.destination)"])
             if let uploader = uploaders[removed.destination] {
-                Task { await uploader.discard(removed) }
+                cleanups[id] = Task {
+                    await uploader.discard(removed)
+                    self.cleanupFinished(id)
+                }
             }
         }
     }

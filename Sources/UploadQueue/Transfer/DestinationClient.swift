@@ -45,4 +45,10 @@ struct DestinationClient: Sendable {
             return response
         }
     }
+
+    /// The verdict for an answer the uploader did not expect, with this destination's name and credentials.
+    func failure(for response: HTTPResponse, request: String) -> TransferFailure {
+        FailureClassifier.failure(for: response, request: request, destination: destination.name,
+                                  credentialsConfigured: tokens != nil)
+    }
 }

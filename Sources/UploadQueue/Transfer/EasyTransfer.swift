@@ -59,9 +59,20 @@ final class EasyTransfer: @unchecked Sendable {
         guard let handle else {
             return .failure(TransferError(code: .other, message: "transfer without a handle", curlCode: nil))
         }
+        var status = 0
+        _ = uploadq_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
+        var sent: curl_off_t = 0
+        _ = uploadq_curl_getinfo_offset(handle, CURLINFO_SIZE_UPLOAD_T, &sent)
+        let response = HTTPResponse(status: status, headers: responseHeaders, body: responseBody, bytesSent: Int64(sent))
         if code != CURLE_OK {
             if let failure = reader.failure {
-                return .failure(TransferError(code: .sourceRead, message: failure, curlCode: Int(code.rawValue)))
+                return .failure(TransferError(code: reader.failureIsIO ? .sourceIO : .sourceRead, message: failure,
+                                              curlCode: Int(code.rawValue)))
+            }
+            // A server that refuses a body early (413, 401, 409…) may close the connection before it was all
+            // sent: its answer is what counts, not the broken send.
+            if status >= 400, [CURLE_SEND_ERROR, CURLE_RECV_ERROR].contains(code), !isCancelled {
+                return .success(response)
             }
             if isCancelled {
                 return .failure(TransferError(code: .cancelled, message: "cancelled", curlCode: Int(code.rawValue)))
@@ -69,15 +80,13 @@ final class EasyTransfer: @unchecked Sendable {
             let detail = String(cString: errorBuffer)
             return .failure(TransferError(curlCode: code, detail: detail, url: request.url))
         }
-        var status = 0
-        _ = uploadq_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
-        var sent: curl_off_t = 0
-        _ = uploadq_curl_getinfo_offset(handle, CURLINFO_SIZE_UPLOAD_T, &sent)
-        return .success(HTTPResponse(status: status, headers: responseHeaders, body: responseBody, bytesSent: Int64(sent)))
+        return .success(response)
     }
 
-    /// Builds the easy handle for the request; nil if libcurl cannot allocate one.
-    func makeHandle() -> UnsafeMutableRawPointer? {
+    /// Builds the easy handle for the request; nil if libcurl cannot allocate one. `capped` says a send-rate cap
+    /// is in force: libcurl then sends its upload buffer in bursts, and a small buffer keeps a small share of the
+    /// cap from looking like a stall.
+    func makeHandle(capped: Bool) -> UnsafeMutableRawPointer? {
         guard let handle = curl_easy_init() else { return nil }
         self.handle = handle
         let options = request.options
@@ -93,7 +102,14 @@ final class EasyTransfer: @unchecked Sendable {
         _ = uploadq_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, Int(options.stall.minimumRate))
         _ = uploadq_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stall.window.milliseconds / 1000)))
         if let caFile = options.caFile {
+            // The private CA's bundle replaces the default bundle file; the system's CA directory stays trusted.
             _ = uploadq_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)
+            if FileManager.default.fileExists(atPath: "/etc/ssl/certs") {
+                _ = uploadq_curl_setopt_string(handle, CURLOPT_CAPATH, "/etc/ssl/certs")
+            }
+        }
+        if capped && reader.length > 0 {
+            _ = uploadq_curl_setopt_long(handle, CURLOPT_UPLOAD_BUFFERSIZE, 16 * 1024)
         }
         _ = uploadq_curl_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
         _ = uploadq_curl_setopt_pointer(handle, CURLOPT_PRIVATE, this)

@@ -40,6 +40,8 @@ final class RequestBodyReader {
     private(set) var position: Int64 = 0
     /// Why the last read failed (a file that shrank or an I/O error), when it did.
     private(set) var failure: String?
+    /// True when the failure was an I/O error rather than a file that shrank.
+    private(set) var failureIsIO = false
 
     init(_ body: RequestBody) {
         segments = body.segments
@@ -83,6 +85,7 @@ final class RequestBodyReader {
                 if got <= 0 {
                     // Hand over what was read; the next call reports the failure.
                     if written > 0 { return written }
+                    failureIsIO = got < 0
                     failure = got < 0 ? "reading the file failed: \(String(cString: strerror(errno)))"
                         : "the file ended \(segmentLength - within) bytes early (it shrank while being sent)"
                     return nil

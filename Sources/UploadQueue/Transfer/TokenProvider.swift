@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A destination's bearer token: read from the environment or a file, or printed by a program, and read again
 /// when the server rejects it.
@@ -69,51 +68,25 @@ actor TokenProvider {
         return trimmed
     }
 
-    /// Runs the token program directly (no shell) and returns its first line of output.
+    /// Runs the token program (see `TokenCommand`) and returns its first line of output.
     private static func runCommand(_ arguments: [String], timeout: Duration, destination: String)
         throws(TransferFailure) -> String
     {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: arguments[0])
-        process.arguments = Array(arguments.dropFirst())
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = FileHandle.nullDevice
-        let exited = DispatchSemaphore(value: 0)
-        process.terminationHandler = { _ in exited.signal() }
-        do {
-            try process.run()
-        } catch {
+        switch TokenCommand.run(arguments, timeout: timeout) {
+        case .notStarted(let reason):
             throw .permanent("credentials", "destination \"\(destination)\": cannot run token_command \(arguments[0]): "
-                + "\(error.localizedDescription)")
-        }
-        let collected = Mutex((Data(), Data()))
-        let readers = DispatchGroup()
-        DispatchQueue.global().async(group: readers) {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            collected.withLock { $0.0 = data }
-        }
-        DispatchQueue.global().async(group: readers) {
-            let data = errors.fileHandleForReading.readDataToEndOfFile()
-            collected.withLock { $0.1 = data }
-        }
-        if exited.wait(timeout: .now() + .milliseconds(Int(timeout.milliseconds))) == .timedOut {
-            kill(process.processIdentifier, SIGKILL)
-            exited.wait()
-            readers.wait()
+                + reason)
+        case .timedOut:
             throw .transient("credentials", "destination \"\(destination)\": token_command \(arguments[0]) did not "
                 + "finish within \(timeout) and was killed")
+        case .exited(let status, let stdout, let stderr):
+            guard status == 0 else {
+                let reason = stderr.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
+                throw .transient("credentials", "destination \"\(destination)\": token_command \(arguments[0]) failed "
+                    + "(status \(status))" + (reason.isEmpty ? "" : ": \(reason.prefix(200))"))
+            }
+            return stdout.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         }
-        readers.wait()
-        let (stdout, stderr) = collected.withLock { $0 }
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            let reason = String(decoding: stderr, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
-            throw .transient("credentials", "destination \"\(destination)\": token_command \(arguments[0]) failed "
-                + "(status \(process.terminationStatus))" + (reason.isEmpty ? "" : ": \(reason.prefix(200))"))
-        }
-        return String(decoding: stdout, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
     }
 
     private static func describe(_ source: CredentialSource) -> String {

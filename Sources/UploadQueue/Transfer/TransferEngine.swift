@@ -170,7 +170,7 @@ final class EngineLoop: @unchecked Sendable {
             transfer.complete(.failure(TransferError(code: .cancelled, message: "cancelled", curlCode: nil)))
             return
         }
-        guard let handle = transfer.makeHandle() else {
+        guard let handle = transfer.makeHandle(capped: inbox.sendCap.load(ordering: .relaxed) > 0) else {
             transfer.complete(.failure(TransferError(code: .other, message: "libcurl could not make a handle", curlCode: nil)))
             return
         }
@@ -208,7 +208,8 @@ final class EngineLoop: @unchecked Sendable {
         let paced = active.values.filter(\.isPacedUpload)
         guard force || cap != appliedCap.cap || paced.count != appliedCap.count else { return }
         appliedCap = (cap, paced.count)
-        let share = cap > 0 && !paced.isEmpty ? max(cap / Int64(paced.count), 1) : 0
+        // At least 1 KiB/s each, so a share never falls below what the stall detector takes for a dead link.
+        let share = cap > 0 && !paced.isEmpty ? max(cap / Int64(paced.count), 1024) : 0
         for transfer in paced { transfer.setSendSpeed(share) }
     }
 }

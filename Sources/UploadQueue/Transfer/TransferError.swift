@@ -19,8 +19,10 @@ struct TransferError: Error, Sendable, Equatable, CustomStringConvertible {
         /// The reply was not HTTP, or not HTTP we can read.
         case badReply = "bad-reply"
         case invalidURL = "invalid-url"
-        /// Our own body could not be read (the file shrank or failed).
+        /// Our own body ended early: the file shrank while it was sent.
         case sourceRead = "source-read"
+        /// Our own body could not be read (an I/O error on the local disk).
+        case sourceIO = "source-io"
         case cancelled
         case other
     }

@@ -1,0 +1,90 @@
+import Foundation
+
+/// Runs a `token_command`: the program directly (no shell) in a process group of its own, its output read with a
+/// deadline; at the deadline the whole group is killed, so a helper that forks cannot hold the daemon up.
+enum TokenCommand {
+    /// What the program did.
+    enum Outcome: Equatable {
+        case exited(status: Int32, stdout: String, stderr: String)
+        case timedOut
+        case notStarted(String)
+    }
+
+    static func run(_ arguments: [String], timeout: Duration) -> Outcome {
+        var output: [Int32] = [-1, -1]
+        var errors: [Int32] = [-1, -1]
+        guard pipe(&output) == 0, pipe(&errors) == 0 else {
+            return .notStarted(String(cString: strerror(errno)))
+        }
+        defer { for descriptor in [output[0], errors[0]] where descriptor >= 0 { close(descriptor) } }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_adddup2(&actions, output[1], 1)
+        posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
+        for descriptor in [output[0], output[1], errors[0], errors[1]] {
+            posix_spawn_file_actions_addclose(&actions, descriptor)
+        }
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setpgroup(&attributes, 0)
+
+        var child: pid_t = 0
+        let argv = arguments.map { strdup($0) } + [nil]
+        defer { for pointer in argv { free(pointer) } }
+        let spawned = posix_spawn(&child, arguments[0], &actions, &attributes, argv, environ)
+        close(output[1])
+        close(errors[1])
+        guard spawned == 0 else { return .notStarted(String(cString: strerror(spawned))) }
+
+        let deadline = ContinuousClock.now + timeout
+        var stdout = Data()
+        var stderr = Data()
+        var open = [output[0], errors[0]]
+        var exitStatus: Int32?
+        var exitedAt: ContinuousClock.Instant?
+        while true {
+            if exitStatus == nil {
+                var status: Int32 = 0
+                if waitpid(child, &status, WNOHANG) == child {
+                    exitStatus = status
+                    exitedAt = .now
+                }
+            }
+            // Done when both pipes closed, or shortly after the program exited (a daemonised grandchild may keep
+            // them open).
+            if open.isEmpty { break }
+            if let exitedAt, ContinuousClock.now - exitedAt > .milliseconds(200) { break }
+            if ContinuousClock.now >= deadline {
+                kill(-child, SIGKILL)
+                if exitStatus == nil { var status: Int32 = 0; waitpid(child, &status, 0) }
+                return .timedOut
+            }
+            var polled = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            _ = poll(&polled, nfds_t(polled.count), 50)
+            for entry in polled where entry.revents != 0 {
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                let count = read(entry.fd, &buffer, buffer.count)
+                if count > 0 {
+                    if entry.fd == output[0] { stdout.append(contentsOf: buffer[0..<count]) }
+                    else { stderr.append(contentsOf: buffer[0..<count]) }
+                } else if count == 0 || (errno != EINTR && errno != EAGAIN) {
+                    open.removeAll { $0 == entry.fd }
+                }
+            }
+        }
+        if exitStatus == nil {
+            var status: Int32 = 0
+            waitpid(child, &status, 0)
+            exitStatus = status
+        }
+        kill(-child, SIGKILL)  // whatever the program left running in its group
+        let status = exitStatus ?? 0
+        let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        return .exited(status: code, stdout: String(decoding: stdout, as: UTF8.self),
+                       stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
