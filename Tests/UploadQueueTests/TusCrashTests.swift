@@ -71,7 +71,8 @@ struct TusCrashTests {
         #expect(done.sha256 == expected)
 
         let attempts = try store.attempts(of: id)
-        #expect(attempts.count == 4)
+        let story = attempts.map { "\($0.number): \($0.startOffset)→\($0.endOffset ?? -1) \($0.outcome ?? "-") \($0.error ?? "")" }
+        #expect(attempts.count == 4, "attempts:\n\(story.joined(separator: "\n"))\nlog:\n\(daemon.log.suffix(3000))")
         #expect(attempts.dropLast().allSatisfy { $0.outcome == "interrupted" })
         #expect(attempts[3].startOffset >= confirmedAtKill, "the last run resumed at the server's offset")
         let sent = try await proxy.bodyBytes()
