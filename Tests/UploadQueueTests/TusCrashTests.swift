@@ -72,9 +72,17 @@ struct TusCrashTests {
 
         let attempts = try store.attempts(of: id)
         let story = attempts.map { "\($0.number): \($0.startOffset)→\($0.endOffset ?? -1) \($0.outcome ?? "-") \($0.error ?? "")" }
-        #expect(attempts.count == 4, "attempts:\n\(story.joined(separator: "\n"))\nlog:\n\(daemon.log.suffix(3000))")
-        #expect(attempts.dropLast().allSatisfy { $0.outcome == "interrupted" })
-        #expect(attempts[3].startOffset >= confirmedAtKill, "the last run resumed at the server's offset")
+        // The kills end the first three attempts. tuspyserver may still hold a killed daemon's request and refuse
+        // the next one as busy (one more, failed, attempt), and its PATCH handler saves the offset outside its
+        // lock, so right after a kill it has been seen to report one chunk less than it acknowledged: uploadq goes
+        // by the server's offset (re-sending that chunk), and the byte budget below still holds.
+        let context = "attempts:\n\(story.joined(separator: "\n"))\nlog:\n\(daemon.log.suffix(3000))"
+        #expect(attempts.count >= 4 && attempts.count <= 6, "\(context)")
+        #expect(attempts.prefix(3).allSatisfy { $0.outcome == "interrupted" }, "\(context)")
+        #expect(attempts.last?.outcome == "uploaded")
+        #expect(attempts.dropFirst(2).allSatisfy { $0.startOffset > 0 }, "runs after the creation resumed: \(context)")
+        #expect(attempts.dropFirst(3).allSatisfy { $0.startOffset >= confirmedAtKill - Int64(Self.chunk) },
+                "the last run resumed at the server's offset: \(context)")
         let sent = try await proxy.bodyBytes()
         print("tus crash test: \(sent) bytes sent through the proxy for a \(size)-byte file with \(kills) kills "
             + "(\(String(format: "%.2f", Double(sent - size) / Double(Self.chunk))) chunks re-sent)")
