@@ -203,6 +203,9 @@ struct ConfigurationTests {
         let api = try #require(configuration.destinations["api"])
         #expect(api.transferProtocol == .httpPost && api.formField == "photo")
         #expect(api.http.credentials == .environment("API_TOKEN"))
+        let minimal = try parse("[destinations.t]\nprotocol = \"tus\"\nurl = \"https://h.example/files/\"\n")
+        #expect(minimal.destinations["t"] == (try Destination.tus(name: "t", endpoint: "https://h.example/files/")),
+                "a tus destination built in code equals the one read from TOML")
     }
 
     @Test("the example configs under Config/examples/ load")

@@ -165,6 +165,14 @@ public struct Destination: Sendable, Equatable {
         self.circuitBreaker = circuitBreaker
     }
 
+    /// The job's `remote_url` for an upload the server placed at `serverURL`: `public_url_template` filled with
+    /// `{url}`, `{upload_id}` (the URL's last segment) and the job's placeholders, or `serverURL` itself.
+    func remoteURL(for job: Job, serverURL: String) -> String {
+        guard let template = publicURLTemplate else { return serverURL }
+        let id = serverURL.split(separator: "/").last.map(String.init) ?? ""
+        return template.expand(for: job, extra: ["url": serverURL, "upload_id": id.removingPercentEncoding ?? id])
+    }
+
     /// A local directory destination.
     public static func localDirectory(name: String, directory: String,
                                       nameTemplate: PathTemplate = .defaultFileName) -> Destination {

@@ -134,7 +134,7 @@ struct TusUploader: Uploader {
         }
         if job.size == 0 { try await context.confirmed(0, state.json) }
         try await ensureUnchanged(source, state: state, context: context)
-        return UploadOutcome(remoteURL: remoteURL(for: job, uploadURL: state.uploadURL))
+        return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: state.uploadURL))
     }
 
     /// Asks the server where an earlier upload stands: its offset, or nil when it is gone (404/410/403) or does
@@ -200,11 +200,10 @@ struct TusUploader: Uploader {
             throw .permanent("bad-reply", "the tus server at \(redacted(endpoint)) created an upload (HTTP "
                 + "\(response.status)) but sent no Location header; it does not speak tus correctly")
         }
-        guard let base = URL(string: endpoint), let resolved = URL(string: location, relativeTo: base)?.absoluteURL,
-              let scheme = resolved.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+        guard let uploadURL = response.location(resolvedAgainst: endpoint) else {
             throw badReply("POST", endpoint, "Location \"\(location.prefix(200))\" is not a usable URL")
         }
-        var state = TusResumeState(uploadURL: resolved.absoluteString)
+        var state = TusResumeState(uploadURL: uploadURL)
         state.expires = response.header("Upload-Expires")
         var offset: Int64 = 0
         if withData, let acknowledged = response.header("Upload-Offset") {
@@ -259,14 +258,7 @@ struct TusUploader: Uploader {
 
     func probe() async -> Bool {
         await discovery.forget()
-        guard let response = try? await client.send("OPTIONS", endpoint, headers: [Self.version]) else { return false }
-        return response.status < 500 && response.status != 429 && response.status != 408
-    }
-
-    private func remoteURL(for job: Job, uploadURL: String) -> String {
-        guard let template = destination.publicURLTemplate else { return uploadURL }
-        let uploadID = uploadURL.split(separator: "/").last.map(String.init) ?? ""
-        return template.expand(for: job, extra: ["url": uploadURL, "upload_id": uploadID.removingPercentEncoding ?? uploadID])
+        return await client.answers("OPTIONS", endpoint, headers: [Self.version])
     }
 
     private func offsetHeader(_ response: HTTPResponse, request: String, url: String) throws(TransferFailure) -> Int64 {

@@ -8,7 +8,8 @@ protocol Uploader: Sendable {
     /// Uploads the job's file and returns where it now lives.
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome
 
-    /// Drops what a cancelled job left at the destination (partial uploads), where the protocol allows.
+    /// Drops what a cancelled job left at the destination (partial uploads), where the protocol allows. It runs to
+    /// the end even when the calling task is cancelled (the worker of a cancelled job calls it).
     func discard(_ job: Job) async
 
     /// Asks the destination with one cheap request whether it answers at all (for the circuit breaker).

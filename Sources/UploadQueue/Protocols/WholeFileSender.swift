@@ -37,23 +37,13 @@ struct WholeFileSender: Sendable {
             }
             throw error
         }
-        var remote = request.url
-        if let location = response.header("Location"), let base = URL(string: request.url),
-           let resolved = URL(string: location, relativeTo: base)?.absoluteURL {
-            remote = resolved.absoluteString
-        }
         try await context.confirmed(job.size, nil)
-        if let template = destination.publicURLTemplate {
-            let id = remote.split(separator: "/").last.map(String.init) ?? ""
-            remote = template.expand(for: job, extra: ["url": remote, "upload_id": id.removingPercentEncoding ?? id])
-        }
-        return UploadOutcome(remoteURL: remote)
+        let stored = response.location(resolvedAgainst: request.url) ?? request.url
+        return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored))
     }
 
-    /// Any HTTP answer below 500 from the URL's fixed part means the server is up (a 404 or 405 included).
+    /// A `HEAD` on the URL's fixed part (before its first placeholder) tells whether the server is up.
     func probe() async -> Bool {
-        let url = destination.urlTemplate?.staticPrefix ?? destination.url
-        guard let response = try? await client.send("HEAD", url) else { return false }
-        return response.status < 500 && response.status != 429 && response.status != 408
+        await client.answers("HEAD", destination.urlTemplate?.staticPrefix ?? destination.url)
     }
 }

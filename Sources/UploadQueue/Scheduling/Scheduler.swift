@@ -118,11 +118,11 @@ actor Scheduler {
     private func fillSlots() throws {
         let limit = configuration.limits.concurrency
         let held = Set(breakers.filter { $0.value.isOpen }.keys)
+        var slotsFull = true
         while workers.count < limit {
             guard let (job, attempt) = try store.claimNext(excluding: held) else {
-                try store.markWaitingForSlots(false)
-                try markHeld(held)
-                return
+                slotsFull = false
+                break
             }
             events.emit(.stateChanged(job.id, .uploading))
             logger.info("upload started", metadata: [
@@ -131,12 +131,8 @@ actor Scheduler {
             ])
             workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
         }
-        try store.markWaitingForSlots(true)
-        try markHeld(held)
-    }
-
-    /// Jobs of destinations whose circuit is open say so (also those that became pending since it opened).
-    private func markHeld(_ held: Set<String>) throws {
+        try store.markWaitingForSlots(slotsFull)
+        // Jobs of destinations whose circuit is open say so, also those that became pending since it opened.
         for name in held {
             try store.markWaiting(destination: name, reason: .circuitOpen, active: true)
         }
@@ -176,7 +172,7 @@ actor Scheduler {
         }
     }
 
-    /// Feeds a transfer's verdict to its destination's breaker and marks the destination's jobs when it opens.
+    /// Feeds a transfer's verdict to its destination's breaker; clears the circuit-open marks when it closes.
     private func updateBreaker(_ destination: String, failure: TransferFailure?) {
         guard var breaker = breakers[destination] else { return }
         let wasOpen = breaker.isOpen
@@ -191,15 +187,11 @@ actor Scheduler {
         let metadata: Logger.Metadata = ["uploadq.destination": "\(destination)"]
         if opened {
             let delay = CircuitBreaker.probeDelay(policy: breaker.policy, openings: breaker.openings)
+            // The next pass of the loop (woken when the transfer ends) marks its jobs circuit-open.
             logger.warning("""
                 destination "\(destination)" failed \(breaker.policy.threshold) times in a row; its jobs wait \
                 (circuit-open) and it is probed in \(delay)
                 """, metadata: metadata)
-            do {
-                try store.markWaiting(destination: destination, reason: .circuitOpen, active: true)
-            } catch {
-                logger.error("cannot mark the jobs of \(destination) as circuit-open: \(error)")
-            }
         } else if wasOpen && !breaker.isOpen {
             closeCircuit(destination)
         }
@@ -238,9 +230,8 @@ actor Scheduler {
                 logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(outcome.remoteURL)"]) { $1 })
             case .failure(let failure) where stopReasons[job.id] != nil && failure.kind != .permanent:
                 if stopReasons[job.id] == .cancel {
-                    // The worker's task is cancelled; the clean-up request must not be.
-                    let current = (try? store.job(job.id)) ?? job
-                    if let uploader = uploaders[job.destination] { await Task { await uploader.discard(current) }.value }
+                    // The resume state as the transfer left it (it may have created the remote upload).
+                    await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
                     if let removed = try store.removeCancelled(job.id) { release(removed) }
                     events.emit(.cancelled(job.id))
                     logger.info("upload cancelled", metadata: metadata)

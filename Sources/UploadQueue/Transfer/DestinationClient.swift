@@ -46,6 +46,13 @@ struct DestinationClient: Sendable {
         }
     }
 
+    /// Whether the server answers at all, for the circuit breaker's probe: any status but 5xx, 408 and 429 counts
+    /// (a 404 or 405 from a live server included).
+    func answers(_ method: String, _ url: String, headers: [HTTPHeader] = []) async -> Bool {
+        guard let response = try? await send(method, url, headers: headers) else { return false }
+        return response.status < 500 && response.status != 429 && response.status != 408
+    }
+
     /// The verdict for an answer the uploader did not expect, with this destination's name and credentials.
     func failure(for response: HTTPResponse, request: String) -> TransferFailure {
         FailureClassifier.failure(for: response, request: request, destination: destination.name,

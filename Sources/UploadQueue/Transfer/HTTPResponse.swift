@@ -17,6 +17,15 @@ struct HTTPResponse: Sendable {
 
     var isSuccess: Bool { (200..<300).contains(status) }
 
+    /// The `Location` header as an absolute http(s) URL, resolved against `base` when it is relative; nil when
+    /// there is none or it is not usable.
+    func location(resolvedAgainst base: String) -> String? {
+        guard let location = header("Location"), !location.isEmpty, let baseURL = URL(string: base),
+              let resolved = URL(string: location, relativeTo: baseURL)?.absoluteURL,
+              let scheme = resolved.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
+        return resolved.absoluteString
+    }
+
     /// The body as text, for XML and JSON replies.
     var bodyText: String { String(decoding: body, as: UTF8.self) }
 
