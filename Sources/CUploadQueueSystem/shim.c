@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1 << 0)
@@ -77,3 +78,15 @@ void uploadq_sha256_free(void *context) { EVP_MD_CTX_free((EVP_MD_CTX *)context)
 void *uploadq_sha1_new(void) { return digest_new(EVP_sha1()); }
 
 int uploadq_sha1_finish(void *context, unsigned char *digest) { return digest_finish(context, digest, 20); }
+
+void *uploadq_md5_new(void) { return digest_new(EVP_md5()); }
+
+int uploadq_md5_finish(void *context, unsigned char *digest) { return digest_finish(context, digest, 16); }
+
+int uploadq_hmac_sha256(const void *key, size_t key_length, const void *data, size_t data_length, unsigned char *mac) {
+    unsigned int written = 0;
+    if (HMAC(EVP_sha256(), key, (int)key_length, data, data_length, mac, &written) == NULL || written != 32) {
+        return -1;
+    }
+    return 0;
+}

@@ -152,6 +152,7 @@ public actor UploadQueue {
         switch destination.transferProtocol {
         case .file: LocalDirectoryUploader(destination: destination)
         case .tus: TusUploader(destination: destination, engine: engine)
+        case .s3: S3MultipartUploader(destination: destination, engine: engine)
         case .httpPut: HTTPPutUploader(destination: destination, engine: engine)
         case .httpPost: HTTPPostUploader(destination: destination, engine: engine)
         }

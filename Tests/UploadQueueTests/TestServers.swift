@@ -133,3 +133,80 @@ struct RecorderSession: Sendable {
         try #require(try await TestHTTP.json("GET", "\(base)/control/\(name)/requests") as? [[String: Any]])
     }
 }
+
+/// A bucket of its own on moto_server (which accepts any signature), read back through plain HTTP and the aws cli.
+struct S3TestBucket: Sendable {
+    let endpoint: String
+    let name: String
+
+    /// A new, empty bucket on the permissive moto.
+    static func make() async throws -> S3TestBucket {
+        let endpoint = try TestServers.address("UPLOADQ_TEST_S3_ENDPOINT")
+        for (name, value) in environment { setenv(name, value, 1) }
+        let bucket = S3TestBucket(endpoint: endpoint, name: "t-" + UUID().uuidString.prefix(12).lowercased())
+        let (status, body) = try await TestHTTP.request("PUT", "\(endpoint)/\(bucket.name)")
+        #expect(status == 200, "create bucket: \(String(decoding: body, as: UTF8.self))")
+        return bucket
+    }
+
+    /// Destination lines for this bucket (path style, throwaway keys), with `extra` TOML lines.
+    func destination(endpoint: String? = nil, _ extra: String = "") -> String {
+        """
+        protocol = "s3"
+        endpoint = "\(endpoint ?? self.endpoint)"
+        bucket = "\(name)"
+        region = "us-east-1"
+        access_key_env = "UPLOADQ_TEST_MOTO_ACCESS"
+        secret_key_env = "UPLOADQ_TEST_MOTO_SECRET"
+        stall_timeout = "3s"
+        \(extra)
+        """
+    }
+
+    /// The keys in the bucket, decoded, sorted.
+    func keys() async throws -> [String] {
+        let (status, body) = try await TestHTTP.request("GET", "\(endpoint)/\(name)?list-type=2")
+        #expect(status == 200)
+        let root = try #require(S3XMLElement.parse(Array(body)))
+        return root.children("Contents").compactMap { $0.value("Key") }.sorted()
+    }
+
+    /// Multipart uploads still open in the bucket (ListMultipartUploads).
+    func openUploads() async throws -> [String] {
+        let (status, body) = try await TestHTTP.request("GET", "\(endpoint)/\(name)?uploads")
+        #expect(status == 200)
+        let root = try #require(S3XMLElement.parse(Array(body)))
+        return root.children("Upload").compactMap { $0.value("UploadId") }
+    }
+
+    /// HEAD of an object: status and headers (lowercased names).
+    func head(_ key: String) async throws -> (Int, [String: String]) {
+        var request = URLRequest(url: try #require(URL(string: "\(endpoint)/\(name)/\(SigV4Signer.encodePath(key))")))
+        request.httpMethod = "HEAD"
+        // moto answers anonymous HEADs with 403; it checks no signature, so any will do.
+        request.setValue("AWS4-HMAC-SHA256 Credential=AKIDTEST/20260101/us-east-1/s3/aws4_request, "
+            + "SignedHeaders=host, Signature=00", forHTTPHeaderField: "Authorization")
+        let (_, response) = try await URLSession.shared.data(for: request)
+        let http = try #require(response as? HTTPURLResponse)
+        var headers: [String: String] = [:]
+        for (field, value) in http.allHeaderFields {
+            if let field = field as? String, let value = value as? String { headers[field.lowercased()] = value }
+        }
+        return (http.statusCode, headers)
+    }
+
+    /// Downloads an object with the aws cli into `path` and returns the path.
+    func download(_ key: String, to path: String) throws -> String {
+        let aws = try TestServers.address("UPLOADQ_TEST_AWS")
+        let result = try BinaryRunner.run(
+            ["aws", "s3api", "get-object", "--endpoint-url", endpoint, "--bucket", name, "--key", key, path],
+            environment: ["AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+                          "AWS_DEFAULT_REGION": "us-east-1"],
+            executable: aws)
+        #expect(result.status == 0, "aws s3api get-object: \(result.stderr)")
+        return path
+    }
+
+    /// Environment for a daemon that signs with moto's throwaway keys.
+    static let environment = ["UPLOADQ_TEST_MOTO_ACCESS": "AKIDTESTUPLOADQ", "UPLOADQ_TEST_MOTO_SECRET": "moto/secret+key"]
+}

@@ -71,7 +71,7 @@ final class Sandbox: @unchecked Sendable {
         defer { try? random.close() }
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
                                                 withIntermediateDirectories: true)
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         let output = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
         defer { try? output.close() }
         var remaining = size

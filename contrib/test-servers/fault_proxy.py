@@ -24,6 +24,10 @@ cut a body), after `skip` matches, `times` times (-1: always). Actions:
            ("relative" drops scheme and host; "authority:HOST:PORT" points it at another server)
   truncate forward only `after_bytes` of the body (Content-Length rewritten), drop the rest: the upstream
            really stores less than was sent and says so
+  hold     forward, and once the upstream has answered wait `seconds` before passing the answer on (the server
+           has done the work, the client does not know yet: a window to kill the client in)
+  drop     forward, and once the upstream has answered close the connection without passing the answer on
+           (the work is done but its answer is lost)
 
 `respond` and `close` read the request body first, as a server would, so the client sees the answer (or the
 clean close) instead of a reset. A request for a path that another connection is still sending to (a stalled
@@ -238,6 +242,12 @@ class Proxy:
                 continue
             break
         upstream_status = status
+        entry["upstream_status"] = status
+        if rule and rule.action == "drop":
+            return False
+        if rule and rule.action == "hold":
+            entry["held"] = True
+            await asyncio.sleep(float(rule.spec.get("seconds", 30)))
         if rule and rule.action == "rewrite":
             spec = rule.spec
             status = int(spec.get("set_status", status))

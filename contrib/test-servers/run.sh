@@ -8,6 +8,10 @@
 #   UPLOADQ_TEST_DAV_TLS_URL    the same over HTTPS, with a certificate of a private CA (UPLOADQ_TEST_CA_FILE)
 #   UPLOADQ_TEST_PROXY_CONTROL  the fault proxy's control API
 #   UPLOADQ_TEST_RECORDER_URL   the recording server
+#   UPLOADQ_TEST_S3_ENDPOINT    moto_server (S3; accepts any signature)
+#   UPLOADQ_TEST_S3_AUTH_ENDPOINT  a second moto_server that checks signatures, with bucket `secure` and an IAM
+#                               user's keys in UPLOADQ_TEST_S3_AUTH_ACCESS_KEY / UPLOADQ_TEST_S3_AUTH_SECRET_KEY
+#   UPLOADQ_TEST_AWS            the aws cli from the virtualenv
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/contrib/test-servers"
@@ -25,9 +29,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-read -r tus_port dav_port proxy_port recorder_port tls_port < <("$python" - <<'PY'
+read -r tus_port dav_port proxy_port recorder_port tls_port s3_port s3_auth_port < <("$python" - <<'PY'
 import socket
-sockets = [socket.socket() for _ in range(5)]
+sockets = [socket.socket() for _ in range(7)]
 for s in sockets:
     s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in sockets))
@@ -51,6 +55,11 @@ sed -e "s|@WORK@|$work|g" -e "s|@PORT@|$dav_port|g" -e "s|@TLS_PORT@|$tls_port|g
 "$nginx" -c "$work/nginx.conf" -p "$work" -e "$work/nginx-error.log" > "$work/nginx.log" 2>&1 & pids+=($!)
 "$python" "$here/fault_proxy.py" "$proxy_port" > "$work/proxy.log" 2>&1 & pids+=($!)
 "$python" "$here/recorder.py" "$recorder_port" "$work/recorder" > "$work/recorder.log" 2>&1 & pids+=($!)
+"$root/.build-venv/bin/moto_server" -H 127.0.0.1 -p "$s3_port" > "$work/moto.log" 2>&1 & pids+=($!)
+# The first three requests (create an IAM user, allow it everything, make its keys) go unchecked; every later
+# one must carry a valid signature.
+INITIAL_NO_AUTH_ACTION_COUNT=3 "$root/.build-venv/bin/moto_server" -H 127.0.0.1 -p "$s3_auth_port" \
+    > "$work/moto-auth.log" 2>&1 & pids+=($!)
 
 wait_for() {
     local name=$1 url=$2 log=$3
@@ -68,6 +77,22 @@ curl -s -o /dev/null --cacert "$work/tls/ca.pem" "https://127.0.0.1:$tls_port/" 
     || { echo "test-servers: nginx TLS did not start on :$tls_port" >&2; cat "$work/nginx-error.log" >&2; exit 1; }
 wait_for fault-proxy "http://127.0.0.1:$proxy_port/health" "$work/proxy.log"
 wait_for recorder "http://127.0.0.1:$recorder_port/record/health" "$work/recorder.log"
+wait_for moto "http://127.0.0.1:$s3_port/moto-api/" "$work/moto.log"
+wait_for moto-auth "http://127.0.0.1:$s3_auth_port/moto-api/" "$work/moto-auth.log"
+
+aws="$root/.build-venv/bin/aws"
+s3_auth="http://127.0.0.1:$s3_auth_port"
+export AWS_DEFAULT_REGION=us-east-1 AWS_EC2_METADATA_DISABLED=true
+AWS_ACCESS_KEY_ID=setup AWS_SECRET_ACCESS_KEY=setup "$aws" --endpoint-url "$s3_auth" iam create-user \
+    --user-name uploadq > /dev/null
+AWS_ACCESS_KEY_ID=setup AWS_SECRET_ACCESS_KEY=setup "$aws" --endpoint-url "$s3_auth" iam put-user-policy \
+    --user-name uploadq --policy-name all \
+    --policy-document '{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":"*","Resource":"*"}]}'
+read -r s3_auth_access s3_auth_secret < <(AWS_ACCESS_KEY_ID=setup AWS_SECRET_ACCESS_KEY=setup "$aws" \
+    --endpoint-url "$s3_auth" iam create-access-key --user-name uploadq \
+    --query 'AccessKey.[AccessKeyId,SecretAccessKey]' --output text)
+AWS_ACCESS_KEY_ID="$s3_auth_access" AWS_SECRET_ACCESS_KEY="$s3_auth_secret" "$aws" --endpoint-url "$s3_auth" \
+    s3api create-bucket --bucket secure > /dev/null
 
 export UPLOADQ_TEST_TUS_ENDPOINT="http://127.0.0.1:$tus_port/files/"
 export UPLOADQ_TEST_TUS_FILES="$work/tus"
@@ -77,12 +102,18 @@ export UPLOADQ_TEST_DAV_TLS_URL="https://127.0.0.1:$tls_port"
 export UPLOADQ_TEST_CA_FILE="$work/tls/ca.pem"
 export UPLOADQ_TEST_PROXY_CONTROL="http://127.0.0.1:$proxy_port"
 export UPLOADQ_TEST_RECORDER_URL="http://127.0.0.1:$recorder_port"
-echo "test-servers: tus :$tus_port, nginx DAV :$dav_port (TLS :$tls_port), fault proxy :$proxy_port, recorder :$recorder_port" >&2
+export UPLOADQ_TEST_S3_ENDPOINT="http://127.0.0.1:$s3_port"
+export UPLOADQ_TEST_S3_AUTH_ENDPOINT="$s3_auth"
+export UPLOADQ_TEST_S3_AUTH_ACCESS_KEY="$s3_auth_access"
+export UPLOADQ_TEST_S3_AUTH_SECRET_KEY="$s3_auth_secret"
+export UPLOADQ_TEST_AWS="$aws"
+echo "test-servers: tus :$tus_port, nginx DAV :$dav_port (TLS :$tls_port), fault proxy :$proxy_port," \
+    "recorder :$recorder_port, moto :$s3_port (signatures checked :$s3_auth_port)" >&2
 
 status=0
 "$@" || status=$?
 if [ "$status" -ne 0 ]; then
-    for log in tus.log nginx-error.log proxy.log recorder.log; do
+    for log in tus.log nginx-error.log proxy.log recorder.log moto.log moto-auth.log; do
         if [ -s "$work/$log" ]; then echo "--- test-servers: $log (last lines)" >&2; tail -n 20 "$work/$log" >&2; fi
     done
 fi

@@ -44,4 +44,12 @@ void *uploadq_sha1_new(void);
 /// Writes 20 bytes to `digest` and frees the context.
 int uploadq_sha1_finish(void *context, unsigned char *digest);
 
+/// Incremental MD5 (S3 `Content-MD5` and part ETags); update and free with the SHA-256 calls, finish with this one.
+void *uploadq_md5_new(void);
+/// Writes 16 bytes to `digest` and frees the context.
+int uploadq_md5_finish(void *context, unsigned char *digest);
+
+/// HMAC-SHA256 of `data` under `key` (SigV4 signing keys and signatures); writes 32 bytes to `mac`, returns 0.
+int uploadq_hmac_sha256(const void *key, size_t key_length, const void *data, size_t data_length, unsigned char *mac);
+
 #endif

@@ -116,6 +116,8 @@ public struct Destination: Sendable, Equatable {
         case file
         /// tus 1.0 resumable uploads, in `chunk_size` PATCH requests.
         case tus
+        /// An S3 bucket: PutObject for small files, a resumable multipart upload for large ones.
+        case s3
         /// One whole-file PUT to a URL made from the template.
         case httpPut = "http-put"
         /// One whole-file POST as `multipart/form-data`, the job's meta as form fields.
@@ -135,23 +137,26 @@ public struct Destination: Sendable, Equatable {
     public var nameTemplate: PathTemplate
     /// For `http-put`/`http-post`: the URL with its placeholders filled per job (for tus: the endpoint).
     public var urlTemplate: URLTemplate?
-    /// How much is sent between two durable, confirmed offsets (a tus PATCH, a file-copy checkpoint).
+    /// How much is sent between two durable, confirmed offsets (a tus PATCH, an S3 part, a file-copy checkpoint).
     public var chunkSize: Int64
     /// Headers, credentials, TLS and timeouts of network destinations.
     public var http: HTTPSettings
-    /// The job's `remote_url` when set: `{url}` (what the server answered), `{upload_id}` and the job's
-    /// placeholders; otherwise the server's URL is used.
+    /// The job's `remote_url` when set: `{url}` (what the server answered), `{upload_id}` (tus, http), `{key}`
+    /// (s3) and the job's placeholders; otherwise the server's URL is used.
     public var publicURLTemplate: URLTemplate?
     /// For `http-post`: the form field that carries the file.
     public var formField: String
     /// When the destination counts as down and is probed instead of hammered.
     public var circuitBreaker: CircuitBreakerPolicy
+    /// For `s3`: endpoint, bucket, region, keys, part sizes and credentials.
+    public var s3: S3Settings?
 
     /// A destination with every setting given; see `localDirectory` and `tus` for the common cases.
     public init(name: String, transferProtocol: TransferProtocol = .file, url: String, directory: String = "",
                 nameTemplate: PathTemplate = .defaultFileName, urlTemplate: URLTemplate? = nil,
                 chunkSize: Int64 = 8 << 20, http: HTTPSettings = HTTPSettings(), publicURLTemplate: URLTemplate? = nil,
-                formField: String = "file", circuitBreaker: CircuitBreakerPolicy = CircuitBreakerPolicy()) {
+                formField: String = "file", circuitBreaker: CircuitBreakerPolicy = CircuitBreakerPolicy(),
+                s3: S3Settings? = nil) {
         self.name = name
         self.transferProtocol = transferProtocol
         self.url = url
@@ -163,6 +168,7 @@ public struct Destination: Sendable, Equatable {
         self.publicURLTemplate = publicURLTemplate
         self.formField = formField
         self.circuitBreaker = circuitBreaker
+        self.s3 = s3
     }
 
     /// The job's `remote_url` for an upload the server placed at `serverURL`: `public_url_template` filled with
@@ -177,6 +183,20 @@ public struct Destination: Sendable, Equatable {
     public static func localDirectory(name: String, directory: String,
                                       nameTemplate: PathTemplate = .defaultFileName) -> Destination {
         Destination(name: name, url: "file://" + directory, directory: directory, nameTemplate: nameTemplate)
+    }
+
+    /// An S3 destination; its `url` (shown in status) is the bucket's address.
+    public static func s3(name: String, settings: S3Settings, http: HTTPSettings = HTTPSettings(),
+                          publicURLTemplate: URLTemplate? = nil) -> Destination {
+        var url = settings.endpoint
+        while url.hasSuffix("/") { url.removeLast() }
+        if settings.pathStyle {
+            url += "/" + settings.bucket
+        } else if let scheme = url.range(of: "://") {
+            url.insert(contentsOf: settings.bucket + ".", at: scheme.upperBound)
+        }
+        return Destination(name: name, transferProtocol: .s3, url: url, chunkSize: settings.partSize, http: http,
+                           publicURLTemplate: publicURLTemplate, s3: settings)
     }
 
     /// A tus 1.0 destination at `endpoint` (the creation URL, e.g. `https://host/files/`).

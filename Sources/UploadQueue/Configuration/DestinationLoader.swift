@@ -10,8 +10,10 @@ enum DestinationLoader {
                                      message: "missing (supported: \(supported))")
         }
         guard let transferProtocol = Destination.TransferProtocol(rawValue: protocolName) else {
-            let later = protocolName == "s3" ? "not available in this version" : "unknown"
-            throw table.error("protocol", "\"\(protocolName)\" is \(later) (supported: \(supported))")
+            throw table.error("protocol", "\"\(protocolName)\" is unknown (supported: \(supported))")
+        }
+        if transferProtocol == .s3 {
+            return try s3(name: name, table: &table, baseDirectory: baseDirectory)
         }
         guard let url = try table.string("url") else {
             throw ConfigurationError(file: table.file, line: table.table.line, key: table.fullKey("url"), message: "missing")
@@ -19,7 +21,7 @@ enum DestinationLoader {
         switch transferProtocol {
         case .file:
             return try localDirectory(name: name, url: url, table: &table, baseDirectory: baseDirectory)
-        case .tus, .httpPut, .httpPost:
+        case .tus, .httpPut, .httpPost, .s3:
             return try network(name: name, transferProtocol: transferProtocol, url: url, table: &table,
                                baseDirectory: baseDirectory)
         }
@@ -72,20 +74,124 @@ enum DestinationLoader {
             }
         }
         destination.http = try httpSettings(&table, baseDirectory: baseDirectory)
-        if let text = try table.string("public_url_template") {
+        destination.publicURLTemplate = try publicURLTemplate(&table, placeholders: ["url", "upload_id"])
+        destination.circuitBreaker = try circuitBreaker(&table)
+        return destination
+    }
+
+    /// `protocol = "s3"`: endpoint, bucket, region, keys, part sizes and credentials, then the connection keys
+    /// every network destination has.
+    private static func s3(name: String, table: inout ConfigurationTable, baseDirectory: String)
+        throws(ConfigurationError) -> Destination
+    {
+        if table.has("url") {
+            throw table.error("url", "an s3 destination is given by endpoint and bucket, not url")
+        }
+        for key in ["token_env", "token_file", "token_command"] where table.has(key) {
+            throw table.error(key, "s3 destinations sign with access keys: use access_key_env and secret_key_env, "
+                + "or credentials_file and profile")
+        }
+        guard let bucket = try table.string("bucket") else {
+            throw ConfigurationError(file: table.file, line: table.table.line, key: table.fullKey("bucket"),
+                                     message: "missing")
+        }
+        guard S3Settings.isValidBucketName(bucket) else {
+            throw table.error("bucket", "\"\(bucket)\" is not a bucket name (3–63 of a-z, 0-9, `.` and `-`)")
+        }
+        let region = try table.string("region") ?? "us-east-1"
+        guard !region.isEmpty, region.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }) else {
+            throw table.error("region", "\"\(region)\" is not a region name (like us-east-1, or auto for R2)")
+        }
+        let endpoint = try table.string("endpoint") ?? "https://s3.\(region).amazonaws.com"
+        let lowered = endpoint.lowercased()
+        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://"),
+              let host = URL(string: endpoint)?.host, !host.isEmpty, !endpoint.contains("?"), !endpoint.contains("#")
+        else {
+            throw table.error("endpoint", "\"\(endpoint)\" is not an http:// or https:// address of an S3 service")
+        }
+        let hostIsAddress = host == "localhost" || host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
+        let pathStyle = try table.boolean("path_style") ?? hostIsAddress
+        if !pathStyle, hostIsAddress {
+            throw table.error("path_style", "virtual-host addressing needs a DNS name; \(host) is an address")
+        }
+        var settings = S3Settings(endpoint: endpoint, bucket: bucket, region: region, pathStyle: pathStyle)
+        if let text = try table.string("key_template") {
             do {
-                destination.publicURLTemplate = try URLTemplate(text, extraPlaceholders: ["url", "upload_id"], anyScheme: true)
+                settings.keyTemplate = try PathTemplate(text)
             } catch {
-                throw table.error("public_url_template", error.message)
+                throw table.error("key_template", error.message)
+            }
+            if text.split(separator: "/", omittingEmptySubsequences: false).contains(where: { $0 == "." || $0.isEmpty }) {
+                throw table.error("key_template", "\"\(text)\" has an empty or `.` segment, which URLs lose")
             }
         }
+        settings.partSize = try table.byteCount("part_size", minimum: S3Settings.minimumPartSize) ?? settings.partSize
+        guard settings.partSize <= S3Settings.maximumPartSize else {
+            throw table.error("part_size", "S3 parts are at most 5GiB")
+        }
+        settings.multipartThreshold = try table.byteCount("multipart_threshold", minimum: S3Settings.minimumPartSize)
+            ?? settings.multipartThreshold
+        guard settings.multipartThreshold <= S3Settings.maximumPartSize else {
+            throw table.error("multipart_threshold", "a single PutObject holds at most 5GiB; use a smaller threshold")
+        }
+        settings.credentials = try s3Credentials(&table, baseDirectory: baseDirectory)
+        let http = try httpSettings(&table, baseDirectory: baseDirectory)
+        var destination = Destination.s3(name: name, settings: settings, http: http)
+        destination.publicURLTemplate = try publicURLTemplate(&table, placeholders: ["url", "key"])
+        destination.circuitBreaker = try circuitBreaker(&table)
+        return destination
+    }
+
+    private static func s3Credentials(_ table: inout ConfigurationTable, baseDirectory: String)
+        throws(ConfigurationError) -> S3CredentialSource
+    {
+        let access = try table.string("access_key_env")
+        let secret = try table.string("secret_key_env")
+        let token = try table.string("session_token_env")
+        let file = try table.string("credentials_file")
+        let profile = try table.string("profile")
+        for (key, value) in [("access_key_env", access), ("secret_key_env", secret), ("session_token_env", token),
+                             ("credentials_file", file), ("profile", profile)] where value?.isEmpty == true {
+            throw table.error(key, "is empty")
+        }
+        if access != nil || secret != nil || token != nil {
+            guard let access, let secret else {
+                throw table.error(access == nil ? "access_key_env" : "secret_key_env",
+                                  "set both access_key_env and secret_key_env")
+            }
+            if file != nil || profile != nil {
+                throw table.error(file != nil ? "credentials_file" : "profile",
+                                  "use either the *_env keys or credentials_file/profile")
+            }
+            return .environment(accessKey: access, secretKey: secret, sessionToken: token)
+        }
+        if let file {
+            return .sharedFile(path: ConfigurationLoader.absolutePath(file, base: baseDirectory),
+                               profile: profile ?? "default")
+        }
+        return .standard(profile: profile)
+    }
+
+    private static func publicURLTemplate(_ table: inout ConfigurationTable, placeholders: [String])
+        throws(ConfigurationError) -> URLTemplate?
+    {
+        guard let text = try table.string("public_url_template") else { return nil }
+        do {
+            return try URLTemplate(text, extraPlaceholders: placeholders, anyScheme: true)
+        } catch {
+            throw table.error("public_url_template", error.message)
+        }
+    }
+
+    private static func circuitBreaker(_ table: inout ConfigurationTable) throws(ConfigurationError)
+        -> CircuitBreakerPolicy
+    {
         var breaker = CircuitBreakerPolicy()
         breaker.threshold = Int(try table.integer("circuit_threshold", range: 0...1000) ?? Int64(breaker.threshold))
         breaker.probeInterval = try table.duration("circuit_probe_interval", minimum: .milliseconds(100))
             ?? breaker.probeInterval
         breaker.maximumProbeInterval = max(breaker.probeInterval, breaker.maximumProbeInterval)
-        destination.circuitBreaker = breaker
-        return destination
+        return breaker
     }
 
     private static func httpSettings(_ table: inout ConfigurationTable, baseDirectory: String)

@@ -75,18 +75,20 @@ public struct PathTemplate: Sendable, Equatable, CustomStringConvertible {
         return parts
     }
 
-    /// Fills the template for a job; missing meta keys become empty.
-    func expand(jobID: JobID, originalName: String, sha256: String, meta: [String: String], date: Date) -> String {
+    /// Fills the template for a job; missing meta keys become empty. `escape` keeps each value to one plain name
+    /// (percent-encoding by default, for file names).
+    func expand(jobID: JobID, originalName: String, sha256: String, meta: [String: String], date: Date,
+                escape: (String) -> String = PathTemplate.escape) -> String {
         var result = ""
         for part in parts {
             switch part {
             case .literal(let text): result += text
             case .jobID: result += jobID.rawValue
-            case .name: result += Self.escape(originalName)
-            case .ext: result += Self.escape((originalName as NSString).pathExtension)
+            case .name: result += escape(originalName)
+            case .ext: result += escape((originalName as NSString).pathExtension)
             case .date: result += Self.utcDay(date)
             case .sha256: result += sha256
-            case .meta(let key): result += Self.escape(meta[key] ?? "")
+            case .meta(let key): result += escape(meta[key] ?? "")
             case .extra: break
             }
         }

@@ -5,8 +5,8 @@ import Foundation
 /// Job values (`{name}`, `{meta.KEY}`…) stay inside one path segment even on servers that decode `%2F` and `%2E`
 /// before mapping paths (nginx does): `/` and `\` become `_`, a leading `.` becomes `_`, and the rest is
 /// percent-encoded, so no value can climb out of the prefix the template puts it under. Extra placeholders
-/// (`{url}`, `{upload_id}`) are filled by the uploader: `{url}` verbatim (it is a URL already), the others like
-/// job values.
+/// (`{url}`, `{upload_id}`, `{key}`) are filled by the uploader: `{url}` and `{key}` verbatim (a URL, and an S3
+/// key encoded as a path), the others like job values.
 public struct URLTemplate: Sendable, Equatable, CustomStringConvertible {
     let parts: [PathTemplate.Part]
     public let description: String
@@ -28,6 +28,10 @@ public struct URLTemplate: Sendable, Equatable, CustomStringConvertible {
         guard Self.hasHost(parts) else { throw PathTemplateError(message: "\"\(text)\" names no host") }
     }
 
+    /// Extra placeholders the uploader fills already encoded: `{url}` (a URL) and `{key}` (an S3 key as a path,
+    /// each segment encoded, `/` kept).
+    static let verbatimExtras: Set<String> = ["url", "key"]
+
     /// True when the template has no placeholder: the same URL for every job.
     var isConstant: Bool { parts.allSatisfy { if case .literal = $0 { true } else { false } } }
 
@@ -43,7 +47,8 @@ public struct URLTemplate: Sendable, Equatable, CustomStringConvertible {
             case .date: result += PathTemplate.utcDay(job.createdAt)
             case .sha256: result += job.sha256
             case .meta(let key): result += Self.encode(job.meta[key] ?? "")
-            case .extra(let name): result += name == "url" ? (extra[name] ?? "") : Self.encode(extra[name] ?? "")
+            case .extra(let name):
+                result += Self.verbatimExtras.contains(name) ? (extra[name] ?? "") : Self.encode(extra[name] ?? "")
             }
         }
         return result

@@ -61,8 +61,8 @@ struct TusUploader: Uploader {
             var headers = [Self.version, HTTPHeader("Upload-Offset", String(offset)),
                            HTTPHeader("Content-Type", "application/offset+octet-stream")]
             if server.acceptsSHA1Checksums {
-                headers.append(HTTPHeader("Upload-Checksum", try await TusChecksum.sha1(of: source, offset: offset,
-                                                                                         length: length)))
+                headers.append(HTTPHeader("Upload-Checksum",
+                    try await FileRangeDigest.tusChecksum(of: source, offset: offset, length: length)))
             }
             let start = offset
             let response = try await client.send("PATCH", state.uploadURL, headers: headers,
@@ -181,8 +181,8 @@ struct TusUploader: Uploader {
         if withData {
             headers.append(HTTPHeader("Content-Type", "application/offset+octet-stream"))
             if server.acceptsSHA1Checksums {
-                headers.append(HTTPHeader("Upload-Checksum", try await TusChecksum.sha1(of: source, offset: 0,
-                                                                                         length: job.size)))
+                headers.append(HTTPHeader("Upload-Checksum",
+                    try await FileRangeDigest.tusChecksum(of: source, offset: 0, length: job.size)))
             }
             body = .file(descriptor: source.descriptor, offset: 0, length: job.size)
         }

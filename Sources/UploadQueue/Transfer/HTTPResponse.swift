@@ -54,12 +54,20 @@ struct HTTPResponse: Sendable {
         if let seconds = Int64(trimmed), seconds >= 0 {
             return .seconds(min(seconds, 86_400))
         }
+        guard let date = parseHTTPDate(trimmed) else { return nil }
+        let seconds = max(0, min(date.timeIntervalSince(now), 86_400))
+        return .milliseconds(Int64(seconds * 1000))
+    }
+
+    /// The server's clock from its `Date` header; nil when absent or unreadable.
+    var date: Date? { header("Date").flatMap(Self.parseHTTPDate) }
+
+    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    static func parseHTTPDate(_ text: String) -> Date? {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = TimeZone(identifier: "GMT")
         formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        guard let date = formatter.date(from: trimmed) else { return nil }
-        let seconds = max(0, min(date.timeIntervalSince(now), 86_400))
-        return .milliseconds(Int64(seconds * 1000))
+        return formatter.date(from: text.trimmingCharacters(in: .whitespaces))
     }
 }
