@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import UploadQueue
 
@@ -78,4 +79,153 @@ struct S3UploaderTests {
         }
         #expect(try await bucket.openUploads().isEmpty)
     }
+
+    @Test("a 200 to CompleteMultipartUpload that carries an <Error> is a failure; the next attempt completes (16)")
+    func errorInside200() async throws {
+        let bucket = try await S3TestBucket.make()
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(bucket.endpoint))
+        try await proxy.add(["method": "POST", "min_length": 1, "action": "respond", "status": 200,
+                             "body": "\n\n   <Error><Code>InternalError</Code><Message>We encountered an internal "
+                                + "error. Please try again.</Message></Error>"])
+        let sandbox = try sandbox(bucket, endpoint: proxy.url(""))
+        let (job, attempts) = try await sandbox.uploadOne("clip.bin", size: 11 * Self.mebibyte, seed: 42, to: "s3")
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(attempts.count == 2)
+        #expect(attempts.first?.error?.contains("InternalError") == true, "\(attempts.first?.error ?? "")")
+        let key = "\(job.id)-clip.bin"
+        #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/copy")) == job.sha256)
+        let parts = try await proxy.requests().filter { ($0["path"] as? String)?.contains("partNumber=") == true }
+        #expect(parts.count == 3, "the second attempt completed without sending a part again")
+    }
+
+    @Test("after a crash between UploadPart and saving its ETag, paged ListParts recovers the part (17)")
+    func listPartsRecoversUnsavedPart() async throws {
+        let bucket = try await S3TestBucket.make()
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(bucket.endpoint))
+        let sandbox = try sandbox(bucket, endpoint: proxy.url(""))
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/scan.tiff", size: 16 * Self.mebibyte + 100, seed: 43)
+        let id = try await queue.enqueue(path, destination: "s3")
+        var job = try #require(try queue.store.job(id))
+        let destination = try #require(try sandbox.configuration().destinations["s3"])
+        let engine = TransferEngine()
+        defer { engine.shutdown() }
+        let client = try #require(S3MultipartUploader(destination: destination, engine: engine).client)
+
+        // What a killed daemon left: an upload with parts 1 and 2 stored but only part 1 saved, and a part 3
+        // holding other bytes of the right size (left by some other writer).
+        let key = "\(id)-scan.tiff"
+        let created = try await client.send("POST", key: key, query: [("uploads", "")])
+        let uploadID = try #require(S3XMLElement.parse(created.body)?.value("UploadId"))
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+        var etags: [String] = []
+        for number in 1...3 {
+            var part = [UInt8](bytes[((number - 1) * 5 * Self.mebibyte)..<(number * 5 * Self.mebibyte)])
+            if number == 3 { part[0] ^= 0xFF }
+            let answer = try await client.send("PUT", key: key, query: [("partNumber", "\(number)"),
+                                                                       ("uploadId", uploadID)],
+                                               body: .bytes(part), payloadHash: SigV4Signer.sha256Hex(part))
+            #expect(answer.status == 200)
+            etags.append(try #require(answer.header("ETag")))
+        }
+        var state = S3ResumeState(key: key, uploadID: uploadID, partSize: 5 << 20)
+        state.record(.init(number: 1, etag: etags[0], size: 5 << 20))
+        job.resumeState = state.json
+        let before = try await proxy.requests().count
+
+        var uploader = S3MultipartUploader(destination: destination, engine: engine)
+        uploader.listPageSize = 1
+        let recorder = ContextRecorder()
+        let outcome = try await uploader.upload(recorder.context(for: job))
+        #expect(outcome.remoteURL == client.objectURL(key))
+        let requests = try await proxy.requests().dropFirst(before)
+        let listPages = requests.filter { $0["method"] as? String == "GET" }
+        #expect(listPages.count == 3, "one ListParts page per part: \(listPages.map { $0["path"] ?? "" })")
+        let sentParts = requests.compactMap { ($0["path"] as? String)?.firstMatch(of: /partNumber=(\d+)/)?.1 }
+        #expect(sentParts == ["3", "4"], "part 2 was kept (its MD5 matches), part 3 sent again (it does not)")
+        #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/copy")) == job.sha256)
+        let saved = try #require(recorder.states().compactMap { S3ResumeState(json: $0) }.last)
+        #expect(saved.parts.map(\.number) == [1, 2, 3, 4] && saved.completing)
+        #expect(saved.parts[1].etag == etags[1])
+    }
+
+    @Test("NoSuchUpload on a retried Complete: a HEAD finds the finished object and the job is done (18)")
+    func completeAnswerLost() async throws {
+        let bucket = try await S3TestBucket.make()
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(bucket.endpoint))
+        // The store completes the upload but its answer never arrives; asked again, it has forgotten the upload
+        // (AWS does after a while; moto would answer 200 again).
+        try await proxy.add(["method": "POST", "min_length": 1, "action": "drop"])
+        try await proxy.add(["method": "POST", "min_length": 1, "action": "respond", "status": 404,
+                             "headers": ["Content-Type": "application/xml"],
+                             "body": "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchUpload</Code>"
+                                + "<Message>The specified upload does not exist.</Message></Error>"])
+        let sandbox = try sandbox(bucket, endpoint: proxy.url(""))
+        let (job, attempts) = try await sandbox.uploadOne("pano.jpg", size: 13 * Self.mebibyte, seed: 44, to: "s3")
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(attempts.count <= 2)
+        let requests = try await proxy.requests()
+        let completes = requests.filter { $0["method"] as? String == "POST" && ($0["content_length"] as? Int ?? 0) > 0 }
+        #expect(completes.count == 2, "the lost Complete and the one answered NoSuchUpload")
+        #expect(completes.last?["status"] as? Int == 404)
+        #expect(requests.last?["method"] as? String == "HEAD", "the object was checked after NoSuchUpload")
+        #expect(requests.filter { ($0["path"] as? String)?.contains("partNumber=") == true }.count == 3)
+        #expect(try sha256(ofFile: try bucket.download("\(job.id)-pano.jpg", to: sandbox.root + "/copy")) == job.sha256)
+    }
+
+    @Test("cancel mid-upload aborts the multipart upload: ListMultipartUploads shows none left")
+    func cancelAborts() async throws {
+        let bucket = try await S3TestBucket.make()
+        let sandbox = try sandbox(bucket, bandwidth: 4 << 20)
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeRandomFile(sandbox.root + "/long.mov", size: 40 << 20), to: "s3")
+        let started = try await running.wait(id) { $0.bytesConfirmed >= 5 << 20 }
+        #expect(S3ResumeState(json: started.resumeState) != nil)
+        #expect(try await bucket.openUploads().count == 1)
+        _ = try await running.queue.cancel(id)
+        let aborted = try await eventually(timeout: .seconds(20)) { try await bucket.openUploads().isEmpty }
+        #expect(aborted)
+        #expect(try running.queue.store.job(id) == nil)
+        await running.stop()
+        #expect(try await bucket.keys().isEmpty)
+    }
+
+    @Test("a reference file changed between runs is refused and its multipart upload aborted (21)")
+    func sourceChangedBetweenRuns() async throws {
+        let bucket = try await S3TestBucket.make()
+        let sandbox = try sandbox(bucket, bandwidth: 4 << 20)
+        let path = try sandbox.makeRandomFile(sandbox.root + "/raw.dng", size: 30 << 20)
+        var running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(path, to: "s3", mode: .reference)
+        _ = try await running.wait(id) { $0.bytesConfirmed >= 5 << 20 }
+        await running.stop()
+        #expect(try await bucket.openUploads().count == 1)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data("edited".utf8))
+        try handle.close()
+        running = try RunningQueue(sandbox)
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .failed && job.permanent)
+        #expect(job.lastError?.contains("source changed") == true, "\(job.lastError ?? "")")
+        #expect(try await bucket.openUploads().isEmpty)
+        #expect(job.resumeState == nil)
+    }
+}
+
+/// Stands in for the scheduler when a test drives an uploader directly: records what it persists.
+final class ContextRecorder: Sendable {
+    private let saved = Mutex<[String?]>([])
+
+    func context(for job: Job) -> TransferContext {
+        TransferContext(job: job, limiter: BandwidthLimiter(bytesPerSecond: 0),
+                        resumed: { _ in },
+                        confirmed: { _, state in self.saved.withLock { $0.append(state) } },
+                        sent: { _ in },
+                        forgetResumeState: { self.saved.withLock { $0.append(nil) } })
+    }
+
+    /// Every resume record persisted, oldest first (nil: forgotten).
+    func states() -> [String?] { saved.withLock { $0 } }
 }

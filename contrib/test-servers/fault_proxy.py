@@ -11,8 +11,8 @@ its own rules and byte counts, so tests running at the same time do not disturb 
   GET    /proxies/ID/stats       bytes and the request log
   DELETE /proxies/ID             closes the proxy
 
-A rule applies to requests whose method and path match (`method`, `path` as a regular expression, both
-optional) and whose body is at least `min_length` bytes (and longer than `after_bytes` for the actions that
+A rule applies to requests whose method and path match (`method`, `path` as a regular expression, `target`
+as one matched against the path with its query, all optional) and whose body is at least `min_length` bytes (and longer than `after_bytes` for the actions that
 cut a body), after `skip` matches, `times` times (-1: always). Actions:
 
   reset    forward `after_bytes` of the request body, then reset both connections (TCP RST)
@@ -55,12 +55,14 @@ class Rule:
         self.spec = spec
         self.method = spec.get("method")
         self.path = re.compile(spec["path"]) if spec.get("path") else None
+        self.target = re.compile(spec["target"]) if spec.get("target") else None
         self.skip = int(spec.get("skip", 0))
         self.times = int(spec.get("times", 1))
         self.min_length = int(spec.get("min_length", 0))
         self.action = spec["action"]
 
-    def matches(self, method, path, length):
+    def matches(self, method, target, length):
+        path = target.split("?", 1)[0]
         if self.times == 0 or length < self.min_length:
             return False
         if self.action in ("reset", "stall", "truncate") and length <= int(self.spec.get("after_bytes", 0)):
@@ -68,6 +70,8 @@ class Rule:
         if self.method and self.method.upper() != method.upper():
             return False
         if self.path and not self.path.search(path):
+            return False
+        if self.target and not self.target.search(target):
             return False
         if self.skip > 0:
             self.skip -= 1
@@ -131,7 +135,7 @@ class Proxy:
                 entry = {"method": method, "path": target, "headers": {k.lower(): v for k, v in headers},
                          "content_length": length, "body_bytes": 0, "status": None, "action": None}
                 self.requests.append(entry)
-                rule = self.rule_for(method, path, length)
+                rule = self.rule_for(method, target, length)
                 if rule:
                     entry["action"] = rule.action
                 if rule and rule.action in ("close", "respond"):

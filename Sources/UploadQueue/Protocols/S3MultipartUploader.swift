@@ -184,7 +184,8 @@ struct S3MultipartUploader: Uploader {
             let request = "GET \(client.describe(client.target(key: state.key, query: query)))"
             if response.status == 404, S3ErrorReply(response)?.code == "NoSuchUpload" { return nil }
             guard response.status == 200 else { throw client.failure(for: response, request: request) }
-            guard let root = S3XMLElement.parse(response.body), root.name == "ListPartsResult" else {
+            guard let root = S3XMLElement.parse(response.body),
+                  root.name == "ListPartsResult" || root.name == "ListPartsResponse" else {
                 if let reply = S3ErrorReply(response) {
                     if reply.code == "NoSuchUpload" { return nil }
                     throw transientError(request, reply)
