@@ -153,7 +153,8 @@ struct ConfigurationTests {
          "destinations.t.stall_timeout", 4),
         ("[destinations.t]\nprotocol = \"http-post\"\nurl = \"https://h/\"\npublic_url_template = \"{url}\"\n",
          "destinations.t.public_url_template", 4),
-        ("[destinations.t]\nprotocol = \"s3\"\nurl = \"https://h/\"\n", "destinations.t.protocol", 2),
+        ("[destinations.t]\nprotocol = \"s4\"\nurl = \"https://h/\"\n", "destinations.t.protocol", 2),
+        ("[destinations.t]\nprotocol = \"s3\"\nbucket = \"b-1\"\nurl = \"https://h/\"\n", "destinations.t.url", 4),
     ])
     func impossibleValues(text: String, key: String, line: Int) throws {
         let error = try #require(failure(text))
@@ -208,11 +209,66 @@ struct ConfigurationTests {
                 "a tus destination built in code equals the one read from TOML")
     }
 
+    @Test("an s3 destination: endpoint, bucket, region, addressing, keys, part sizes, credential sources")
+    func s3Destination() throws {
+        let configuration = try parse("""
+            [destinations.archive]
+            protocol = "s3"
+            endpoint = "http://127.0.0.1:9000/"
+            bucket = "photos"
+            key_template = "{date}/{meta.album}/{job_id}-{name}"
+            part_size = "6MiB"
+            multipart_threshold = "64MiB"
+            access_key_env = "MINIO_KEY"
+            secret_key_env = "MINIO_SECRET"
+            public_url_template = "https://cdn.example.com/{key}"
+            [destinations.aws]
+            protocol = "s3"
+            bucket = "my.bucket-1"
+            region = "eu-west-1"
+            profile = "uploads"
+            """)
+        let archive = try #require(configuration.destinations["archive"])
+        let settings = try #require(archive.s3)
+        #expect(archive.transferProtocol == .s3)
+        #expect(archive.url == "http://127.0.0.1:9000/photos")
+        #expect(settings.pathStyle, "an IP address means path style")
+        #expect(settings.region == "us-east-1")
+        #expect(settings.partSize == 6 << 20 && settings.multipartThreshold == 64 << 20)
+        #expect(settings.credentials == .environment(accessKey: "MINIO_KEY", secretKey: "MINIO_SECRET", sessionToken: nil))
+        #expect(archive.publicURLTemplate?.description == "https://cdn.example.com/{key}")
+        let aws = try #require(configuration.destinations["aws"]?.s3)
+        #expect(aws.endpoint == "https://s3.eu-west-1.amazonaws.com")
+        #expect(!aws.pathStyle)
+        #expect(configuration.destinations["aws"]?.url == "https://my.bucket-1.s3.eu-west-1.amazonaws.com")
+        #expect(aws.credentials == .standard(profile: "uploads"))
+        #expect(aws.partSize == 8 << 20 && aws.multipartThreshold == 16 << 20)
+    }
+
+    @Test("s3 mistakes name the key", arguments: [
+        ("bucket = \"Photos_Bucket\"", "bucket"),
+        ("bucket = \"photos\"\npart_size = \"1MiB\"", "part_size"),
+        ("bucket = \"photos\"\nmultipart_threshold = \"6GiB\"", "multipart_threshold"),
+        ("bucket = \"photos\"\nurl = \"http://x/\"", "url"),
+        ("bucket = \"photos\"\ntoken_env = \"T\"", "token_env"),
+        ("bucket = \"photos\"\naccess_key_env = \"A\"", "secret_key_env"),
+        ("bucket = \"photos\"\nendpoint = \"ftp://x\"", "endpoint"),
+        ("bucket = \"photos\"\nendpoint = \"http://10.0.0.1:9000\"\npath_style = false", "path_style"),
+        ("bucket = \"photos\"\nendpoint = \"https://p.supabase.co/storage/v1/s3\"\npath_style = false", "path_style"),
+        ("bucket = \"photos\"\nkey_template = \"a/./{name}\"", "key_template"),
+        ("bucket = \"photos\"\npublic_url_template = \"https://cdn/{upload_id}\"", "public_url_template"),
+        ("endpoint = \"http://127.0.0.1:9000\"", "bucket"),
+    ])
+    func s3Mistakes(lines: String, key: String) {
+        let error = failure("[destinations.s]\nprotocol = \"s3\"\n\(lines)\n")
+        #expect(error?.key == "destinations.s.\(key)", "\(String(describing: error)) for \(lines)")
+    }
+
     @Test("the example configs under Config/examples/ load")
     func examples() throws {
         let directory = Self.repositoryRoot + "/Config/examples"
         let names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".toml") }
-        #expect(names.count >= 2)
+        #expect(names.count >= 3)
         for name in names {
             let configuration = try ConfigurationLoader.load(path: directory + "/" + name)
             #expect(!configuration.destinations.isEmpty, "\(name)")

@@ -157,4 +157,24 @@ struct S3PartsTests {
             #expect(error.message.contains("MY_SECRET") && !error.message.contains("AKIDONLY"))
         }
     }
+
+    @Test("addresses: path style under an endpoint's path, virtual host, default ports left out of Host")
+    func addresses() {
+        let engine = TransferEngine()
+        defer { engine.shutdown() }
+        func client(_ endpoint: String, pathStyle: Bool) -> S3Client {
+            let settings = S3Settings(endpoint: endpoint, bucket: "photos", pathStyle: pathStyle)
+            return S3Client(destination: .s3(name: "s", settings: settings), settings: settings, engine: engine)
+        }
+        let supabase = client("https://p.supabase.co/storage/v1/s3/", pathStyle: true).target(key: "a b/c.jpg")
+        #expect(supabase.host == "p.supabase.co")
+        #expect(supabase.path == "/storage/v1/s3/photos/a%20b/c.jpg")
+        #expect(supabase.url == "https://p.supabase.co/storage/v1/s3/photos/a%20b/c.jpg")
+        let aws = client("https://s3.eu-west-1.amazonaws.com:443", pathStyle: false)
+            .target(key: "a b/c.jpg", query: [("uploads", "")])
+        #expect(aws.host == "photos.s3.eu-west-1.amazonaws.com")
+        #expect(aws.url == "https://photos.s3.eu-west-1.amazonaws.com/a%20b/c.jpg?uploads=")
+        let bucket = client("http://127.0.0.1:9000", pathStyle: true).target(key: nil)
+        #expect(bucket.host == "127.0.0.1:9000" && bucket.url == "http://127.0.0.1:9000/photos")
+    }
 }

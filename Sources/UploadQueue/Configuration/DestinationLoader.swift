@@ -110,9 +110,13 @@ enum DestinationLoader {
             throw table.error("endpoint", "\"\(endpoint)\" is not an http:// or https:// address of an S3 service")
         }
         let hostIsAddress = host == "localhost" || host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
-        let pathStyle = try table.boolean("path_style") ?? hostIsAddress
+        let hasPath = !(URL(string: endpoint)?.path ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "/")).isEmpty
+        let pathStyle = try table.boolean("path_style") ?? (hostIsAddress || hasPath)
         if !pathStyle, hostIsAddress {
             throw table.error("path_style", "virtual-host addressing needs a DNS name; \(host) is an address")
+        }
+        if !pathStyle, hasPath {
+            throw table.error("path_style", "an endpoint with a path (\(endpoint)) is addressed path-style")
         }
         var settings = S3Settings(endpoint: endpoint, bucket: bucket, region: region, pathStyle: pathStyle)
         if let text = try table.string("key_template") {
