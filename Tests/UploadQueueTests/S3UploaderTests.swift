@@ -199,6 +199,32 @@ struct S3UploaderTests {
         #expect(stamps.first?.prefix(11) != expected.prefix(11))
     }
 
+    @Test("a permanent failure whose abort is refused keeps the parts: after the fix, retry resumes the upload")
+    func permanentFailureKeepsRefusedAbort() async throws {
+        let bucket = try await S3TestBucket.make()
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(bucket.endpoint))
+        let denied = "<Error><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+        try await proxy.add(["method": "PUT", "target": "partNumber=2&", "action": "respond", "status": 403,
+                             "body": denied])
+        try await proxy.add(["method": "DELETE", "action": "respond", "status": 403, "body": denied])
+        let sandbox = try sandbox(bucket, endpoint: proxy.url(""))
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/big.tif", size: 12 << 20, seed: 46),
+                                           to: "s3")
+        let failed = try await running.settled(id)
+        #expect(failed.state == .failed && failed.permanent)
+        #expect(failed.lastError?.contains("AccessDenied") == true, "\(failed.lastError ?? "")")
+        #expect(S3ResumeState(json: failed.resumeState)?.parts.map(\.number) == [1])
+        #expect(try await bucket.openUploads().count == 1)
+        #expect(try await running.queue.retry([id]) == [id])
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        let partOne = try await proxy.requests().filter { ($0["path"] as? String)?.contains("partNumber=1&") == true }
+        #expect(partOne.count == 1, "part 1 was kept across the failure")
+        #expect(try sha256(ofFile: try bucket.download("\(id)-big.tif", to: sandbox.root + "/copy")) == job.sha256)
+    }
+
     @Test("cancel mid-upload aborts the multipart upload: ListMultipartUploads shows none left")
     func cancelAborts() async throws {
         let bucket = try await S3TestBucket.make()

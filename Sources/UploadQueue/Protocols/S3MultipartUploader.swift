@@ -26,8 +26,9 @@ struct S3MultipartUploader: Uploader {
         do {
             return try await transfer(context, client: client, state: &current)
         } catch {
-            if error.kind == .permanent, let state = current {
-                await abort(state, client: client)
+            // A job that failed for good leaves nothing behind. When the abort itself is refused (the credentials
+            // are what failed), the record stays, so `uploadq retry` after the fix resumes the same upload.
+            if error.kind == .permanent, let state = current, await abort(state, client: client) {
                 try? await context.forgetResumeState()
             }
             throw error
@@ -305,10 +306,14 @@ struct S3MultipartUploader: Uploader {
 
     // MARK: Cancel and probe
 
-    /// AbortMultipartUpload; runs to the end even when the calling task is cancelled.
-    private func abort(_ state: S3ResumeState, client: S3Client) async {
+    /// AbortMultipartUpload; true when the upload is gone afterwards (aborted, or already unknown to the store).
+    /// Runs to the end even when the calling task is cancelled.
+    @discardableResult
+    private func abort(_ state: S3ResumeState, client: S3Client) async -> Bool {
         await Task {
-            _ = try? await client.send("DELETE", key: state.key, query: [("uploadId", state.uploadID)])
+            guard let response = try? await client.send("DELETE", key: state.key,
+                                                         query: [("uploadId", state.uploadID)]) else { return false }
+            return response.isSuccess || response.status == 404
         }.value
     }
 
