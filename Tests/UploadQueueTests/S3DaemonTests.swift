@@ -82,6 +82,12 @@ struct S3DaemonTests {
         let counts = try #require((try status.json() as? [String: Any])?["counts"] as? [String: Int])
         #expect(counts["uploaded"] == 1 && counts["uploading"] == 0)
         #expect(daemon.terminate() < .seconds(5))
+        let secret = try #require(S3TestBucket.environment["UPLOADQ_TEST_MOTO_SECRET"])
+        for name in ["daemon-1", "daemon-2", "daemon-3"] {
+            let log = try String(contentsOfFile: sandbox.root + "/\(name).log", encoding: .utf8)
+            #expect(!log.contains(secret) && !log.contains("Signature="), "\(name) logged a secret")
+        }
+        #expect(!status.stdout.contains(secret))
     }
 
     @Test("200 photos of 50–500 KiB through the daemon: every one arrives whole; status counts match")
