@@ -74,18 +74,7 @@ public struct URLTemplate: Sendable, Equatable, CustomStringConvertible {
     static func encode(_ value: String) -> String {
         var text = value.replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "\\", with: "_")
         if text.hasPrefix(".") { text = "_" + text.dropFirst() }
-        var out = ""
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                 UInt8(ascii: "~"):
-                out.unicodeScalars.append(UnicodeScalar(byte))
-            default:
-                out += String(format: "%%%02X", byte)
-            }
-        }
-        return out
+        return PercentEncoding.unreserved(text)
     }
 
     /// Whether something follows `scheme://` before the path: a literal host or a placeholder.

@@ -57,11 +57,7 @@ struct S3Client: Sendable {
         let target = target(key: key, query: query)
         var fields = destination.http.headers.sorted { $0.key < $1.key }.map { HTTPHeader($0.key, $0.value) }
         fields += headers
-        var options = TransferOptions()
-        options.connectTimeout = destination.http.connectTimeout
-        options.stall = destination.http.stall
-        options.caFile = destination.http.caFile
-        options.paced = paced
+        let options = TransferOptions(destination.http, paced: paced)
         var resignedForSkew = false
         while true {
             let request = SigV4Signer.Request(method: method, host: target.host, path: target.path, query: query,

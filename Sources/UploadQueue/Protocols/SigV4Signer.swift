@@ -82,23 +82,8 @@ struct SigV4Signer: Sendable {
         path.split(separator: "/", omittingEmptySubsequences: false).map { encode(String($0)) }.joined(separator: "/")
     }
 
-    /// RFC 3986 encoding as SigV4 wants it: everything but `A-Z a-z 0-9 - . _ ~` as `%XX` (uppercase), UTF-8 bytes
-    /// one by one, space as `%20` (never `+`).
-    static func encode(_ value: String) -> String {
-        var out = ""
-        out.reserveCapacity(value.utf8.count)
-        for byte in value.utf8 {
-            switch byte {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
-                 UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"),
-                 UInt8(ascii: "~"):
-                out.unicodeScalars.append(UnicodeScalar(byte))
-            default:
-                out += "%" + String(byte, radix: 16, uppercase: true).leftPadded(to: 2)
-            }
-        }
-        return out
-    }
+    /// RFC 3986 encoding as SigV4 wants it: everything but `A-Z a-z 0-9 - . _ ~` as `%XX`, space as `%20`.
+    static func encode(_ value: String) -> String { PercentEncoding.unreserved(value) }
 
     /// A header value as signed: trimmed, inner runs of spaces collapsed to one.
     static func canonicalValue(_ value: String) -> String {
@@ -135,13 +120,6 @@ struct SigV4Signer: Sendable {
     }
 
     static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { String($0, radix: 16).leftPadded(to: 2) }.joined()
-    }
-}
-
-extension String {
-    /// The string with `0`s in front up to `width` characters.
-    fileprivate func leftPadded(to width: Int) -> String {
-        count >= width ? self : String(repeating: "0", count: width - count) + self
+        bytes.map { $0 < 16 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
     }
 }

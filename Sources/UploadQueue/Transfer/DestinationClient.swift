@@ -25,12 +25,8 @@ struct DestinationClient: Sendable {
             var fields = destination.http.headers.sorted { $0.key < $1.key }.map { HTTPHeader($0.key, $0.value) }
             if let token { fields.append(HTTPHeader("Authorization", "Bearer \(token)")) }
             fields += headers
-            var options = TransferOptions()
-            options.connectTimeout = destination.http.connectTimeout
-            options.stall = destination.http.stall
-            options.caFile = destination.http.caFile
-            options.paced = paced
-            let request = HTTPRequest(method: method, url: url, headers: fields, body: body, options: options)
+            let request = HTTPRequest(method: method, url: url, headers: fields, body: body,
+                                      options: TransferOptions(destination.http, paced: paced))
             let response: HTTPResponse
             do {
                 response = try await engine.perform(request, progress: progress)

@@ -40,6 +40,16 @@ struct TransferOptions: Sendable, Equatable {
     var paced: Bool = true
     /// Response bodies are kept up to this many bytes (for error messages and XML replies); the rest is dropped.
     var maximumResponseBody: Int = 1 << 20
+
+    /// Defaults, then a destination's timeouts, stall rule and CAs.
+    init(_ settings: HTTPSettings? = nil, paced: Bool = true) {
+        if let settings {
+            connectTimeout = settings.connectTimeout
+            stall = settings.stall
+            caFile = settings.caFile
+        }
+        self.paced = paced
+    }
 }
 
 /// When a transfer counts as stalled: below `minimumRate` bytes per second for `window`.
