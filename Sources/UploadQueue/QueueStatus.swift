@@ -1,9 +1,27 @@
 import Foundation
 
-/// The answer to `uploadq status`: is a daemon running, the link, and the queue's summary.
+/// What `uploadq status` shows: who runs the queue, the link, the counts, and what went over which link.
 public struct QueueStatus: Sendable, Equatable {
     /// The pid of the process running the queue (daemon or library host), or nil.
     public var runnerPID: Int32?
+    /// The link as a whole and who classified it.
     public var link: LinkStatus
     public var summary: QueueSummary
+    /// Request-body bytes sent: destination → link class (`metered`, `unmetered`) → bytes, so a user can show
+    /// what went over a metered link.
+    public var traffic: [String: [String: Int64]]
+
+    /// Bytes sent per link class, all destinations together.
+    public var trafficByClass: [String: Int64] {
+        traffic.values.reduce(into: [:]) { total, classes in
+            for (linkClass, bytes) in classes { total[linkClass, default: 0] += bytes }
+        }
+    }
+
+    public init(runnerPID: Int32?, link: LinkStatus, summary: QueueSummary, traffic: [String: [String: Int64]] = [:]) {
+        self.runnerPID = runnerPID
+        self.link = link
+        self.summary = summary
+        self.traffic = traffic
+    }
 }

@@ -68,7 +68,22 @@ public actor UploadQueue {
     /// Who runs the queue, the link, and counts, bytes and active transfers.
     public func status() throws -> QueueStatus {
         let pid: Int32? = scheduler != nil ? getpid() : DaemonLock.holder(path: configuration.lockPath)
-        return QueueStatus(runnerPID: pid, link: .assumedUnmetered, summary: try store.summary())
+        return QueueStatus(runnerPID: pid, link: try link(), summary: try store.summary(), traffic: try store.traffic())
+    }
+
+    /// The link as a whole (the interface of the default route), classified as the daemon does: the hand-set
+    /// class when there is one, else NetworkManager and the interface rules.
+    public func link() throws -> LinkStatus {
+        let monitor = LinkMonitor(configuration: configuration)
+        monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
+        return monitor.overall()
+    }
+
+    /// Sets the link class by hand (`auto`: detect again); kept across restarts, and a running daemon follows it
+    /// within moments.
+    public func setLinkOverride(_ override: LinkOverride) throws {
+        try store.setSetting(LinkMonitor.overrideSetting, override.rawValue)
+        wakeRunner()
     }
 
     /// Makes these failed jobs pending now.
@@ -132,7 +147,7 @@ public actor UploadQueue {
         let configuration = self.configuration
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
                                   release: { Self.releaseFile(of: $0, configuration: configuration) }, logger: logger,
-                                  exitWhenIdle: exitWhenIdle)
+                                  exitWhenIdle: exitWhenIdle, engine: engine)
         self.scheduler = scheduler
         let wakeSocket: WakeSocket?
         do {

@@ -258,10 +258,12 @@ struct ConfigurationTests {
         ("bucket = \"photos\"\nkey_template = \"a/./{name}\"", "key_template"),
         ("bucket = \"photos\"\npublic_url_template = \"https://cdn/{upload_id}\"", "public_url_template"),
         ("endpoint = \"http://127.0.0.1:9000\"", "bucket"),
+        ("bucket = \"photos\"\nendpoint = \"https://admin:hunter2@s3.example.com\"", "endpoint"),
     ])
     func s3Mistakes(lines: String, key: String) {
         let error = failure("[destinations.s]\nprotocol = \"s3\"\n\(lines)\n")
         #expect(error?.key == "destinations.s.\(key)", "\(String(describing: error)) for \(lines)")
+        #expect(error?.description.contains("hunter2") != true, "a password in the endpoint is not repeated")
     }
 
     @Test("the example configs under Config/examples/ load")

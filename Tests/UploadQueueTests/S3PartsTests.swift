@@ -177,4 +177,16 @@ struct S3PartsTests {
         let bucket = client("http://127.0.0.1:9000", pathStyle: true).target(key: nil)
         #expect(bucket.host == "127.0.0.1:9000" && bucket.url == "http://127.0.0.1:9000/photos")
     }
+
+    @Test("whether part ETags are MD5s is learnt from the parts sent (false with SSE-KMS), unknown until then")
+    func etagKind() {
+        var state = S3ResumeState(key: "k", uploadID: "u", partSize: 5 << 20)
+        #expect(state.etagsAreMD5 == nil)
+        state.record(.init(number: 1, etag: "\"0cc175b9c0f1b6a831c399e269772661\"", size: 1, md5: true))
+        #expect(state.etagsAreMD5 == true)
+        state.record(.init(number: 2, etag: "\"ffffffffffffffffffffffffffffffff\"", size: 1, md5: false))
+        #expect(state.etagsAreMD5 == false)
+        let decoded = S3ResumeState(json: state.json)
+        #expect(decoded == state)
+    }
 }

@@ -175,18 +175,18 @@ struct TransferEngineTests {
 
     @Test("token_command: its first line is read, a hung program and its children are killed at the timeout")
     func tokenCommand() {
-        #expect(TokenCommand.run(["/bin/sh", "-c", "echo tok; echo second"], timeout: .seconds(5))
+        #expect(BoundedCommand.run(["/bin/sh", "-c", "echo tok; echo second"], timeout: .seconds(5))
             == .exited(status: 0, stdout: "tok\nsecond\n", stderr: ""))
         var started = ContinuousClock.now
-        let forked = TokenCommand.run(["/bin/sh", "-c", "sleep 30 & echo tok"], timeout: .seconds(5))
+        let forked = BoundedCommand.run(["/bin/sh", "-c", "sleep 30 & echo tok"], timeout: .seconds(5))
         #expect(forked == .exited(status: 0, stdout: "tok\n", stderr: ""))
         #expect(ContinuousClock.now - started < .seconds(3), "a forked helper holding the pipe does not hold us up")
         started = ContinuousClock.now
-        #expect(TokenCommand.run(["/bin/sh", "-c", "sleep 30; echo late"], timeout: .seconds(1)) == .timedOut)
+        #expect(BoundedCommand.run(["/bin/sh", "-c", "sleep 30; echo late"], timeout: .seconds(1)) == .timedOut)
         #expect(ContinuousClock.now - started < .seconds(3))
-        #expect(TokenCommand.run(["/bin/sh", "-c", "echo no >&2; exit 3"], timeout: .seconds(5))
+        #expect(BoundedCommand.run(["/bin/sh", "-c", "echo no >&2; exit 3"], timeout: .seconds(5))
             == .exited(status: 3, stdout: "", stderr: "no\n"))
-        if case .notStarted = TokenCommand.run(["/nonexistent/get-token"], timeout: .seconds(1)) {} else {
+        if case .notStarted = BoundedCommand.run(["/nonexistent/get-token"], timeout: .seconds(1)) {} else {
             Issue.record("a missing program must not start")
         }
     }

@@ -49,6 +49,10 @@ void *uploadq_md5_new(void);
 /// Writes 16 bytes to `digest` and frees the context.
 int uploadq_md5_finish(void *context, unsigned char *digest);
 
+/// A non-blocking NETLINK_ROUTE socket subscribed to link, address and route changes (IPv4 and IPv6), so the link
+/// monitor hears when an interface or the default route comes or goes; -1 with errno set when it cannot be made.
+int uploadq_netlink_route_socket(void);
+
 /// HMAC-SHA256 of `data` under `key` (SigV4 signing keys and signatures); writes 32 bytes to `mac`, returns 0.
 int uploadq_hmac_sha256(const void *key, size_t key_length, const void *data, size_t data_length, unsigned char *mac);
 

@@ -150,6 +150,8 @@ public struct Destination: Sendable, Equatable {
     public var circuitBreaker: CircuitBreakerPolicy
     /// For `s3`: endpoint, bucket, region, keys, part sizes and credentials.
     public var s3: S3Settings?
+    /// What this destination's jobs do on a metered link unless a job says otherwise: wait by default.
+    public var onMetered: MeteredPolicy = .defer
 
     /// A destination with every setting given; see `localDirectory` and `tus` for the common cases.
     public init(name: String, transferProtocol: TransferProtocol = .file, url: String, directory: String = "",

@@ -72,9 +72,8 @@ public enum ConfigurationLoader {
         var link = Configuration.Link()
         if var table = try root.table("link") {
             if let mode = try table.string("mode") {
-                guard mode == "auto" else {
-                    throw table.error("mode", "\"\(mode)\": this version classifies every link as unmetered; "
-                        + "only \"auto\" is accepted until link policies are supported")
+                guard LinkOverride(rawValue: mode) != nil else {
+                    throw table.error("mode", "\"\(mode)\" is not one of auto, metered, unmetered, offline")
                 }
                 link.mode = mode
             }

@@ -76,7 +76,17 @@ enum DestinationLoader {
         destination.http = try httpSettings(&table, baseDirectory: baseDirectory)
         destination.publicURLTemplate = try publicURLTemplate(&table, placeholders: ["url", "upload_id"])
         destination.circuitBreaker = try circuitBreaker(&table)
+        destination.onMetered = try onMetered(&table)
         return destination
+    }
+
+    /// `on_metered = "defer" | "allow" | "allow-below:SIZE"`.
+    private static func onMetered(_ table: inout ConfigurationTable) throws(ConfigurationError) -> MeteredPolicy {
+        guard let text = try table.string("on_metered") else { return .defer }
+        guard let policy = MeteredPolicy(text) else {
+            throw table.error("on_metered", "\"\(text)\" is not one of defer, allow, allow-below:SIZE (e.g. allow-below:1MiB)")
+        }
+        return policy
     }
 
     /// `protocol = "s3"`: endpoint, bucket, region, keys, part sizes and credentials, then the connection keys
@@ -105,9 +115,13 @@ enum DestinationLoader {
         let endpoint = try table.string("endpoint") ?? "https://s3.\(region).amazonaws.com"
         let lowered = endpoint.lowercased()
         guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://"),
-              let host = URL(string: endpoint)?.host, !host.isEmpty, !endpoint.contains("?"), !endpoint.contains("#")
+              let parsed = URL(string: endpoint), let host = parsed.host, !host.isEmpty, parsed.user == nil,
+              !endpoint.contains("?"), !endpoint.contains("#"),
+              parsed.path.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || "/-._~".contains($0)) })
         else {
-            throw table.error("endpoint", "\"\(endpoint)\" is not an http:// or https:// address of an S3 service")
+            let shown = URL(string: endpoint)?.user == nil ? "\"\(endpoint)\"" : "the value"
+            throw table.error("endpoint", "\(shown) is not an http:// or https:// address of an S3 service "
+                + "(no user:password@, query or special characters in its path)")
         }
         let hostIsAddress = host == "localhost" || host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
         let hasPath = !(URL(string: endpoint)?.path ?? "").trimmingCharacters(in: CharacterSet(charactersIn: "/")).isEmpty
@@ -143,6 +157,7 @@ enum DestinationLoader {
         var destination = Destination.s3(name: name, settings: settings, http: http)
         destination.publicURLTemplate = try publicURLTemplate(&table, placeholders: ["url", "key"])
         destination.circuitBreaker = try circuitBreaker(&table)
+        destination.onMetered = try onMetered(&table)
         return destination
     }
 

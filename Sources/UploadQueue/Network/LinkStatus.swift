@@ -17,7 +17,30 @@ public struct LinkStatus: Sendable, Equatable {
     public var source: Source
     /// The interface that carries the traffic, when known.
     public var interface: String?
+    /// NetworkManager's `Metered` value for that interface (or its global one): `yes`, `no`, `guess-yes`,
+    /// `guess-no`, `unknown`; nil when NetworkManager is not running.
+    public var networkManager: String?
+    /// Why, in words (`name matches wwan*`, `no route`, `set by uploadq link`).
+    public var reason: String?
 
-    /// Until link detection exists every link counts as unmetered, by default.
-    public static let assumedUnmetered = LinkStatus(linkClass: .unmetered, source: .default, interface: nil)
+    /// A classification with its source.
+    public init(linkClass: LinkClass, source: Source, interface: String? = nil, networkManager: String? = nil,
+                reason: String? = nil) {
+        self.linkClass = linkClass
+        self.source = source
+        self.interface = interface
+        self.networkManager = networkManager
+        self.reason = reason
+    }
+
+    /// What is assumed when nothing says otherwise.
+    public static let assumedUnmetered = LinkStatus(linkClass: .unmetered, source: .default)
+}
+
+/// A hand-set link class (`uploadq link metered|unmetered|offline|auto`, or `[link] mode`); `auto` detects.
+public enum LinkOverride: String, Sendable, Equatable, CaseIterable {
+    case auto, metered, unmetered, offline
+
+    /// The class it forces, nil for `auto`.
+    var linkClass: LinkStatus.LinkClass? { LinkStatus.LinkClass(rawValue: rawValue) }
 }

@@ -16,3 +16,23 @@ public enum MeteredPolicy: Sendable, Equatable {
         }
     }
 }
+
+/// Whether a job may move bytes on its destination's link now, and if not, why it waits.
+enum LinkPolicy {
+    /// nil when the job may go; otherwise `metered-link` or `offline`.
+    static func waitingReason(for job: Job, destination: Destination, link: LinkStatus) -> WaitingReason? {
+        guard destination.transferProtocol != .file else { return nil }
+        switch link.linkClass {
+        case .unmetered:
+            return nil
+        case .offline:
+            return .offline
+        case .metered:
+            switch job.onMetered.flatMap(MeteredPolicy.init) ?? destination.onMetered {
+            case .allow: return nil
+            case .defer: return .meteredLink
+            case .allowBelow(let size): return job.size < size ? nil : .meteredLink
+            }
+        }
+    }
+}

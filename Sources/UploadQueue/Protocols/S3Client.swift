@@ -55,9 +55,11 @@ struct S3Client: Sendable {
     {
         let credentials = try S3Credentials.load(settings.credentials, destination: destination.name)
         let target = target(key: key, query: query)
+        // An empty value would make libcurl drop the header after it was signed: such headers are not sent.
         var fields = destination.http.headers.sorted { $0.key < $1.key }.map { HTTPHeader($0.key, $0.value) }
         fields += headers
-        let options = TransferOptions(destination.http, paced: paced)
+        fields.removeAll { $0.value.isEmpty }
+        let options = TransferOptions(destination.http, paced: paced, trafficLabel: destination.name)
         var resignedForSkew = false
         while true {
             let request = SigV4Signer.Request(method: method, host: target.host, path: target.path, query: query,

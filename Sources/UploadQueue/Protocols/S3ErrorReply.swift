@@ -40,7 +40,12 @@ struct S3ErrorReply: Sendable, Equatable {
         case "SignatureDoesNotMatch":
             return .permanent("signature", base + "; the secret key of destination \"\(destination)\" does not "
                 + "belong to its access key (or a proxy changed the request): fix the credentials, \(retry)")
-        case "InvalidAccessKeyId", "InvalidToken", "ExpiredToken", "TokenRefreshRequired":
+        case "ExpiredToken", "TokenRefreshRequired":
+            // Session credentials run out and get refreshed (a helper or SSO rewrites the credentials file): the
+            // next attempt reads them again.
+            return .transient("credentials-expired", base + "; the session token of destination \"\(destination)\" "
+                + "expired: refresh the credentials; the upload resumes with them")
+        case "InvalidAccessKeyId", "InvalidToken":
             return .permanent("credentials", base + "; the store does not accept the access key or session token "
                 + "of destination \"\(destination)\": fix the credentials, \(retry)")
         case "AccessDenied", "AllAccessDisabled", "AccountProblem":

@@ -26,9 +26,11 @@ struct S3MultipartUploader: Uploader {
         do {
             return try await transfer(context, client: client, state: &current)
         } catch {
-            // A job that failed for good leaves nothing behind. When the abort itself is refused (the credentials
-            // are what failed), the record stays, so `uploadq retry` after the fix resumes the same upload.
-            if error.kind == .permanent, let state = current, await abort(state, client: client) {
+            // A job that failed for good leaves nothing behind, unless what failed is access (credentials,
+            // signature, permissions, region): then the parts stay, and `uploadq retry` after the fix resumes the
+            // same upload. A refused abort also keeps the record.
+            if error.kind == .permanent, !Self.accessCodes.contains(error.code), let state = current,
+               await abort(state, client: client) {
                 try? await context.forgetResumeState()
             }
             throw error
@@ -40,6 +42,11 @@ struct S3MultipartUploader: Uploader {
     {
         let job = context.job
         let source = try SourceFile(job: job)
+        try context.checkLink()
+        if current == nil, objectKey(for: job, client: client).isEmpty {
+            throw .permanent("key", "key_template \"\(client.settings.keyTemplate)\" gives an empty object key for "
+                + "this job (its placeholders are empty); use one that always has text, such as {job_id}")
+        }
         if current == nil, job.size < client.settings.multipartThreshold {
             return try await putObject(context, source: source, client: client)
         }
@@ -75,6 +82,7 @@ struct S3MultipartUploader: Uploader {
         let done = Set(state.parts.map(\.number))
         for number in 1...plan.count where !done.contains(number) {
             if Task.isCancelled { throw .interrupted }
+            try context.checkLink()
             let part = try await uploadPart(number, state: state, plan: plan, source: source, context: context,
                                             client: client)
             state.record(part)
@@ -89,6 +97,9 @@ struct S3MultipartUploader: Uploader {
         try await complete(state, plan: plan, context: context, client: client)
         return try await finished(context, key: state.key, source: source, client: client)
     }
+
+    /// Failure codes that say access is wrong, not the upload: its parts are kept for a retry after the fix.
+    static let accessCodes: Set<String> = ["credentials", "signature", "forbidden", "region", "unauthorized"]
 
     // MARK: Single request
 
@@ -157,12 +168,10 @@ struct S3MultipartUploader: Uploader {
             guard let etag = response.header("ETag"), !etag.isEmpty else {
                 throw badReply(request, "no ETag for part \(number)")
             }
-            if let stored = Self.plainMD5(etag), stored != SigV4Signer.hex(md5) {
-                throw TransferFailure(.transient(retryAfter: nil), code: "part-mismatch",
-                    "\(request): the store kept part \(number) with MD5 \(stored) but \(SigV4Signer.hex(md5)) was "
-                    + "sent; the part is sent again", destinationFault: true)
-            }
-            return S3ResumeState.Part(number: number, etag: etag, size: length)
+            // The store checked the bytes against Content-MD5. Whether its ETags are those MD5s (not with SSE-KMS
+            // or SSE-C) decides later whether a part found by ListParts can be checked against the file.
+            return S3ResumeState.Part(number: number, etag: etag, size: length,
+                                      md5: Self.plainMD5(etag) == SigV4Signer.hex(md5))
         case 404 where S3ErrorReply(response)?.code == "NoSuchUpload":
             try await context.forgetResumeState()
             throw uploadGone(request)
@@ -201,7 +210,9 @@ struct S3MultipartUploader: Uploader {
                 parts[number] = (etag, size)
             }
             guard root.value("IsTruncated") == "true" else { return parts }
-            guard let next = root.value("NextPartNumberMarker").flatMap({ Int($0) }), next > (marker ?? 0) else {
+            guard !root.children("Part").isEmpty,
+                  let next = root.value("NextPartNumberMarker").flatMap({ Int($0) }), next > (marker ?? 0),
+                  next < Int(S3Settings.maximumPartCount) else {
                 throw badReply(request, "the list is truncated but NextPartNumberMarker does not move on")
             }
             marker = next
@@ -217,13 +228,15 @@ struct S3MultipartUploader: Uploader {
         var kept: [S3ResumeState.Part] = []
         for number in 1...plan.count {
             guard let part = stored[number], part.size == plan.length(of: number) else { continue }
+            if Task.isCancelled { throw .interrupted }
             let recorded = previous.parts.first { $0.number == number }
-            if recorded?.etag != part.etag, let md5 = Self.plainMD5(part.etag) {
+            if recorded?.etag != part.etag, previous.etagsAreMD5 != false, let md5 = Self.plainMD5(part.etag) {
                 let local = try await FileRangeDigest.digest(.md5, of: source, offset: plan.offset(of: number),
                                                              length: part.size)
                 guard SigV4Signer.hex(local) == md5 else { continue }
             }
-            kept.append(S3ResumeState.Part(number: number, etag: part.etag, size: part.size))
+            kept.append(S3ResumeState.Part(number: number, etag: part.etag, size: part.size,
+                                           md5: recorded?.etag == part.etag ? recorded?.md5 : nil))
         }
         return kept
     }
@@ -259,7 +272,11 @@ struct S3MultipartUploader: Uploader {
             if try await objectIsComplete(state, plan: plan, client: client) { return }
             try await context.forgetResumeState()
             throw uploadGone(request)
-        case "InvalidPart", "InvalidPartOrder", "EntityTooSmall":
+        case "EntityTooSmall":
+            throw TransferFailure(.permanent, code: "parts-too-small",
+                "\(request): \(reply.summary); the store wants larger parts than part_size gives: raise part_size of "
+                + "destination \"\(destination.name)\", then `uploadq retry`")
+        case "InvalidPart", "InvalidPartOrder":
             // The part list is wrong: forget it, so the next attempt asks ListParts and checks every part.
             var reset = state
             reset.parts = []
@@ -282,13 +299,17 @@ struct S3MultipartUploader: Uploader {
         switch response.status {
         case 200:
             guard response.header("Content-Length").flatMap({ Int64($0) }) == plan.size else { return false }
-            guard let expected = Self.multipartETag(state.parts, count: plan.count),
+            guard state.etagsAreMD5 == true, let expected = Self.multipartETag(state.parts, count: plan.count),
                   let etag = response.header("ETag") else { return true }
             return Self.unquoted(etag).lowercased() == expected
         case 404:
             return false
         default:
-            throw client.failure(for: response, request: "HEAD \(client.describe(client.target(key: state.key)))")
+            // An upload-only policy may not allow HEAD: whether the object exists stays open, so nothing is
+            // aborted or forgotten; the next attempt asks again.
+            throw TransferFailure(.transient(retryAfter: nil), code: "cannot-verify",
+                "HEAD \(client.describe(client.target(key: state.key))) answered HTTP \(response.status) after the "
+                + "upload was reported gone; whether it completed cannot be checked yet (HEAD needs s3:GetObject)")
         }
     }
 
@@ -334,7 +355,8 @@ struct S3MultipartUploader: Uploader {
         let key = client.settings.keyTemplate.expand(jobID: job.id, originalName: job.originalName,
                                                      sha256: job.sha256, meta: job.meta, date: job.createdAt,
                                                      escape: Self.keySegment)
-        return key.split(separator: "/").joined(separator: "/")
+        // Empty segments go; a segment made only of dots would be dropped by URL normalisation: it becomes `_`.
+        return key.split(separator: "/").map { $0.allSatisfy { $0 == "." } ? "_" : String($0) }.joined(separator: "/")
     }
 
     /// One value as part of a key: readable (spaces and Unicode kept; the wire encoding is SigV4's business) but
@@ -354,11 +376,12 @@ struct S3MultipartUploader: Uploader {
     /// that cannot be header names left out).
     func objectHeaders(_ job: Job) -> [HTTPHeader] {
         var headers = [HTTPHeader("Content-Type", job.contentType)]
-        for key in job.meta.keys.sorted() where Self.isHeaderToken(key) {
+        for key in job.meta.keys.sorted() where Self.isHeaderToken(key) && !(job.meta[key] ?? "").isEmpty {
             let value = job.meta[key] ?? ""
             let plain = value.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value < 0x7F }
                 && !value.hasPrefix(" ") && !value.hasSuffix(" ")
-            headers.append(HTTPHeader("x-amz-meta-\(key.lowercased())",
+            // `_` in a header name is dropped by nginx-fronted stores: it travels as `-`.
+            headers.append(HTTPHeader("x-amz-meta-\(key.lowercased().replacingOccurrences(of: "_", with: "-"))",
                                       plain ? value : "=?UTF-8?B?\(Data(value.utf8).base64EncodedString())?="))
         }
         return headers

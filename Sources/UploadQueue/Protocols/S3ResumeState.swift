@@ -16,6 +16,22 @@ struct S3ResumeState: Sendable, Equatable, Codable {
         /// As the store sent it, quotes included (opaque, except that a plain MD5 can be checked).
         var etag: String
         var size: Int64
+        /// Whether the ETag is the MD5 of the bytes sent (false with SSE-KMS or SSE-C); nil when unknown.
+        var md5: Bool?
+
+        init(number: Int, etag: String, size: Int64, md5: Bool? = nil) {
+            self.number = number
+            self.etag = etag
+            self.size = size
+            self.md5 = md5
+        }
+    }
+
+    /// Whether this store's part ETags are MD5s of the bytes: known from the parts sent in this upload.
+    var etagsAreMD5: Bool? {
+        let known = parts.compactMap(\.md5)
+        if known.contains(false) { return false }
+        return known.isEmpty ? nil : true
     }
 
     enum CodingKeys: String, CodingKey {

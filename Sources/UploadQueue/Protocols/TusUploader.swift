@@ -41,6 +41,7 @@ struct TusUploader: Uploader {
             }
             throw error
         }
+        try context.checkLink()
         let server = try await discovery.server(client, endpoint: endpoint)
         var state: TusResumeState
         var offset: Int64
@@ -57,6 +58,7 @@ struct TusUploader: Uploader {
         var stalledAcknowledgements = 0
         while offset < job.size {
             if Task.isCancelled { throw .interrupted }
+            try context.checkLink()
             let length = min(destination.chunkSize, job.size - offset)
             var headers = [Self.version, HTTPHeader("Upload-Offset", String(offset)),
                            HTTPHeader("Content-Type", "application/offset+octet-stream")]

@@ -19,6 +19,7 @@ struct WholeFileSender: Sendable {
     {
         let job = context.job
         let source = try SourceFile(job: job)
+        try context.checkLink()
         try await context.resumed(0)
         var request = build(job, source)
         // The job id lets servers that deduplicate retries recognise a re-sent file.

@@ -119,6 +119,14 @@ public struct QueueDatabase: Sendable {
                 t.column("value", .text).notNull()
             }
         }
+        migrator.registerMigration("v2-traffic") { db in
+            try db.create(table: "traffic") { t in
+                t.column("destination", .text).notNull()
+                t.column("link_class", .text).notNull()
+                t.column("bytes", .integer).notNull().defaults(to: 0)
+                t.primaryKey(["destination", "link_class"])
+            }
+        }
         return migrator
     }
 }

@@ -80,7 +80,8 @@ public struct QueueStore: Sendable {
 
     /// Claims the next runnable job (retryable failures whose time has come first become pending), in one write
     /// transaction: highest priority first, then oldest.
-    func claimNext(now: Date = Date(), excluding destinations: Set<String> = []) throws -> (Job, JobAttempt)? {
+    func claimNext(now: Date = Date(), excluding destinations: Set<String> = [],
+                   allowed: (Job) -> Bool = { _ in true }) throws -> (Job, JobAttempt)? {
         try writer.write { db in
             try Self.promoteDueRetries(db, now: now)
             var request = Job
@@ -91,7 +92,16 @@ public struct QueueStore: Sendable {
             if !destinations.isEmpty {
                 request = request.filter(!destinations.contains(Job.Columns.destination))
             }
-            guard let candidate = try request.fetchOne(db),
+            // The first candidate the link allows (jobs deferred on a metered link are passed over).
+            let candidates = try request.fetchCursor(db)
+            var chosen: Job?
+            while let candidate = try candidates.next() {
+                if allowed(candidate) {
+                    chosen = candidate
+                    break
+                }
+            }
+            guard let candidate = chosen,
                   let job = try Self.apply(.claim, to: candidate.id, in: db, now: now, change: { $0.rateBytesPerSecond = 0 })
             else { return nil }
             let attempt = JobAttempt(jobID: job.id, number: job.attempts, startedAt: now, endedAt: nil,
@@ -156,6 +166,61 @@ public struct QueueStore: Sendable {
                     UPDATE job SET waiting_reason = NULL WHERE state = 'pending' AND destination = ? AND waiting_reason = ?
                     """, arguments: [destination, reason.rawValue])
             }
+        }
+    }
+
+    /// Sets or clears the link's waiting reasons (`metered-link`, `offline`) on the pending jobs of `destination`:
+    /// `reason` says, per job, why it may not go now (nil: it may).
+    func markLinkWaiting(destination: String, reason: (Job) -> WaitingReason?) throws {
+        try writer.write { db in
+            let pending = try Job.filter(Job.Columns.state == JobState.pending.rawValue)
+                .filter(Job.Columns.destination == destination).fetchAll(db)
+            for job in pending {
+                let current = job.waitingReason
+                let linkReasons: [WaitingReason?] = [nil, .concurrency, .meteredLink, .offline]
+                guard linkReasons.contains(current) else { continue }
+                let wanted = reason(job)
+                if wanted != nil || current == .meteredLink || current == .offline {
+                    guard wanted != current else { continue }
+                    try db.execute(sql: "UPDATE job SET waiting_reason = ? WHERE id = ?",
+                                   arguments: [wanted?.rawValue, job.id.rawValue])
+                }
+            }
+        }
+    }
+
+    /// Makes the retryable failures of `destinations` due now: their network came back, so waiting out a
+    /// backoff computed while it was down helps no one.
+    func retryFailedNow(destinations: Set<String>, now: Date = Date()) throws {
+        guard !destinations.isEmpty else { return }
+        try writer.write { db in
+            try Job.filter(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == false)
+                .filter(destinations.contains(Job.Columns.destination))
+                .updateAll(db, Job.Columns.nextAttemptAt.set(to: now))
+        }
+    }
+
+    /// Adds bytes sent per destination and link class (what `status` shows as traffic).
+    func addTraffic(_ entries: [(destination: String, linkClass: String, bytes: Int64)]) throws {
+        guard !entries.isEmpty else { return }
+        try writer.write { db in
+            for entry in entries where entry.bytes > 0 {
+                try db.execute(sql: """
+                    INSERT INTO traffic (destination, link_class, bytes) VALUES (?, ?, ?)
+                    ON CONFLICT(destination, link_class) DO UPDATE SET bytes = bytes + excluded.bytes
+                    """, arguments: [entry.destination, entry.linkClass, entry.bytes])
+            }
+        }
+    }
+
+    /// Bytes sent so far: destination → link class → bytes.
+    public func traffic() throws -> [String: [String: Int64]] {
+        try writer.read { db in
+            var result: [String: [String: Int64]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT destination, link_class, bytes FROM traffic") {
+                result[row["destination"], default: [:]][row["link_class"]] = row["bytes"]
+            }
+            return result
         }
     }
 

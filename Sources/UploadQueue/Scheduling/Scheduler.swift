@@ -6,13 +6,23 @@ import Logging
 /// Picks by priority, then age; applies the retry policy to transient failures; turns a graceful stop into
 /// `interrupted` attempts (jobs back to `pending` with their offsets) and cancel requests into removed jobs.
 actor Scheduler {
-    private enum StopReason { case shutdown, cancel }
+    private enum StopReason { case shutdown, cancel, link }
 
     private let configuration: Configuration
     private let store: QueueStore
     private let events: EventHub
     private let uploaders: [String: any Uploader]
     private let limiter: BandwidthLimiter
+    private let engine: TransferEngine?
+    private let monitor: LinkMonitor
+    /// The link to each destination as last seen; a destination missing here has not been looked at yet.
+    private var links: [String: LinkStatus] = [:]
+    /// The jobs being transferred, to re-check against the link when it changes.
+    private var transfers: [JobID: Job] = [:]
+    /// The send cap in force (that of the link class the running transfers use).
+    private var appliedCap: Int64?
+    /// Destinations whose jobs carry link waiting reasons that must be cleared when the link allows again.
+    private var linkMarked: Set<String> = []
     private let release: @Sendable (Job) -> Void
     private let logger: Logger
     nonisolated let wake = WakeSignal()
@@ -30,8 +40,10 @@ actor Scheduler {
 
     init(configuration: Configuration, store: QueueStore, events: EventHub, uploaders: [String: any Uploader],
          release: @escaping @Sendable (Job) -> Void, logger: Logger, pollInterval: Duration = .seconds(5),
-         exitWhenIdle: Bool = false) {
+         exitWhenIdle: Bool = false, engine: TransferEngine? = nil, monitor: LinkMonitor? = nil) {
         self.exitWhenIdle = exitWhenIdle
+        self.engine = engine
+        self.monitor = monitor ?? LinkMonitor(configuration: configuration)
         self.configuration = configuration
         self.store = store
         self.events = events
@@ -48,8 +60,11 @@ actor Scheduler {
 
     /// Runs until the task is cancelled, then stops every transfer at a safe point and waits for them.
     func run() async {
+        monitor.watch { [wake] in wake.signal() }
+        defer { monitor.stop() }
         while !Task.isCancelled {
             do {
+                try followLink()
                 try handleCancelRequests()
                 startDueProbes()
                 try fillSlots()
@@ -69,6 +84,60 @@ actor Scheduler {
             }
         }
         await stopAll()
+        try? bookTraffic()
+    }
+
+    /// Looks at the link to every destination: stops transfers the new link does not allow (they resume from
+    /// their confirmed offset later), makes failures due again for destinations that came back online, sets the
+    /// bandwidth cap of the link class in use, and books the bytes sent so far under the class they went over.
+    private func followLink() throws {
+        monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
+        try bookTraffic()
+        var cameBack: Set<String> = []
+        for (name, status) in monitor.changes() {
+            let before = links[name]
+            links[name] = status
+            if before?.linkClass == .offline, status.linkClass != .offline { cameBack.insert(name) }
+            if before != nil || status.linkClass != .unmetered {
+                logger.notice("""
+                    link to destination "\(name)": \(status.linkClass.rawValue) (\(status.source.rawValue)\
+                    \(status.interface.map { ", \($0)" } ?? "")\(status.reason.map { ": \($0)" } ?? ""))
+                    """, metadata: ["uploadq.destination": "\(name)"])
+            }
+        }
+        if !cameBack.isEmpty {
+            try store.retryFailedNow(destinations: cameBack)
+            for name in cameBack {
+                breakers[name] = CircuitBreaker(policy: configuration.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy())
+                closeCircuit(name)
+            }
+        }
+        for (id, job) in transfers where stopReasons[id] == nil {
+            guard let destination = configuration.destinations[job.destination], let link = links[job.destination],
+                  LinkPolicy.waitingReason(for: job, destination: destination, link: link) != nil else { continue }
+            logger.notice("""
+                link is \(link.linkClass.rawValue): stopping the upload of \(job.id); it resumes from its confirmed \
+                offset when the link allows
+                """, metadata: ["uploadq.job": "\(id)"])
+            stopReasons[id] = .link
+            workers[id]?.cancel()
+        }
+        let metered = transfers.values.contains { links[$0.destination]?.linkClass == .metered }
+        let cap = metered ? configuration.bandwidth.metered : configuration.bandwidth.unmetered
+        if cap != appliedCap {
+            appliedCap = cap
+            engine?.setSendCap(cap)
+            Task { [limiter] in await limiter.setRate(cap) }
+        }
+    }
+
+    /// Moves the engine's byte counts into the database, under each destination's current link class.
+    private func bookTraffic() throws {
+        guard let engine else { return }
+        let counts = engine.traffic.drain()
+        try store.addTraffic(counts.map { name, bytes in
+            (name, (links[name]?.linkClass ?? .unmetered).rawValue, bytes)
+        })
     }
 
     /// Stops a transfer running here because its job was cancelled.
@@ -118,9 +187,16 @@ actor Scheduler {
     private func fillSlots() throws {
         let limit = configuration.limits.concurrency
         let held = Set(breakers.filter { $0.value.isOpen }.keys)
+        let offline = Set(links.filter { $0.value.linkClass == .offline }.keys)
+        let links = self.links
+        let destinations = configuration.destinations
+        let allowed = { (job: Job) -> Bool in
+            guard let destination = destinations[job.destination], let link = links[job.destination] else { return true }
+            return LinkPolicy.waitingReason(for: job, destination: destination, link: link) == nil
+        }
         var slotsFull = true
         while workers.count < limit {
-            guard let (job, attempt) = try store.claimNext(excluding: held) else {
+            guard let (job, attempt) = try store.claimNext(excluding: held.union(offline), allowed: allowed) else {
                 slotsFull = false
                 break
             }
@@ -129,9 +205,18 @@ actor Scheduler {
                 "uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)",
                 "attempt": "\(attempt.number)", "offset": "\(job.bytesConfirmed)",
             ])
+            transfers[job.id] = job
             workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
         }
         try store.markWaitingForSlots(slotsFull)
+        // Jobs the link holds back say why (metered-link, offline); the marks go when the link allows again.
+        for (name, link) in links where link.linkClass != .unmetered || self.linkMarked.contains(name) {
+            guard let destination = destinations[name] else { continue }
+            try store.markLinkWaiting(destination: name) {
+                LinkPolicy.waitingReason(for: $0, destination: destination, link: link)
+            }
+            if link.linkClass == .unmetered { linkMarked.remove(name) } else { linkMarked.insert(name) }
+        }
         // Jobs of destinations whose circuit is open say so, also those that became pending since it opened.
         for name in held {
             try store.markWaiting(destination: name, reason: .circuitOpen, active: true)
@@ -212,6 +297,7 @@ actor Scheduler {
         }
         await settle(job, attempt: attempt, result: result)
         workers[job.id] = nil
+        transfers[job.id] = nil
         stopReasons[job.id] = nil
         wake.signal()
     }
@@ -235,6 +321,12 @@ actor Scheduler {
                     if let removed = try store.removeCancelled(job.id) { release(removed) }
                     events.emit(.cancelled(job.id))
                     logger.info("upload cancelled", metadata: metadata)
+                } else if stopReasons[job.id] == .link {
+                    let link = links[job.destination]?.linkClass.rawValue ?? "changed"
+                    try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
+                                     error: "stopped: the link is \(link); it resumes from its confirmed offset")
+                    events.emit(.stateChanged(job.id, .pending))
+                    logger.info("upload stopped for the link; it resumes from its confirmed offset", metadata: metadata)
                 } else {
                     try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
                                      error: "stopped by a graceful shutdown")
@@ -271,9 +363,20 @@ actor Scheduler {
         let store = self.store
         let events = self.events
         let meter = TransferMeter(start: job.bytesConfirmed)
+        let monitor = self.monitor
+        let destination = configuration.destinations[job.destination]
         return TransferContext(
             job: job,
             limiter: limiter,
+            checkLink: { () throws(TransferFailure) in
+                guard let destination else { return }
+                let link = monitor.status(for: destination)
+                if let reason = LinkPolicy.waitingReason(for: job, destination: destination, link: link) {
+                    throw TransferFailure(.interrupted, code: "link",
+                        "stopped before the next chunk: the link is \(link.linkClass.rawValue) (\(reason.rawValue)); "
+                        + "it resumes from its confirmed offset")
+                }
+            },
             resumed: { offset throws(TransferFailure) in
                 meter.restart(at: offset)
                 do { try store.recordResumeOffset(job.id, attempt: attempt, offset: offset) } catch {

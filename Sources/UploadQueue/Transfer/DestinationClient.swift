@@ -26,7 +26,7 @@ struct DestinationClient: Sendable {
             if let token { fields.append(HTTPHeader("Authorization", "Bearer \(token)")) }
             fields += headers
             let request = HTTPRequest(method: method, url: url, headers: fields, body: body,
-                                      options: TransferOptions(destination.http, paced: paced))
+                                      options: TransferOptions(destination.http, paced: paced, trafficLabel: destination.name))
             let response: HTTPResponse
             do {
                 response = try await engine.perform(request, progress: progress)

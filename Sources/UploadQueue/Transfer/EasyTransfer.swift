@@ -9,6 +9,7 @@ import Synchronization
 final class EasyTransfer: @unchecked Sendable {
     let request: HTTPRequest
     private let progress: (@Sendable (Int64) -> Void)?
+    private let traffic: TrafficCounter?
     private let cancelled = Atomic<Bool>(false)
     /// Set by the caller before the transfer is submitted; resumed once by the engine thread.
     var continuation: CheckedContinuation<Result<HTTPResponse, TransferError>, Never>?
@@ -21,9 +22,10 @@ final class EasyTransfer: @unchecked Sendable {
     private var lastReportedSent: Int64 = -1
     private let errorBuffer: UnsafeMutablePointer<CChar>
 
-    init(request: HTTPRequest, progress: (@Sendable (Int64) -> Void)?) {
+    init(request: HTTPRequest, progress: (@Sendable (Int64) -> Void)?, traffic: TrafficCounter? = nil) {
         self.request = request
         self.progress = progress
+        self.traffic = traffic
         reader = RequestBodyReader(request.body)
         errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
         errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
@@ -172,6 +174,7 @@ final class EasyTransfer: @unchecked Sendable {
         guard let count = reader.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity)) else {
             return uploadq_curl_readfunc_abort()
         }
+        if let label = request.options.trafficLabel { traffic?.add(label, count) }
         return count
     }
 

@@ -40,9 +40,12 @@ struct TransferOptions: Sendable, Equatable {
     var paced: Bool = true
     /// Response bodies are kept up to this many bytes (for error messages and XML replies); the rest is dropped.
     var maximumResponseBody: Int = 1 << 20
+    /// Under which name the engine counts the body bytes sent (the destination's), for traffic accounting.
+    var trafficLabel: String?
 
     /// Defaults, then a destination's timeouts, stall rule and CAs.
-    init(_ settings: HTTPSettings? = nil, paced: Bool = true) {
+    init(_ settings: HTTPSettings? = nil, paced: Bool = true, trafficLabel: String? = nil) {
+        self.trafficLabel = trafficLabel
         if let settings {
             connectTimeout = settings.connectTimeout
             stall = settings.stall

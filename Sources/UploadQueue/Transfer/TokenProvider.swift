@@ -68,11 +68,11 @@ actor TokenProvider {
         return trimmed
     }
 
-    /// Runs the token program (see `TokenCommand`) and returns its first line of output.
+    /// Runs the token program (see `BoundedCommand`) and returns its first line of output.
     private static func runCommand(_ arguments: [String], timeout: Duration, destination: String)
         throws(TransferFailure) -> String
     {
-        switch TokenCommand.run(arguments, timeout: timeout) {
+        switch BoundedCommand.run(arguments, timeout: timeout) {
         case .notStarted(let reason):
             throw .permanent("credentials", "destination \"\(destination)\": cannot run token_command \(arguments[0]): "
                 + reason)

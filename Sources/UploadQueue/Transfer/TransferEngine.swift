@@ -11,6 +11,8 @@ import Synchronization
 final class TransferEngine: Sendable {
     private let inbox = EngineInbox()
     private let multi: MultiHandle
+    /// Body bytes sent per `TransferOptions.trafficLabel`.
+    let traffic = TrafficCounter()
 
     /// Starts the engine thread.
     init() {
@@ -33,7 +35,7 @@ final class TransferEngine: Sendable {
     func perform(_ request: HTTPRequest, progress: (@Sendable (Int64) -> Void)? = nil) async throws(TransferError)
         -> HTTPResponse
     {
-        let transfer = EasyTransfer(request: request, progress: progress)
+        let transfer = EasyTransfer(request: request, progress: progress, traffic: traffic)
         let multi = self.multi
         let inbox = self.inbox
         let result = await withTaskCancellationHandler {

@@ -1,8 +1,8 @@
 import Foundation
 
-/// Runs a `token_command`: the program directly (no shell) in a process group of its own, its output read with a
+/// Runs a helper program (a `token_command`, `busctl`): directly (no shell) in a process group of its own, its output read with a
 /// deadline; at the deadline the whole group is killed, so a helper that forks cannot hold the daemon up.
-enum TokenCommand {
+enum BoundedCommand {
     /// What the program did.
     enum Outcome: Equatable {
         case exited(status: Int32, stdout: String, stderr: String)

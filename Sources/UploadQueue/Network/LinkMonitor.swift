@@ -1,0 +1,175 @@
+import CUploadQueueSystem
+import Foundation
+import Synchronization
+
+/// Classifies the link to each destination as unmetered, metered or offline, with who decided, and says when
+/// that changes.
+///
+/// Each look reads the routing table (cheap) and takes NetworkManager's answer from a cache of at most two
+/// seconds, so the uploaders can ask before every chunk. A netlink socket wakes the monitor on route, address
+/// and link changes; a two-second poll covers NetworkManager's own changes and systems without netlink.
+final class LinkMonitor: Sendable {
+    private struct State {
+        var override: LinkOverride
+        var networkManager: [String: (value: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)?, at: ContinuousClock.Instant)] = [:]
+        var addresses: [String: (bytes: [UInt8]?, at: ContinuousClock.Instant)] = [:]
+        var last: [String: LinkStatus] = [:]
+        var watching = false
+    }
+
+    private let configuration: Configuration
+    private let classifier: LinkClassifier
+    private let state: Mutex<State>
+    private let stopped = Atomic<Bool>(false)
+    /// The settings key `uploadq link` writes.
+    static let overrideSetting = "link.override"
+
+    init(configuration: Configuration, networkManager: NetworkManagerProbe? = NetworkManagerProbe()) {
+        self.configuration = configuration
+        classifier = LinkClassifier(meteredInterfaces: configuration.link.meteredInterfaces,
+                                    networkManager: networkManager)
+        state = Mutex(State(override: LinkOverride(rawValue: configuration.link.mode) ?? .auto))
+    }
+
+    /// Applies the hand-set class (`nil`: the config's `[link] mode`).
+    func setOverride(_ stored: String?) {
+        let chosen = stored.flatMap(LinkOverride.init(rawValue:)) ?? LinkOverride(rawValue: configuration.link.mode)
+            ?? .auto
+        state.withLock { $0.override = chosen }
+    }
+
+    /// The link as a whole: the interface of the default route.
+    func overall() -> LinkStatus {
+        classify(interface: RouteTable.current().defaultInterface)
+    }
+
+    /// The link to `destination`'s server; a local-directory destination needs none and is always unmetered.
+    func status(for destination: Destination) -> LinkStatus {
+        guard let host = Self.host(of: destination) else {
+            return LinkStatus(linkClass: .unmetered, source: .default, reason: "local directory")
+        }
+        let table = RouteTable.current()
+        let interface = address(of: host).map { table.interface(for: $0) } ?? table.defaultInterface
+        return classify(interface: interface)
+    }
+
+    /// Looks at every destination again; returns those whose class changed since the last look, with the new
+    /// status.
+    func changes() -> [String: LinkStatus] {
+        var changed: [String: LinkStatus] = [:]
+        for (name, destination) in configuration.destinations {
+            let status = status(for: destination)
+            let before = state.withLock { state -> LinkStatus? in
+                let before = state.last[name]
+                state.last[name] = status
+                return before
+            }
+            if before?.linkClass != status.linkClass { changed[name] = status }
+        }
+        return changed
+    }
+
+    /// Calls `onChange` (on a thread of its own) whenever netlink reports a change, and every two seconds
+    /// otherwise, until `stop()`.
+    func watch(_ onChange: @escaping @Sendable () -> Void) {
+        let descriptor = uploadq_netlink_route_socket()
+        let thread = Thread { [self] in
+            var buffer = [UInt8](repeating: 0, count: 16 << 10)
+            while !self.stopped.load(ordering: .relaxed) {
+                if descriptor >= 0 {
+                    var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                    if poll(&poller, 1, 2000) > 0 {
+                        while recv(descriptor, &buffer, buffer.count, 0) > 0 {}
+                        usleep(100_000)  // let a burst of changes (an interface going down) settle
+                        while recv(descriptor, &buffer, buffer.count, 0) > 0 {}
+                    }
+                } else {
+                    usleep(2_000_000)
+                }
+                if !self.stopped.load(ordering: .relaxed) { onChange() }
+            }
+            if descriptor >= 0 { close(descriptor) }
+        }
+        thread.name = "uploadq.link-monitor"
+        thread.start()
+    }
+
+    func stop() {
+        stopped.store(true, ordering: .relaxed)
+    }
+
+    private func classify(interface: String?) -> LinkStatus {
+        let override = state.withLock { $0.override }
+        let nm = override == .auto && interface != nil && interface != "lo" ? networkManager(interface) : nil
+        return classifier.classify(interface: interface, override: override, networkManager: nm)
+    }
+
+    /// NetworkManager's answer for `interface`, at most two seconds old.
+    private func networkManager(_ interface: String?) -> (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)? {
+        guard let probe = classifier.networkManager else { return nil }
+        let key = interface ?? ""
+        let now = ContinuousClock.now
+        if let cached = state.withLock({ $0.networkManager[key] }), now - cached.at < .seconds(2) {
+            return cached.value
+        }
+        let value = probe.query(interface: interface)
+        // Without NetworkManager on the bus, ask again only every 30 s.
+        let at = value == nil ? now + .seconds(28) : now
+        state.withLock { $0.networkManager[key] = (value, at) }
+        return value
+    }
+
+    /// The first address of `host`, looked up at most once a minute (a literal address directly).
+    private func address(of host: String) -> [UInt8]? {
+        if let literal = Self.literalAddress(host) { return literal }
+        let now = ContinuousClock.now
+        if let cached = state.withLock({ $0.addresses[host] }), now - cached.at < .seconds(60) { return cached.bytes }
+        var hints = addrinfo()
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        var bytes: [UInt8]?
+        if getaddrinfo(host, nil, &hints, &result) == 0, let first = result {
+            bytes = Self.bytes(of: first.pointee.ai_addr)
+            freeaddrinfo(result)
+        }
+        // A failed lookup is retried sooner: it may be the link that is down.
+        state.withLock { $0.addresses[host] = (bytes, bytes == nil ? now - .seconds(55) : now) }
+        return bytes
+    }
+
+    static func literalAddress(_ host: String) -> [UInt8]? {
+        var v4 = in_addr()
+        if inet_pton(AF_INET, host, &v4) == 1 { return withUnsafeBytes(of: v4) { Array($0) } }
+        var v6 = in6_addr()
+        let trimmed = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if inet_pton(AF_INET6, trimmed, &v6) == 1 { return withUnsafeBytes(of: v6) { Array($0) } }
+        return nil
+    }
+
+    private static func bytes(of address: UnsafeMutablePointer<sockaddr>?) -> [UInt8]? {
+        guard let address else { return nil }
+        switch Int32(address.pointee.sa_family) {
+        case AF_INET:
+            return address.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { pointer in
+                withUnsafeBytes(of: pointer.pointee.sin_addr) { Array($0) }
+            }
+        case AF_INET6:
+            return address.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { pointer in
+                withUnsafeBytes(of: pointer.pointee.sin6_addr) { Array($0) }
+            }
+        default:
+            return nil
+        }
+    }
+
+    /// The host a destination's requests go to; nil for a local directory.
+    static func host(of destination: Destination) -> String? {
+        let url: String
+        switch destination.transferProtocol {
+        case .file: return nil
+        case .s3: url = destination.s3?.endpoint ?? destination.url
+        case .tus, .httpPut, .httpPost: url = destination.urlTemplate?.staticPrefix ?? destination.url
+        }
+        return URL(string: url)?.host
+    }
+}
