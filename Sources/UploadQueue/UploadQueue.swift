@@ -36,9 +36,10 @@ public actor UploadQueue {
     /// in place). Returns the new job's id, or the id of the job that already carries the same content.
     @discardableResult
     public func enqueue(_ file: String, destination: String? = nil, metadata: [String: String] = [:],
-                        patch: PatchTarget? = nil, mode: IntakeMode = .copy, priority: Int = 0) async throws -> JobID {
+                        patch: PatchTarget? = nil, mode: IntakeMode = .copy, priority: Int = 0,
+                        onMetered: MeteredPolicy? = nil) async throws -> JobID {
         try await enqueue(EnqueueRequest(path: file, destination: destination, meta: metadata, patch: patch,
-                                         priority: priority, mode: mode)).id
+                                         priority: priority, mode: mode, onMetered: onMetered?.description)).id
     }
 
     /// Accepts a file described by `request`; says whether it was a duplicate.

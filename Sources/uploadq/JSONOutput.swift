@@ -57,10 +57,10 @@ enum JSONOutput {
         daemon["pid"] = status.runnerPID.map { Int($0) } ?? NSNull()
         return [
             "daemon": daemon,
-            "link": [
-                "class": status.link.linkClass.rawValue,
-                "source": status.link.source.rawValue,
-                "interface": status.link.interface ?? NSNull(),
+            "link": link(status.link),
+            "traffic": [
+                "by_class": status.trafficByClass,
+                "by_destination": status.traffic,
             ] as [String: Any],
             "counts": Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, summary.counts[$0] ?? 0) }),
             "bytes": Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, summary.bytes[$0] ?? 0) }),
@@ -79,6 +79,17 @@ enum JSONOutput {
                 "done": summary.patches[.done] ?? 0,
                 "failed": summary.patches[.failed] ?? 0,
             ],
+        ]
+    }
+
+    /// The link's class, who decided, the interface, NetworkManager's value and why.
+    static func link(_ link: LinkStatus) -> [String: Any] {
+        [
+            "class": link.linkClass.rawValue,
+            "source": link.source.rawValue,
+            "interface": link.interface ?? NSNull(),
+            "networkmanager": link.networkManager ?? NSNull(),
+            "reason": link.reason ?? NSNull(),
         ]
     }
 

@@ -2,24 +2,38 @@ import ArgumentParser
 import Foundation
 import UploadQueue
 
-/// `uploadq link`: shows how the link is classified and who decided.
+/// `uploadq link [auto|metered|unmetered|offline]`: shows how the link is classified and who decided, or sets the
+/// class by hand (kept across restarts; a running daemon follows within moments).
 struct LinkCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "link", abstract: "Show the link classification (metered, unmetered, offline) and its source.")
+        commandName: "link",
+        abstract: "Show the link classification (metered, unmetered, offline) and its source, or set it by hand.",
+        discussion: """
+            With MODE, the class is set by hand until `uploadq link auto`: photos to destinations with \
+            on_metered = "defer" wait while it is metered, and nothing moves while it is offline.
+            """)
 
     @OptionGroup var options: GlobalOptions
+    @Argument(help: "auto (detect), metered, unmetered or offline.") var mode: String?
     @Flag(help: "Print one JSON document.") var json = false
 
     func run() async throws {
         let queue = try options.openQueue()
-        let link = try await queue.status().link
+        if let mode {
+            guard let override = LinkOverride(rawValue: mode) else {
+                throw ValidationError("\"\(mode)\" is not one of auto, metered, unmetered, offline")
+            }
+            try await queue.setLinkOverride(override)
+        }
+        let link = try await queue.link()
         if json {
-            try JSONOutput.print([
-                "class": link.linkClass.rawValue, "source": link.source.rawValue,
-                "interface": link.interface ?? NSNull(),
-            ] as [String: Any])
+            try JSONOutput.print(JSONOutput.link(link))
         } else {
-            print("\(link.linkClass.rawValue) (source: \(link.source.rawValue))")
+            var line = "\(link.linkClass.rawValue) (source: \(link.source.rawValue)"
+            if let interface = link.interface { line += ", interface: \(interface)" }
+            if let value = link.networkManager { line += ", NetworkManager: \(value)" }
+            if let reason = link.reason { line += "; \(reason)" }
+            print(line + ")")
         }
     }
 }

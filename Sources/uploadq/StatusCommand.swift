@@ -20,7 +20,13 @@ struct StatusCommand: AsyncParsableCommand {
         let summary = status.summary
         var lines: [String] = []
         lines.append("daemon:   " + (status.runnerPID.map { "running (pid \($0))" } ?? "not running"))
-        lines.append("link:     \(status.link.linkClass.rawValue) (\(status.link.source.rawValue))")
+        lines.append("link:     \(status.link.linkClass.rawValue) (\(status.link.source.rawValue)"
+            + (status.link.interface.map { ", \($0)" } ?? "") + ")")
+        let traffic = status.trafficByClass
+        if !traffic.isEmpty {
+            lines.append("sent:     " + traffic.sorted { $0.key < $1.key }
+                .map { "\(TextOutput.bytes($0.value)) \($0.key)" }.joined(separator: ", "))
+        }
         let counts = JobState.allCases.map { "\(summary.counts[$0] ?? 0) \($0.rawValue)" }.joined(separator: ", ")
         lines.append("jobs:     \(counts)" + (summary.permanentFailures > 0 ? " (\(summary.permanentFailures) need attention)" : ""))
         let bytes = JobState.allCases.map { "\(TextOutput.bytes(summary.bytes[$0] ?? 0)) \($0.rawValue)" }.joined(separator: ", ")

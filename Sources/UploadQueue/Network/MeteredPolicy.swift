@@ -1,5 +1,5 @@
 /// What a job may do on a metered link: wait, go, or go only when small.
-public enum MeteredPolicy: Sendable, Equatable {
+public enum MeteredPolicy: Sendable, Equatable, CustomStringConvertible {
     case `defer`
     case allow
     case allowBelow(Int64)
@@ -13,6 +13,15 @@ public enum MeteredPolicy: Sendable, Equatable {
             guard text.hasPrefix("allow-below:"),
                   let size = ConfigurationValues.byteCount(String(text.dropFirst("allow-below:".count))) else { return nil }
             self = .allowBelow(size)
+        }
+    }
+
+    /// `defer`, `allow` or `allow-below:BYTES`, as the config and sidecars write it.
+    public var description: String {
+        switch self {
+        case .defer: "defer"
+        case .allow: "allow"
+        case .allowBelow(let size): "allow-below:\(size)B"
         }
     }
 }
