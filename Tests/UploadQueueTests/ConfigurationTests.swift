@@ -133,6 +133,8 @@ struct ConfigurationTests {
         ("[destinations.x]\nprotocol = \"file\"\nurl = \"file://x\"\n[spool]\ndestination = \"y\"\n", "spool.destination", 5),
         ("[destinations.x]\nurl = \"file://x\"\n", "destinations.x.protocol", 1),
         ("[link]\nmode = \"sometimes\"\n", "link.mode", 2),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\non_metered = \"later\"\n",
+         "destinations.t.on_metered", 4),
         ("[destinations.t]\nprotocol = \"tus\"\nurl = \"https://h/files/{job_id}\"\n", "destinations.t.url", 3),
         ("[destinations.t]\nprotocol = \"tus\"\nurl = \"file://x\"\n", "destinations.t.url", 3),
         ("[destinations.t]\nprotocol = \"tus\"\nurl = \"https://h/\"\nchunk_size = 10\n", "destinations.t.chunk_size", 4),
@@ -266,11 +268,40 @@ struct ConfigurationTests {
         #expect(error?.description.contains("hunter2") != true, "a password in the endpoint is not repeated")
     }
 
+    @Test("[link] mode and on_metered: a hand-set class and each destination's metered policy")
+    func linkSettings() throws {
+        let configuration = try parse("""
+            [link]
+            mode = "metered"
+            metered_interfaces = ["wwan*", "enx*"]
+            [bandwidth]
+            metered = "256KiB"
+            unmetered = "10MiB"
+            [destinations.photos]
+            protocol = "tus"
+            url = "https://h.example/files/"
+            [destinations.events]
+            protocol = "http-post"
+            url = "https://h.example/events"
+            on_metered = "allow-below:1MiB"
+            [destinations.archive]
+            protocol = "s3"
+            bucket = "photos"
+            on_metered = "allow"
+            """)
+        #expect(configuration.link.mode == "metered")
+        #expect(configuration.link.meteredInterfaces == ["wwan*", "enx*"])
+        #expect(configuration.bandwidth.metered == 256 << 10 && configuration.bandwidth.unmetered == 10 << 20)
+        #expect(configuration.destinations["photos"]?.onMetered == .defer)
+        #expect(configuration.destinations["events"]?.onMetered == .allowBelow(1 << 20))
+        #expect(configuration.destinations["archive"]?.onMetered == .allow)
+    }
+
     @Test("the example configs under Config/examples/ load")
     func examples() throws {
         let directory = Self.repositoryRoot + "/Config/examples"
         let names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { $0.hasSuffix(".toml") }
-        #expect(names.count >= 3)
+        #expect(names.count >= 4)
         for name in names {
             let configuration = try ConfigurationLoader.load(path: directory + "/" + name)
             #expect(!configuration.destinations.isEmpty, "\(name)")

@@ -47,7 +47,7 @@ struct LinkPolicyTests {
         let photoJob = try await running.settled(photo, timeout: .seconds(10))
         #expect(photoJob.state == .uploaded, "\(photoJob.lastError ?? "")")
         #expect(photoJob.waitingReason == nil)
-        // The daemon books traffic as it goes; the in-process runner books it when it stops.
+        // Traffic is booked on every pass of the scheduler and once more when it stops.
         await running.stop()
         let traffic = try running.queue.store.traffic()["dav"] ?? [:]
         #expect((traffic["metered"] ?? 0) >= 40_000 && (traffic["metered"] ?? 0) < 1 << 20, "\(traffic)")

@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 extra=(nginx curl openssl)
+command -v ip > /dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || extra+=(iproute2)   # network namespaces
 python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
 # The packaged nginx service is not needed (policy-rc.d may refuse to start it): the tests start their own.
 contrib/setup.sh "${extra[@]}"
