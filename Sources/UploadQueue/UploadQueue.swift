@@ -77,6 +77,7 @@ public actor UploadQueue {
     public func link() throws -> LinkStatus {
         let monitor = LinkMonitor(configuration: configuration)
         monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
+        monitor.refreshNetworkManager()
         return monitor.overall()
     }
 

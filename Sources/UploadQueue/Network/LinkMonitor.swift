@@ -5,13 +5,13 @@ import Synchronization
 /// Classifies the link to each destination as unmetered, metered or offline, with who decided, and says when
 /// that changes.
 ///
-/// Each look reads the routing table (cheap) and takes NetworkManager's answer from a cache of at most two
-/// seconds, so the uploaders can ask before every chunk. A netlink socket wakes the monitor on route, address
-/// and link changes; a two-second poll covers NetworkManager's own changes and systems without netlink.
+/// Each look reads the routing table (cheap) and takes NetworkManager's answer from a cache, so the scheduler and
+/// the uploaders (before every chunk) never wait for D-Bus. The monitor's own thread asks NetworkManager again
+/// every two seconds and wakes on netlink route, address and link changes.
 final class LinkMonitor: Sendable {
     private struct State {
         var override: LinkOverride
-        var networkManager: [String: (value: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)?, at: ContinuousClock.Instant)] = [:]
+        var networkManager: [String: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)] = [:]
         var addresses: [String: (bytes: [UInt8]?, at: ContinuousClock.Instant)] = [:]
         var last: [String: LinkStatus] = [:]
         var watching = false
@@ -75,6 +75,7 @@ final class LinkMonitor: Sendable {
         let descriptor = uploadq_netlink_route_socket()
         let thread = Thread { [self] in
             var buffer = [UInt8](repeating: 0, count: 16 << 10)
+            self.refreshNetworkManager()
             while !self.stopped.load(ordering: .relaxed) {
                 if descriptor >= 0 {
                     var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
@@ -86,7 +87,10 @@ final class LinkMonitor: Sendable {
                 } else {
                     usleep(2_000_000)
                 }
-                if !self.stopped.load(ordering: .relaxed) { onChange() }
+                if !self.stopped.load(ordering: .relaxed) {
+                    self.refreshNetworkManager()
+                    onChange()
+                }
             }
             if descriptor >= 0 { close(descriptor) }
         }
@@ -104,19 +108,29 @@ final class LinkMonitor: Sendable {
         return classifier.classify(interface: interface, override: override, networkManager: nm)
     }
 
-    /// NetworkManager's answer for `interface`, at most two seconds old.
+    /// NetworkManager's last answer for `interface`; nil when it is not running (or not asked yet).
     private func networkManager(_ interface: String?) -> (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)? {
-        guard let probe = classifier.networkManager else { return nil }
-        let key = interface ?? ""
-        let now = ContinuousClock.now
-        if let cached = state.withLock({ $0.networkManager[key] }), now - cached.at < .seconds(2) {
-            return cached.value
+        state.withLock { $0.networkManager[interface ?? ""] }
+    }
+
+    /// Asks NetworkManager about the interfaces in use now (the default route's and each destination's); this
+    /// waits for D-Bus (2 s at most per question), so it runs on the monitor's thread or in the CLI.
+    func refreshNetworkManager() {
+        guard let probe = classifier.networkManager else { return }
+        let table = RouteTable.current()
+        var interfaces: Set<String> = []
+        if let main = table.defaultInterface { interfaces.insert(main) }
+        for destination in configuration.destinations.values {
+            guard let host = Self.host(of: destination), let address = address(of: host),
+                  let interface = table.interface(for: address), interface != "lo" else { continue }
+            interfaces.insert(interface)
         }
-        let value = probe.query(interface: interface)
-        // Without NetworkManager on the bus, ask again only every 30 s.
-        let at = value == nil ? now + .seconds(28) : now
-        state.withLock { $0.networkManager[key] = (value, at) }
-        return value
+        var answers: [String: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)] = [:]
+        for interface in interfaces {
+            guard let answer = probe.query(interface: interface) else { break }  // not on the bus: stop asking
+            answers[interface] = answer
+        }
+        state.withLock { $0.networkManager = answers }
     }
 
     /// The first address of `host`, looked up at most once a minute (a literal address directly).
