@@ -88,12 +88,44 @@ public actor UploadQueue {
         wakeRunner()
     }
 
-    /// Makes these failed jobs pending now.
+    /// Makes these failed jobs pending now; for an uploaded job whose patch failed, sends the patch again.
     @discardableResult
     public func retry(_ ids: [JobID]) throws -> [JobID] {
-        let changed = try store.retry(ids)
+        var changed = try store.retry(ids)
+        for id in ids where !changed.contains(id) {
+            if try store.retryPatch(id) { changed.append(id) }
+        }
         wakeRunner()
         return changed
+    }
+
+    /// Every uploaded job whose completion was not acknowledged yet, then each job as it is uploaded here; after a
+    /// restart the unacknowledged ones come again. Call `acknowledge(_:)` once the host has handled one.
+    public nonisolated var completions: AsyncStream<Completion> {
+        let events = hub.subscribe()
+        let store = self.store
+        return AsyncStream { continuation in
+            let task = Task {
+                var delivered = Set<JobID>()
+                for job in (try? store.unacknowledgedCompletions()) ?? [] {
+                    delivered.insert(job.id)
+                    continuation.yield(Completion(job))
+                }
+                for await event in events {
+                    guard case .stateChanged(let id, .uploaded) = event, !delivered.contains(id),
+                          let job = try? store.job(id), (try? store.isAcknowledged(id)) == false else { continue }
+                    delivered.insert(id)
+                    continuation.yield(Completion(job))
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// Records that the host has handled a completion: it is not delivered again, also after a restart.
+    public nonisolated func acknowledge(_ id: JobID) throws {
+        try store.acknowledge(id)
     }
 
     /// Makes every failed job pending now.
@@ -147,19 +179,36 @@ public actor UploadQueue {
         defer { engine.shutdown() }
         let uploaders = configuration.destinations.mapValues { Self.uploader(for: $0, engine: engine) }
         let configuration = self.configuration
+        let monitor = LinkMonitor(configuration: configuration)
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
                                   release: { Self.releaseFile(of: $0, configuration: configuration) }, logger: logger,
-                                  exitWhenIdle: exitWhenIdle, engine: engine)
+                                  exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor)
+        let patches = PatchDispatcher(configuration: configuration, store: store, engine: engine, monitor: monitor,
+                                      logger: logger)
         self.scheduler = scheduler
         let wakeSocket: WakeSocket?
         do {
-            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake] in wake.signal() }
+            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches] in
+                wake.signal()
+                patches.wake.signal()
+            }
         } catch {
             logger.warning("no wake-up socket, falling back to polling: \(error)")
             wakeSocket = nil
         }
+        // A job that becomes uploaded may owe a patch: the dispatcher looks at once.
+        let events = hub.subscribe()
+        let patchWaker = Task {
+            for await event in events {
+                if case .stateChanged(_, .uploaded) = event { patches.wake.signal() }
+            }
+        }
+        let patchRunner = Task { await patches.run() }
         onReady()
         await scheduler.run()
+        patchRunner.cancel()
+        patchWaker.cancel()
+        await patchRunner.value
         self.scheduler = nil
         withExtendedLifetime((lock, wakeSocket)) {}
     }

@@ -17,12 +17,20 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(help: "copy (default), move (the queue takes the file over) or reference (upload in place).")
     var mode: String = "copy"
     @Option(help: "On a metered link: defer, allow or allow-below:SIZE.") var onMetered: String?
+    @Option(help: "Once uploaded, patch the remote URL into this record URL (see [patch] in the config).")
+    var patchUrl: String?
+    @Option(help: "The patch body template, e.g. '{\"photo_url\": \"{{url}}\"}' (default: [patch] body).")
+    var patchBody: String?
+    @Option(help: "The patch method (default: [patch] method, PATCH).") var patchMethod: String?
     @Flag(help: "Show progress and return when the files are uploaded or failed for good.") var wait = false
     @Flag(help: "Print one JSON array.") var json = false
 
     func validate() throws {
         if paths.isEmpty { throw ValidationError("give at least one file") }
         if IntakeMode(rawValue: mode) == nil { throw ValidationError("--mode must be copy, move or reference") }
+        if patchUrl == nil, patchBody != nil || patchMethod != nil {
+            throw ValidationError("--patch-body and --patch-method need --patch-url")
+        }
         for pair in metaPairs where !pair.contains("=") || pair.hasPrefix("=") {
             throw ValidationError("--meta takes KEY=VALUE, got '\(pair)'")
         }
@@ -42,8 +50,10 @@ struct EnqueueCommand: AsyncParsableCommand {
         var results: [(String, EnqueueResult)] = []
         var failed = false
         for path in paths {
-            let request = EnqueueRequest(path: path, destination: destination, meta: meta, priority: priority,
-                                         mode: IntakeMode(rawValue: mode) ?? .copy, onMetered: onMetered)
+            let patch = patchUrl.map { PatchTarget(url: $0, method: patchMethod, body: patchBody) }
+            let request = EnqueueRequest(path: path, destination: destination, meta: meta, patch: patch,
+                                         priority: priority, mode: IntakeMode(rawValue: mode) ?? .copy,
+                                         onMetered: onMetered)
             do {
                 let result = try await queue.enqueue(request)
                 results.append((path, result))

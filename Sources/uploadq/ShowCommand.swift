@@ -18,9 +18,18 @@ struct ShowCommand: AsyncParsableCommand {
             throw CLIExit.notFound.code
         }
         let attempts = try await queue.attempts(of: jobID)
+        let patch = try queue.store.patchRecord(jobID)
         if json {
             var document = JSONOutput.job(job)
             document["attempt_history"] = attempts.map(JSONOutput.attempt)
+            if let target = job.patch {
+                document["patch"] = [
+                    "url": target.displayURL, "method": target.method ?? NSNull(),
+                    "state": job.patchState.rawValue, "attempts": patch?.attempts ?? 0,
+                    "last_error": patch?.lastError ?? NSNull(),
+                    "next_attempt_at": job.patchState == .pending ? JSONOutput.rfc3339(patch?.nextAttemptAt) : NSNull(),
+                ] as [String: Any]
+            }
             try JSONOutput.print(document)
             return
         }
@@ -43,6 +52,10 @@ struct ShowCommand: AsyncParsableCommand {
             lines.append("last error:   \(error)" + (job.state == .failed ? (job.permanent ? " (permanent)" : " (will retry)") : ""))
         }
         if let next = job.nextAttemptAt { lines.append("next try:     \(TextOutput.time(next))") }
+        if job.patch != nil {
+            lines.append("patch:        \(job.patchState.rawValue), \(patch?.attempts ?? 0) attempt(s)"
+                + (patch?.lastError.map { "; last error: \($0)" } ?? ""))
+        }
         for (key, value) in job.meta.sorted(by: { $0.key < $1.key }) { lines.append("meta:         \(key)=\(value)") }
         for attempt in attempts {
             lines.append("attempt \(attempt.number): \(TextOutput.time(attempt.startedAt)) from \(attempt.startOffset) "

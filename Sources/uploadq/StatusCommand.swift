@@ -31,6 +31,11 @@ struct StatusCommand: AsyncParsableCommand {
         lines.append("jobs:     \(counts)" + (summary.permanentFailures > 0 ? " (\(summary.permanentFailures) need attention)" : ""))
         let bytes = JobState.allCases.map { "\(TextOutput.bytes(summary.bytes[$0] ?? 0)) \($0.rawValue)" }.joined(separator: ", ")
         lines.append("bytes:    \(bytes)")
+        let patches = summary.patches
+        if (patches[.pending] ?? 0) + (patches[.done] ?? 0) + (patches[.failed] ?? 0) > 0 {
+            lines.append("patches:  \(patches[.pending] ?? 0) pending, \(patches[.done] ?? 0) done, "
+                + "\(patches[.failed] ?? 0) failed")
+        }
         if !summary.waiting.isEmpty {
             let waiting = summary.waiting.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
             lines.append("waiting:  \(waiting.joined(separator: ", "))")

@@ -135,6 +135,8 @@ struct ConfigurationTests {
         ("[link]\nmode = \"sometimes\"\n", "link.mode", 2),
         ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\non_metered = \"later\"\n",
          "destinations.t.on_metered", 4),
+        ("[patch]\nbody = '{\"u\": \"{{link}}\"}'\n", "patch.body", 2),
+        ("[patch]\nmethod = \"patch me\"\n", "patch.method", 2),
         ("[destinations.t]\nprotocol = \"tus\"\nurl = \"https://h/files/{job_id}\"\n", "destinations.t.url", 3),
         ("[destinations.t]\nprotocol = \"tus\"\nurl = \"file://x\"\n", "destinations.t.url", 3),
         ("[destinations.t]\nprotocol = \"tus\"\nurl = \"https://h/\"\nchunk_size = 10\n", "destinations.t.chunk_size", 4),
@@ -295,6 +297,24 @@ struct ConfigurationTests {
         #expect(configuration.destinations["photos"]?.onMetered == .defer)
         #expect(configuration.destinations["events"]?.onMetered == .allowBelow(1 << 20))
         #expect(configuration.destinations["archive"]?.onMetered == .allow)
+    }
+
+    @Test("[patch]: method, body template, credentials, metered policy")
+    func patchSettings() throws {
+        let configuration = try parse("""
+            [patch]
+            method = "PUT"
+            body = '{"url": "{{url}}", "record": "{{meta.record}}"}'
+            token_env = "API_TOKEN"
+            on_metered = "defer"
+            """)
+        #expect(configuration.patch.method == "PUT")
+        #expect(configuration.patch.body.description == #"{"url": "{{url}}", "record": "{{meta.record}}"}"#)
+        #expect(configuration.patch.http.credentials == .environment("API_TOKEN"))
+        #expect(configuration.patch.onMetered == .defer)
+        let defaults = try parse("")
+        #expect(defaults.patch == PatchSettings())
+        #expect(defaults.patch.body.description == #"{"photo_url": "{{url}}"}"#)
     }
 
     @Test("the example configs under Config/examples/ load")

@@ -21,6 +21,8 @@ public struct Configuration: Sendable, Equatable {
     public var bandwidth: Bandwidth
     /// Destinations by name.
     public var destinations: [String: Destination]
+    /// How metadata patches are sent by default.
+    public var patch = PatchSettings()
 
     /// A configuration built in code; the defaults are those of an empty config file.
     public init(file: String? = nil, stateDirectory: String, spool: Spool? = nil, limits: Limits = Limits(),

@@ -115,10 +115,31 @@ public enum ConfigurationLoader {
             spool = value
             try table.rejectUnknownKeys()
         }
+        var patch = PatchSettings()
+        if var table = try root.table("patch") {
+            if let method = try table.string("method") {
+                guard PatchSettings.isMethod(method) else {
+                    throw table.error("method", "\"\(method)\" is not an HTTP method (PATCH, PUT, POST…)")
+                }
+                patch.method = method
+            }
+            if let body = try table.string("body") {
+                do {
+                    patch.body = try PatchBody(body)
+                } catch {
+                    throw table.error("body", error.message)
+                }
+            }
+            patch.http = try DestinationLoader.httpSettings(&table, baseDirectory: baseDirectory)
+            patch.onMetered = try DestinationLoader.onMetered(&table, default: .allow)
+            try table.rejectUnknownKeys()
+        }
         try root.rejectUnknownKeys()
 
-        return Configuration(file: nil, stateDirectory: stateDirectory, spool: spool, limits: limits, retry: retry,
-                             link: link, bandwidth: bandwidth, destinations: destinations)
+        var configuration = Configuration(file: nil, stateDirectory: stateDirectory, spool: spool, limits: limits,
+                                          retry: retry, link: link, bandwidth: bandwidth, destinations: destinations)
+        configuration.patch = patch
+        return configuration
     }
 
     static func absolutePath(_ path: String, base: String) -> String {

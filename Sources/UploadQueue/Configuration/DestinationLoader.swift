@@ -81,8 +81,9 @@ enum DestinationLoader {
     }
 
     /// `on_metered = "defer" | "allow" | "allow-below:SIZE"`.
-    private static func onMetered(_ table: inout ConfigurationTable) throws(ConfigurationError) -> MeteredPolicy {
-        guard let text = try table.string("on_metered") else { return .defer }
+    static func onMetered(_ table: inout ConfigurationTable, default fallback: MeteredPolicy = .defer)
+        throws(ConfigurationError) -> MeteredPolicy {
+        guard let text = try table.string("on_metered") else { return fallback }
         guard let policy = MeteredPolicy(text) else {
             throw table.error("on_metered", "\"\(text)\" is not one of defer, allow, allow-below:SIZE (e.g. allow-below:1MiB)")
         }
@@ -213,7 +214,7 @@ enum DestinationLoader {
         return breaker
     }
 
-    private static func httpSettings(_ table: inout ConfigurationTable, baseDirectory: String)
+    static func httpSettings(_ table: inout ConfigurationTable, baseDirectory: String)
         throws(ConfigurationError) -> HTTPSettings
     {
         var settings = HTTPSettings()

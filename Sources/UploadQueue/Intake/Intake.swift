@@ -12,11 +12,38 @@ struct Intake: Sendable {
     let contentTypes: ContentTypeDetector
 
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`).
+    /// Refuses a patch target now rather than at delivery: an http(s) URL, a method token, a body template with
+    /// known placeholders, one-line headers.
+    static func check(_ patch: PatchTarget) throws(UploadQueueError) {
+        let lowered = patch.url.lowercased()
+        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://"), URL(string: patch.url)?.host != nil else {
+            throw UploadQueueError(.invalidArgument, "patch URL \"\(URLRedaction.redact(patch.url))\" is not an "
+                + "http:// or https:// URL")
+        }
+        if let method = patch.method, !PatchSettings.isMethod(method) {
+            throw UploadQueueError(.invalidArgument, "patch method \"\(method)\" is not an HTTP method (PATCH, PUT, POST…)")
+        }
+        if let body = patch.body {
+            do {
+                _ = try PatchBody(body)
+            } catch {
+                throw UploadQueueError(.invalidArgument, error.message)
+            }
+        }
+        for (name, value) in patch.headers ?? [:] {
+            let valid = !name.isEmpty && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }
+            guard valid, !value.contains(where: \.isNewline) else {
+                throw UploadQueueError(.invalidArgument, "patch header \"\(name)\" is not a valid header")
+            }
+        }
+    }
+
     func enqueue(_ request: EnqueueRequest, noFollow: Bool = false, now: Date = Date()) throws(UploadQueueError) -> EnqueueResult {
         let destination = try destinationName(request.destination)
         if let policy = request.onMetered, MeteredPolicy(policy) == nil {
             throw UploadQueueError(.invalidArgument, "on_metered \"\(policy)\" is not one of defer, allow, allow-below:SIZE")
         }
+        if let patch = request.patch { try Self.check(patch) }
         let path = ConfigurationLoader.absolutePath(request.path, base: FileManager.default.currentDirectoryPath)
         let refuseLinks = noFollow || request.mode == .move
         let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (refuseLinks ? O_NOFOLLOW : 0))

@@ -36,7 +36,13 @@ struct Sidecar: Sendable, Equatable {
                     meta[metaKey] = text
                 }
             case "patch":
-                patch = try Self.patchTarget(value)
+                let target = try Self.patchTarget(value)
+                do {
+                    try Intake.check(target)
+                } catch {
+                    throw SidecarError(message: error.message)
+                }
+                patch = target
             case "priority":
                 guard let integer = Self.integer(value) else {
                     throw SidecarError(message: "\"priority\" must be an integer")

@@ -16,6 +16,15 @@ public enum MeteredPolicy: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// Whether a transfer of `size` bytes may go on a metered link.
+    func allows(size: Int64) -> Bool {
+        switch self {
+        case .defer: false
+        case .allow: true
+        case .allowBelow(let limit): size < limit
+        }
+    }
+
     /// `defer`, `allow` or `allow-below:BYTES`, as the config and sidecars write it.
     public var description: String {
         switch self {

@@ -110,6 +110,9 @@ public struct PatchTarget: Sendable, Equatable, Codable {
         self.body = body
         self.headers = headers
     }
+
+    /// The URL safe to show: credentials in it masked.
+    public var displayURL: String { URLRedaction.redact(url) }
 }
 
 /// One try at uploading a job: when, from which offset, how far, and how it ended.

@@ -127,6 +127,21 @@ public struct QueueDatabase: Sendable {
                 t.primaryKey(["destination", "link_class"])
             }
         }
+        migrator.registerMigration("v3-outbox") { db in
+            // One row per uploaded job with a patch target, written in the transaction that marks it uploaded.
+            try db.create(table: "patch_outbox") { t in
+                t.primaryKey("job_id", .text).references("job", onDelete: .cascade)
+                t.column("attempts", .integer).notNull().defaults(to: 0)
+                t.column("last_error", .text)
+                t.column("next_attempt_at", .datetime).notNull()
+                t.column("created_at", .datetime).notNull()
+                t.column("updated_at", .datetime).notNull()
+            }
+            try db.create(table: "completion_ack") { t in
+                t.primaryKey("job_id", .text).references("job", onDelete: .cascade)
+                t.column("acknowledged_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -235,10 +235,19 @@ public struct QueueStore: Sendable {
                 UPDATE job_attempt SET ended_at = ?, end_offset = ?, outcome = ?, error = ?
                 WHERE job_id = ? AND number = ?
                 """, arguments: [now, endOffset, outcome, error, id.rawValue, attempt])
-            return try Self.apply(event, to: id, in: db, now: now) { job in
+            let job = try Self.apply(event, to: id, in: db, now: now) { job in
                 job.rateBytesPerSecond = 0
                 change(&job)
+                if case .succeed = event, job.patch != nil { job.patchState = .pending }
             }
+            // The patch is owed from the moment the job is uploaded: same transaction, so a crash cannot lose it.
+            if case .succeed = event, let job, job.patch != nil {
+                try db.execute(sql: """
+                    INSERT INTO patch_outbox (job_id, attempts, next_attempt_at, created_at, updated_at)
+                    VALUES (?, 0, ?, ?, ?) ON CONFLICT(job_id) DO NOTHING
+                    """, arguments: [id.rawValue, now, now, now])
+            }
+            return job
         }
     }
 

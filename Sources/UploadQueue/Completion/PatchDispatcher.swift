@@ -1,0 +1,117 @@
+import Foundation
+import Logging
+
+/// Delivers the metadata patches the outbox owes: `METHOD url` with the filled body, `Idempotency-Key: <job id>`
+/// and the `[patch]` credentials, through the transfer engine.
+///
+/// 2xx marks the patch done; 408, 429, 5xx and network failures retry on the `[retry]` schedule (or the server's
+/// `Retry-After`); any other 4xx fails it for good (visible in `status` and `show`), and the job stays uploaded.
+/// Every patch is a row written in the transaction that marked its job uploaded, so a crash at any point only
+/// means it is sent again, with the same idempotency key.
+actor PatchDispatcher {
+    private let configuration: Configuration
+    private let store: QueueStore
+    private let engine: TransferEngine
+    private let monitor: LinkMonitor
+    private let logger: Logger
+    private let client: DestinationClient
+    /// A stand-in destination for the patch server: its HTTP settings, and its host for the link check.
+    private let target: Destination
+    nonisolated let wake = WakeSignal()
+    /// Patches sent at once.
+    private let parallel = 4
+
+    init(configuration: Configuration, store: QueueStore, engine: TransferEngine, monitor: LinkMonitor, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.engine = engine
+        self.monitor = monitor
+        self.logger = logger
+        target = Destination(name: "patch", transferProtocol: .httpPost, url: "", http: configuration.patch.http)
+        client = DestinationClient(destination: target, engine: engine)
+    }
+
+    /// Sends due patches until the task is cancelled.
+    func run() async {
+        while !Task.isCancelled {
+            do {
+                let due = try store.duePatches(limit: parallel)
+                if !due.isEmpty {
+                    await withTaskGroup(of: Void.self) { group in
+                        for job in due { group.addTask { await self.deliver(job) } }
+                    }
+                    continue
+                }
+                let next = try store.nextPatchDue().map { $0.timeIntervalSinceNow } ?? 5
+                await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.01), 5) * 1000)))
+            } catch {
+                logger.error("patches: cannot read or write the queue: \(error)")
+                await wake.wait(timeout: .seconds(1))
+            }
+        }
+    }
+
+    private func deliver(_ job: Job) async {
+        guard let patch = job.patch, let remoteURL = job.remoteURL else { return }
+        var destination = target
+        destination.url = patch.url
+        let link = monitor.status(for: destination)
+        // A patch is a few hundred bytes: `[patch] on_metered` decides as if for a file of that size.
+        if link.linkClass == .offline || (link.linkClass == .metered && !configuration.patch.onMetered.allows(size: 512)) {
+            try? store.finishPatch(job.id, outcome: .retry(error: "waiting: the link is \(link.linkClass.rawValue)",
+                                                           at: Date().addingTimeInterval(2)))
+            return
+        }
+        let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)"]
+        let outcome: PatchOutcome
+        do throws(TransferFailure) {
+            let body = try patchBody(patch).render(for: job, remoteURL: remoteURL)
+            var headers = [HTTPHeader("Content-Type", "application/json"), HTTPHeader("Idempotency-Key", job.id.rawValue)]
+            for (name, value) in (patch.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
+                headers.append(HTTPHeader(name, value))
+            }
+            let method = patch.method ?? configuration.patch.method
+            let response = try await client.send(method, patch.url, headers: headers, body: .bytes(Array(body.utf8)))
+            if response.isSuccess {
+                outcome = .done
+            } else {
+                throw client.failure(for: response, request: "\(method) \(URLRedaction.redact(patch.url))")
+            }
+        } catch {
+            outcome = verdict(error, job: job)
+        }
+        do {
+            try store.finishPatch(job.id, outcome: outcome)
+        } catch {
+            logger.error("patches: cannot record the outcome: \(error)", metadata: metadata)
+        }
+        switch outcome {
+        case .done: logger.info("record patched", metadata: metadata)
+        case .retry(let error, let at): logger.warning("patch failed, retried at \(at): \(error)", metadata: metadata)
+        case .failed(let error): logger.error("patch failed for good: \(error)", metadata: metadata)
+        }
+    }
+
+    private func patchBody(_ patch: PatchTarget) throws(TransferFailure) -> PatchBody {
+        guard let text = patch.body else { return configuration.patch.body }
+        do {
+            return try PatchBody(text)
+        } catch {
+            throw .permanent("patch-body", error.message)
+        }
+    }
+
+    private func verdict(_ failure: TransferFailure, job: Job) -> PatchOutcome {
+        switch failure.kind {
+        case .permanent:
+            return .failed(error: failure.message)
+        case .transient(let retryAfter):
+            let attempts = ((try? store.patchRecord(job.id))?.attempts ?? 0) + 1
+            let delay = configuration.retry.delay(afterFailure: attempts, random: Double.random(in: 0...1),
+                                                  retryAfter: retryAfter)
+            return .retry(error: failure.message, at: Date().addingTimeInterval(delay.seconds))
+        case .interrupted:
+            return .retry(error: failure.message, at: Date())
+        }
+    }
+}
