@@ -204,13 +204,35 @@ public actor UploadQueue {
             }
         }
         let patchRunner = Task { await patches.run() }
+        let metricsWriter = configuration.metrics.textfile.map { path in
+            Task {
+                while !Task.isCancelled {
+                    await self.writeMetrics(to: path)
+                    try? await Task.sleep(for: configuration.metrics.interval)
+                }
+            }
+        }
         onReady()
         await scheduler.run()
         patchRunner.cancel()
         patchWaker.cancel()
+        metricsWriter?.cancel()
         await patchRunner.value
         self.scheduler = nil
+        if let path = configuration.metrics.textfile { writeMetrics(to: path, stopped: true) }
         withExtendedLifetime((lock, wakeSocket)) {}
+    }
+
+    /// Rewrites the metrics text file (`stopped`: the last write, when this process no longer runs the queue); a
+    /// failure is logged, never fatal.
+    private func writeMetrics(to path: String, stopped: Bool = false) {
+        do {
+            var status = try status()
+            if stopped { status.runnerPID = nil }
+            try PrometheusText.write(PrometheusText.render(status), to: path)
+        } catch {
+            logger.warning("cannot write the metrics file \(path): \(error)")
+        }
     }
 
     /// The uploader that speaks a destination's protocol.

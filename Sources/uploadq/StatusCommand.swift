@@ -9,10 +9,15 @@ struct StatusCommand: AsyncParsableCommand {
 
     @OptionGroup var options: GlobalOptions
     @Flag(help: "Print one JSON document.") var json = false
+    @Flag(help: "Print the metrics in Prometheus text format (what [metrics] textfile holds).") var prometheus = false
 
     func run() async throws {
         let queue = try options.openQueue()
         let status = try await queue.status()
+        if prometheus {
+            print(PrometheusText.render(status), terminator: "")
+            return
+        }
         if json {
             try JSONOutput.print(JSONOutput.status(status))
             return

@@ -13,7 +13,8 @@ its own rules and byte counts, so tests running at the same time do not disturb 
 
 A rule applies to requests whose method and path match (`method`, `path` as a regular expression, `target`
 as one matched against the path with its query, all optional) and whose body is at least `min_length` bytes (and longer than `after_bytes` for the actions that
-cut a body), after `skip` matches, `times` times (-1: always). Actions:
+cut a body), after `skip` matches, `times` times (-1: always), each time with `probability` (default 1).
+Actions:
 
   reset    forward `after_bytes` of the request body, then reset both connections (TCP RST)
   stall    forward `after_bytes`, then stop forwarding for `seconds`
@@ -42,6 +43,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import random
 import re
 import socket
 import struct
@@ -60,6 +62,7 @@ class Rule:
         self.times = int(spec.get("times", 1))
         self.min_length = int(spec.get("min_length", 0))
         self.action = spec["action"]
+        self.probability = float(spec.get("probability", 1))
 
     def matches(self, method, target, length):
         path = target.split("?", 1)[0]
@@ -75,6 +78,8 @@ class Rule:
             return False
         if self.skip > 0:
             self.skip -= 1
+            return False
+        if self.probability < 1 and random.random() >= self.probability:
             return False
         if self.times > 0:
             self.times -= 1

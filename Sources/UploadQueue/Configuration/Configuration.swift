@@ -23,6 +23,20 @@ public struct Configuration: Sendable, Equatable {
     public var destinations: [String: Destination]
     /// How metadata patches are sent by default.
     public var patch = PatchSettings()
+    /// Where Prometheus metrics are written for node_exporter's textfile collector, if anywhere.
+    public var metrics = Metrics()
+
+    /// `[metrics]`: a Prometheus text file rewritten atomically every `interval`.
+    public struct Metrics: Sendable, Equatable {
+        /// The file (node_exporter reads `*.prom` in its textfile directory); nil: no metrics file.
+        public var textfile: String?
+        public var interval: Duration
+
+        public init(textfile: String? = nil, interval: Duration = .seconds(5)) {
+            self.textfile = textfile
+            self.interval = interval
+        }
+    }
 
     /// A configuration built in code; the defaults are those of an empty config file.
     public init(file: String? = nil, stateDirectory: String, spool: Spool? = nil, limits: Limits = Limits(),

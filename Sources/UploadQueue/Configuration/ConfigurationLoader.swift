@@ -134,11 +134,21 @@ public enum ConfigurationLoader {
             patch.onMetered = try DestinationLoader.onMetered(&table, default: .allow)
             try table.rejectUnknownKeys()
         }
+        var metrics = Configuration.Metrics()
+        if var table = try root.table("metrics") {
+            if let path = try table.string("textfile") {
+                guard !path.isEmpty else { throw table.error("textfile", "is empty") }
+                metrics.textfile = absolutePath(path, base: baseDirectory)
+            }
+            metrics.interval = try table.duration("interval", minimum: .milliseconds(100)) ?? metrics.interval
+            try table.rejectUnknownKeys()
+        }
         try root.rejectUnknownKeys()
 
         var configuration = Configuration(file: nil, stateDirectory: stateDirectory, spool: spool, limits: limits,
                                           retry: retry, link: link, bandwidth: bandwidth, destinations: destinations)
         configuration.patch = patch
+        configuration.metrics = metrics
         return configuration
     }
 

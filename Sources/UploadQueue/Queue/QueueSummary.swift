@@ -23,6 +23,10 @@ public struct QueueSummary: Sendable, Equatable {
     public var active: [ActiveTransfer]
     public var nextAttemptAt: Date?
     public var patches: [PatchState: Int]
+    /// Attempts that ended in a failure (each one a retry or a permanent failure), since the queue was created.
+    public var failedAttempts: Int = 0
+    /// Destinations whose jobs wait because their circuit is open.
+    public var openCircuits: Set<String> = []
 }
 
 extension QueueStore {
@@ -57,8 +61,13 @@ extension QueueStore {
             for row in try Row.fetchAll(db, sql: "SELECT patch_state, COUNT(*) FROM job GROUP BY patch_state") {
                 if let state = PatchState(rawValue: row[0]) { patches[state] = row[1] }
             }
-            return QueueSummary(counts: counts, bytes: bytes, waiting: waiting, permanentFailures: permanent,
-                                active: active, nextAttemptAt: next, patches: patches)
+            var summary = QueueSummary(counts: counts, bytes: bytes, waiting: waiting, permanentFailures: permanent,
+                                       active: active, nextAttemptAt: next, patches: patches)
+            summary.failedAttempts = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job_attempt WHERE outcome = 'failed'") ?? 0
+            summary.openCircuits = Set(try String.fetchAll(db, sql: """
+                SELECT DISTINCT destination FROM job WHERE state = 'pending' AND waiting_reason = 'circuit-open'
+                """))
+            return summary
         }
     }
 }

@@ -1,0 +1,68 @@
+import Foundation
+
+/// The queue's state in Prometheus text format (0.0.4): jobs and bytes by state, waiting reasons, bytes sent per
+/// destination and link class, transfer rate, failed attempts, open circuits, patches and the link class.
+///
+/// The daemon rewrites `[metrics] textfile` with it (atomically: temporary file, fsync, rename) for
+/// node_exporter's textfile collector; `uploadq status --prometheus` prints it once.
+public enum PrometheusText {
+    /// The exposition for one status.
+    public static func render(_ status: QueueStatus) -> String {
+        var out = ""
+        func family(_ name: String, _ type: String, _ help: String, _ samples: [(labels: [(String, String)], value: Int64)]) {
+            out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
+            for sample in samples {
+                let labels = sample.labels.map { "\($0.0)=\"\(escape($0.1))\"" }.joined(separator: ",")
+                out += name + (labels.isEmpty ? "" : "{\(labels)}") + " \(sample.value)\n"
+            }
+        }
+        let summary = status.summary
+        family("uploadq_up", "gauge", "1 while a process runs the queue's transfers.",
+               [([], status.runnerPID == nil ? 0 : 1)])
+        family("uploadq_jobs", "gauge", "Jobs by state.",
+               JobState.allCases.map { ([("state", $0.rawValue)], Int64(summary.counts[$0] ?? 0)) })
+        family("uploadq_job_bytes", "gauge", "Size of the jobs in each state, in bytes.",
+               JobState.allCases.map { ([("state", $0.rawValue)], summary.bytes[$0] ?? 0) })
+        family("uploadq_waiting_jobs", "gauge", "Pending jobs by the reason they wait.",
+               WaitingReason.allCases.map { ([("reason", $0.rawValue)], Int64(summary.waiting[$0] ?? 0)) })
+        family("uploadq_failed_permanently_jobs", "gauge", "Failed jobs that need a person.",
+               [([], Int64(summary.permanentFailures))])
+        family("uploadq_sent_bytes_total", "counter", "Request-body bytes sent, by destination and link class.",
+               status.traffic.sorted { $0.key < $1.key }.flatMap { destination, classes in
+                   classes.sorted { $0.key < $1.key }.map { ([("destination", destination), ("link_class", $0.key)], $0.value) }
+               })
+        family("uploadq_active_transfers", "gauge", "Transfers running now.", [([], Int64(summary.active.count))])
+        family("uploadq_transfer_rate_bytes_per_second", "gauge", "Sum of the running transfers' rates.",
+               [([], summary.active.reduce(0) { $0 + $1.rateBytesPerSecond })])
+        family("uploadq_failed_attempts_total", "counter", "Attempts that ended in a failure (retried or permanent).",
+               [([], Int64(summary.failedAttempts))])
+        family("uploadq_circuit_open", "gauge", "1 for a destination whose circuit is open (its jobs wait).",
+               summary.openCircuits.sorted().map { ([("destination", $0)], 1) })
+        family("uploadq_patches", "gauge", "Metadata patches by state.",
+               PatchState.allCases.filter { $0 != .none }.map { ([("state", $0.rawValue)], Int64(summary.patches[$0] ?? 0)) })
+        family("uploadq_link_class", "gauge", "1 for the class of the link as a whole, 0 for the others.",
+               LinkStatus.LinkClass.allCases.map { ([("class", $0.rawValue)], status.link.linkClass == $0 ? 1 : 0) })
+        return out
+    }
+
+    /// Writes `text` to `path` so that a reader never sees a partial file.
+    public static func write(_ text: String, to path: String) throws {
+        let temporary = path + ".tmp"
+        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8),
+                                             attributes: [.posixPermissions: 0o644]) else {
+            throw UploadQueueError(.io, "cannot write the metrics file", path: temporary)
+        }
+        let descriptor = open(temporary, O_RDONLY | O_CLOEXEC)
+        if descriptor >= 0 {
+            fsync(descriptor)
+            close(descriptor)
+        }
+        guard rename(temporary, path) == 0 else { throw UploadQueueError.system("rename", path: path) }
+    }
+
+    /// A label value: backslash, double quote and newline escaped.
+    static func escape(_ value: String) -> String {
+        value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n")
+    }
+}

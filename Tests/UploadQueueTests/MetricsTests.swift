@@ -1,0 +1,84 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// The Prometheus text the daemon writes for node_exporter and `status --prometheus` prints, read back by the
+/// reference parser (`prometheus_client` in the test virtualenv).
+struct MetricsTests {
+    /// The samples of a Prometheus text, as the Python client parses them: "name{labels}" → value.
+    static func parse(_ text: String) throws -> [String: Double] {
+        let python = ConfigurationTests.repositoryRoot + "/.build-venv/bin/python"
+        let script = """
+            import json, sys
+            from prometheus_client.parser import text_string_to_metric_families
+            out = {}
+            for family in text_string_to_metric_families(sys.stdin.read()):
+                for sample in family.samples:
+                    labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+                    out[sample.name + ("{" + labels + "}" if labels else "")] = sample.value
+            print(json.dumps(out))
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: python)
+        process.arguments = ["-c", script]
+        let input = Pipe()
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        input.fileHandleForWriting.write(Data(text.utf8))
+        try input.fileHandleForWriting.close()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        let problem = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "the parser refused the text: \(problem)")
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Double])
+    }
+
+    @Test("[metrics] textfile is rewritten while the queue runs and parses; status --prometheus prints the same")
+    func textfile() async throws {
+        let sandbox = try Sandbox(config: """
+            [metrics]
+            textfile = "metrics.prom"
+            interval = "200ms"
+            """)
+        let running = try RunningQueue(sandbox)
+        for seed in 90..<93 {
+            _ = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/m\(seed).jpg", size: 10_000, seed: UInt64(seed)),
+                                          to: "default")
+        }
+        let path = sandbox.root + "/metrics.prom"
+        let written = try await eventually(timeout: .seconds(20)) {
+            ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").contains("uploadq_jobs{state=\"uploaded\"} 3")
+        }
+        #expect(written)
+        let samples = try Self.parse(try String(contentsOfFile: path, encoding: .utf8))
+        await running.stop()
+        #expect(samples["uploadq_up"] == 1)
+        #expect(samples["uploadq_jobs{state=\"uploaded\"}"] == 3)
+        #expect(samples["uploadq_job_bytes{state=\"uploaded\"}"] == 30_000)
+        #expect(samples["uploadq_link_class{class=\"unmetered\"}"] != nil)
+        #expect(samples["uploadq_failed_attempts_total"] == 0)
+        #expect(samples["uploadq_patches{state=\"pending\"}"] == 0)
+        let final = try Self.parse(try String(contentsOfFile: path, encoding: .utf8))
+        #expect(final["uploadq_up"] == 0, "the last write after the stop says nobody runs the queue")
+        let cli = try BinaryRunner.run(["status", "--prometheus", "--config", sandbox.configPath])
+        #expect(cli.status == 0)
+        let printed = try Self.parse(cli.stdout)
+        #expect(printed["uploadq_jobs{state=\"uploaded\"}"] == 3)
+    }
+
+    @Test("label values with quotes, backslashes and newlines stay parseable")
+    func escaping() throws {
+        var summary = QueueSummary(counts: [:], bytes: [:], waiting: [:], permanentFailures: 0, active: [],
+                                   nextAttemptAt: nil, patches: [:])
+        summary.openCircuits = ["odd \"name\"\\\nx"]
+        let status = QueueStatus(runnerPID: nil, link: .assumedUnmetered, summary: summary,
+                                 traffic: ["odd \"name\"\\\nx": ["metered": 5]])
+        let samples = try Self.parse(PrometheusText.render(status))
+        #expect(samples.keys.contains { $0.hasPrefix("uploadq_sent_bytes_total{") && $0.contains("metered") })
+        #expect(samples.values.contains(5))
+    }
+}
