@@ -43,11 +43,7 @@ struct ProgressView {
     }
 
     private func bar(for job: Job) -> String {
-        let fraction = job.size > 0 ? Double(job.bytesConfirmed) / Double(job.size) : (job.state == .uploaded ? 1 : 0)
-        let width = 30
-        let filled = Int(fraction * Double(width))
-        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        return "\(job.originalName.prefix(24).padding(toLength: 24, withPad: " ", startingAt: 0)) [\(bar)] "
-            + "\(Int(fraction * 100))% \(job.state.rawValue) \(TextOutput.bytes(job.rateBytesPerSecond))/s"
+        TransferBar.line(name: job.originalName, confirmed: job.bytesConfirmed, size: job.size,
+                         rate: job.state == .uploading ? job.rateBytesPerSecond : 0, state: job.state.rawValue)
     }
 }
