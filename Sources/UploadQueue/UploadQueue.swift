@@ -14,6 +14,8 @@ public actor UploadQueue {
     private nonisolated let hub = EventHub()
     private let logger: Logger
     private var scheduler: Scheduler?
+    /// The link monitor of the running scheduler.
+    private var monitor: LinkMonitor?
 
     /// Opens (creating if needed) the queue's state directory and database.
     public init(configuration: Configuration, logger: Logger = Logger(label: "uploadq")) throws {
@@ -75,9 +77,14 @@ public actor UploadQueue {
     /// The link as a whole (the interface of the default route), classified as the daemon does: the hand-set
     /// class when there is one, else NetworkManager and the interface rules.
     public func link() throws -> LinkStatus {
+        if let monitor {
+            // The running monitor's answers are fresh (its thread keeps them so): no waiting here.
+            monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
+            return monitor.overall()
+        }
         let monitor = LinkMonitor(configuration: configuration)
         monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
-        monitor.refreshNetworkManager()
+        monitor.refresh()
         return monitor.overall()
     }
 
@@ -180,6 +187,10 @@ public actor UploadQueue {
         let uploaders = configuration.destinations.mapValues { Self.uploader(for: $0, engine: engine) }
         let configuration = self.configuration
         let monitor = LinkMonitor(configuration: configuration)
+        monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
+        // DNS and NetworkManager answer before the first claim, so a metered link is known as such from the start.
+        _ = await BlockingWork.runResult { () throws(Never) in monitor.refresh() }
+        self.monitor = monitor
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
                                   release: { Self.releaseFile(of: $0, configuration: configuration) }, logger: logger,
                                   exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor)
@@ -214,11 +225,18 @@ public actor UploadQueue {
         }
         onReady()
         await scheduler.run()
+        if exitWhenIdle {
+            // A batch run leaves no patch behind that could be sent now.
+            patchRunner.cancel()
+            await patchRunner.value
+            await patches.deliverDue()
+        }
         patchRunner.cancel()
         patchWaker.cancel()
         metricsWriter?.cancel()
         await patchRunner.value
         self.scheduler = nil
+        self.monitor = nil
         if let path = configuration.metrics.textfile { writeMetrics(to: path, stopped: true) }
         withExtendedLifetime((lock, wakeSocket)) {}
     }

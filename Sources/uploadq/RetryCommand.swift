@@ -25,8 +25,14 @@ struct RetryCommand: AsyncParsableCommand {
         for text in ids {
             let id = try parseJobID(text)
             do {
-                try await queue.retry([id])
-                print("\(id) pending")
+                if try await queue.retry([id]).isEmpty {
+                    printError("uploadq: \(id) has nothing to retry (it is uploaded and its patch did not fail)")
+                    exitCode = exitCode ?? .failure
+                } else if try await queue.job(id)?.state == .uploaded {
+                    print("\(id) patch pending again")
+                } else {
+                    print("\(id) pending")
+                }
             } catch let error as UploadQueueError {
                 printError("uploadq: \(error.message)")
                 exitCode = error.code == .jobNotFound ? .notFound : (exitCode ?? .failure)

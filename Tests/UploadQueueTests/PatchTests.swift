@@ -75,6 +75,29 @@ struct PatchTests {
         #expect(patches["failed"] == 1)
     }
 
+    @Test("retry of an uploaded job whose patch failed sends the patch again; the same photo for another record is a job of its own")
+    func retryFailedPatch() async throws {
+        let recorder = try RecorderSession()
+        try await recorder.script([["status": 422, "body": "record locked"]])
+        let sandbox = try sandbox()
+        let running = try RunningQueue(sandbox)
+        let path = try sandbox.makeFile(sandbox.root + "/h.jpg", size: 5000, seed: 88)
+        let id = try await running.queue.enqueue(path, patch: PatchTarget(url: recorder.url("/records/r-5")))
+        _ = try await running.wait(id, timeout: .seconds(20)) { $0.patchState == .failed }
+        let other = try await running.queue.enqueue(path, patch: PatchTarget(url: recorder.url("/records/r-6")))
+        #expect(other != id, "another record's patch is not folded into the first job")
+        let retried = try BinaryRunner.run(["retry", id.rawValue, "--config", sandbox.configPath])
+        #expect(retried.status == 0, "\(retried.stderr)")
+        let done = try await running.wait(id, timeout: .seconds(20)) { $0.patchState == .done }
+        let second = try await running.wait(other, timeout: .seconds(20)) { $0.patchState == .done }
+        await running.stop()
+        #expect(done.patchState == .done && done.state == .uploaded)
+        #expect(second.patchState == .done)
+        let paths = try await recorder.requests().compactMap { $0["path"] as? String }
+        #expect(paths.filter { $0.hasSuffix("/records/r-5") }.count == 2)
+        #expect(paths.filter { $0.hasSuffix("/records/r-6") }.count == 1)
+    }
+
     @Test("a patch template with an unknown placeholder is refused at enqueue, not at delivery")
     func templateCheckedAtEnqueue() async throws {
         let sandbox = try sandbox()

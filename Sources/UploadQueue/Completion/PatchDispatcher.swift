@@ -27,7 +27,7 @@ actor PatchDispatcher {
         self.engine = engine
         self.monitor = monitor
         self.logger = logger
-        target = Destination(name: "patch", transferProtocol: .httpPost, url: "", http: configuration.patch.http)
+        target = Destination(name: "[patch]", transferProtocol: .httpPost, url: "", http: configuration.patch.http)
         client = DestinationClient(destination: target, engine: engine)
     }
 
@@ -51,15 +51,36 @@ actor PatchDispatcher {
         }
     }
 
-    private func deliver(_ job: Job) async {
-        guard let patch = job.patch, let remoteURL = job.remoteURL else { return }
+    /// Sends every patch due now once (what a batch run does before it exits).
+    func deliverDue() async {
+        guard let due = try? store.duePatches(limit: 10_000) else { return }
+        for start in stride(from: 0, to: due.count, by: parallel) {
+            await withTaskGroup(of: Void.self) { group in
+                for job in due[start..<min(due.count, start + parallel)] { group.addTask { await self.deliver(job) } }
+            }
+        }
+    }
+
+    /// Whether a patch may go on the link to `url`'s server: not offline, and on a metered link as
+    /// `[patch] on_metered` says (a patch is a few hundred bytes).
+    private func linkAllows(_ url: String) -> Bool {
         var destination = target
-        destination.url = patch.url
-        let link = monitor.status(for: destination)
-        // A patch is a few hundred bytes: `[patch] on_metered` decides as if for a file of that size.
-        if link.linkClass == .offline || (link.linkClass == .metered && !configuration.patch.onMetered.allows(size: 512)) {
-            try? store.finishPatch(job.id, outcome: .retry(error: "waiting: the link is \(link.linkClass.rawValue)",
-                                                           at: Date().addingTimeInterval(2)))
+        destination.url = url
+        switch monitor.status(for: destination).linkClass {
+        case .unmetered: return true
+        case .offline: return false
+        case .metered: return configuration.patch.onMetered.allows(size: 512)
+        }
+    }
+
+    private func deliver(_ job: Job) async {
+        guard let patch = job.patch, let remoteURL = job.remoteURL else {
+            try? store.finishPatch(job.id, outcome: .failed(error: "the job has no patch target or remote URL"))
+            return
+        }
+        guard linkAllows(patch.url) else {
+            // Waiting for the link is not an attempt: the patch is only looked at again later.
+            try? store.postponePatch(job.id, until: Date().addingTimeInterval(2))
             return
         }
         let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)"]

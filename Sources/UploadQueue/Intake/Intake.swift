@@ -125,7 +125,9 @@ struct Intake: Sendable {
                     .filter(Job.Columns.size == job.size)
                     .filter(!(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == true))
                     .order(Job.Columns.id)
-                    .fetchOne(db)
+                    .fetchAll(db)
+                    // The same photo for another record (another patch target) is a job of its own.
+                    .first { $0.patch == job.patch }
                 if let existing { return existing }
                 try job.insert(db)
                 return nil

@@ -35,6 +35,11 @@ struct LinkClassifier: Sendable {
                 return LinkStatus(linkClass: .metered, source: .networkmanager, interface: interface,
                                   networkManager: metered.name, reason: "NetworkManager Metered=\(metered.name)")
             }
+            // NetworkManager's own `no` (not a guess) stands; its guesses yield to the interface rules.
+            if let definite = values.first(where: { $0 == .no }) {
+                return LinkStatus(linkClass: .unmetered, source: .networkmanager, interface: interface,
+                                  networkManager: definite.name, reason: "NetworkManager Metered=no")
+            }
             if let ruled = rules.meteredReason(interface) {
                 return LinkStatus(linkClass: .metered, source: .interfaceRule, interface: interface,
                                   networkManager: nmValue, reason: ruled)

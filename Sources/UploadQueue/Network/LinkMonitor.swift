@@ -11,7 +11,7 @@ import Synchronization
 final class LinkMonitor: Sendable {
     private struct State {
         var override: LinkOverride
-        var networkManager: [String: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)] = [:]
+        var networkManager: [String: (value: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?), at: ContinuousClock.Instant)] = [:]
         var addresses: [String: (bytes: [UInt8]?, at: ContinuousClock.Instant)] = [:]
         var last: [String: LinkStatus] = [:]
         var watching = false
@@ -44,12 +44,18 @@ final class LinkMonitor: Sendable {
     }
 
     /// The link to `destination`'s server; a local-directory destination needs none and is always unmetered.
+    /// Never waits: the server's address comes from what `refresh()` looked up (the default route until then).
     func status(for destination: Destination) -> LinkStatus {
-        guard let host = Self.host(of: destination) else {
+        guard destination.transferProtocol != .file else {
             return LinkStatus(linkClass: .unmetered, source: .default, reason: "local directory")
         }
         let table = RouteTable.current()
-        let interface = address(of: host).map { table.interface(for: $0) } ?? table.defaultInterface
+        let interface: String?
+        if let host = Self.host(of: destination), let address = cachedAddress(of: host) {
+            interface = table.interface(for: address)
+        } else {
+            interface = table.defaultInterface
+        }
         return classify(interface: interface)
     }
 
@@ -75,7 +81,6 @@ final class LinkMonitor: Sendable {
         let descriptor = uploadq_netlink_route_socket()
         let thread = Thread { [self] in
             var buffer = [UInt8](repeating: 0, count: 16 << 10)
-            self.refreshNetworkManager()
             while !self.stopped.load(ordering: .relaxed) {
                 if descriptor >= 0 {
                     var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
@@ -88,7 +93,7 @@ final class LinkMonitor: Sendable {
                     usleep(2_000_000)
                 }
                 if !self.stopped.load(ordering: .relaxed) {
-                    self.refreshNetworkManager()
+                    self.refresh()
                     onChange()
                 }
             }
@@ -110,27 +115,40 @@ final class LinkMonitor: Sendable {
 
     /// NetworkManager's last answer for `interface`; nil when it is not running (or not asked yet).
     private func networkManager(_ interface: String?) -> (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)? {
-        state.withLock { $0.networkManager[interface ?? ""] }
+        state.withLock { $0.networkManager[interface ?? ""]?.value }
     }
 
-    /// Asks NetworkManager about the interfaces in use now (the default route's and each destination's); this
-    /// waits for D-Bus (2 s at most per question), so it runs on the monitor's thread or in the CLI.
-    func refreshNetworkManager() {
-        guard let probe = classifier.networkManager else { return }
+    /// Looks up the destinations' servers and asks NetworkManager about the interfaces in use (the default
+    /// route's and each destination's). This waits for DNS and D-Bus (2 s at most per question), so it runs on
+    /// the monitor's thread, before the scheduler starts, or in the CLI; everything else reads its results.
+    func refresh() {
         let table = RouteTable.current()
         var interfaces: Set<String> = []
         if let main = table.defaultInterface { interfaces.insert(main) }
-        for destination in configuration.destinations.values {
+        for destination in configuration.destinations.values where destination.transferProtocol != .file {
             guard let host = Self.host(of: destination), let address = address(of: host),
                   let interface = table.interface(for: address), interface != "lo" else { continue }
             interfaces.insert(interface)
         }
+        guard let probe = classifier.networkManager else { return }
+        let now = ContinuousClock.now
         var answers: [String: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)] = [:]
         for interface in interfaces {
             guard let answer = probe.query(interface: interface) else { break }  // not on the bus: stop asking
             answers[interface] = answer
         }
-        state.withLock { $0.networkManager = answers }
+        state.withLock { state in
+            for (interface, answer) in answers { state.networkManager[interface] = (answer, now) }
+            // One answer that did not come (a D-Bus timeout) does not make a metered link look unmetered: the
+            // last answer stands for 30 s.
+            state.networkManager = state.networkManager.filter { now - $0.value.at < .seconds(30) }
+        }
+    }
+
+    /// The address `refresh()` found for `host` (a literal address at once); nil when not looked up yet.
+    private func cachedAddress(of host: String) -> [UInt8]? {
+        if let literal = Self.literalAddress(host) { return literal }
+        return state.withLock { $0.addresses[host]?.bytes }
     }
 
     /// The first address of `host`, looked up at most once a minute (a literal address directly).

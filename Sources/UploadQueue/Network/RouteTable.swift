@@ -28,7 +28,7 @@ struct RouteTable: Sendable, Equatable {
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
             guard fields.count >= 8, let destination = UInt32(fields[1], radix: 16),
                   let flags = UInt32(fields[3], radix: 16), let metric = UInt32(fields[6]),
-                  let mask = UInt32(fields[7], radix: 16), flags & 0x1 != 0 else { continue }
+                  let mask = UInt32(fields[7], radix: 16), flags & 0x1 != 0, flags & 0x0200 == 0 else { continue }
             // Host byte order (little-endian on the machines this runs on): the first octet is the lowest byte.
             let bytes = (0..<4).map { UInt8(truncatingIfNeeded: destination >> (8 * $0)) }
             let prefix = (0..<4).reduce(0) { $0 + UInt8(truncatingIfNeeded: mask >> (8 * $1)).nonzeroBitCount }

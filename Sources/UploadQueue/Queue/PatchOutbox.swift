@@ -58,6 +58,14 @@ extension QueueStore {
         }
     }
 
+    /// Moves a pending patch's next look to `date` without counting an attempt (its link does not allow it now).
+    func postponePatch(_ id: JobID, until date: Date) throws {
+        try writer.write { db in
+            try db.execute(sql: "UPDATE patch_outbox SET next_attempt_at = ? WHERE job_id = ?",
+                           arguments: [date, id.rawValue])
+        }
+    }
+
     /// The patch owed for a job, if it has one.
     public func patchRecord(_ id: JobID) throws -> PatchRecord? {
         try writer.read { db in

@@ -270,10 +270,14 @@ public struct QueueStore: Sendable {
     /// Makes failed jobs pending now (`uploadq retry`); returns the ids that changed.
     public func retry(_ ids: [JobID]) throws -> [JobID] {
         try writer.write { db in
+            var changed: [JobID] = []
             for id in ids {
+                // An uploaded job has nothing to retry here (its patch may: see `retryPatch`).
+                if try Job.fetchOne(db, key: id.rawValue)?.state == .uploaded { continue }
                 _ = try Self.apply(.retryNow, to: id, in: db, now: Date())
+                changed.append(id)
             }
-            return ids
+            return changed
         }
     }
 

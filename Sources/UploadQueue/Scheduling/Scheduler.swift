@@ -53,6 +53,8 @@ actor Scheduler {
         self.logger = logger
         self.pollInterval = pollInterval
         breakers = configuration.destinations.mapValues { CircuitBreaker(policy: $0.circuitBreaker) }
+        // Marks an earlier process left (metered-link, offline) are checked once against the link of now.
+        linkMarked = Set(configuration.destinations.keys)
     }
 
     /// Jobs whose transfer runs in this process now.
@@ -72,7 +74,10 @@ actor Scheduler {
                     logger.info("the queue is idle: nothing pending or uploading")
                     break
                 }
-                var due = try store.nextDueDate().map { $0.timeIntervalSinceNow } ?? pollInterval.seconds
+                // With every slot busy a due retry cannot start anyway: a finishing transfer wakes the loop.
+                let slotsFull = workers.count >= configuration.limits.concurrency
+                var due = slotsFull ? pollInterval.seconds
+                    : try store.nextDueDate().map { $0.timeIntervalSinceNow } ?? pollInterval.seconds
                 if let probe = breakers.values.compactMap(\.nextProbeAt).min() {
                     due = min(due, probe.timeIntervalSinceNow)
                 }
@@ -135,8 +140,11 @@ actor Scheduler {
     private func bookTraffic() throws {
         guard let engine else { return }
         let counts = engine.traffic.drain()
+        guard !counts.isEmpty else { return }
+        // Patches are not a destination: their bytes go under the class of the link as a whole.
+        let overall = counts.keys.contains { links[$0] == nil } ? monitor.overall().linkClass : .unmetered
         try store.addTraffic(counts.map { name, bytes in
-            (name, (links[name]?.linkClass ?? .unmetered).rawValue, bytes)
+            (name, (links[name]?.linkClass ?? overall).rawValue, bytes)
         })
     }
 
