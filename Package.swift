@@ -50,6 +50,7 @@ let package = Package(
             dependencies: [
                 "UploadQueue",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
     ],

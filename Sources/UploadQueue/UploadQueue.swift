@@ -16,6 +16,8 @@ public actor UploadQueue {
     private var scheduler: Scheduler?
     /// The link monitor of the running scheduler.
     private var monitor: LinkMonitor?
+    /// The transfer engine of the running scheduler.
+    private var engine: TransferEngine?
 
     /// Opens (creating if needed) the queue's state directory and database.
     public init(configuration: Configuration, logger: Logger = Logger(label: "uploadq")) throws {
@@ -191,6 +193,7 @@ public actor UploadQueue {
         // DNS and NetworkManager answer before the first claim, so a metered link is known as such from the start.
         _ = await BlockingWork.runResult { () throws(Never) in monitor.refresh() }
         self.monitor = monitor
+        self.engine = engine
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
                                   release: { Self.releaseFile(of: $0, configuration: configuration) }, logger: logger,
                                   exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor)
@@ -237,8 +240,16 @@ public actor UploadQueue {
         await patchRunner.value
         self.scheduler = nil
         self.monitor = nil
+        self.engine = nil
         if let path = configuration.metrics.textfile { writeMetrics(to: path, stopped: true) }
         withExtendedLifetime((lock, wakeSocket)) {}
+    }
+
+    /// Whether this process's transfers are healthy: the scheduler's loop and the engine thread go round, and the
+    /// database answers. The systemd watchdog is fed only while this holds.
+    public func isHealthy() -> Bool {
+        guard let scheduler, let engine, scheduler.isAlive, engine.isAlive else { return false }
+        return (try? store.isIdle()) != nil
     }
 
     /// Rewrites the metrics text file (`stopped`: the last write, when this process no longer runs the queue); a

@@ -38,6 +38,9 @@ struct DaemonCommand: AsyncParsableCommand {
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: runner, successTerminationBehavior: .gracefullyShutdownGroup),
         ]
+        if let watchdog = SystemdWatchdog(queue: queue, notifier: notifier, logger: logger) {
+            services.append(.init(service: watchdog))
+        }
         if let spool = configuration.spool {
             services.append(.init(service: SpoolWatcher(spool: spool, queue: queue, logger: logger)))
         }

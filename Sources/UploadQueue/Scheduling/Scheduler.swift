@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import Synchronization
 
 /// Claims runnable jobs up to the concurrency limit and runs each through its destination's uploader.
 ///
@@ -26,6 +27,8 @@ actor Scheduler {
     private let release: @Sendable (Job) -> Void
     private let logger: Logger
     nonisolated let wake = WakeSignal()
+    /// When the loop last went round (milliseconds of the monotonic clock); at least every `pollInterval`.
+    nonisolated let heartbeat = Atomic<Int64>(monotonicMilliseconds())
     private var workers: [JobID: Task<Void, Never>] = [:]
     private var stopReasons: [JobID: StopReason] = [:]
     /// One breaker per destination; an open one keeps that destination's jobs pending (`circuit-open`).
@@ -57,6 +60,11 @@ actor Scheduler {
         linkMarked = Set(configuration.destinations.keys)
     }
 
+    /// Whether the loop went round recently enough (three poll intervals), for the systemd watchdog.
+    nonisolated var isAlive: Bool {
+        monotonicMilliseconds() - heartbeat.load(ordering: .relaxed) < 3 * Int64(pollInterval.seconds * 1000) + 1000
+    }
+
     /// Jobs whose transfer runs in this process now.
     var runningJobs: Set<JobID> { Set(workers.keys) }
 
@@ -65,6 +73,7 @@ actor Scheduler {
         monitor.watch { [wake] in wake.signal() }
         defer { monitor.stop() }
         while !Task.isCancelled {
+            heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
             do {
                 try followLink()
                 try handleCancelRequests()

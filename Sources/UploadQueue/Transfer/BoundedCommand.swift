@@ -3,6 +3,10 @@ import Foundation
 /// Runs a helper program (a `token_command`, `busctl`): directly (no shell) in a process group of its own, its output read with a
 /// deadline; at the deadline the whole group is killed, so a helper that forks cannot hold the daemon up.
 enum BoundedCommand {
+    /// Variables through which systemd talks to the service itself; children do not inherit them.
+    static let serviceManagerVariables: Set<String> = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS",
+                                                        "LISTEN_PID", "LISTEN_FDNAMES"]
+
     /// What the program did.
     enum Outcome: Equatable {
         case exited(status: Int32, stdout: String, stderr: String)
@@ -35,7 +39,12 @@ enum BoundedCommand {
         var child: pid_t = 0
         let argv = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
-        let spawned = posix_spawn(&child, arguments[0], &actions, &attributes, argv, environ)
+        // systemd's variables are for the daemon alone: a systemd tool (busctl) would report to the service
+        // manager as if it were the service (`ERRNO=…`, even `READY=1`).
+        let inherited = ProcessInfo.processInfo.environment.filter { !Self.serviceManagerVariables.contains($0.key) }
+        let environment = inherited.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in environment { free(pointer) } }
+        let spawned = posix_spawn(&child, arguments[0], &actions, &attributes, argv, environment)
         close(output[1])
         close(errors[1])
         guard spawned == 0 else { return .notStarted(String(cString: strerror(spawned))) }

@@ -62,6 +62,9 @@ final class TransferEngine: Sendable {
         multi.wakeUp()
     }
 
+    /// Whether the engine thread went round its loop within the last five seconds (for the systemd watchdog).
+    var isAlive: Bool { monotonicMilliseconds() - inbox.heartbeat.load(ordering: .relaxed) < 5_000 }
+
     /// Aborts every exchange in flight and stops the thread.
     func shutdown() {
         inbox.close()
@@ -107,6 +110,9 @@ final class EngineInbox: Sendable {
 
     private let state = Mutex(State())
     let sendCap = Atomic<Int64>(0)
+    /// When the engine thread last went round its loop (milliseconds of the monotonic clock); it goes round at
+    /// least once a second.
+    let heartbeat = Atomic<Int64>(monotonicMilliseconds())
 
     /// Queues a transfer; false once the engine is shutting down.
     func submit(_ transfer: EasyTransfer) -> Bool {
@@ -163,6 +169,7 @@ final class EngineLoop: @unchecked Sendable {
             _ = curl_multi_perform(multi.pointer, &running)
             collectFinished()
             var ready: Int32 = 0
+            inbox.heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
             _ = curl_multi_poll(multi.pointer, nil, 0, 1000, &ready)
         }
     }
@@ -214,4 +221,11 @@ final class EngineLoop: @unchecked Sendable {
         let share = cap > 0 && !paced.isEmpty ? max(cap / Int64(paced.count), 1024) : 0
         for transfer in paced { transfer.setSendSpeed(share) }
     }
+}
+
+/// Milliseconds of the monotonic clock (for heartbeats).
+func monotonicMilliseconds() -> Int64 {
+    var now = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &now)
+    return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
 }
