@@ -9,6 +9,7 @@ cd "$(dirname "$0")/.."
 contrib/setup.sh
 contrib/test-servers/setup.sh
 swift build --build-tests
+swift build --product generate-manual   # the man page test runs contrib/install-cli-extras.sh with it
 test -x .build/debug/uploadq || { echo "run-tests: .build/debug/uploadq was not built" >&2; exit 1; }
 contrib/test-servers/run.sh swift test --skip-build "$@"
 if [ "$#" -eq 0 ]; then

@@ -140,4 +140,26 @@ struct CLITests {
             #expect(output.stdout.contains(command))
         }
     }
+
+    @Test("contrib/install-cli-extras.sh installs a man page and bash/zsh/fish completions naming every command")
+    func manPageAndCompletions() throws {
+        let sandbox = try Sandbox()
+        let prefix = sandbox.root + "/prefix"
+        let tool = ConfigurationTests.repositoryRoot + "/.build/debug/generate-manual-tool"
+        #expect(FileManager.default.isExecutableFile(atPath: tool), "build it first: swift build --product generate-manual")
+        let result = try BinaryRunner.run(["bash", ConfigurationTests.repositoryRoot + "/contrib/install-cli-extras.sh", prefix],
+                                          environment: ["UPLOADQ_BINARY": BinaryRunner.path, "GENERATE_MANUAL": tool],
+                                          executable: "/bin/bash")
+        #expect(result.status == 0, "\(result.stderr)")
+        let manual = try String(contentsOfFile: prefix + "/share/man/man1/uploadq.1", encoding: .utf8)
+        let bash = try String(contentsOfFile: prefix + "/share/bash-completion/completions/uploadq", encoding: .utf8)
+        let zsh = try String(contentsOfFile: prefix + "/share/zsh/site-functions/_uploadq", encoding: .utf8)
+        let fish = try String(contentsOfFile: prefix + "/share/fish/vendor_completions.d/uploadq.fish", encoding: .utf8)
+        #expect(manual.contains(".Dt UPLOADQ 1"))
+        for command in ["daemon", "enqueue", "status", "list", "show", "retry", "cancel", "link", "watch"] {
+            #expect(manual.contains(".It Em \(command)"), "man page lacks \(command)")
+            #expect(bash.contains(command) && zsh.contains(command) && fish.contains(command), "\(command)")
+        }
+        #expect(manual.contains("--patch-url") || manual.contains("patch-url"))
+    }
 }
