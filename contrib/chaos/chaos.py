@@ -247,16 +247,26 @@ chunk_size = "1MiB"
         _, body = http("GET", f"{s3_endpoint}/{bucket}?uploads", headers={"Authorization": S3_AUTH})
         open_uploads = len(ElementTree.fromstring(body).findall(f"{namespace}Upload"))
 
+        # The S3 secret must not show anywhere a person or a log collector looks.
+        outputs = [open(f"{work}/daemon.log", "rb").read().decode("utf-8", "replace"), listing.stdout]
+        for command in (["status"], ["status", "--json"], ["status", "--prometheus"],
+                        *[["show", job_id] for job_id in list(by_id)[:10]]):
+            outputs.append(subprocess.run([binary, *command, "--config", config], env=env, capture_output=True,
+                                          text=True).stdout)
+        leaks = sum(output.count(env["CHAOS_SECRET"]) for output in outputs)
+        if leaks:
+            problems.append(f"the S3 secret appears {leaks} time(s) in logs or CLI output")
+
         sent = proxy_bytes(control, tus_proxy) + proxy_bytes(control, s3_proxy)
         resent = max(0, sent - network_bytes)
         print(f"chaos: {survived} kills survived in {elapsed:.0f} s; states {counts}")
         print(f"chaos: {sent} bytes through the proxies for {network_bytes} of network files: "
               f"{resent / max(1, survived) / 2**20:.2f} MiB re-sent per kill")
         print(f"chaos: lost {lost}, corrupt {corrupt}, duplicate {duplicate}; "
-              f"S3 multipart uploads left open: {open_uploads}")
+              f"S3 multipart uploads left open: {open_uploads}; secrets leaked: {leaks}")
         for problem in problems[:20]:
             print("chaos: " + problem)
-        if lost or corrupt or duplicate or counts.get("uploaded") != len(jobs):
+        if lost or corrupt or duplicate or leaks or counts.get("uploaded") != len(jobs):
             print("chaos: FAILED; daemon log tail:")
             with open(f"{work}/daemon.log", "rb") as handle:
                 print(handle.read()[-4000:].decode("utf-8", "replace"))
