@@ -109,3 +109,5 @@ int uploadq_netlink_route_socket(void) {
     }
     return fd;
 }
+
+int uploadq_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }

@@ -51,6 +51,16 @@ public actor UploadQueue {
         try await accept(request, noFollow: false)
     }
 
+    /// Accepts many files at once, each with its own result: the same checks as one by one, but made durable with
+    /// one flush and one commit per 256 files (what the CLI does for `enqueue A B C…`).
+    public func enqueue(batch requests: [EnqueueRequest]) async -> [Result<EnqueueResult, UploadQueueError>] {
+        let intake = self.intake
+        let results = await BlockingWork.runResult { () throws(Never) in intake.enqueue(batch: requests) }.get()
+        for case .success(let result) in results where !result.deduplicated { hub.emit(.enqueued(result.id)) }
+        wakeRunner()
+        return results
+    }
+
     func accept(_ request: EnqueueRequest, noFollow: Bool) async throws -> EnqueueResult {
         let intake = self.intake
         let result = try await BlockingWork.run { try intake.enqueue(request, noFollow: noFollow) }

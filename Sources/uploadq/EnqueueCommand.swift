@@ -49,20 +49,24 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
         var results: [(String, EnqueueResult)] = []
         var failed = false
-        for path in paths {
-            let patch = patchUrl.map { PatchTarget(url: $0, method: patchMethod, body: patchBody) }
-            let request = EnqueueRequest(path: path, destination: destination, meta: meta, patch: patch,
-                                         priority: priority, mode: IntakeMode(rawValue: mode) ?? .copy,
-                                         onMetered: onMetered)
-            do {
-                let result = try await queue.enqueue(request)
+        let patch = patchUrl.map { PatchTarget(url: $0, method: patchMethod, body: patchBody) }
+        let requests = paths.map { path in
+            EnqueueRequest(path: path, destination: destination, meta: meta, patch: patch, priority: priority,
+                           mode: IntakeMode(rawValue: mode) ?? .copy, onMetered: onMetered)
+        }
+        // One batch: copies made durable with one flush and rows committed together, each file still on its own.
+        var lines = ""
+        for (path, outcome) in zip(paths, await queue.enqueue(batch: requests)) {
+            switch outcome {
+            case .success(let result):
                 results.append((path, result))
-                if !json { print(result.id.rawValue) }
-            } catch {
+                if !json { lines += result.id.rawValue + "\n" }
+            case .failure(let error):
                 printError("uploadq: \(path): \(error)")
                 failed = true
             }
         }
+        if !lines.isEmpty { FileHandle.standardOutput.write(Data(lines.utf8)) }
         if json {
             try JSONOutput.print(results.map { path, result -> [String: Any] in
                 ["id": result.id.rawValue, "path": path, "deduplicated": result.deduplicated]

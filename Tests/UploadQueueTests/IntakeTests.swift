@@ -13,6 +13,37 @@ struct IntakeTests {
         #expect(try sha256(ofFile: sandbox.root + "/empty") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
     }
 
+    @Test("a batch of 600 (three commits): each file its own result, a bad one alone refused, duplicates folded")
+    func batch() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        var requests: [EnqueueRequest] = []
+        for index in 0..<600 {
+            let path = try sandbox.makeFile(sandbox.root + "/in/p\(index).jpg", size: 1000 + index, seed: UInt64(index))
+            requests.append(EnqueueRequest(path: path, mode: index % 3 == 0 ? .reference : .copy))
+        }
+        try FileManager.default.copyItem(atPath: sandbox.root + "/in/p5.jpg", toPath: sandbox.root + "/in/again.jpg")
+        requests.append(EnqueueRequest(path: sandbox.root + "/in/again.jpg"))
+        requests.append(EnqueueRequest(path: sandbox.root + "/in/missing.jpg"))
+        let results = await queue.enqueue(batch: requests)
+        #expect(results.count == 602)
+        let accepted = results.prefix(600).compactMap { try? $0.get() }
+        #expect(accepted.count == 600 && accepted.allSatisfy { !$0.deduplicated })
+        #expect((try? results[600].get())?.deduplicated == true)
+        #expect((try? results[600].get())?.id == accepted[5].id)
+        #expect((try? results[601].get()) == nil, "the missing file fails alone")
+        let jobs = try queue.store.jobs()
+        #expect(jobs.count == 600)
+        for job in jobs.prefix(50) where job.mode == .copy {
+            #expect(try sha256(ofFile: job.file) == job.sha256)
+            #expect(try FileFingerprint.of(path: job.file).inode == job.inode)
+        }
+        let leftovers = try FileManager.default.contentsOfDirectory(atPath: sandbox.state + "/blobs")
+            .filter { $0.hasPrefix(".") }
+        #expect(leftovers.isEmpty, "no temporary copy stays behind: \(leftovers.prefix(3))")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sandbox.state + "/blobs").count == 400)
+    }
+
     @Test("copy keeps the original and owns a copy; the job records size, hash, type, inode and mtime")
     func copyMode() async throws {
         let sandbox = try Sandbox()

@@ -49,6 +49,9 @@ void *uploadq_md5_new(void);
 /// Writes 16 bytes to `digest` and frees the context.
 int uploadq_md5_finish(void *context, unsigned char *digest);
 
+/// syncfs(2): flushes the file system holding `fd` (one flush for a batch of new files instead of one fsync each).
+int uploadq_syncfs(int fd);
+
 /// A non-blocking NETLINK_ROUTE socket subscribed to link, address and route changes (IPv4 and IPv6), so the link
 /// monitor hears when an interface or the default route comes or goes; -1 with errno set when it cannot be made.
 int uploadq_netlink_route_socket(void);

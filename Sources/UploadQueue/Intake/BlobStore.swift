@@ -28,27 +28,71 @@ struct BlobStore: Sendable {
         (directory as NSString).appendingPathComponent(".\(id.rawValue).tmp")
     }
 
-    /// Copies the open file into `blobs/` as the job's blob, hashing as it goes; returns the SHA-256 of what
-    /// was written. The copy is fsynced and renamed into place only when complete.
-    func copy(descriptor: Int32, sourcePath: String, to id: JobID) throws(UploadQueueError) -> String {
+    /// A copy written to its temporary name, locked, not yet durable: `commit` makes a batch of them durable
+    /// with one flush, then renames them into place.
+    final class PendingCopy: @unchecked Sendable {
+        let id: JobID
+        let temporary: String
+        fileprivate var descriptor: Int32
+        fileprivate var done = false
+
+        fileprivate init(id: JobID, temporary: String, descriptor: Int32) {
+            self.id = id
+            self.temporary = temporary
+            self.descriptor = descriptor
+        }
+
+        /// Drops a copy that will not be used (the temporary goes; a renamed blob stays where it is).
+        func discard() {
+            if descriptor >= 0 { close(descriptor) }
+            descriptor = -1
+            if !done { unlink(temporary) }
+        }
+
+        deinit { discard() }
+    }
+
+    /// Copies the open file to a temporary name in `blobs/`, hashing as it goes; returns the pending copy and the
+    /// SHA-256 of what was written. Nothing is durable until `commit`.
+    func beginCopy(descriptor: Int32, sourcePath: String, to id: JobID) throws(UploadQueueError)
+        -> (PendingCopy, String)
+    {
         let temporary = temporaryPath(for: id)
         let output = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw .system("open", path: temporary, job: id) }
         // Held until the copy is renamed, so a starting runner's clean-up leaves a copy in progress alone.
         _ = flock(output, LOCK_EX)
-        var renamed = false
-        defer {
-            close(output)
-            if !renamed { unlink(temporary) }
-        }
+        let pending = PendingCopy(id: id, temporary: temporary, descriptor: output)
         let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: sourcePath, job: id) { block, offset throws(UploadQueueError) in
             try Self.writeAll(output, block, at: offset, path: temporary)
         }
-        guard fsync(output) == 0 else { throw .system("fsync", path: temporary, job: id) }
-        let destination = path(for: id)
-        guard rename(temporary, destination) == 0 else { throw .system("rename", path: destination, job: id) }
-        renamed = true
+        return (pending, sha256)
+    }
+
+    /// Makes pending copies durable and puts them in place: one fsync for a single copy, one `syncfs` for a batch
+    /// (a flush of the file system instead of one per file), then the renames and one fsync of `blobs/`.
+    func commit(_ copies: [PendingCopy]) throws(UploadQueueError) {
+        guard let first = copies.first else { return }
+        if copies.count == 1 {
+            guard fsync(first.descriptor) == 0 else { throw .system("fsync", path: first.temporary, job: first.id) }
+        } else {
+            guard uploadq_syncfs(first.descriptor) == 0 else { throw .system("syncfs", path: directory) }
+        }
+        for copy in copies {
+            let destination = path(for: copy.id)
+            guard rename(copy.temporary, destination) == 0 else { throw .system("rename", path: destination, job: copy.id) }
+            copy.done = true
+            close(copy.descriptor)
+            copy.descriptor = -1
+        }
         try syncDirectory(directory)
+    }
+
+    /// Copies the open file into `blobs/` as the job's blob, hashing as it goes; returns the SHA-256 of what
+    /// was written. The copy is fsynced and renamed into place only when complete.
+    func copy(descriptor: Int32, sourcePath: String, to id: JobID) throws(UploadQueueError) -> String {
+        let (pending, sha256) = try beginCopy(descriptor: descriptor, sourcePath: sourcePath, to: id)
+        try commit([pending])
         return sha256
     }
 

@@ -11,7 +11,6 @@ struct Intake: Sendable {
     let blobs: BlobStore
     let contentTypes: ContentTypeDetector
 
-    /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`).
     /// Refuses a patch target now rather than at delivery: an http(s) URL, a method token, a body template with
     /// known placeholders, one-line headers.
     static func check(_ patch: PatchTarget) throws(UploadQueueError) {
@@ -38,7 +37,80 @@ struct Intake: Sendable {
         }
     }
 
+    /// A file read, hashed and (for copies) written to a temporary blob, with its job row ready to insert.
+    private struct Prepared {
+        var job: Job
+        var copy: BlobStore.PendingCopy?
+        var before: FileFingerprint
+        var path: String
+    }
+
+    /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`).
     func enqueue(_ request: EnqueueRequest, noFollow: Bool = false, now: Date = Date()) throws(UploadQueueError) -> EnqueueResult {
+        var prepared = try prepare(request, noFollow: noFollow, now: now)
+        if let copy = prepared.copy { try blobs.commit([copy]) }
+        try adoptCopiedFingerprint(&prepared)
+        if let existing = try insertUnlessDuplicate(prepared.job) {
+            if prepared.copy != nil { unlink(blobs.path(for: prepared.job.id)) }
+            return EnqueueResult(id: existing.id, deduplicated: true)
+        }
+        let job = prepared.job
+        if request.mode == .move {
+            if prepared.copy != nil {
+                // Several names share this file: the queue keeps its own copy and only drops the spool's name.
+                guard unlink(prepared.path) == 0 else { throw .system("unlink", path: prepared.path, job: job.id) }
+            } else {
+                try completeMove(job, expected: prepared.before)
+            }
+        }
+        return EnqueueResult(id: job.id, deduplicated: false)
+    }
+
+    /// Accepts many files at once (the CLI's `enqueue A B C…`, a library batch): the same checks as one by one,
+    /// but copies are made durable with one flush and the rows committed in one transaction per 256 files, so
+    /// thousands of small files do not cost thousands of fsyncs. `move` requests go one by one. Each file gets
+    /// its own result; one bad file does not stop the others.
+    func enqueue(batch requests: [EnqueueRequest], noFollow: Bool = false) -> [Result<EnqueueResult, UploadQueueError>] {
+        var results = [Result<EnqueueResult, UploadQueueError>?](repeating: nil, count: requests.count)
+        for chunkStart in stride(from: 0, to: requests.count, by: 256) {
+            var prepared: [(index: Int, item: Prepared)] = []
+            for index in chunkStart..<min(requests.count, chunkStart + 256) {
+                let request = requests[index]
+                if request.mode == .move {
+                    results[index] = Result { () throws(UploadQueueError) in try enqueue(request, noFollow: noFollow) }
+                    continue
+                }
+                do {
+                    prepared.append((index, try prepare(request, noFollow: noFollow, now: Date())))
+                } catch {
+                    results[index] = .failure(error)
+                }
+            }
+            do {
+                try blobs.commit(prepared.compactMap(\.item.copy))
+                for position in prepared.indices { try adoptCopiedFingerprint(&prepared[position].item) }
+                let outcomes = try insertUnlessDuplicate(prepared.map(\.item.job))
+                for (position, existing) in outcomes.enumerated() {
+                    let (index, item) = prepared[position]
+                    if let existing {
+                        if item.copy != nil { unlink(blobs.path(for: item.job.id)) }
+                        results[index] = .success(EnqueueResult(id: existing.id, deduplicated: true))
+                    } else {
+                        results[index] = .success(EnqueueResult(id: item.job.id, deduplicated: false))
+                    }
+                }
+            } catch {
+                for (index, item) in prepared {
+                    if item.copy != nil { unlink(blobs.path(for: item.job.id)) }
+                    results[index] = .failure(error)
+                }
+            }
+        }
+        return results.map { $0 ?? .failure(UploadQueueError(.io, "not processed")) }
+    }
+
+    /// Checks, reads and hashes one file; a copy is written to a temporary blob (not yet durable).
+    private func prepare(_ request: EnqueueRequest, noFollow: Bool, now: Date) throws(UploadQueueError) -> Prepared {
         let destination = try destinationName(request.destination)
         if let policy = request.onMetered, MeteredPolicy(policy) == nil {
             throw UploadQueueError(.invalidArgument, "on_metered \"\(policy)\" is not one of defer, allow, allow-below:SIZE")
@@ -62,17 +134,23 @@ struct Intake: Sendable {
 
         let id = JobID.generate(at: now)
         let copies = request.mode == .copy || (request.mode == .move && before.links > 1)
-        let sha256 = copies
-            ? try blobs.copy(descriptor: descriptor, sourcePath: path, to: id)
-            : try SHA256Digest.ofFile(descriptor: descriptor, path: path)
+        var copy: BlobStore.PendingCopy?
+        let sha256: String
+        if copies {
+            let begun = try blobs.beginCopy(descriptor: descriptor, sourcePath: path, to: id)
+            copy = begun.0
+            sha256 = begun.1
+        } else {
+            sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: path)
+        }
         let after = try FileFingerprint.of(descriptor: descriptor, path: path)
         if after.contentMayDiffer(from: before) {
-            if copies { unlink(blobs.path(for: id)) }
+            copy?.discard()
             throw UploadQueueError(.sourceUnstable, "the file changed while it was read; it is still being written",
                                    path: path)
         }
 
-        var job = Job(
+        let job = Job(
             id: id, state: .pending, waitingReason: nil, permanent: false, attempts: 0, failures: 0,
             nextAttemptAt: nil, lastError: nil,
             file: request.mode == .reference ? path : blobs.path(for: id),
@@ -83,26 +161,16 @@ struct Intake: Sendable {
             rateBytesPerSecond: 0, meta: request.meta, patch: request.patch, patchState: .none, onMetered: request.onMetered,
             resumeState: nil,
             intakeComplete: request.mode != .move || copies, cancelRequested: false, createdAt: now, updatedAt: now)
-        if copies {
-            let copied = try FileFingerprint.of(path: job.file)
-            job.inode = copied.inode
-            job.device = copied.device
-            job.modifiedNanoseconds = copied.modifiedNanoseconds
-        }
+        return Prepared(job: job, copy: copy, before: before, path: path)
+    }
 
-        if let existing = try insertUnlessDuplicate(job) {
-            if copies { unlink(blobs.path(for: id)) }
-            return EnqueueResult(id: existing.id, deduplicated: true)
-        }
-        if request.mode == .move {
-            if copies {
-                // Several names share this file: the queue keeps its own copy and only drops the spool's name.
-                guard unlink(path) == 0 else { throw .system("unlink", path: path, job: id) }
-            } else {
-                try completeMove(job, expected: before)
-            }
-        }
-        return EnqueueResult(id: id, deduplicated: false)
+    /// A copied job records its blob's inode, device and mtime (what the uploaders check), once it is in place.
+    private func adoptCopiedFingerprint(_ prepared: inout Prepared) throws(UploadQueueError) {
+        guard prepared.copy != nil else { return }
+        let copied = try FileFingerprint.of(path: prepared.job.file)
+        prepared.job.inode = copied.inode
+        prepared.job.device = copied.device
+        prepared.job.modifiedNanoseconds = copied.modifiedNanoseconds
     }
 
     private func completeMove(_ job: Job, expected: FileFingerprint) throws(UploadQueueError) {
@@ -118,23 +186,35 @@ struct Intake: Sendable {
     }
 
     private func insertUnlessDuplicate(_ job: Job) throws(UploadQueueError) -> Job? {
+        try insertUnlessDuplicate([job])[0]
+    }
+
+    /// Inserts the jobs in one transaction; for each, the live job that already carries the same content (and
+    /// patch target) to the same destination, or nil when it was inserted.
+    private func insertUnlessDuplicate(_ jobs: [Job]) throws(UploadQueueError) -> [Job?] {
+        guard !jobs.isEmpty else { return [] }
         do {
-            return try store.writer.write { db -> Job? in
-                let existing = try Job
-                    .filter(Job.Columns.destination == job.destination && Job.Columns.sha256 == job.sha256)
-                    .filter(Job.Columns.size == job.size)
-                    .filter(!(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == true))
-                    .order(Job.Columns.id)
-                    .fetchAll(db)
-                    // The same photo for another record (another patch target) is a job of its own.
-                    .first { $0.patch == job.patch }
-                if let existing { return existing }
-                try job.insert(db)
-                return nil
+            return try store.writer.write { db -> [Job?] in
+                try jobs.map { job in try Self.insertUnlessDuplicate(job, in: db) }
             }
         } catch {
-            throw UploadQueueError(.database, "cannot write the job: \(error)", job: job.id, path: job.sourcePath)
+            throw UploadQueueError(.database, "cannot write the jobs: \(error)", job: jobs.first?.id,
+                                   path: jobs.first?.sourcePath)
         }
+    }
+
+    private static func insertUnlessDuplicate(_ job: Job, in db: Database) throws -> Job? {
+        let existing = try Job
+            .filter(Job.Columns.destination == job.destination && Job.Columns.sha256 == job.sha256)
+            .filter(Job.Columns.size == job.size)
+            .filter(!(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == true))
+            .order(Job.Columns.id)
+            .fetchAll(db)
+            // The same photo for another record (another patch target) is a job of its own.
+            .first { $0.patch == job.patch }
+        if let existing { return existing }
+        try job.insert(db)
+        return nil
     }
 
     /// Completes `move` intakes a crash interrupted: the row is there, the file is still at its source, or

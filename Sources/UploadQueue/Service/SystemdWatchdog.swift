@@ -24,7 +24,7 @@ public struct SystemdWatchdog: Service {
     }
 
     public func run() async throws {
-        try await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             var complained = false
             while !Task.isCancelled {
                 // A shutdown cancels the sleep: that is the normal end, not a failure of the group.

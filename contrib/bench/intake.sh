@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Benchmark: intake. Enqueueing 10,000 small files (copy, the default, and reference), and hashing: enqueueing a
+# 1 GiB file by reference (SHA-256 while reading it) against `openssl dgst -sha256` on the same file, warm cache.
+#   contrib/bench/intake.sh            FILES=10000 HASH_MIB=1024 RUNS=3
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+if [ ! -x .build/release/uploadq ] || ! command -v /usr/bin/time > /dev/null; then contrib/bench/setup.sh; fi
+source contrib/bench/lib.sh
+binary="$root/.build/release/uploadq"
+work="$(mktemp -d "${TMPDIR:-/tmp}/uploadq-bench-XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+results="$work/results"
+: > "$results"
+files=${FILES:-10000}
+hash_mib=${HASH_MIB:-1024}
+runs=${RUNS:-3}
+mkdir -p "$work/small"
+python3 - "$work/small" "$files" <<'PY'
+import os, sys
+for index in range(int(sys.argv[2])):
+    with open(f"{sys.argv[1]}/photo-{index:05d}.jpg", "wb") as handle:
+        handle.write(os.urandom(2048 + index % 1024))
+PY
+head -c "$((hash_mib << 20))" /dev/urandom > "$work/big.bin"
+cat > "$work/base.toml" <<TOML
+[destinations.default]
+protocol = "file"
+url = "file://out"
+TOML
+
+for run in $(seq 1 "$runs"); do
+    for mode in copy reference; do
+        sed "1i state_dir = \"state-$mode-$run\"" "$work/base.toml" > "$work/$mode-$run.toml"
+        measure "enqueue-$files" "$mode" sh -c "cd '$work/small' && '$binary' enqueue --mode $mode --config '$work/$mode-$run.toml' ./*"
+    done
+    cat "$work/big.bin" > /dev/null
+    measure "sha256-$hash_mib-MiB" "openssl dgst" openssl dgst -sha256 "$work/big.bin"
+    sed "1i state_dir = \"state-hash-$run\"" "$work/base.toml" > "$work/hash-$run.toml"
+    measure "sha256-$hash_mib-MiB" "uploadq enqueue" "$binary" enqueue --mode reference --config "$work/hash-$run.toml" "$work/big.bin"
+done
+table "intake: $files small files; SHA-256 of $hash_mib MiB (warm cache), median of $runs"

@@ -1,0 +1,26 @@
+# Shared by the benchmark scripts: `measure GROUP LABEL COMMAND...` runs COMMAND under GNU time and appends
+# "GROUP LABEL wall user sys rss_kib" to $results; `table TITLE` prints medians and ratios (the first label of
+# each group is the peer the others are compared with).
+measure() {
+    local group=$1 label=$2; shift 2
+    /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" > /dev/null 2> "$work/stderr" \
+        || { echo "bench: $label failed:" >&2; cat "$work/stderr" >&2; exit 1; }
+    echo "$group $label $(cat "$work/time")" >> "$results"
+}
+
+table() {
+    python3 "$root/contrib/bench/table.py" "$results" "$1"
+}
+
+# Starts the servers (through contrib/test-servers/run.sh) and the release build unless already inside a run.
+bench_prepare() {
+    if [ -z "${UPLOADQ_TEST_DAV_URL:-}" ]; then
+        contrib/bench/setup.sh
+        exec contrib/test-servers/run.sh "$0" "$@"
+    fi
+    binary="$root/.build/release/uploadq"
+    work="$(mktemp -d "${TMPDIR:-/tmp}/uploadq-bench-XXXXXX")"
+    trap 'rm -rf "$work"' EXIT
+    results="$work/results"
+    : > "$results"
+}
