@@ -10,7 +10,11 @@ struct EnqueueCommand: AsyncParsableCommand {
         discussion: "A file whose content already goes to the same destination returns the existing job's id.")
 
     @OptionGroup var options: GlobalOptions
-    @Argument(help: "Files to upload.") var paths: [String]
+    @Argument(help: "Files to upload.") var paths: [String] = []
+    @Option(help: "Also read the files to upload from this file, one per line ('-': standard input); for many files.")
+    var filesFrom: String?
+    @Flag(name: [.customShort("0"), .customLong("null")], help: "With --files-from: names end with NUL, not newline.")
+    var null = false
     @Option(help: "Destination name (default: the spool's destination, else 'default').") var destination: String?
     @Option(name: .customLong("meta"), help: "Metadata KEY=VALUE (repeatable).") var metaPairs: [String] = []
     @Option(help: "Higher runs sooner.") var priority: Int = 0
@@ -25,8 +29,24 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Flag(help: "Show progress and return when the files are uploaded or failed for good.") var wait = false
     @Flag(help: "Print one JSON array.") var json = false
 
+    /// The names in a `--files-from` list, newline- or NUL-separated; empty lines are skipped.
+    private func readList(_ source: String) throws -> [String] {
+        let data: Data
+        if source == "-" {
+            data = FileHandle.standardInput.readDataToEndOfFile()
+        } else {
+            guard let read = FileManager.default.contents(atPath: source) else {
+                throw ValidationError("cannot read --files-from \(source)")
+            }
+            data = read
+        }
+        let separator = UInt8(null ? 0 : 10)
+        return data.split(separator: separator).map { String(decoding: $0, as: UTF8.self) }.filter { !$0.isEmpty }
+    }
+
     func validate() throws {
-        if paths.isEmpty { throw ValidationError("give at least one file") }
+        if paths.isEmpty && filesFrom == nil { throw ValidationError("give at least one file (or --files-from)") }
+        if null && filesFrom == nil { throw ValidationError("--null goes with --files-from") }
         if IntakeMode(rawValue: mode) == nil { throw ValidationError("--mode must be copy, move or reference") }
         if patchUrl == nil, patchBody != nil || patchMethod != nil {
             throw ValidationError("--patch-body and --patch-method need --patch-url")
@@ -50,6 +70,7 @@ struct EnqueueCommand: AsyncParsableCommand {
         var results: [(String, EnqueueResult)] = []
         var failed = false
         let patch = patchUrl.map { PatchTarget(url: $0, method: patchMethod, body: patchBody) }
+        let paths = self.paths + (try filesFrom.map(readList) ?? [])
         let requests = paths.map { path in
             EnqueueRequest(path: path, destination: destination, meta: meta, patch: patch, priority: priority,
                            mode: IntakeMode(rawValue: mode) ?? .copy, onMetered: onMetered)

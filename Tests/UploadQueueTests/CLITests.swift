@@ -141,6 +141,32 @@ struct CLITests {
         }
     }
 
+    @Test("enqueue --files-from - --null takes thousands of names from standard input in one batch")
+    func filesFrom() throws {
+        let sandbox = try Sandbox()
+        var names: [String] = []
+        for index in 0..<1200 {
+            names.append(try sandbox.makeFile(sandbox.root + "/many/f \(index).jpg", size: 100 + index, seed: UInt64(index)))
+        }
+        let list = sandbox.root + "/list"
+        try Data((names.joined(separator: "\0") + "\0").utf8).write(to: URL(fileURLWithPath: list))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: BinaryRunner.path)
+        process.arguments = ["enqueue", "--files-from", "-", "--null", "--config", sandbox.configPath]
+        process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: list))
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+        #expect(printed.split(separator: "\n").count == 1200)
+        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        #expect(((try status.json() as? [String: Any])?["counts"] as? [String: Int])?["pending"] == 1200)
+        let usage = try BinaryRunner.run(["enqueue", "--null", "--config", sandbox.configPath])
+        #expect(usage.status == 2)
+    }
+
     @Test("contrib/install-cli-extras.sh installs a man page and bash/zsh/fish completions naming every command")
     func manPageAndCompletions() throws {
         let sandbox = try Sandbox()

@@ -90,6 +90,35 @@ struct IntakeTests {
         #expect(try sha256(ofFile: job.file) == (try sha256(ofFile: other)))
     }
 
+    @Test("camera formats recognised by signature get the type libmagic gives them; anything else goes to libmagic")
+    func cameraFormats() {
+        let detector = ContentTypeDetector()
+        func box(_ type: String, _ payload: [UInt8]) -> [UInt8] {
+            let size = UInt32(8 + payload.count)
+            return withUnsafeBytes(of: size.bigEndian, Array.init) + Array(type.utf8) + payload
+        }
+        let random = (0..<4096).map { UInt8(truncatingIfNeeded: $0 &* 7919) }
+        let samples: [[UInt8]] = [
+            [0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x10] + Array("JFIF".utf8) + [0, 1, 1, 0, 0, 1, 0, 1, 0, 0] + random,
+            [0xFF, 0xD8, 0xFF, 0xE1, 0x00, 0x10] + Array("Exif".utf8) + [0, 0] + random,
+            [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0, 0, 0, 13] + Array("IHDR".utf8)
+                + [0, 0, 1, 0, 0, 0, 1, 0, 8, 2, 0, 0, 0] + random,
+            Array("GIF89a".utf8) + [1, 0, 1, 0, 0, 0, 0] + random,
+            Array("RIFF".utf8) + [0, 16, 0, 0] + Array("WEBPVP8 ".utf8) + random,
+            box("ftyp", Array("heic".utf8) + [0, 0, 0, 0] + Array("mif1heic".utf8)) + random,
+            box("ftyp", Array("isom".utf8) + [0, 0, 2, 0] + Array("isomiso2avc1mp41".utf8)) + random,
+            box("ftyp", Array("qt  ".utf8) + [0, 0, 2, 0] + Array("qt  ".utf8)) + random,
+        ]
+        for sample in samples {
+            sample.withUnsafeBytes { head in
+                let fast = ContentTypeDetector.cameraFormat(head)
+                #expect(fast != nil)
+                #expect(fast == detector.libmagicType(of: head), "libmagic disagrees on \(Array(sample.prefix(12)))")
+            }
+        }
+        random.withUnsafeBytes { #expect(ContentTypeDetector.cameraFormat($0) == nil) }
+    }
+
     @Test("libmagic names the content type")
     func contentType() async throws {
         let sandbox = try Sandbox()

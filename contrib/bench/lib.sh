@@ -1,11 +1,11 @@
 # Shared by the benchmark scripts: `measure GROUP LABEL COMMAND...` runs COMMAND under GNU time and appends
-# "GROUP LABEL wall user sys rss_kib" to $results; `table TITLE` prints medians and ratios (the first label of
+# "GROUP|LABEL|wall user sys rss_kib" to $results; `table TITLE` prints medians and ratios (the first label of
 # each group is the peer the others are compared with).
 measure() {
     local group=$1 label=$2; shift 2
     /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" > /dev/null 2> "$work/stderr" \
         || { echo "bench: $label failed:" >&2; cat "$work/stderr" >&2; exit 1; }
-    echo "$group $label $(cat "$work/time")" >> "$results"
+    echo "$group|$label|$(cat "$work/time")" >> "$results"
 }
 
 table() {

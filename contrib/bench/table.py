@@ -1,4 +1,4 @@
-"""Prints a benchmark table from lines "group label wall user sys rss_kib": medians per label, and each label's
+"""Prints a benchmark table from lines "group|label|wall user sys rss_kib": medians per label, and each label's
 wall and CPU time against the group's first label (the peer). Usage: table.py RESULTS TITLE"""
 import datetime
 import platform
@@ -7,7 +7,8 @@ import sys
 
 groups = {}
 for line in open(sys.argv[1]):
-    group, label, wall, user, system, rss = line.split()
+    group, label, times = line.rstrip("\n").split("|")
+    wall, user, system, rss = times.split()
     groups.setdefault(group, {}).setdefault(label, []).append((float(wall), float(user) + float(system), int(rss)))
 print(f"{sys.argv[2]} — {datetime.date.today()}, {platform.machine()}, {platform.node()}")
 print(f"{'':34}{'wall s':>9}{'cpu s':>9}{'peak RSS MiB':>14}{'wall ×peer':>12}{'cpu ×peer':>11}")

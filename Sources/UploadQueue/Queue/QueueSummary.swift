@@ -58,7 +58,10 @@ extension QueueStore {
                 SELECT MIN(next_attempt_at) FROM job WHERE state IN ('failed', 'pending') AND permanent = 0
                 """)
             var patches = Dictionary(uniqueKeysWithValues: PatchState.allCases.map { ($0, 0) })
-            for row in try Row.fetchAll(db, sql: "SELECT patch_state, COUNT(*) FROM job GROUP BY patch_state") {
+            for row in try Row.fetchAll(db, sql: """
+                SELECT patch_state, COUNT(*) FROM job WHERE patch_state IN ('pending', 'done', 'failed')
+                GROUP BY patch_state
+                """) {
                 if let state = PatchState(rawValue: row[0]) { patches[state] = row[1] }
             }
             var summary = QueueSummary(counts: counts, bytes: bytes, waiting: waiting, permanentFailures: permanent,
