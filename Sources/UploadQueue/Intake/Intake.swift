@@ -204,12 +204,12 @@ struct Intake: Sendable {
     }
 
     private static func insertUnlessDuplicate(_ job: Job, in db: Database) throws -> Job? {
-        let existing = try Job
-            .filter(Job.Columns.destination == job.destination && Job.Columns.sha256 == job.sha256)
-            .filter(Job.Columns.size == job.size)
-            .filter(!(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == true))
-            .order(Job.Columns.id)
-            .fetchAll(db)
+        // A cached statement: thousands of files in a batch would otherwise each compile the same query.
+        let statement = try db.cachedStatement(sql: """
+            SELECT * FROM job WHERE destination = ? AND sha256 = ? AND size = ?
+            AND NOT (state = 'failed' AND permanent = 1) ORDER BY id
+            """)
+        let existing = try Job.fetchAll(statement, arguments: [job.destination, job.sha256, job.size])
             // The same photo for another record (another patch target) is a job of its own.
             .first { $0.patch == job.patch }
         if let existing { return existing }

@@ -22,7 +22,7 @@ struct SHA256Digest: ~Copyable {
         var digest = [UInt8](repeating: 0, count: 32)
         _ = uploadq_sha256_finish(context, &digest)
         discard self
-        return digest.map { String(format: "%02x", $0) }.joined()
+        return Self.hex(digest)
     }
 
     deinit {
@@ -52,5 +52,17 @@ struct SHA256Digest: ~Copyable {
             offset += off_t(count)
         }
         return digest.finish()
+    }
+
+    /// Lowercase hex of bytes (a table instead of `String(format:)`, which costs more than the hashing of a small
+    /// file).
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8](repeating: 0, count: bytes.count * 2)
+        for (index, byte) in bytes.enumerated() {
+            out[2 * index] = digits[Int(byte >> 4)]
+            out[2 * index + 1] = digits[Int(byte & 0x0F)]
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 }

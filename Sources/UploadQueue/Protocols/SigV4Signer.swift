@@ -119,7 +119,5 @@ struct SigV4Signer: Sendable {
         return digest.finish()
     }
 
-    static func hex(_ bytes: [UInt8]) -> String {
-        bytes.map { $0 < 16 ? "0" + String($0, radix: 16) : String($0, radix: 16) }.joined()
-    }
+    static func hex(_ bytes: [UInt8]) -> String { SHA256Digest.hex(bytes) }
 }
