@@ -223,6 +223,7 @@ struct ConfigurationTests {
             key_template = "{date}/{meta.album}/{job_id}-{name}"
             part_size = "6MiB"
             multipart_threshold = "64MiB"
+            part_concurrency = 4
             access_key_env = "MINIO_KEY"
             secret_key_env = "MINIO_SECRET"
             public_url_template = "https://cdn.example.com/{key}"
@@ -239,6 +240,7 @@ struct ConfigurationTests {
         #expect(settings.pathStyle, "an IP address means path style")
         #expect(settings.region == "us-east-1")
         #expect(settings.partSize == 6 << 20 && settings.multipartThreshold == 64 << 20)
+        #expect(settings.partConcurrency == 4)
         #expect(settings.credentials == .environment(accessKey: "MINIO_KEY", secretKey: "MINIO_SECRET", sessionToken: nil))
         #expect(archive.publicURLTemplate?.description == "https://cdn.example.com/{key}")
         let aws = try #require(configuration.destinations["aws"]?.s3)
@@ -252,6 +254,7 @@ struct ConfigurationTests {
     @Test("s3 mistakes name the key", arguments: [
         ("bucket = \"Photos_Bucket\"", "bucket"),
         ("bucket = \"photos\"\npart_size = \"1MiB\"", "part_size"),
+        ("bucket = \"photos\"\npart_concurrency = 0", "part_concurrency"),
         ("bucket = \"photos\"\nmultipart_threshold = \"6GiB\"", "multipart_threshold"),
         ("bucket = \"photos\"\nurl = \"http://x/\"", "url"),
         ("bucket = \"photos\"\ntoken_env = \"T\"", "token_env"),

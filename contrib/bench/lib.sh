@@ -3,6 +3,7 @@
 # each group is the peer the others are compared with).
 measure() {
     local group=$1 label=$2; shift 2
+    sync  # the previous run's writes reach the disk before this one starts
     /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" > /dev/null 2> "$work/stderr" \
         || { echo "bench: $label failed:" >&2; cat "$work/stderr" >&2; exit 1; }
     echo "$group|$label|$(cat "$work/time")" >> "$results"
@@ -16,6 +17,8 @@ table() {
 bench_prepare() {
     if [ -z "${UPLOADQ_TEST_DAV_URL:-}" ]; then
         contrib/bench/setup.sh
+        # Servers store into RAM (tmpfs): what is compared is the uploaders, not the disk's write-back.
+        if [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
         exec contrib/test-servers/run.sh "$0" "$@"
     fi
     binary="$root/.build/release/uploadq"

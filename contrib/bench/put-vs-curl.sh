@@ -2,7 +2,7 @@
 # Benchmark: one large file PUT to nginx DAV on loopback, uploadq against `curl -T` on the same file and server.
 # Prints wall time, CPU time (user+sys) and peak RSS of each, with the ratios uploadq/curl.
 #
-#   contrib/bench/put-vs-curl.sh            # 1 GiB, 3 runs each (medians)
+#   contrib/bench/put-vs-curl.sh            # 1 GiB, 5 runs each (medians)
 #   SIZE_MIB=4096 RUNS=1 contrib/bench/put-vs-curl.sh
 #
 # "transfer" runs `uploadq daemon --exit-when-idle` on a job enqueued beforehand with --mode reference (the PUT
@@ -13,12 +13,14 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 size_mib=${SIZE_MIB:-1024}
-runs=${RUNS:-3}
+runs=${RUNS:-5}
 
 if [ -z "${UPLOADQ_TEST_DAV_URL:-}" ]; then
     contrib/setup.sh
     contrib/test-servers/setup.sh
     swift build -c release --static-swift-stdlib --product uploadq >&2
+    # nginx stores into RAM (tmpfs): what is compared is the uploaders, not the disk's write-back.
+    if [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
     exec contrib/test-servers/run.sh "$0" "$@"
 fi
 
@@ -30,6 +32,9 @@ head -c "$((size_mib * 1024 * 1024))" /dev/urandom > "$file"
 
 measure() { # label command... → appends "label wall user sys rss_kib" to $work/results
     local label=$1; shift
+    # Everything written so far reaches the disk first: nginx stores 1 GiB per run, and the write-back of one
+    # run must not slow the next one down.
+    sync
     /usr/bin/time -f "%e %U %S %M" -o "$work/time" "$@" > /dev/null 2> "$work/stderr" \
         || { cat "$work/stderr" >&2; exit 1; }
     echo "$label $(cat "$work/time")" >> "$work/results"
@@ -47,11 +52,16 @@ TOML
 
 : > "$work/results"
 for run in $(seq 1 "$runs"); do
-    measure curl curl -sS --fail -T "$file" "$UPLOADQ_TEST_DAV_URL/bench/curl-$run.bin"
-
     transfer=$(config "transfer-$run")
     "$binary" enqueue "$file" --mode reference --destination dav --config "$transfer" > /dev/null
-    measure transfer "$binary" daemon --exit-when-idle --log-level warning --config "$transfer"
+    # Alternate who goes first: on a shared VM the machine's speed drifts from one minute to the next.
+    if [ $((run % 2)) -eq 1 ]; then
+        measure curl curl -sS --fail -T "$file" "$UPLOADQ_TEST_DAV_URL/bench/curl-$run.bin"
+        measure transfer "$binary" daemon --exit-when-idle --log-level warning --config "$transfer"
+    else
+        measure transfer "$binary" daemon --exit-when-idle --log-level warning --config "$transfer"
+        measure curl curl -sS --fail -T "$file" "$UPLOADQ_TEST_DAV_URL/bench/curl-$run.bin"
+    fi
 
     drop=$(config "drop-$run")
     measure drop sh -c "'$binary' enqueue '$file' --mode reference --destination dav --config '$drop' >/dev/null \

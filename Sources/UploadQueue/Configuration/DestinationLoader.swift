@@ -153,6 +153,7 @@ enum DestinationLoader {
         guard settings.multipartThreshold <= S3Settings.maximumPartSize else {
             throw table.error("multipart_threshold", "a single PutObject holds at most 5GiB; use a smaller threshold")
         }
+        settings.partConcurrency = Int(try table.integer("part_concurrency", range: 1...16) ?? Int64(settings.partConcurrency))
         settings.credentials = try s3Credentials(&table, baseDirectory: baseDirectory)
         let http = try httpSettings(&table, baseDirectory: baseDirectory)
         var destination = Destination.s3(name: name, settings: settings, http: http)

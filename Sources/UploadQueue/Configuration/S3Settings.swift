@@ -20,6 +20,8 @@ public struct S3Settings: Sendable, Equatable {
     public var multipartThreshold: Int64
     /// The part size asked for; grown when a file would need more than 10,000 parts.
     public var partSize: Int64
+    /// Parts sent at once for one file (a crash re-sends at most this many parts).
+    public var partConcurrency: Int = 2
     /// Where the access key and secret come from.
     public var credentials: S3CredentialSource
 

@@ -1,5 +1,6 @@
 import CUploadQueueSystem
 import Foundation
+import Synchronization
 
 /// Uploads to an S3 bucket: one PutObject below `multipart_threshold`, a multipart upload above it that resumes
 /// after any crash without sending again the parts the store already has.
@@ -79,17 +80,51 @@ struct S3MultipartUploader: Uploader {
         }
         try await context.resumed(state.confirmedBytes)
 
+        // Up to `part_concurrency` parts in flight; each ETag is saved as its part is confirmed, in whatever order.
         let done = Set(state.parts.map(\.number))
-        for number in 1...plan.count where !done.contains(number) {
-            if Task.isCancelled { throw .interrupted }
-            try context.checkLink()
-            let part = try await uploadPart(number, state: state, plan: plan, source: source, context: context,
-                                            client: client)
-            state.record(part)
-            current = state
-            try await context.confirmed(state.confirmedBytes, state.json)
-            try source.verifyUnchanged()
+        var missing = (1...plan.count).filter { !done.contains($0) }[...]
+        let inFlight = PartsInFlight(confirmed: state.confirmedBytes)
+        let snapshot = state
+        var failure: TransferFailure?
+        let partPlan = plan
+        let sendPart = { @Sendable (number: Int) async -> Result<S3ResumeState.Part, TransferFailure> in
+            do throws(TransferFailure) {
+                if Task.isCancelled { throw .interrupted }
+                try context.checkLink()
+                return .success(try await self.uploadPart(number, state: snapshot, plan: partPlan, source: source,
+                                                          context: context, client: client, inFlight: inFlight))
+            } catch {
+                return .failure(error)
+            }
         }
+        await withTaskGroup(of: Result<S3ResumeState.Part, TransferFailure>.self) { group in
+            for _ in 0..<max(1, client.settings.partConcurrency) {
+                guard let number = missing.popFirst() else { break }
+                group.addTask { await sendPart(number) }
+            }
+            while let result = await group.next() {
+                switch result {
+                case .success(let part):
+                    state.record(part)
+                    current = state
+                    inFlight.finish(part.number, confirmed: state.confirmedBytes)
+                    do throws(TransferFailure) {
+                        try await context.confirmed(state.confirmedBytes, state.json)
+                        try source.verifyUnchanged()
+                        if failure == nil, let number = missing.popFirst() { group.addTask { await sendPart(number) } }
+                    } catch {
+                        failure = failure ?? error
+                        group.cancelAll()
+                    }
+                case .failure(let error):
+                    // The first failure ends the attempt; parts still in flight are stopped (ListParts knows
+                    // which of them arrived).
+                    if failure == nil || failure?.kind == .interrupted { failure = error }
+                    group.cancelAll()
+                }
+            }
+        }
+        if let failure { throw failure }
         if Task.isCancelled { throw .interrupted }
         state.completing = true
         current = state
@@ -149,19 +184,18 @@ struct S3MultipartUploader: Uploader {
     /// UploadPart with `Content-MD5`, so the store refuses bytes damaged on the way; the ETag is checked against
     /// the MD5 when it is a plain one.
     private func uploadPart(_ number: Int, state: S3ResumeState, plan: S3PartPlan, source: SourceFile,
-                            context: TransferContext, client: S3Client) async throws(TransferFailure)
-        -> S3ResumeState.Part
+                            context: TransferContext, client: S3Client, inFlight: PartsInFlight)
+        async throws(TransferFailure) -> S3ResumeState.Part
     {
         let offset = plan.offset(of: number)
         let length = plan.length(of: number)
         let md5 = try await FileRangeDigest.digest(.md5, of: source, offset: offset, length: length)
         let query = [("partNumber", String(number)), ("uploadId", state.uploadID)]
-        let base = state.confirmedBytes
         let response = try await client.send("PUT", key: state.key, query: query,
                                              headers: [HTTPHeader("Content-MD5", Data(md5).base64EncodedString())],
                                              body: .file(descriptor: source.descriptor, offset: offset, length: length),
                                              payloadHash: SigV4Signer.unsignedPayload, paced: true,
-                                             progress: { context.sent(base + $0) })
+                                             progress: { context.sent(inFlight.update(number, sent: $0)) })
         let request = "PUT \(client.describe(client.target(key: state.key, query: query)))"
         switch response.status {
         case 200:
@@ -453,5 +487,30 @@ struct S3MultipartUploader: Uploader {
         TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
             "\(request): the multipart upload is gone (NoSuchUpload: aborted, or expired by a lifecycle rule) and no "
             + "finished object matches; a new upload starts on the next attempt")
+    }
+}
+
+/// Bytes handed over for the parts in flight, so progress shows their sum on top of the confirmed parts.
+final class PartsInFlight: Sendable {
+    private let state: Mutex<(confirmed: Int64, sent: [Int: Int64])>
+
+    init(confirmed: Int64) {
+        state = Mutex((confirmed, [:]))
+    }
+
+    /// Records part `number`'s bytes sent so far; returns the confirmed bytes plus all parts in flight.
+    func update(_ number: Int, sent bytes: Int64) -> Int64 {
+        state.withLock { state in
+            state.sent[number] = bytes
+            return state.confirmed + state.sent.values.reduce(0, +)
+        }
+    }
+
+    /// Part `number` is confirmed: `confirmed` bytes are now durable in all.
+    func finish(_ number: Int, confirmed: Int64) {
+        state.withLock { state in
+            state.sent.removeValue(forKey: number)
+            state.confirmed = confirmed
+        }
     }
 }

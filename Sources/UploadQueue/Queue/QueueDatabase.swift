@@ -141,6 +141,10 @@ public struct QueueDatabase: Sendable {
                 t.primaryKey("job_id", .text).references("job", onDelete: .cascade)
                 t.column("acknowledged_at", .datetime).notNull()
             }
+            // Jobs uploaded before completions existed are history, not news for the first subscriber.
+            try db.execute(sql: """
+                INSERT INTO completion_ack (job_id, acknowledged_at) SELECT id, updated_at FROM job WHERE state = 'uploaded'
+                """)
         }
         migrator.registerMigration("v4-summary-indexes") { db in
             // `status` on 100,000 jobs: counts and sums come from these covering indexes, not from the wide rows.
