@@ -23,7 +23,7 @@ fi
 manual=${GENERATE_MANUAL:-}
 if [ -z "$manual" ]; then
     swift build -c release --product generate-manual >&2
-    manual="$(swift build -c release --show-bin-path)/generate-manual-tool"
+    manual="$(swift build -c release --show-bin-path)/generate-manual"
 fi
 
 install -d "$prefix/share/man/man1" "$prefix/share/bash-completion/completions" \

@@ -171,7 +171,9 @@ struct CLITests {
     func manPageAndCompletions() throws {
         let sandbox = try Sandbox()
         let prefix = sandbox.root + "/prefix"
-        let tool = ConfigurationTests.repositoryRoot + "/.build/debug/generate-manual-tool"
+        // `swift build --product generate-manual` names it generate-manual; the plugin, generate-manual-tool.
+        let tool = ["generate-manual", "generate-manual-tool"].map { ConfigurationTests.repositoryRoot + "/.build/debug/" + $0 }
+            .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "generate-manual"
         #expect(FileManager.default.isExecutableFile(atPath: tool), "build it first: swift build --product generate-manual")
         let result = try BinaryRunner.run(["bash", ConfigurationTests.repositoryRoot + "/contrib/install-cli-extras.sh", prefix],
                                           environment: ["UPLOADQ_BINARY": BinaryRunner.path, "GENERATE_MANUAL": tool],

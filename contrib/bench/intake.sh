@@ -6,13 +6,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-if [ ! -x .build/release/uploadq ] || ! command -v /usr/bin/time > /dev/null; then contrib/bench/setup.sh; fi
 source contrib/bench/lib.sh
-binary="$root/.build/release/uploadq"
-work="$(mktemp -d "${TMPDIR:-/tmp}/uploadq-bench-XXXXXX")"
-trap 'rm -rf "$work"' EXIT
-results="$work/results"
-: > "$results"
+bench_local
 files=${FILES:-10000}
 hash_mib=${HASH_MIB:-1024}
 runs=${RUNS:-3}

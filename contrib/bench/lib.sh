@@ -13,6 +13,21 @@ table() {
     python3 "$root/contrib/bench/table.py" "$results" "$1"
 }
 
+# The release binary, a scratch directory removed at exit, and an empty results file.
+bench_workspace() {
+    binary="$root/.build/release/uploadq"
+    work="$(mktemp -d "${TMPDIR:-/tmp}/uploadq-bench-XXXXXX")"
+    trap 'rm -rf "$work"' EXIT
+    results="$work/results"
+    : > "$results"
+}
+
+# For benchmarks without servers: the peers and the release build when missing, then the workspace.
+bench_local() {
+    if [ ! -x .build/release/uploadq ] || ! command -v /usr/bin/time > /dev/null; then contrib/bench/setup.sh; fi
+    bench_workspace
+}
+
 # Starts the servers (through contrib/test-servers/run.sh) and the release build unless already inside a run.
 bench_prepare() {
     if [ -z "${UPLOADQ_TEST_DAV_URL:-}" ]; then
@@ -21,9 +36,5 @@ bench_prepare() {
         if [ -d /dev/shm ] && [ -w /dev/shm ]; then export TMPDIR=/dev/shm; fi
         exec contrib/test-servers/run.sh "$0" "$@"
     fi
-    binary="$root/.build/release/uploadq"
-    work="$(mktemp -d "${TMPDIR:-/tmp}/uploadq-bench-XXXXXX")"
-    trap 'rm -rf "$work"' EXIT
-    results="$work/results"
-    : > "$results"
+    bench_workspace
 }
