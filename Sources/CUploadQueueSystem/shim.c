@@ -111,3 +111,17 @@ int uploadq_netlink_route_socket(void) {
 }
 
 int uploadq_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }
+
+int uploadq_open_for_writing(const char *path) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int answer;
+    if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0) {
+        fcntl(fd, F_SETLEASE, F_UNLCK);
+        answer = 0;
+    } else {
+        answer = (errno == EAGAIN || errno == EBUSY) ? 1 : -1;
+    }
+    close(fd);
+    return answer;
+}

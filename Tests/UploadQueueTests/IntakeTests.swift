@@ -1,3 +1,4 @@
+import CUploadQueueSystem
 import Foundation
 import Testing
 @testable import UploadQueue
@@ -117,6 +118,17 @@ struct IntakeTests {
             }
         }
         random.withUnsafeBytes { #expect(ContentTypeDetector.cameraFormat($0) == nil) }
+    }
+
+    @Test("a file still open for writing is recognised as such (read lease refused), and not once it is closed")
+    func openForWriting() throws {
+        let sandbox = try Sandbox()
+        let path = try sandbox.makeFile(sandbox.root + "/w.jpg", size: 10, seed: 1)
+        let writer = open(path, O_WRONLY | O_APPEND)
+        #expect(writer >= 0)
+        #expect(uploadq_open_for_writing(path) == 1)
+        close(writer)
+        #expect(uploadq_open_for_writing(path) == 0)
     }
 
     @Test("libmagic names the content type")

@@ -49,6 +49,11 @@ void *uploadq_md5_new(void);
 /// Writes 16 bytes to `digest` and frees the context.
 int uploadq_md5_finish(void *context, unsigned char *digest);
 
+/// Whether some process has `path` open for writing, asked the way Samba does: a read lease (F_SETLEASE) is
+/// refused while a writer holds the file. 1: open for writing, 0: not, -1: cannot tell (not the owner, no
+/// CAP_LEASE, or a file system without leases).
+int uploadq_open_for_writing(const char *path);
+
 /// syncfs(2): flushes the file system holding `fd` (one flush for a batch of new files instead of one fsync each).
 int uploadq_syncfs(int fd);
 

@@ -158,6 +158,9 @@ public actor SpoolWatcher: Service {
             let quietFor = now - candidate.lastChange
             guard quietFor >= spool.quietPeriod else { continue }
             if candidate.writing && quietFor < abandonedWriterTimeout { continue }
+            // The events may lag behind a busy writer: ask the kernel whether anyone still has it open for
+            // writing (a read lease is refused then). A writer that keeps it open but idle is waited out as above.
+            if quietFor < abandonedWriterTimeout, uploadq_open_for_writing(path) == 1 { continue }
             await take(name, path: path, fingerprint: fingerprint)
         }
     }
