@@ -11,6 +11,8 @@
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
+#include <sys/vfs.h>
+#include <signal.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
@@ -113,8 +115,25 @@ int uploadq_netlink_route_socket(void) {
 int uploadq_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }
 
 int uploadq_open_for_writing(const char *path) {
+    // A writer opening the file while we hold the lease makes the kernel signal us (SIGIO, whose default action
+    // ends the process): the daemon has no use for SIGIO, so it is ignored.
+    static volatile int sigio_ignored = 0;
+    if (!sigio_ignored) {
+        signal(SIGIO, SIG_IGN);
+        sigio_ignored = 1;
+    }
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) return -1;
+    // Network and FUSE file systems refuse leases for reasons of their own: no answer there.
+    struct statfs fs;
+    if (fstatfs(fd, &fs) == 0) {
+        unsigned long type = (unsigned long)fs.f_type;
+        if (type == 0x6969UL || type == 0x517BUL || type == 0xFF534D42UL || type == 0xFE534D42UL ||
+            type == 0x65735546UL) {
+            close(fd);
+            return -1;
+        }
+    }
     int answer;
     if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0) {
         fcntl(fd, F_SETLEASE, F_UNLCK);

@@ -195,6 +195,9 @@ public actor UploadQueue {
         try intake.finishIncompleteIntakes()
         let engine = TransferEngine()
         engine.setSendCap(configuration.bandwidth.unmetered)
+        // Large body reads only where no cap can ever apply (a cap that starts mid-transfer would turn them into
+        // long silences the stall detector takes for a dead link).
+        engine.largeReads = configuration.bandwidth.metered == 0 && configuration.bandwidth.unmetered == 0
         defer { engine.shutdown() }
         let uploaders = configuration.destinations.mapValues { Self.uploader(for: $0, engine: engine) }
         let configuration = self.configuration
@@ -248,10 +251,12 @@ public actor UploadQueue {
         patchWaker.cancel()
         metricsWriter?.cancel()
         await patchRunner.value
+        await metricsWriter?.value
+        // The last write, with the running monitor still there (no DNS or D-Bus while stopping).
+        if let path = configuration.metrics.textfile { writeMetrics(to: path, stopped: true) }
         self.scheduler = nil
         self.monitor = nil
         self.engine = nil
-        if let path = configuration.metrics.textfile { writeMetrics(to: path, stopped: true) }
         withExtendedLifetime((lock, wakeSocket)) {}
     }
 

@@ -30,7 +30,14 @@ struct WatchCommand: AsyncParsableCommand {
         var rounds = 0
         while !interrupted.isSet {
             let status = try await queue.status()
-            let lines = Self.lines(status)
+            var lines = Self.lines(status)
+            if terminal {
+                // A wrapped line would throw the in-place redraw off: lines are cut to the terminal's width.
+                var size = winsize()
+                if ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 10 {
+                    lines = lines.map { String($0.prefix(Int(size.ws_col) - 1)) }
+                }
+            }
             if terminal {
                 // Back to the first line drawn last time, then each line cleared and rewritten.
                 let up = drawn > 0 ? "\u{1B}[\(drawn)F" : ""

@@ -131,6 +131,23 @@ struct IntakeTests {
         #expect(uploadq_open_for_writing(path) == 0)
     }
 
+    @Test("copies no job refers to are removed once older than a minute; referenced and young ones stay")
+    func orphanBlobs() throws {
+        let sandbox = try Sandbox()
+        let blobs = try BlobStore(directory: sandbox.state + "/blobs")
+        let orphan = JobID.generate(), kept = JobID.generate()
+        for id in [orphan, kept] {
+            #expect(FileManager.default.createFile(atPath: blobs.path(for: id), contents: Data("x".utf8)))
+        }
+        #expect(FileManager.default.createFile(atPath: blobs.path(for: orphan) + ".uploadq.json", contents: Data()))
+        blobs.removeOrphans(referenced: [kept.rawValue])
+        #expect(FileManager.default.fileExists(atPath: blobs.path(for: orphan)), "a young copy may belong to a batch in progress")
+        blobs.removeOrphans(referenced: [kept.rawValue], now: Date().addingTimeInterval(120))
+        #expect(!FileManager.default.fileExists(atPath: blobs.path(for: orphan)))
+        #expect(FileManager.default.fileExists(atPath: blobs.path(for: kept)))
+        #expect(FileManager.default.fileExists(atPath: blobs.path(for: orphan) + ".uploadq.json"), "sidecars are not blobs")
+    }
+
     @Test("libmagic names the content type")
     func contentType() async throws {
         let sandbox = try Sandbox()

@@ -60,7 +60,7 @@ struct MetricsTests {
         #expect(samples["uploadq_jobs{state=\"uploaded\"}"] == 3)
         #expect(samples["uploadq_job_bytes{state=\"uploaded\"}"] == 30_000)
         #expect(samples["uploadq_link_class{class=\"unmetered\"}"] != nil)
-        #expect(samples["uploadq_failed_attempts_total"] == 0)
+        #expect(samples["uploadq_failed_attempts"] == 0)
         #expect(samples["uploadq_patches{state=\"pending\"}"] == 0)
         let final = try Self.parse(try String(contentsOfFile: path, encoding: .utf8))
         #expect(final["uploadq_up"] == 0, "the last write after the stop says nobody runs the queue")

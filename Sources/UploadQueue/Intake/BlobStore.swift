@@ -34,7 +34,8 @@ struct BlobStore: Sendable {
         let id: JobID
         let temporary: String
         fileprivate var descriptor: Int32
-        fileprivate var done = false
+        /// Renamed into place: the blob exists under its final name.
+        fileprivate(set) var done = false
 
         fileprivate init(id: JobID, temporary: String, descriptor: Int32) {
             self.id = id
@@ -72,6 +73,7 @@ struct BlobStore: Sendable {
     /// Makes pending copies durable and puts them in place: one fsync for a single copy, one `syncfs` for a batch
     /// (a flush of the file system instead of one per file), then the renames and one fsync of `blobs/`.
     func commit(_ copies: [PendingCopy]) throws(UploadQueueError) {
+        let copies = copies.filter { !$0.done }
         guard let first = copies.first else { return }
         if copies.count == 1 {
             guard fsync(first.descriptor) == 0 else { throw .system("fsync", path: first.temporary, job: first.id) }
@@ -123,6 +125,21 @@ struct BlobStore: Sendable {
 
     /// Removes a temporary copy left by a crash during `copy` (the original was never touched). A copy another
     /// process is still writing holds its lock (or was created moments ago) and is left alone.
+    /// Removes copies no job refers to: what a crash between making a batch of copies durable and committing
+    /// their rows leaves behind (the callers' own files were untouched: `copy` keeps them). Only blobs older than
+    /// 60 s go, so a batch being committed right now is left alone; `move` blobs always have their row first.
+    func removeOrphans(referenced: Set<String>, now: Date = Date()) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        for name in names where !name.hasPrefix(".") && !name.contains(".") && !referenced.contains(name) {
+            guard JobID(name) != nil else { continue }
+            let path = (directory as NSString).appendingPathComponent(name)
+            var info = stat()
+            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
+                  now.timeIntervalSince1970 - Double(info.st_ctim.tv_sec) > 60 else { continue }
+            unlink(path)
+        }
+    }
+
     func removeStaleTemporaries(now: Date = Date()) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {

@@ -47,13 +47,9 @@ struct Intake: Sendable {
 
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`).
     func enqueue(_ request: EnqueueRequest, noFollow: Bool = false, now: Date = Date()) throws(UploadQueueError) -> EnqueueResult {
-        var prepared = try prepare(request, noFollow: noFollow, now: now)
-        if let copy = prepared.copy { try blobs.commit([copy]) }
-        try adoptCopiedFingerprint(&prepared)
-        if let existing = try insertUnlessDuplicate(prepared.job) {
-            if prepared.copy != nil { unlink(blobs.path(for: prepared.job.id)) }
-            return EnqueueResult(id: existing.id, deduplicated: true)
-        }
+        let prepared = try prepare(request, noFollow: noFollow, now: now)
+        let accepted = try commitAlone(prepared)
+        if accepted.deduplicated { return accepted }
         let job = prepared.job
         if request.mode == .move {
             if prepared.copy != nil {
@@ -100,13 +96,32 @@ struct Intake: Sendable {
                     }
                 }
             } catch {
+                // Something in the chunk failed as a whole: each file goes on its own, so one bad file does not
+                // take the others down with it.
                 for (index, item) in prepared {
-                    if item.copy != nil { unlink(blobs.path(for: item.job.id)) }
-                    results[index] = .failure(error)
+                    results[index] = Result { () throws(UploadQueueError) in try commitAlone(item) }
                 }
             }
         }
         return results.map { $0 ?? .failure(UploadQueueError(.io, "not processed")) }
+    }
+
+    /// Makes one prepared file durable and records it (the fallback when its batch failed as a whole).
+    private func commitAlone(_ item: Prepared) throws(UploadQueueError) -> EnqueueResult {
+        var item = item
+        do {
+            if let copy = item.copy { try blobs.commit([copy]) }
+            try adoptCopiedFingerprint(&item)
+            if let existing = try insertUnlessDuplicate(item.job) {
+                if item.copy != nil { unlink(blobs.path(for: item.job.id)) }
+                return EnqueueResult(id: existing.id, deduplicated: true)
+            }
+            return EnqueueResult(id: item.job.id, deduplicated: false)
+        } catch {
+            // No row refers to the blob: it goes (the caller's own file is untouched in copy mode).
+            if item.copy?.done == true { unlink(blobs.path(for: item.job.id)) }
+            throw error
+        }
     }
 
     /// Checks, reads and hashes one file; a copy is written to a temporary blob (not yet durable).
@@ -243,6 +258,9 @@ struct Intake: Sendable {
             }
         }
         blobs.removeStaleTemporaries()
+        if let ids = try? store.writer.read({ db in try String.fetchAll(db, sql: "SELECT id FROM job") }) {
+            blobs.removeOrphans(referenced: Set(ids))
+        }
     }
 
     private func markComplete(_ id: JobID) throws(UploadQueueError) {

@@ -34,7 +34,7 @@ public enum PrometheusText {
         family("uploadq_active_transfers", "gauge", "Transfers running now.", [([], Int64(summary.active.count))])
         family("uploadq_transfer_rate_bytes_per_second", "gauge", "Sum of the running transfers' rates.",
                [([], summary.active.reduce(0) { $0 + $1.rateBytesPerSecond })])
-        family("uploadq_failed_attempts_total", "counter", "Attempts that ended in a failure (retried or permanent).",
+        family("uploadq_failed_attempts", "gauge", "Failed attempts of the jobs in the queue (retried or permanent).",
                [([], Int64(summary.failedAttempts))])
         family("uploadq_circuit_open", "gauge", "1 for a destination whose circuit is open (its jobs wait).",
                summary.openCircuits.sorted().map { ([("destination", $0)], 1) })
