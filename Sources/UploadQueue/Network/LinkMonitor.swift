@@ -46,10 +46,13 @@ final class LinkMonitor: Sendable {
     /// The link to `destination`'s server; a local-directory destination needs none and is always unmetered.
     /// Never waits: the server's address comes from what `refresh()` looked up (the default route until then).
     func status(for destination: Destination) -> LinkStatus {
+        status(for: destination, table: RouteTable.current())
+    }
+
+    private func status(for destination: Destination, table: RouteTable) -> LinkStatus {
         guard destination.transferProtocol != .file else {
             return LinkStatus(linkClass: .unmetered, source: .default, reason: "local directory")
         }
-        let table = RouteTable.current()
         let interface: String?
         if let host = Self.host(of: destination), let address = cachedAddress(of: host) {
             interface = table.interface(for: address)
@@ -63,8 +66,9 @@ final class LinkMonitor: Sendable {
     /// status.
     func changes() -> [String: LinkStatus] {
         var changed: [String: LinkStatus] = [:]
+        let table = RouteTable.current()  // read once for all destinations
         for (name, destination) in configuration.destinations {
-            let status = status(for: destination)
+            let status = status(for: destination, table: table)
             let before = state.withLock { state -> LinkStatus? in
                 let before = state.last[name]
                 state.last[name] = status

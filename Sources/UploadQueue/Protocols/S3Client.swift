@@ -74,8 +74,8 @@ struct S3Client: Sendable {
             } catch {
                 throw FailureClassifier.failure(for: error, method: "\(method) \(describe(target))")
             }
-            if !resignedForSkew, response.status == 403, S3ErrorReply(response)?.code == "RequestTimeTooSkewed",
-               let serverDate = response.date ?? S3ErrorReply(response)?.serverTime {
+            if !resignedForSkew, response.status == 403, let reply = S3ErrorReply(response),
+               reply.code == "RequestTimeTooSkewed", let serverDate = response.date ?? reply.serverTime {
                 resignedForSkew = true
                 clockOffset.set(serverDate.timeIntervalSinceNow)
                 continue
