@@ -123,6 +123,8 @@ public actor UploadQueue {
     public nonisolated var completions: AsyncStream<Completion> {
         let events = hub.subscribe()
         let store = self.store
+        // From now on pruning keeps completions until they are acknowledged.
+        try? store.noteCompletionConsumer()
         return AsyncStream { continuation in
             let task = Task {
                 var delivered = Set<JobID>()
@@ -166,7 +168,8 @@ public actor UploadQueue {
         let runnerElsewhere = scheduler == nil && DaemonLock.holder(path: configuration.lockPath) != nil
         let (outcome, job) = try store.requestCancel(id, workerRunning: runnerElsewhere)
         if outcome == .removed {
-            releaseFile(of: job)
+            // The file is kept first; only then does the job leave (a failure leaves both as they were).
+            _ = try CancelledFiles(directory: configuration.cancelledDirectory).remove(id, from: store)
             hub.emit(.cancelled(id))
             if job.resumeState != nil, let destination = configuration.destinations[job.destination] {
                 // No runner is up to drop the partial remote upload: do it here.
@@ -192,7 +195,9 @@ public actor UploadQueue {
         if !recovered.isEmpty {
             logger.notice("\(recovered.count) upload(s) of a stopped process go back to pending; they resume from their saved state")
         }
-        try intake.finishIncompleteIntakes()
+        for problem in intake.finishIncompleteIntakes() {
+            logger.error("an interrupted intake could not be finished; it is tried again at the next start: \(problem)")
+        }
         let engine = TransferEngine()
         engine.setSendCap(configuration.bandwidth.unmetered)
         // Large body reads only where no cap can ever apply (a cap that starts mid-transfer would turn them into
@@ -208,10 +213,10 @@ public actor UploadQueue {
         self.monitor = monitor
         self.engine = engine
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
-                                  release: { Self.releaseFile(of: $0, configuration: configuration) }, logger: logger,
-                                  exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor)
+                                  logger: logger, exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor)
         let patches = PatchDispatcher(configuration: configuration, store: store, engine: engine, monitor: monitor,
                                       logger: logger)
+        let retention = RetentionSweeper(configuration: configuration, store: store, logger: logger)
         self.scheduler = scheduler
         let wakeSocket: WakeSocket?
         do {
@@ -223,14 +228,18 @@ public actor UploadQueue {
             logger.warning("no wake-up socket, falling back to polling: \(error)")
             wakeSocket = nil
         }
-        // A job that becomes uploaded may owe a patch: the dispatcher looks at once.
+        // A job that becomes uploaded may owe a patch, and owes the release of its copy: both look at once.
         let events = hub.subscribe()
         let patchWaker = Task {
             for await event in events {
-                if case .stateChanged(_, .uploaded) = event { patches.wake.signal() }
+                if case .stateChanged(_, .uploaded) = event {
+                    patches.wake.signal()
+                    retention.wake.signal()
+                }
             }
         }
         let patchRunner = Task { await patches.run() }
+        let retentionRunner = Task { await retention.run() }
         let metricsWriter = configuration.metrics.textfile.map { path in
             Task {
                 while !Task.isCancelled {
@@ -241,11 +250,14 @@ public actor UploadQueue {
         }
         onReady()
         await scheduler.run()
+        retentionRunner.cancel()
+        await retentionRunner.value
         if exitWhenIdle {
-            // A batch run leaves no patch behind that could be sent now.
+            // A batch run leaves no patch behind that could be sent now, and no copy that could be released.
             patchRunner.cancel()
             await patchRunner.value
             await patches.deliverDue()
+            await retention.releaseAllDue()
         }
         patchRunner.cancel()
         patchWaker.cancel()
@@ -298,17 +310,12 @@ public actor UploadQueue {
         }
     }
 
-    private func releaseFile(of job: Job) {
-        Self.releaseFile(of: job, configuration: configuration)
-    }
-
-    /// Moves the queue's own copy of a cancelled job's file to `state_dir/cancelled/` (a `reference` file stays
-    /// where it is).
-    private static func releaseFile(of job: Job, configuration: Configuration) {
-        guard job.mode != .reference else { return }
-        try? BlobStore.makeDirectory(configuration.cancelledDirectory)
-        let target = (configuration.cancelledDirectory as NSString)
-            .appendingPathComponent("\(job.id.rawValue)-\(PathTemplate.escape(job.originalName))")
-        rename(job.file, target)
+    /// Prunes uploaded jobs (with their attempts, delivered patches and acknowledged completions) and kept files of
+    /// cancelled jobs finished more than `age` ago, then gives the database's free space back (`uploadq prune`).
+    /// Failed and live jobs are never pruned; nor are patches still owed or completions not yet acknowledged.
+    public func prune(olderThan age: Duration, dryRun: Bool = false) async throws -> PruneReport {
+        let pruner = HistoryPruner(store: store, cancelled: CancelledFiles(directory: configuration.cancelledDirectory),
+                                   databasePath: configuration.databasePath)
+        return try await pruner.prune(before: Date().addingTimeInterval(-age.seconds), dryRun: dryRun, truncateLog: true)
     }
 }

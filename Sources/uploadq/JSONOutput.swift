@@ -74,6 +74,7 @@ enum JSONOutput {
                 ]
             },
             "next_attempt_at": rfc3339(summary.nextAttemptAt),
+            "releases": ["owed": summary.owedReleases, "error": summary.releaseError ?? NSNull()] as [String: Any],
             "patches": [
                 "pending": summary.patches[.pending] ?? 0,
                 "done": summary.patches[.done] ?? 0,

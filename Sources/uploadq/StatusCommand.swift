@@ -45,6 +45,10 @@ struct StatusCommand: AsyncParsableCommand {
             let waiting = summary.waiting.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
             lines.append("waiting:  \(waiting.joined(separator: ", "))")
         }
+        if summary.owedReleases > 0 {
+            lines.append("releases: \(summary.owedReleases) uploaded cop\(summary.owedReleases == 1 ? "y" : "ies") "
+                + "to release" + (summary.releaseError.map { " (failing: \($0))" } ?? ""))
+        }
         if summary.nextAttemptAt != nil {
             lines.append("next try: \(TextOutput.time(summary.nextAttemptAt))")
         }

@@ -27,56 +27,49 @@ enum BinaryRunner {
                     executable: String? = nil) throws -> Output {
         let program = executable ?? path
         #expect(FileManager.default.isExecutableFile(atPath: program), "build the uploadq binary first: \(program)")
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: program)
-        process.arguments = executable == nil ? arguments : Array(arguments.dropFirst())
-        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         var env = ProcessInfo.processInfo.environment
         env["UPLOADQ_CONFIG"] = nil
         env.merge(environment) { $1 }
-        process.environment = env
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        try process.run()
-        // Read both pipes at once so a chatty stderr cannot block the child while we wait on stdout.
-        let stderrData = Mutex(Data())
-        let stderrRead = DispatchGroup()
-        DispatchQueue.global().async(group: stderrRead) {
-            let data = err.fileHandleForReading.readDataToEndOfFile()
-            stderrData.withLock { $0 = data }
-        }
-        let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
-        stderrRead.wait()
-        process.waitUntilExit()
-        return Output(status: process.terminationStatus, stdout: String(decoding: stdoutData, as: UTF8.self),
-                      stderr: String(decoding: stderrData.withLock { $0 }, as: UTF8.self))
+        let argv = executable == nil ? [program] + arguments : arguments
+        let (status, stdout, stderr) = try ChildProcess.run(argv, executable: program, directory: directory, environment: env)
+        return Output(status: status, stdout: String(decoding: stdout, as: UTF8.self),
+                      stderr: String(decoding: stderr, as: UTF8.self))
+    }
+}
+
+extension Sandbox {
+    /// Runs `uploadq daemon --exit-when-idle` on this sandbox to the end (at most `limit` seconds: a daemon that
+    /// does not finish fails the test instead of hanging the run); returns its output.
+    @discardableResult
+    func drain(limit: Int = 60) throws -> BinaryRunner.Output {
+        let output = try BinaryRunner.run(["timeout", "\(limit)", BinaryRunner.path, "daemon", "--exit-when-idle",
+                                           "--config", configPath], executable: "/usr/bin/timeout")
+        #expect(output.status == 0, "daemon --exit-when-idle: status \(output.status)\n\(output.stderr.suffix(2000))")
+        return output
     }
 }
 
 /// A running `uploadq daemon`, logging to a file in the sandbox.
-final class DaemonProcess: @unchecked Sendable {
-    let process = Process()
+final class DaemonProcess: Sendable {
+    let child: ChildProcess
     let logPath: String
 
     init(sandbox: Sandbox, name: String = "daemon", environment: [String: String] = [:]) throws {
         #expect(FileManager.default.isExecutableFile(atPath: BinaryRunner.path), "build the uploadq binary first")
         logPath = sandbox.root + "/\(name).log"
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.executableURL = URL(fileURLWithPath: BinaryRunner.path)
-        process.arguments = ["daemon", "--config", sandbox.configPath, "--log-level", "debug"]
-        if !environment.isEmpty {
-            process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        }
-        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
-        process.standardError = log
-        process.standardOutput = log
-        try process.run()
+        let log = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard log >= 0 else { throw UploadQueueError.system("open", path: logPath) }
+        defer { close(log) }
+        child = try ChildProcess([BinaryRunner.path, "daemon", "--config", sandbox.configPath, "--log-level", "debug"],
+                                 executable: BinaryRunner.path,
+                                 environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
+                                 input: nil, output: log, errors: log)
     }
 
-    var pid: Int32 { process.processIdentifier }
-    var isRunning: Bool { process.isRunning }
+    var pid: Int32 { child.pid }
+    var isRunning: Bool { child.isRunning }
+    /// The exit code once the daemon ended.
+    var terminationStatus: Int32 { child.wait() }
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Waits until the daemon holds the queue (its lock file names it).
@@ -86,21 +79,21 @@ final class DaemonProcess: @unchecked Sendable {
 
     func kill9() {
         kill(pid, SIGKILL)
-        process.waitUntilExit()
+        child.wait()
     }
 
     /// Sends SIGTERM and returns how long the daemon took to exit.
     func terminate() -> Duration {
         let start = ContinuousClock.now
         kill(pid, SIGTERM)
-        process.waitUntilExit()
+        child.wait()
         return ContinuousClock.now - start
     }
 
     deinit {
-        if process.isRunning {
+        if child.isRunning {
             kill(pid, SIGKILL)
-            process.waitUntilExit()
+            child.wait()
         }
     }
 }

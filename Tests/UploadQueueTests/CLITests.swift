@@ -150,16 +150,12 @@ struct CLITests {
         }
         let list = sandbox.root + "/list"
         try Data((names.joined(separator: "\0") + "\0").utf8).write(to: URL(fileURLWithPath: list))
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: BinaryRunner.path)
-        process.arguments = ["enqueue", "--files-from", "-", "--null", "--config", sandbox.configPath]
-        process.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: list))
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        let printed = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
+        let (exitCode, output, _) = try ChildProcess.run(
+            [BinaryRunner.path, "enqueue", "--files-from", "-", "--null", "--config", sandbox.configPath],
+            executable: BinaryRunner.path, environment: ProcessInfo.processInfo.environment,
+            input: .file(list))
+        let printed = String(decoding: output, as: UTF8.self)
+        #expect(exitCode == 0)
         #expect(printed.split(separator: "\n").count == 1200)
         let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         #expect(((try status.json() as? [String: Any])?["counts"] as? [String: Int])?["pending"] == 1200)

@@ -115,7 +115,7 @@ struct DaemonTests {
         #expect(try await eventually(timeout: .seconds(30)) { (try await queue.job(id)?.bytesConfirmed ?? 0) >= 2 << 20 })
         let took = daemon.terminate()
         #expect(took < .seconds(5))
-        #expect(daemon.process.terminationStatus == 0, "daemon log:\n\(daemon.log.suffix(2000))")
+        #expect(daemon.terminationStatus == 0, "daemon log:\n\(daemon.log.suffix(2000))")
         let job = try #require(try await queue.job(id))
         #expect(job.state == .pending)
         #expect(job.bytesConfirmed >= 2 << 20 && job.bytesConfirmed < job.size)

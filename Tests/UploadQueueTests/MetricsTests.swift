@@ -18,22 +18,11 @@ struct MetricsTests {
                     out[sample.name + ("{" + labels + "}" if labels else "")] = sample.value
             print(json.dumps(out))
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = ["-c", script]
-        let input = Pipe()
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        input.fileHandleForWriting.write(Data(text.utf8))
-        try input.fileHandleForWriting.close()
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        let problem = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "the parser refused the text: \(problem)")
+        let (status, data, errors) = try ChildProcess.run([python, "-c", script], executable: python,
+                                                          environment: ProcessInfo.processInfo.environment,
+                                                          input: .bytes(Data(text.utf8)))
+        let problem = String(decoding: errors, as: UTF8.self)
+        #expect(status == 0, "the parser refused the text: \(problem)")
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Double])
     }
 

@@ -98,7 +98,7 @@ struct QueueStoreTests {
         #expect(throws: UploadQueueError.self) { try store.retry([JobID.generate()]) }
     }
 
-    @Test("cancel removes an idle job at once and only flags a transferring one")
+    @Test("cancel lets an idle job go (the row stays until its file is kept) and only flags a transferring one")
     func cancel() throws {
         let ids = [JobID.generate(), JobID.generate()]
         let store = try Self.store(with: ids.map { Self.job($0) })
@@ -108,6 +108,8 @@ struct QueueStoreTests {
         #expect(try store.cancelRequests() == [ids[0]])
         let (removed, _) = try store.requestCancel(ids[1], workerRunning: true)
         #expect(removed == .removed)
+        #expect(try store.job(ids[1]) != nil, "the caller keeps the file first, then removes the row")
+        #expect(try store.removeCancelled(ids[1]) != nil)
         #expect(try store.job(ids[1]) == nil)
         #expect(try store.removeCancelled(ids[0]) != nil)
         #expect(try store.jobs().isEmpty)

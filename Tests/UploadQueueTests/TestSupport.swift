@@ -124,3 +124,31 @@ func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -
     }
     return try await condition()
 }
+
+/// A small tmpfs mounted for one test (the tests run as root, as CI does): a file system of its own for
+/// cross-device moves, and one that fills up for disk-full cases. Unmounted at the end. A mount that fails fails
+/// the test: it never skips.
+final class TmpfsMount: @unchecked Sendable {
+    let path: String
+
+    init(at path: String, size: String) throws {
+        self.path = path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        let result = try BinaryRunner.run(["mount", "-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path],
+                                          executable: "/bin/mount")
+        guard result.status == 0 else {
+            Issue.record("cannot mount a tmpfs at \(path) (the tests need root): \(result.stderr)")
+            throw UploadQueueError(.io, "mount failed", path: path)
+        }
+    }
+
+    /// Changes the size: smaller to fill it up, larger to give space back.
+    func resize(_ size: String) throws {
+        let result = try BinaryRunner.run(["mount", "-o", "remount,size=\(size)", path], executable: "/bin/mount")
+        #expect(result.status == 0, "remount \(path): \(result.stderr)")
+    }
+
+    deinit {
+        _ = try? BinaryRunner.run(["umount", "-l", path], executable: "/bin/umount")
+    }
+}

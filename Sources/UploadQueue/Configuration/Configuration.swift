@@ -25,6 +25,8 @@ public struct Configuration: Sendable, Equatable {
     public var patch = PatchSettings()
     /// Where Prometheus metrics are written for node_exporter's textfile collector, if anywhere.
     public var metrics = Metrics()
+    /// `[retention]`: what happens to uploaded copies, and how long history is kept.
+    public var retention = RetentionPolicy()
 
     /// `[metrics]`: a Prometheus text file rewritten atomically every `interval`.
     public struct Metrics: Sendable, Equatable {

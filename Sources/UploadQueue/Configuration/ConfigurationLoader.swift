@@ -143,14 +143,23 @@ public enum ConfigurationLoader {
             metrics.interval = try table.duration("interval", minimum: .milliseconds(100)) ?? metrics.interval
             try table.rejectUnknownKeys()
         }
+        var retention = RetentionPolicy()
+        if var table = try root.table("retention") {
+            retention = try RetentionPolicy.load(&table, baseDirectory: baseDirectory)
+            try table.rejectUnknownKeys()
+        }
         try root.rejectUnknownKeys()
 
         var configuration = Configuration(file: nil, stateDirectory: stateDirectory, spool: spool, limits: limits,
                                           retry: retry, link: link, bandwidth: bandwidth, destinations: destinations)
         configuration.patch = patch
         configuration.metrics = metrics
+        configuration.retention = retention
         return configuration
     }
+
+    /// A duration written as in the config (`500ms`, `30s`, `5m`, `1h`, `90d`), for command-line options.
+    public static func duration(_ text: String) -> Duration? { ConfigurationValues.duration(text) }
 
     static func absolutePath(_ path: String, base: String) -> String {
         let expanded = (path as NSString).expandingTildeInPath

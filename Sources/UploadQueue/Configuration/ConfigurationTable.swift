@@ -116,7 +116,7 @@ struct ConfigurationTable {
             throw typeError(key, expected: "a duration such as \"30s\"", got: value)
         }
         guard let duration = ConfigurationValues.duration(text) else {
-            throw error(key, "not a duration: \"\(text)\" (use a number with ms, s, m or h)")
+            throw error(key, "not a duration: \"\(text)\" (use a number with ms, s, m, h or d)")
         }
         guard duration >= minimum else { throw error(key, "must be at least \(minimum)") }
         return duration

@@ -16,10 +16,10 @@ enum ConfigurationValues {
         return value
     }
 
-    /// A duration from a text such as `500ms`, `30s`, `5m`, `1h`; nil if it is not one.
+    /// A duration from a text such as `500ms`, `30s`, `5m`, `1h`, `90d`; nil if it is not one.
     static func duration(_ text: String) -> Duration? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86400)]
         for (suffix, factor) in units where trimmed.hasSuffix(suffix) {
             let number = trimmed.dropLast(suffix.count).trimmingCharacters(in: .whitespaces)
             guard !number.isEmpty, let value = Double(number), value >= 0, value.isFinite, value * factor < 1e10 else {

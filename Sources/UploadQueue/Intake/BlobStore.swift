@@ -109,7 +109,7 @@ struct BlobStore: Sendable {
             guard input >= 0 else { throw .system("open", path: source, job: id) }
             defer { close(input) }
             _ = try copy(descriptor: input, sourcePath: source, to: id)
-            guard unlink(source) == 0 else { throw .system("unlink", path: source, job: id) }
+            try unlinkIfUnchanged(source, expected: expected, job: id)
             try syncDirectory((source as NSString).deletingLastPathComponent)
             return try FileFingerprint.of(path: destination)
         }
@@ -123,8 +123,17 @@ struct BlobStore: Sendable {
         return adopted
     }
 
-    /// Removes a temporary copy left by a crash during `copy` (the original was never touched). A copy another
-    /// process is still writing holds its lock (or was created moments ago) and is left alone.
+    /// Unlinks `path` only while the name still refers to the file that was read (same inode, size and times):
+    /// a version written or renamed into place meanwhile survives, and the intake is tried again later.
+    func unlinkIfUnchanged(_ path: String, expected: FileFingerprint, job: JobID) throws(UploadQueueError) {
+        let now = try FileFingerprint.of(path: path)
+        guard now.inode == expected.inode, now.device == expected.device, !now.contentMayDiffer(from: expected) else {
+            throw UploadQueueError(.sourceUnstable, "the file changed while it was taken into the queue; the new "
+                + "version is left where it is", job: job, path: path)
+        }
+        guard unlink(path) == 0 else { throw .system("unlink", path: path, job: job) }
+    }
+
     /// Removes copies no job refers to: what a crash between making a batch of copies durable and committing
     /// their rows leaves behind (the callers' own files were untouched: `copy` keeps them). Only blobs older than
     /// 60 s go, so a batch being committed right now is left alone; `move` blobs always have their row first.
@@ -140,6 +149,8 @@ struct BlobStore: Sendable {
         }
     }
 
+    /// Removes a temporary copy left by a crash during `copy` (the original was never touched). A copy another
+    /// process is still writing holds its lock (or was created moments ago) and is left alone.
     func removeStaleTemporaries(now: Date = Date()) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {

@@ -1,3 +1,4 @@
+import CUploadQueueSystem
 import Foundation
 import GRDB
 
@@ -51,15 +52,42 @@ struct Intake: Sendable {
         let accepted = try commitAlone(prepared)
         if accepted.deduplicated { return accepted }
         let job = prepared.job
-        if request.mode == .move {
+        guard request.mode == .move else { return accepted }
+        do {
             if prepared.copy != nil {
-                // Several names share this file: the queue keeps its own copy and only drops the spool's name.
-                guard unlink(prepared.path) == 0 else { throw .system("unlink", path: prepared.path, job: job.id) }
+                // Several names share this file: the queue keeps its own copy and only drops the given name.
+                try blobs.unlinkIfUnchanged(prepared.path, expected: prepared.before, job: job.id)
             } else {
                 try completeMove(job, expected: prepared.before)
             }
+        } catch {
+            // The intake must finish or be undone: a row left half-taken would hold the same file back as
+            // "already queued" for ever.
+            if undoMove(job) { throw error }
+            try finishIntake(job)
         }
-        return EnqueueResult(id: job.id, deduplicated: false)
+        return accepted
+    }
+
+    /// Undoes a `move` whose second step failed: the file goes back to its name (or the queue's copy goes, when
+    /// the original is still there), then the row. Returns false when that cannot be done.
+    private func undoMove(_ job: Job) -> Bool {
+        let blob = try? FileFingerprint.of(path: job.file)
+        let source = try? FileFingerprint.of(path: job.sourcePath)
+        if blob != nil {
+            if source != nil {
+                guard unlink(job.file) == 0 else { return false }
+            } else if uploadq_rename_noreplace(AT_FDCWD, job.file, AT_FDCWD, job.sourcePath) != 0 {
+                return false
+            }
+        }
+        do {
+            try store.writer.write { db in _ = try Job.deleteOne(db, key: job.id.rawValue) }
+        } catch {
+            // The row stays incomplete: the next start finishes it (`finishIncompleteIntakes`).
+            return false
+        }
+        return true
     }
 
     /// Accepts many files at once (the CLI's `enqueue A B C…`, a library batch): the same checks as one by one,
@@ -190,13 +218,17 @@ struct Intake: Sendable {
 
     private func completeMove(_ job: Job, expected: FileFingerprint) throws(UploadQueueError) {
         let adopted = try blobs.adopt(source: job.sourcePath, expected: expected, for: job.id)
+        try recordIntake(job.id, blob: adopted)
+    }
+
+    /// Marks the intake complete with the blob as it now is: across file systems it is a copy with an inode of
+    /// its own, which the uploaders check against.
+    private func recordIntake(_ id: JobID, blob: FileFingerprint) throws(UploadQueueError) {
         do {
-            try store.writer.write { db in
-                try db.execute(sql: "UPDATE job SET intake_complete = 1, inode = ?, device = ?, updated_at = ? WHERE id = ?",
-                               arguments: [adopted.inode, adopted.device, Date(), job.id.rawValue])
-            }
+            try store.markIntakeComplete(id, inode: blob.inode, device: blob.device,
+                                         modifiedNanoseconds: blob.modifiedNanoseconds)
         } catch {
-            throw UploadQueueError(.database, "cannot record the intake: \(error)", job: job.id)
+            throw UploadQueueError(.database, "cannot record the intake: \(error)", job: id)
         }
     }
 
@@ -234,38 +266,51 @@ struct Intake: Sendable {
 
     /// Completes `move` intakes a crash interrupted: the row is there, the file is still at its source, or
     /// already in `blobs/`. A file that is in neither place fails the job permanently (it is reported, not lost
-    /// silently).
-    func finishIncompleteIntakes() throws(UploadQueueError) {
-        let pending: [Job]
-        do { pending = try store.incompleteIntakes() } catch {
-            throw UploadQueueError(.database, "cannot read the queue: \(error)")
-        }
-        for job in pending {
-            if let blob = try? FileFingerprint.of(path: job.file), blob.isRegularFile {
-                try markComplete(job.id)
-                continue
+    /// silently). Each intake is finished on its own: one that cannot be is returned as a problem, and the others
+    /// and the start go on.
+    func finishIncompleteIntakes() -> [UploadQueueError] {
+        var problems: [UploadQueueError] = []
+        do {
+            for job in try store.incompleteIntakes() {
+                do { try finishIntake(job) } catch { problems.append(error) }
             }
-            if let source = try? FileFingerprint.of(path: job.sourcePath), source.isRegularFile,
-               source.inode == job.inode, source.device == job.device {
-                try completeMove(job, expected: source)
-                continue
-            }
-            do {
-                try store.apply(.failPermanent(error: "the file vanished while it was taken into the queue "
-                    + "(neither \(job.sourcePath) nor \(job.file) exists)"), to: job.id) { $0.intakeComplete = true }
-            } catch {
-                throw UploadQueueError(.database, "cannot record the lost intake: \(error)", job: job.id)
-            }
+        } catch {
+            problems.append(UploadQueueError(.database, "cannot read the queue: \(error)"))
         }
         blobs.removeStaleTemporaries()
-        if let ids = try? store.writer.read({ db in try String.fetchAll(db, sql: "SELECT id FROM job") }) {
+        if let ids = try? store.writer.read({ db in
+            try String.fetchAll(db, sql: "SELECT id FROM job UNION SELECT job_id FROM file_release")
+        }) {
             blobs.removeOrphans(referenced: Set(ids))
         }
+        return problems
     }
 
-    private func markComplete(_ id: JobID) throws(UploadQueueError) {
-        do { try store.markIntakeComplete(id) } catch {
-            throw UploadQueueError(.database, "cannot record the intake: \(error)", job: id)
+    /// Finishes one interrupted `move` intake.
+    private func finishIntake(_ job: Job) throws(UploadQueueError) {
+        let source = try? FileFingerprint.of(path: job.sourcePath)
+        let sourceIsOurs = source.map { $0.isRegularFile && $0.inode == job.inode && $0.device == job.device } ?? false
+        if let blob = try? FileFingerprint.of(path: job.file), blob.isRegularFile {
+            // The file reached `blobs/`: renamed (the source name is gone), or copied across file systems and the
+            // original not yet unlinked, which happens now unless someone wrote a new version meanwhile.
+            if let source, sourceIsOurs, blob.inode != source.inode {
+                var recorded = source
+                recorded.size = job.size
+                recorded.modifiedNanoseconds = job.modifiedNanoseconds
+                try? blobs.unlinkIfUnchanged(job.sourcePath, expected: recorded, job: job.id)
+            }
+            try recordIntake(job.id, blob: blob)
+            return
+        }
+        if let source, sourceIsOurs {
+            try completeMove(job, expected: source)
+            return
+        }
+        do {
+            try store.apply(.failPermanent(error: "the file vanished while it was taken into the queue "
+                + "(neither \(job.sourcePath) nor \(job.file) exists)"), to: job.id) { $0.intakeComplete = true }
+        } catch {
+            throw UploadQueueError(.database, "cannot record the lost intake: \(error)", job: job.id)
         }
     }
 

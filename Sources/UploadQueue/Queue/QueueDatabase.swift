@@ -45,9 +45,22 @@ public struct QueueDatabase: Sendable {
         // GRDB switches the writer to `synchronous = NORMAL` when it turns WAL on, after `prepareDatabase`:
         // NORMAL may lose the last commits on power loss, and an accepted job must survive that.
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+        try enableIncrementalVacuum(pool)
         let database = QueueDatabase(writer: pool)
         try database.migrate()
         return database
+    }
+
+    /// Lets the database give pruned pages back to the file system in small steps (`PRAGMA incremental_vacuum`)
+    /// instead of growing for ever. The setting only takes effect through a `VACUUM` once the file has its header
+    /// (switching to WAL writes it), so it is done once here: instant on a new database, once on an older one. If
+    /// it fails (a full disk, a busy queue), the next open tries again and the queue works as before.
+    private static func enableIncrementalVacuum(_ writer: any DatabaseWriter) throws {
+        try writer.writeWithoutTransaction { db in
+            guard try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 else { return }
+            try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+            try? db.execute(sql: "VACUUM")
+        }
     }
 
     /// An in-memory database for unit tests.
@@ -151,6 +164,28 @@ public struct QueueDatabase: Sendable {
             try db.create(index: "job_summary", on: "job",
                           columns: ["state", "waiting_reason", "permanent", "patch_state", "destination", "size"])
             try db.create(index: "job_patch_state", on: "job", columns: ["patch_state"])
+        }
+        migrator.registerMigration("v5-retention") { db in
+            // Releases owed: the queue's copy of an uploaded file, to delete or archive once due. A row stands on
+            // its own (no reference to the job), so pruning a job's history can never strand its file.
+            try db.create(table: "file_release") { t in
+                t.primaryKey("job_id", .text)
+                t.column("action", .text).notNull()
+                t.column("path", .text).notNull()
+                t.column("target", .text)
+                t.column("due_at", .datetime).notNull()
+                t.column("attempts", .integer).notNull().defaults(to: 0)
+                t.column("last_error", .text)
+                t.column("created_at", .datetime).notNull()
+            }
+            try db.create(index: "file_release_due", on: "file_release", columns: ["due_at"])
+            // Copies uploaded before retention existed: released by the configured policy on the first look.
+            try db.execute(sql: """
+                INSERT INTO file_release (job_id, action, path, due_at, created_at)
+                SELECT id, 'policy', file, updated_at, updated_at FROM job WHERE state = 'uploaded' AND mode != 'reference'
+                """)
+            // History is pruned by age among uploaded jobs.
+            try db.create(index: "job_finished", on: "job", columns: ["state", "updated_at"])
         }
         return migrator
     }

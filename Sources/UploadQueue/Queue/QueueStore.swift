@@ -13,11 +13,12 @@ public struct QueueStore: Sendable {
         self.database = database
     }
 
-    /// Records that a `move` job's file now lives under `blobs/`.
-    func markIntakeComplete(_ id: JobID) throws {
+    /// Records that a `move` job's file now lives under `blobs/`, with the identity of the file there.
+    func markIntakeComplete(_ id: JobID, inode: Int64, device: Int64, modifiedNanoseconds: Int64) throws {
         try writer.write { db in
-            try db.execute(sql: "UPDATE job SET intake_complete = 1, updated_at = ? WHERE id = ?",
-                           arguments: [Date(), id.rawValue])
+            try db.execute(sql: """
+                UPDATE job SET intake_complete = 1, inode = ?, device = ?, mtime_ns = ?, updated_at = ? WHERE id = ?
+                """, arguments: [inode, device, modifiedNanoseconds, Date(), id.rawValue])
         }
     }
 
@@ -224,10 +225,11 @@ public struct QueueStore: Sendable {
         }
     }
 
-    /// Ends an attempt and applies its verdict to the job, in one transaction.
+    /// Ends an attempt and applies its verdict to the job, in one transaction; a success also records the
+    /// `release` owed for the queue's copy of the file.
     @discardableResult
     func finish(_ id: JobID, attempt: Int, event: JobLifecycle.Event, outcome: String, error: String?,
-                now: Date = Date(), change: (inout Job) -> Void = { _ in }) throws -> Job? {
+                now: Date = Date(), release: FileRelease? = nil, change: (inout Job) -> Void = { _ in }) throws -> Job? {
         try writer.write { db in
             let endOffset = try Int64.fetchOne(db, sql: "SELECT bytes_confirmed FROM job WHERE id = ?",
                                                arguments: [id.rawValue])
@@ -247,6 +249,8 @@ public struct QueueStore: Sendable {
                     VALUES (?, 0, ?, ?, ?) ON CONFLICT(job_id) DO NOTHING
                     """, arguments: [id.rawValue, now, now, now])
             }
+            // So is the release of the queue's copy: a crash after this commit cannot leak the file.
+            if case .succeed = event, let release { try release.insert(db, onConflict: .replace) }
             return job
         }
     }
@@ -292,20 +296,23 @@ public struct QueueStore: Sendable {
         }
     }
 
-    /// Records a cancel request: a job that is not transferring leaves at once; while a runner is up, a job it
-    /// is transferring, or one that left a remote upload to drop, is flagged for it. Returns what happened and the
-    /// job as it was.
+    /// Records a cancel request: while a runner is up, a job it is transferring, or one that left a remote upload
+    /// to drop, is flagged for it (`requested`); any other job may leave at once (`removed`: the caller keeps its
+    /// file, then removes the row with `CancelledFiles.remove`). Returns the verdict and the job.
     func requestCancel(_ id: JobID, workerRunning: Bool) throws -> (CancelOutcome, Job) {
         try writer.write { db in
             guard let job = try Job.fetchOne(db, key: id.rawValue) else {
                 throw UploadQueueError(.jobNotFound, "no job with id \(id); `uploadq list` shows the queue", job: id)
             }
-            if workerRunning && job.state != .uploaded && (job.state == .uploading || job.resumeState != nil) {
+            var lifecycle = job.lifecycle
+            do throws(JobTransitionError) { _ = try lifecycle.apply(.cancel) } catch {
+                throw UploadQueueError(.invalidTransition, error.description, job: id)
+            }
+            if workerRunning && (job.state == .uploading || job.resumeState != nil) {
                 try db.execute(sql: "UPDATE job SET cancel_requested = 1, updated_at = ? WHERE id = ?",
                                arguments: [Date(), id.rawValue])
                 return (.requested, job)
             }
-            _ = try Self.apply(.cancel, to: id, in: db, now: Date())
             return (.removed, job)
         }
     }
@@ -338,10 +345,14 @@ public struct QueueStore: Sendable {
         }
     }
 
-    /// True when no job is pending or uploading (failed jobs may remain).
+    /// True when no job is pending or uploading (failed jobs may remain). A job still being taken in by another
+    /// process, or waiting for its cancel to finish, is not work this runner can do, so it does not count: a batch
+    /// run never waits for ever on a row it cannot move.
     func isIdle() throws -> Bool {
         try writer.read { db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job WHERE state IN ('pending', 'uploading')") == 0
+            try Job.filter([JobState.pending.rawValue, JobState.uploading.rawValue].contains(Job.Columns.state))
+                .filter(Job.Columns.intakeComplete == true && Job.Columns.cancelRequested == false)
+                .fetchCount(db) == 0
         }
     }
 

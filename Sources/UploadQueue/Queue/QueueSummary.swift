@@ -27,6 +27,10 @@ public struct QueueSummary: Sendable, Equatable {
     public var failedAttempts: Int = 0
     /// Destinations whose jobs wait because their circuit is open.
     public var openCircuits: Set<String> = []
+    /// Uploaded copies whose release (delete or archive, by `[retention]`) is still owed.
+    public var owedReleases: Int = 0
+    /// The last error of an owed release that failed, if any (a full archive disk, a file in the way).
+    public var releaseError: String?
 }
 
 extension QueueStore {
@@ -70,6 +74,10 @@ extension QueueStore {
             summary.openCircuits = Set(try String.fetchAll(db, sql: """
                 SELECT DISTINCT destination FROM job WHERE state = 'pending' AND waiting_reason = 'circuit-open'
                 """))
+            summary.owedReleases = try FileRelease.fetchCount(db)
+            summary.releaseError = try String.fetchOne(db, sql: """
+                SELECT last_error FROM file_release WHERE last_error IS NOT NULL ORDER BY due_at LIMIT 1
+                """)
             return summary
         }
     }

@@ -24,7 +24,8 @@ actor Scheduler {
     private var appliedCap: Int64?
     /// Destinations whose jobs carry link waiting reasons that must be cleared when the link allows again.
     private var linkMarked: Set<String> = []
-    private let release: @Sendable (Job) -> Void
+    /// Where the files of cancelled jobs are kept.
+    private let cancelled: CancelledFiles
     private let logger: Logger
     nonisolated let wake = WakeSignal()
     /// When the loop last went round (milliseconds of the monotonic clock); at least every `pollInterval`.
@@ -42,7 +43,7 @@ actor Scheduler {
     private let exitWhenIdle: Bool
 
     init(configuration: Configuration, store: QueueStore, events: EventHub, uploaders: [String: any Uploader],
-         release: @escaping @Sendable (Job) -> Void, logger: Logger, pollInterval: Duration = .seconds(5),
+         logger: Logger, pollInterval: Duration = .seconds(5),
          exitWhenIdle: Bool = false, engine: TransferEngine? = nil, monitor: LinkMonitor? = nil) {
         self.exitWhenIdle = exitWhenIdle
         self.engine = engine
@@ -52,7 +53,7 @@ actor Scheduler {
         self.events = events
         self.uploaders = uploaders
         self.limiter = BandwidthLimiter(bytesPerSecond: configuration.bandwidth.unmetered)
-        self.release = release
+        cancelled = CancelledFiles(directory: configuration.cancelledDirectory)
         self.logger = logger
         self.pollInterval = pollInterval
         breakers = configuration.destinations.mapValues { CircuitBreaker(policy: $0.circuitBreaker) }
@@ -188,8 +189,14 @@ actor Scheduler {
                 if stopReasons[id] != .cancel { _ = cancelRunning(id) }
                 continue
             }
-            guard let removed = try store.removeCancelled(id) else { continue }
-            release(removed)
+            let removed: Job
+            do {
+                guard let job = try cancelled.remove(id, from: store) else { continue }
+                removed = job
+            } catch {
+                logger.error("cannot cancel yet: \(error)", metadata: ["uploadq.job": "\(id)"])
+                continue
+            }
             events.emit(.cancelled(id))
             logger.info("upload cancelled", metadata: ["uploadq.job": "\(id)", "uploadq.destination": "\(removed.destination)"])
             if let uploader = uploaders[removed.destination] {
@@ -325,7 +332,10 @@ actor Scheduler {
             switch result {
             case .success(let outcome):
                 updateBreaker(job.destination, failure: nil)
-                try store.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil) {
+                let now = Date()
+                let release = FileRelease.owed(for: job, policy: configuration.retention, now: now)
+                try store.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil, now: now,
+                                 release: release) {
                     $0.remoteURL = outcome.remoteURL
                     $0.bytesConfirmed = $0.size
                 }
@@ -335,9 +345,18 @@ actor Scheduler {
                 if stopReasons[job.id] == .cancel {
                     // The resume state as the transfer left it (it may have created the remote upload).
                     await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
-                    if let removed = try store.removeCancelled(job.id) { release(removed) }
-                    events.emit(.cancelled(job.id))
-                    logger.info("upload cancelled", metadata: metadata)
+                    do {
+                        _ = try cancelled.remove(job.id, from: store)
+                        events.emit(.cancelled(job.id))
+                        logger.info("upload cancelled", metadata: metadata)
+                    } catch {
+                        // Its file could not be kept: the job stays, flagged, and a later pass tries again.
+                        try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
+                                         error: "cancel requested; waiting to keep the file: \(error)") {
+                            $0.cancelRequested = true
+                        }
+                        logger.error("cannot cancel yet: \(error)", metadata: metadata)
+                    }
                 } else if stopReasons[job.id] == .link {
                     let link = links[job.destination]?.linkClass.rawValue ?? "changed"
                     try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",

@@ -1,7 +1,8 @@
 import Foundation
 
 /// The queue's state in Prometheus text format (0.0.4): jobs and bytes by state, waiting reasons, bytes sent per
-/// destination and link class, transfer rate, failed attempts, open circuits, patches and the link class.
+/// destination and link class, transfer rate, failed attempts, open circuits, patches, owed
+/// releases and the link class.
 ///
 /// The daemon rewrites `[metrics] textfile` with it (atomically: temporary file, fsync, rename) for
 /// node_exporter's textfile collector; `uploadq status --prometheus` prints it once.
@@ -40,6 +41,8 @@ public enum PrometheusText {
                summary.openCircuits.sorted().map { ([("destination", $0)], 1) })
         family("uploadq_patches", "gauge", "Metadata patches by state.",
                PatchState.allCases.filter { $0 != .none }.map { ([("state", $0.rawValue)], Int64(summary.patches[$0] ?? 0)) })
+        family("uploadq_owed_releases", "gauge", "Uploaded copies whose release ([retention]) is still owed.",
+               [([], Int64(summary.owedReleases))])
         family("uploadq_link_class", "gauge", "1 for the class of the link as a whole, 0 for the others.",
                LinkStatus.LinkClass.allCases.map { ([("class", $0.rawValue)], status.link.linkClass == $0 ? 1 : 0) })
         return out

@@ -1,0 +1,52 @@
+import Foundation
+
+/// Makes names that a target cannot take fit it, the same way every time.
+///
+/// The rule (documented in the README): a name longer than the limit (255 bytes per path component on Linux
+/// file systems) keeps its extension (the last `.xxx`, up to 16 bytes) and the job id, and its beginning is cut
+/// at a character boundary so the whole fits. When the kept beginning already holds the job id, it is not added
+/// again. The same job always gets the same name, so a retry finds its own earlier copy.
+public enum FileName {
+    /// The longest file name (one path component) Linux file systems take, in bytes.
+    public static let componentLimit = 255
+
+    /// `name` if it fits in `limit` bytes, else its shortened form (see the type's rule).
+    public static func fitting(_ name: String, limit: Int = componentLimit, jobID: JobID) -> String {
+        guard name.utf8.count > limit else { return name }
+        let ext = Self.extensionPart(of: name)
+        let stem = String(name.dropLast(ext.count))
+        let id = jobID.rawValue
+        // First try keeping the job id where it already is (templates such as `{job_id}-{name}` start with it).
+        let plain = prefix(of: stem, bytes: limit - ext.utf8.count)
+        if plain.contains(id) { return plain + ext }
+        let marked = prefix(of: stem, bytes: max(0, limit - ext.utf8.count - id.utf8.count - 1))
+        return marked + "~" + id + ext
+    }
+
+    /// `directory/relative` with every component of `relative` made to fit (`fitting`).
+    static func fittingPath(_ relative: String, under directory: String, jobID: JobID) -> String {
+        let parts = relative.split(separator: "/", omittingEmptySubsequences: true)
+            .map { fitting(String($0), jobID: jobID) }
+        return ([directory] + parts).joined(separator: "/")
+    }
+
+    /// The extension with its dot (`.jpg`), or empty when there is none or it is too long to be one.
+    static func extensionPart(of name: String) -> String {
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "" }
+        let ext = String(name[dot...])
+        return ext.utf8.count <= 16 && !ext.dropFirst().isEmpty ? ext : ""
+    }
+
+    /// The longest beginning of `text` of at most `bytes` UTF-8 bytes that ends at a character boundary.
+    static func prefix(of text: String, bytes: Int) -> String {
+        var result = ""
+        var count = 0
+        for character in text {
+            let size = character.utf8.count
+            guard count + size <= bytes else { break }
+            result.append(character)
+            count += size
+        }
+        return result
+    }
+}

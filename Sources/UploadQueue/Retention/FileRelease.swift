@@ -1,0 +1,64 @@
+import Foundation
+import GRDB
+
+/// A release owed: the queue's copy of an uploaded file, to delete or archive once `dueAt` has come.
+///
+/// Written in the transaction that marks the job `uploaded`, so a crash between that commit and the unlink
+/// cannot leak the file: whatever is owed is finished at the next start. A row stands on its own (path and
+/// target, no reference to the job), so pruning history never strands a file.
+struct FileRelease: Sendable, Equatable, Codable, FetchableRecord, PersistableRecord {
+    static let databaseTableName = "file_release"
+
+    /// What is done to the file.
+    enum Action: String, Sendable, Codable {
+        /// Unlink the copy (and the spool sidecar kept beside it).
+        case delete
+        /// Move the copy to `target` (and the sidecar beside it).
+        case archive
+        /// Owed from before retention existed: turned into one of the above by the configured policy.
+        case policy
+    }
+
+    var jobID: JobID
+    var action: Action
+    /// The queue's copy under `blobs/`.
+    var path: String
+    /// For `archive`: where the copy goes.
+    var target: String?
+    var dueAt: Date
+    var attempts: Int = 0
+    var lastError: String?
+    var createdAt: Date
+
+    enum CodingKeys: String, CodingKey, ColumnExpression {
+        case jobID = "job_id"
+        case action, path, target
+        case dueAt = "due_at"
+        case attempts
+        case lastError = "last_error"
+        case createdAt = "created_at"
+    }
+    typealias Columns = CodingKeys
+
+    /// The sidecar a spool file came with, kept beside the copy (`blobs/ID.uploadq.json`).
+    var sidecarPath: String { path + Sidecar.suffix }
+
+    /// What `policy` owes for `job`, confirmed uploaded at `now`; nil when the queue holds no copy of its own
+    /// (`reference` jobs upload the caller's file, which the queue never touches).
+    static func owed(for job: Job, policy: RetentionPolicy, now: Date) -> FileRelease? {
+        guard job.mode != .reference else { return nil }
+        switch policy.uploadedCopies {
+        case .delete:
+            return FileRelease(jobID: job.id, action: .delete, path: job.file, dueAt: now, createdAt: now)
+        case .keep(let duration):
+            return FileRelease(jobID: job.id, action: .delete, path: job.file,
+                               dueAt: now.addingTimeInterval(duration.seconds), createdAt: now)
+        case .archive(let directory, let template):
+            let relative = template.expand(jobID: job.id, originalName: job.originalName, sha256: job.sha256,
+                                           meta: job.meta, date: job.createdAt)
+            let target = FileName.fittingPath(relative, under: directory, jobID: job.id)
+            return FileRelease(jobID: job.id, action: .archive, path: job.file, target: target, dueAt: now,
+                               createdAt: now)
+        }
+    }
+}

@@ -1,0 +1,137 @@
+import Foundation
+import GRDB
+
+/// What a prune removed (or, with `dryRun`, would remove).
+public struct PruneReport: Sendable, Equatable {
+    /// Uploaded jobs removed, with their history.
+    public var jobs = 0
+    public var attempts = 0
+    /// Delivered patches removed with their jobs.
+    public var patches = 0
+    /// Acknowledged completions removed with their jobs.
+    public var completions = 0
+    /// Files of cancelled jobs (under `state_dir/cancelled/`) removed.
+    public var cancelledFiles = 0
+    /// The database file's size before and after (after the space was given back); equal on a dry run.
+    public var databaseBytesBefore: Int64 = 0
+    public var databaseBytesAfter: Int64 = 0
+}
+
+extension QueueStore {
+    /// Releases whose time has come, oldest first.
+    func dueReleases(now: Date = Date(), limit: Int) throws -> [FileRelease] {
+        try writer.read { db in
+            try FileRelease.filter(FileRelease.Columns.dueAt <= now).order(FileRelease.Columns.dueAt).limit(limit).fetchAll(db)
+        }
+    }
+
+    /// When the next release is due, if any is owed.
+    func nextReleaseDue() throws -> Date? {
+        try writer.read { db in try Date.fetchOne(db, sql: "SELECT MIN(due_at) FROM file_release") }
+    }
+
+    /// Forgets releases that were carried out and made durable.
+    func completeReleases(_ ids: [JobID]) throws {
+        guard !ids.isEmpty else { return }
+        try writer.write { db in
+            _ = try FileRelease.filter(ids.map(\.rawValue).contains(FileRelease.Columns.jobID)).deleteAll(db)
+        }
+    }
+
+    /// Records a release that could not be done now and when to try it again.
+    func postponeRelease(_ id: JobID, error: String, until date: Date) throws {
+        try writer.write { db in
+            try db.execute(sql: "UPDATE file_release SET attempts = attempts + 1, last_error = ?, due_at = ? WHERE job_id = ?",
+                           arguments: [error, date, id.rawValue])
+        }
+    }
+
+    /// Turns releases owed from before retention existed into what `policy` says, judged as of each job's
+    /// upload; those whose job is gone are deleted.
+    func resolvePolicyReleases(_ policy: RetentionPolicy) throws {
+        try writer.write { db in
+            let owed = try FileRelease.filter(FileRelease.Columns.action == FileRelease.Action.policy.rawValue).fetchAll(db)
+            for release in owed {
+                try release.delete(db)
+                let job = try Job.fetchOne(db, key: release.jobID.rawValue)
+                var resolved = job.flatMap { FileRelease.owed(for: $0, policy: policy, now: release.dueAt) }
+                    ?? FileRelease(jobID: release.jobID, action: .delete, path: release.path, dueAt: release.dueAt,
+                                   createdAt: release.createdAt)
+                resolved.createdAt = release.createdAt
+                try resolved.insert(db)
+            }
+        }
+    }
+
+    /// Removes uploaded jobs last changed before `cutoff`, with their attempts, delivered patches and acknowledged
+    /// completions, in transactions of `batch` jobs so that no write waits long. Jobs whose patch is still owed
+    /// (pending or failed) stay; so do those whose completion a library host has not acknowledged yet, once the
+    /// queue has had such a host. Failed and live jobs are never touched.
+    func pruneHistory(before cutoff: Date, dryRun: Bool, batch: Int = 500) throws -> PruneReport {
+        var report = PruneReport()
+        let consumer = try setting(Self.completionConsumerSetting) != nil
+        let selection = """
+            SELECT id FROM job WHERE state = ? AND updated_at < ? AND patch_state IN (?, ?)
+            \(consumer ? "AND id IN (SELECT job_id FROM completion_ack)" : "") ORDER BY updated_at LIMIT ?
+            """
+        let arguments: StatementArguments = [JobState.uploaded.rawValue, cutoff, PatchState.none.rawValue,
+                                             PatchState.done.rawValue]
+        if dryRun {
+            return try writer.read { db in
+                let ids = try String.fetchAll(db, sql: selection, arguments: arguments + [Int.max])
+                try Self.count(ids, into: &report, db)
+                report.jobs = ids.count
+                return report
+            }
+        }
+        while true {
+            let removed = try writer.write { db -> Int in
+                let ids = try String.fetchAll(db, sql: selection, arguments: arguments + [batch])
+                try Self.count(ids, into: &report, db)
+                for id in ids { try db.execute(sql: "DELETE FROM job WHERE id = ?", arguments: [id]) }
+                return ids.count
+            }
+            report.jobs += removed
+            if removed < batch { return report }
+        }
+    }
+
+    private static func count(_ ids: [String], into report: inout PruneReport, _ db: Database) throws {
+        guard !ids.isEmpty else { return }
+        let list = "(" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
+        let arguments = StatementArguments(ids)
+        report.attempts += try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job_attempt WHERE job_id IN \(list)",
+                                            arguments: arguments) ?? 0
+        report.patches += try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM patch_outbox WHERE job_id IN \(list)",
+                                           arguments: arguments) ?? 0
+        report.completions += try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM completion_ack WHERE job_id IN \(list)",
+                                               arguments: arguments) ?? 0
+    }
+
+    /// Gives free pages back to the file system, `pages` at a time per write; returns whether more remain and
+    /// the step made progress (a database not in incremental mode keeps its free pages: no endless loop then).
+    func vacuumStep(pages: Int = 256) throws -> Bool {
+        try writer.writeWithoutTransaction { db in
+            let before = try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            guard before > 0 else { return false }
+            try db.execute(sql: "PRAGMA incremental_vacuum(\(max(1, pages)))")
+            let after = try Int.fetchOne(db, sql: "PRAGMA freelist_count") ?? 0
+            return after > 0 && after < before
+        }
+    }
+
+    /// Copies the write-ahead log into the database file so freed pages leave the file; `truncate` also empties
+    /// the log (it waits for readers, so only a command run by a person asks for it).
+    func checkpoint(truncate: Bool) throws {
+        try writer.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA wal_checkpoint(\(truncate ? "TRUNCATE" : "PASSIVE"))")
+        }
+    }
+
+    /// Marks that a library host consumes completions: from then on, prune keeps unacknowledged ones.
+    func noteCompletionConsumer() throws {
+        if try setting(Self.completionConsumerSetting) == nil { try setSetting(Self.completionConsumerSetting, "1") }
+    }
+
+    static let completionConsumerSetting = "completions.consumer"
+}

@@ -1,0 +1,106 @@
+import Foundation
+import Logging
+
+/// Carries out owed releases as they come due and prunes old history once an hour, while the queue runs.
+///
+/// Woken when a job is uploaded, so the queue's copy goes within moments of the confirmation. A release that
+/// cannot be done now (a full archive disk, a file in the way) stays owed and is tried again on the `[retry]`
+/// schedule; nothing is forgotten before the file system has made the change durable.
+actor RetentionSweeper {
+    private let configuration: Configuration
+    private let store: QueueStore
+    private let logger: Logger
+    private let pruner: HistoryPruner
+    private let releaser = FileReleaser()
+    nonisolated let wake = WakeSignal()
+    /// When history was last pruned (monotonic: a clock step neither skips nor repeats a prune).
+    private var lastPrune: ContinuousClock.Instant?
+    static let pruneInterval: Duration = .seconds(3600)
+    /// Releases carried out per pass (one sync of their directories each).
+    static let batch = 256
+
+    init(configuration: Configuration, store: QueueStore, logger: Logger) {
+        self.configuration = configuration
+        self.store = store
+        self.logger = logger
+        pruner = HistoryPruner(store: store, cancelled: CancelledFiles(directory: configuration.cancelledDirectory),
+                               databasePath: configuration.databasePath)
+    }
+
+    /// Releases and prunes until the task is cancelled.
+    func run() async {
+        do {
+            try store.resolvePolicyReleases(configuration.retention)
+        } catch {
+            logger.error("retention: cannot read the releases owed: \(error)")
+        }
+        while !Task.isCancelled {
+            if await releaseDue() == Self.batch { continue }
+            await pruneIfDue()
+            let next = (try? store.nextReleaseDue())?.timeIntervalSinceNow ?? 60
+            await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.05), 60) * 1000)))
+        }
+    }
+
+    /// Carries out one batch of the releases due now; returns how many were looked at.
+    @discardableResult
+    func releaseDue(now: Date = Date()) async -> Int {
+        let due: [FileRelease]
+        do {
+            due = try store.dueReleases(now: now, limit: Self.batch)
+        } catch {
+            logger.error("retention: cannot read the releases owed: \(error)")
+            return 0
+        }
+        guard !due.isEmpty else { return 0 }
+        let releaser = self.releaser
+        let outcomes = await BlockingWork.runResult { () throws(Never) in releaser.perform(due) }.get()
+        var done: [JobID] = []
+        for release in due {
+            switch outcomes[release.jobID] {
+            case .done?:
+                done.append(release.jobID)
+            case .failed(let reason)?:
+                let delay = configuration.retry.delay(afterFailure: release.attempts + 1, random: Double.random(in: 0...1))
+                logger.warning("""
+                    retention: cannot \(release.action.rawValue) the uploaded copy yet (\(reason)); trying again in \
+                    \(delay)
+                    """, metadata: ["uploadq.job": "\(release.jobID)"])
+                try? store.postponeRelease(release.jobID, error: reason, until: now.addingTimeInterval(delay.seconds))
+            case nil:
+                break
+            }
+        }
+        do {
+            try store.completeReleases(done)
+        } catch {
+            // Done on disk but still recorded: the next pass finds the files gone and forgets them then.
+            logger.error("retention: cannot record \(done.count) release(s): \(error)")
+        }
+        return due.count
+    }
+
+    /// Carries out every release due now (what a batch run does before it exits).
+    func releaseAllDue() async {
+        try? store.resolvePolicyReleases(configuration.retention)
+        while await releaseDue() == Self.batch {}
+    }
+
+    /// Prunes history older than `[retention] history`, at most once per `pruneInterval`.
+    private func pruneIfDue() async {
+        guard let history = configuration.retention.history else { return }
+        if let lastPrune, ContinuousClock.now - lastPrune < Self.pruneInterval { return }
+        lastPrune = .now
+        do {
+            let report = try await pruner.prune(before: Date().addingTimeInterval(-history.seconds), dryRun: false)
+            if report.jobs + report.cancelledFiles > 0 {
+                logger.notice("""
+                    retention: pruned \(report.jobs) uploaded job(s) and \(report.cancelledFiles) cancelled file(s) \
+                    older than \(history); database \(report.databaseBytesBefore) → \(report.databaseBytesAfter) bytes
+                    """)
+            }
+        } catch {
+            logger.error("retention: pruning history failed; tried again in an hour: \(error)")
+        }
+    }
+}
