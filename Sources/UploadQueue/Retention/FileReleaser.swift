@@ -23,7 +23,10 @@ struct FileReleaser: Sendable {
             let outcome: Outcome
             do {
                 switch release.action {
-                case .delete, .policy:
+                case .policy:
+                    // Not judged by the configured policy yet (that failed): an archive must not lose it to a delete.
+                    throw UploadQueueError(.io, "waiting for the retention policy to be applied to it")
+                case .delete:
                     try Self.remove(release.path)
                     try Self.remove(release.sidecarPath)
                 case .archive:

@@ -5,6 +5,7 @@ import GRDB
 public struct PruneReport: Sendable, Equatable {
     /// Uploaded jobs removed, with their history.
     public var jobs = 0
+    /// Their attempt records.
     public var attempts = 0
     /// Delivered patches removed with their jobs.
     public var patches = 0
@@ -49,6 +50,10 @@ extension QueueStore {
     /// Turns releases owed from before retention existed into what `policy` says, judged as of each job's
     /// upload; those whose job is gone are deleted.
     func resolvePolicyReleases(_ policy: RetentionPolicy) throws {
+        let pending = try writer.read { db in
+            try FileRelease.filter(FileRelease.Columns.action == FileRelease.Action.policy.rawValue).fetchCount(db)
+        }
+        guard pending > 0 else { return }
         try writer.write { db in
             let owed = try FileRelease.filter(FileRelease.Columns.action == FileRelease.Action.policy.rawValue).fetchAll(db)
             for release in owed {

@@ -16,6 +16,7 @@ public struct RetentionPolicy: Sendable, Equatable {
         case archive(directory: String, template: PathTemplate)
     }
 
+    /// What becomes of the queue's copy after a confirmed upload.
     public var uploadedCopies: UploadedCopies
     /// Uploaded jobs (with their attempts, acknowledged completions and done patches) and cancelled files older
     /// than this are pruned; nil keeps them forever. Failed jobs are never pruned automatically.

@@ -29,11 +29,6 @@ actor RetentionSweeper {
 
     /// Releases and prunes until the task is cancelled.
     func run() async {
-        do {
-            try store.resolvePolicyReleases(configuration.retention)
-        } catch {
-            logger.error("retention: cannot read the releases owed: \(error)")
-        }
         while !Task.isCancelled {
             if await releaseDue() == Self.batch { continue }
             await pruneIfDue()
@@ -47,6 +42,7 @@ actor RetentionSweeper {
     func releaseDue(now: Date = Date()) async -> Int {
         let due: [FileRelease]
         do {
+            try store.resolvePolicyReleases(configuration.retention)
             due = try store.dueReleases(now: now, limit: Self.batch)
         } catch {
             logger.error("retention: cannot read the releases owed: \(error)")
@@ -82,7 +78,6 @@ actor RetentionSweeper {
 
     /// Carries out every release due now (what a batch run does before it exits).
     func releaseAllDue() async {
-        try? store.resolvePolicyReleases(configuration.retention)
         while await releaseDue() == Self.batch {}
     }
 
