@@ -191,6 +191,14 @@ public actor UploadQueue {
     ///   - onReady: called once the lock is held and the queue recovered (the daemon tells systemd).
     public func run(exitWhenIdle: Bool = false, onReady: @Sendable () -> Void = {}) async throws {
         let lock = try DaemonLock(path: configuration.lockPath)
+        do {
+            try store.database.enableIncrementalVacuum()
+        } catch {
+            logger.warning("""
+                the database keeps its free pages for now (incremental vacuum not enabled: \(error)); tried again \
+                at the next start
+                """)
+        }
         let recovered = try store.recoverInterrupted()
         if !recovered.isEmpty {
             logger.notice("\(recovered.count) upload(s) of a stopped process go back to pending; they resume from their saved state")
@@ -316,6 +324,16 @@ public actor UploadQueue {
     public func prune(olderThan age: Duration, dryRun: Bool = false) async throws -> PruneReport {
         let pruner = HistoryPruner(store: store, cancelled: CancelledFiles(directory: configuration.cancelledDirectory),
                                    databasePath: configuration.databasePath)
-        return try await pruner.prune(before: Date().addingTimeInterval(-age.seconds), dryRun: dryRun, truncateLog: true)
+        // Copies owed from before retention existed are judged by the policy while their jobs still exist.
+        try store.resolvePolicyReleases(configuration.retention)
+        var report = try await pruner.prune(before: Date().addingTimeInterval(-age.seconds), dryRun: dryRun,
+                                            truncateLog: true)
+        if !dryRun, report.jobs > 0 {
+            // A database no runner has switched to incremental vacuum yet gets it now: the one VACUUM that takes
+            // gives the space back at once.
+            try store.database.enableIncrementalVacuum()
+            report.databaseBytesAfter = pruner.databaseBytes()
+        }
+        return report
     }
 }

@@ -214,7 +214,7 @@ struct RetentionTests {
         #expect(try await queue.jobs().count == 6, "recent uploads go at 0s; patch-owed, failed and pending stay")
     }
 
-    @Test("a database made before incremental vacuum is converted when opened")
+    @Test("a database made before incremental vacuum is converted when a runner starts")
     func vacuumModeUpgrade() throws {
         let sandbox = try Sandbox()
         let path = sandbox.root + "/old.sqlite"
@@ -223,6 +223,7 @@ struct RetentionTests {
         #expect(try old.read { db in try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") } == 0)
         try old.close()
         let database = try QueueDatabase.open(path: path)
+        try database.enableIncrementalVacuum()
         #expect(try database.writer.read { db in try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") } == 2)
     }
 

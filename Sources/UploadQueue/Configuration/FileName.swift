@@ -23,10 +23,14 @@ public enum FileName {
         return marked + "~" + id + ext
     }
 
-    /// `directory/relative` with every component of `relative` made to fit (`fitting`).
-    static func fittingPath(_ relative: String, under directory: String, jobID: JobID) -> String {
-        let parts = relative.split(separator: "/", omittingEmptySubsequences: true)
-            .map { fitting(String($0), jobID: jobID) }
+    /// `directory/relative` with every component of `relative` made to fit (`fitting`); the last one leaves room
+    /// for `reserve` more bytes (a sidecar's suffix that may follow it).
+    static func fittingPath(_ relative: String, under directory: String, jobID: JobID, reserve: Int = 0) -> String {
+        var parts = relative.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        for index in parts.indices {
+            parts[index] = fitting(parts[index], limit: componentLimit - (index == parts.count - 1 ? reserve : 0),
+                                   jobID: jobID)
+        }
         return ([directory] + parts).joined(separator: "/")
     }
 

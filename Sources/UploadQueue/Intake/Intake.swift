@@ -74,10 +74,15 @@ struct Intake: Sendable {
     private func undoMove(_ job: Job) -> Bool {
         let blob = try? FileFingerprint.of(path: job.file)
         let source = try? FileFingerprint.of(path: job.sourcePath)
-        if blob != nil {
-            if source != nil {
+        if let blob {
+            let sourceIsTheOriginal = source.map { $0.inode == job.inode && $0.device == job.device } ?? false
+            if source == nil {
+                guard uploadq_rename_noreplace(AT_FDCWD, job.file, AT_FDCWD, job.sourcePath) == 0 else { return false }
+            } else if sourceIsTheOriginal && blob.inode != job.inode {
+                // The blob is a copy of ours and the original is still there: the copy goes.
                 guard unlink(job.file) == 0 else { return false }
-            } else if uploadq_rename_noreplace(AT_FDCWD, job.file, AT_FDCWD, job.sourcePath) != 0 {
+            } else {
+                // The blob is the only copy (a new file took the original's name): it stays, and so does the job.
                 return false
             }
         }

@@ -45,7 +45,6 @@ public struct QueueDatabase: Sendable {
         // GRDB switches the writer to `synchronous = NORMAL` when it turns WAL on, after `prepareDatabase`:
         // NORMAL may lose the last commits on power loss, and an accepted job must survive that.
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-        try enableIncrementalVacuum(pool)
         let database = QueueDatabase(writer: pool)
         try database.migrate()
         return database
@@ -54,12 +53,14 @@ public struct QueueDatabase: Sendable {
     /// Lets the database give pruned pages back to the file system in small steps (`PRAGMA incremental_vacuum`)
     /// instead of growing for ever. The setting only takes effect through a `VACUUM` once the file has its header
     /// (switching to WAL writes it), so it is done once here: instant on a new database, once on an older one. If
-    /// it fails (a full disk, a busy queue), the next open tries again and the queue works as before.
-    private static func enableIncrementalVacuum(_ writer: any DatabaseWriter) throws {
+    /// it fails (a full disk, a busy queue), the next start tries again and the queue works as before. Only the
+    /// runner does it (it holds the daemon lock), never a CLI command: a `VACUUM` rewrites the whole file.
+    func enableIncrementalVacuum() throws {
         try writer.writeWithoutTransaction { db in
             guard try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 else { return }
             try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
-            try? db.execute(sql: "VACUUM")
+            try db.execute(sql: "VACUUM")
+            try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)")
         }
     }
 

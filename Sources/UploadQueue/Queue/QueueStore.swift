@@ -308,9 +308,11 @@ public struct QueueStore: Sendable {
             do throws(JobTransitionError) { _ = try lifecycle.apply(.cancel) } catch {
                 throw UploadQueueError(.invalidTransition, error.description, job: id)
             }
+            // Flagged in any case: no runner claims it from now on, and one that finds it flagged finishes the
+            // cancel should this caller stop half-way.
+            try db.execute(sql: "UPDATE job SET cancel_requested = 1, updated_at = ? WHERE id = ?",
+                           arguments: [Date(), id.rawValue])
             if workerRunning && (job.state == .uploading || job.resumeState != nil) {
-                try db.execute(sql: "UPDATE job SET cancel_requested = 1, updated_at = ? WHERE id = ?",
-                               arguments: [Date(), id.rawValue])
                 return (.requested, job)
             }
             return (.removed, job)

@@ -11,7 +11,8 @@ struct CancelledFiles: Sendable {
 
     /// Where a job's file is kept: `ID-NAME`, shortened to fit a file name (`FileName.fitting`).
     func path(for job: Job) -> String {
-        let name = FileName.fitting("\(job.id.rawValue)-\(PathTemplate.escape(job.originalName))", jobID: job.id)
+        let name = FileName.fitting("\(job.id.rawValue)-\(PathTemplate.escape(job.originalName))",
+                                    limit: FileName.componentLimit - Sidecar.suffix.utf8.count, jobID: job.id)
         return (directory as NSString).appendingPathComponent(name)
     }
 

@@ -56,7 +56,8 @@ struct FileRelease: Sendable, Equatable, Codable, FetchableRecord, PersistableRe
         case .archive(let directory, let template):
             let relative = template.expand(jobID: job.id, originalName: job.originalName, sha256: job.sha256,
                                            meta: job.meta, date: job.createdAt)
-            let target = FileName.fittingPath(relative, under: directory, jobID: job.id)
+            let target = FileName.fittingPath(relative, under: directory, jobID: job.id,
+                                              reserve: Sidecar.suffix.utf8.count)
             return FileRelease(jobID: job.id, action: .archive, path: job.file, target: target, dueAt: now,
                                createdAt: now)
         }

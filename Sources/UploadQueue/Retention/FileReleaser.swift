@@ -63,7 +63,7 @@ struct FileReleaser: Sendable {
     /// crash between the copy and the unlink) only lets the source go.
     private static func archive(_ source: String, to target: String) throws(UploadQueueError) {
         let directory = (target as NSString).deletingLastPathComponent
-        try BlobStore.makeDirectory(directory)
+        try makeDirectoryDurably(directory)
         if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 { return }
         let code = errno
         switch code {
@@ -78,10 +78,23 @@ struct FileReleaser: Sendable {
             try remove(source)
         case EXDEV:
             try copyDurably(source, to: target)
+            // The copy's name must be on disk before the only other copy goes.
+            try syncDirectory(directory)
             try remove(source)
         default:
             throw .system("rename", path: target, errno: code)
         }
+    }
+
+    /// Creates `path` and any missing parents, fsyncing each parent a folder was created in, so that a power cut
+    /// cannot take a new `{date}/` folder (and what was moved into it) away after the release was forgotten.
+    private static func makeDirectoryDurably(_ path: String) throws(UploadQueueError) {
+        var info = stat()
+        if stat(path, &info) == 0 { return }
+        let parent = (path as NSString).deletingLastPathComponent
+        if parent != path, !parent.isEmpty { try makeDirectoryDurably(parent) }
+        guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw .system("mkdir", path: path) }
+        try syncDirectory(parent)
     }
 
     private static func sameContent(_ first: String, _ second: String) throws(UploadQueueError) -> Bool {

@@ -77,10 +77,11 @@ extension QueueStore {
         let consumer = try setting(Self.completionConsumerSetting) != nil
         let selection = """
             SELECT id FROM job WHERE state = ? AND updated_at < ? AND patch_state IN (?, ?)
+            AND id NOT IN (SELECT job_id FROM file_release WHERE action = ?)
             \(consumer ? "AND id IN (SELECT job_id FROM completion_ack)" : "") ORDER BY updated_at LIMIT ?
             """
         let arguments: StatementArguments = [JobState.uploaded.rawValue, cutoff, PatchState.none.rawValue,
-                                             PatchState.done.rawValue]
+                                             PatchState.done.rawValue, FileRelease.Action.policy.rawValue]
         if dryRun {
             return try writer.read { db in
                 let ids = try String.fetchAll(db, sql: selection, arguments: arguments + [Int.max])

@@ -52,6 +52,7 @@ actor RetentionSweeper {
         let releaser = self.releaser
         let outcomes = await BlockingWork.runResult { () throws(Never) in releaser.perform(due) }.get()
         var done: [JobID] = []
+        var storeFailed = false
         for release in due {
             switch outcomes[release.jobID] {
             case .done?:
@@ -62,7 +63,9 @@ actor RetentionSweeper {
                     retention: cannot \(release.action.rawValue) the uploaded copy yet (\(reason)); trying again in \
                     \(delay)
                     """, metadata: ["uploadq.job": "\(release.jobID)"])
-                try? store.postponeRelease(release.jobID, error: reason, until: now.addingTimeInterval(delay.seconds))
+                if (try? store.postponeRelease(release.jobID, error: reason, until: now.addingTimeInterval(delay.seconds))) == nil {
+                    storeFailed = true
+                }
             case nil:
                 break
             }
@@ -70,10 +73,12 @@ actor RetentionSweeper {
         do {
             try store.completeReleases(done)
         } catch {
-            // Done on disk but still recorded: the next pass finds the files gone and forgets them then.
+            // Done on disk but still recorded: a later pass finds the files gone and forgets them then.
             logger.error("retention: cannot record \(done.count) release(s): \(error)")
+            storeFailed = true
         }
-        return due.count
+        // A queue that cannot be written (a full disk) is looked at again after the usual wait, not at once.
+        return storeFailed ? 0 : due.count
     }
 
     /// Carries out every release due now (what a batch run does before it exits).
