@@ -11,7 +11,7 @@ struct TusCrashTests {
     @Test("kill -9 in creation, mid-chunk, after a confirmed chunk: resumes, intact, ≤ 2 chunks re-sent per kill")
     func killDuringTusUpload() async throws {
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.tusEndpoint()))
-        try await proxy.add(["method": "POST", "action": "delay", "seconds": 3])
+        try await proxy.add(["method": "POST", "action": "delay", "seconds": 15])
         let sandbox = try Sandbox(destination: "tus", """
             protocol = "tus"
             url = "\(proxy.url("/files/"))"
