@@ -10,6 +10,8 @@ public struct QueueStatus: Sendable, Equatable {
     /// Request-body bytes sent: destination → link class (`metered`, `unmetered`) → bytes, so a user can show
     /// what went over a metered link.
     public var traffic: [String: [String: Int64]]
+    /// The queue's disk: room, `min_free_space`, and whether the intake is paused (nil when it cannot be measured).
+    public var disk: DiskStatus?
 
     /// Bytes sent per link class, all destinations together.
     public var trafficByClass: [String: Int64] {
@@ -18,10 +20,12 @@ public struct QueueStatus: Sendable, Equatable {
         }
     }
 
-    public init(runnerPID: Int32?, link: LinkStatus, summary: QueueSummary, traffic: [String: [String: Int64]] = [:]) {
+    public init(runnerPID: Int32?, link: LinkStatus, summary: QueueSummary, traffic: [String: [String: Int64]] = [:],
+                disk: DiskStatus? = nil) {
         self.runnerPID = runnerPID
         self.link = link
         self.summary = summary
         self.traffic = traffic
+        self.disk = disk
     }
 }

@@ -18,13 +18,22 @@ public actor UploadQueue {
     private var monitor: LinkMonitor?
     /// The transfer engine of the running scheduler.
     private var engine: TransferEngine?
+    /// The last failure to write the metrics file, while it lasts.
+    private var metricsError: String?
 
     /// Opens (creating if needed) the queue's state directory and database.
     public init(configuration: Configuration, logger: Logger = Logger(label: "uploadq")) throws {
         self.configuration = configuration
         self.logger = logger
         try BlobStore.makeDirectory(configuration.stateDirectory)
-        let database = try QueueDatabase.open(path: configuration.databasePath)
+        let database: QueueDatabase
+        do {
+            database = try QueueDatabase.open(path: configuration.databasePath)
+        } catch where QueueDatabase.isDiskFull(error) {
+            // Opening writes (the WAL, a migration): the reserve's room lets it, and the runner makes it again.
+            guard SpaceReserve(stateDirectory: configuration.stateDirectory).release() else { throw error }
+            database = try QueueDatabase.open(path: configuration.databasePath)
+        }
         store = QueueStore(database: database)
         intake = Intake(configuration: configuration, store: store,
                         blobs: try BlobStore(directory: configuration.blobDirectory), contentTypes: ContentTypeDetector())
@@ -83,7 +92,8 @@ public actor UploadQueue {
     /// Who runs the queue, the link, and counts, bytes and active transfers.
     public func status() throws -> QueueStatus {
         let pid: Int32? = scheduler != nil ? getpid() : DaemonLock.holder(path: configuration.lockPath)
-        return QueueStatus(runnerPID: pid, link: try link(), summary: try store.summary(), traffic: try store.traffic())
+        return QueueStatus(runnerPID: pid, link: try link(), summary: try store.summary(), traffic: try store.traffic(),
+                           disk: configuration.freeSpaceGuard.status())
     }
 
     /// The link as a whole (the interface of the default route), classified as the daemon does: the hand-set
@@ -199,7 +209,10 @@ public actor UploadQueue {
                 at the next start
                 """)
         }
-        let recovered = try store.recoverInterrupted()
+        let reserve = SpaceReserve(stateDirectory: configuration.stateDirectory)
+        let recovered = try await startUpWrite("return interrupted uploads to pending", reserve: reserve,
+                                               giveUp: exitWhenIdle) { [store] in try store.recoverInterrupted() }
+        reserve.ensure(freeSpace: configuration.freeSpaceGuard)
         if !recovered.isEmpty {
             logger.notice("\(recovered.count) upload(s) of a stopped process go back to pending; they resume from their saved state")
         }
@@ -221,7 +234,8 @@ public actor UploadQueue {
         self.monitor = monitor
         self.engine = engine
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
-                                  logger: logger, exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor)
+                                  logger: logger, exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor,
+                                  reserve: reserve)
         let patches = PatchDispatcher(configuration: configuration, store: store, engine: engine, monitor: monitor,
                                       logger: logger)
         let retention = RetentionSweeper(configuration: configuration, store: store, logger: logger)
@@ -278,6 +292,31 @@ public actor UploadQueue {
         self.monitor = nil
         self.engine = nil
         withExtendedLifetime((lock, wakeSocket)) {}
+        if let failure = await scheduler.failure { throw failure }
+    }
+
+    /// Runs a write the start cannot go without. A full disk gives the space reserve back and waits for room
+    /// (saying so once), trying every 5 s until it works or the task is cancelled; `giveUp` (a batch run)
+    /// stops waiting after a minute. Any other error is thrown at once.
+    private func startUpWrite<T: Sendable>(_ what: String, reserve: SpaceReserve, giveUp: Bool,
+                                           _ write: @escaping @Sendable () throws -> T) async throws -> T {
+        let started = ContinuousClock.now
+        var told = false
+        while true {
+            do {
+                return try await BlockingWork.run(write)
+            } catch where QueueDatabase.isDiskFull(error) {
+                if reserve.release() { continue }
+                if !told {
+                    logger.error("cannot \(what): the queue's disk is full; waiting for room (free space on it): \(error)")
+                    told = true
+                }
+                if giveUp && ContinuousClock.now - started > .seconds(60) {
+                    throw UploadQueueError.database("cannot \(what): the queue's disk stayed full", error)
+                }
+                try await Task.sleep(for: .seconds(5))
+            }
+        }
     }
 
     /// Whether this process's transfers are healthy: the scheduler's loop and the engine thread go round, and the
@@ -294,8 +333,13 @@ public actor UploadQueue {
             var status = try status()
             if stopped { status.runnerPID = nil }
             try PrometheusText.write(PrometheusText.render(status), to: path)
+            if metricsError != nil { logger.info("the metrics file \(path) is written again") }
+            metricsError = nil
         } catch {
-            logger.warning("cannot write the metrics file \(path): \(error)")
+            // Once per cause: a disk that stays full for hours does not fill the journal with the same line.
+            let text = "\(error)"
+            if metricsError != text { logger.warning("cannot write the metrics file \(path): \(error)") }
+            metricsError = text
         }
     }
 

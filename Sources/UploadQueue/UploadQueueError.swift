@@ -19,6 +19,9 @@ public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConverti
         case daemonAlreadyRunning = "daemon-already-running"
         case database = "database"
         case invalidArgument = "invalid-argument"
+        /// The queue's disk is below `[limits] min_free_space`, or full: nothing was taken; try again once there
+        /// is room (the CLI exits 5).
+        case diskLow = "disk-low"
     }
 
     public var code: Code
@@ -40,8 +43,15 @@ public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConverti
     /// An error from a failed system call, with `errno` turned into words.
     static func system(_ call: String, path: String?, errno code: Int32 = errno, job: JobID? = nil) -> UploadQueueError {
         let reason = String(cString: strerror(code))
-        let kind: Code = code == ENOENT ? .fileNotFound : .io
+        let kind: Code = code == ENOENT ? .fileNotFound : (code == ENOSPC || code == EDQUOT) ? .diskLow : .io
         return UploadQueueError(kind, "\(call) failed: \(reason)", job: job, path: path, cause: reason)
+    }
+
+    /// An error from the database: a full disk (`SQLITE_FULL`, or an I/O error the kernel reported as no space)
+    /// is `diskLow`, anything else `database`.
+    static func database(_ message: String, _ error: any Error, job: JobID? = nil, path: String? = nil) -> UploadQueueError {
+        let kind: Code = QueueDatabase.isDiskFull(error) ? .diskLow : .database
+        return UploadQueueError(kind, "\(message): \(error)", job: job, path: path)
     }
 
     public var description: String {

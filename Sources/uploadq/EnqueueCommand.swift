@@ -7,7 +7,11 @@ struct EnqueueCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "enqueue",
         abstract: "Accept files into the queue; prints one job id per line.",
-        discussion: "A file whose content already goes to the same destination returns the existing job's id.")
+        discussion: """
+            A file whose content already goes to the same destination returns the existing job's id. Exits 5 when \
+            the queue's disk is below [limits] min_free_space (copies and moves across disks are refused; \
+            reference jobs are still taken).
+            """)
 
     @OptionGroup var options: GlobalOptions
     @Argument(help: "Files to upload.") var paths: [String] = []
@@ -69,6 +73,9 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
         var results: [(String, EnqueueResult)] = []
         var failed = false
+        // Exit 5 when every refusal was for lack of room (try again later), 1 when anything else failed.
+        var onlyDiskLow = true
+        var waitFailed = false
         let patch = patchUrl.map { PatchTarget(url: $0, method: patchMethod, body: patchBody) }
         let paths = self.paths + (try filesFrom.map(readList) ?? [])
         let requests = paths.map { path in
@@ -85,6 +92,7 @@ struct EnqueueCommand: AsyncParsableCommand {
             case .failure(let error):
                 printError("uploadq: \(path): \(error)")
                 failed = true
+                if error.code != .diskLow { onlyDiskLow = false }
             }
         }
         if !lines.isEmpty { FileHandle.standardOutput.write(Data(lines.utf8)) }
@@ -95,8 +103,11 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
         if wait {
             let finishedWell = try await ProgressView(queue: queue, ids: results.map(\.1.id)).follow()
-            if !finishedWell { failed = true }
+            if !finishedWell {
+                failed = true
+                waitFailed = true
+            }
         }
-        if failed { throw CLIExit.failure.code }
+        if failed { throw (onlyDiskLow && !waitFailed ? CLIExit.diskLow : CLIExit.failure).code }
     }
 }

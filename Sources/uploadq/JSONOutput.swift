@@ -75,11 +75,24 @@ enum JSONOutput {
             },
             "next_attempt_at": rfc3339(summary.nextAttemptAt),
             "releases": ["owed": summary.owedReleases, "error": summary.releaseError ?? NSNull()] as [String: Any],
+            "disk": status.disk.map(disk) ?? NSNull(),
             "patches": [
                 "pending": summary.patches[.pending] ?? 0,
                 "done": summary.patches[.done] ?? 0,
                 "failed": summary.patches[.failed] ?? 0,
             ],
+        ]
+    }
+
+    /// The queue's disk: room, the `min_free_space` floor, whether the intake is paused and why.
+    static func disk(_ disk: DiskStatus) -> [String: Any] {
+        [
+            "path": disk.path,
+            "available_bytes": disk.space.available,
+            "total_bytes": disk.space.total,
+            "min_free_bytes": disk.minimum,
+            "intake_paused": disk.intakePaused,
+            "reason": disk.low.map { String(describing: $0) } ?? NSNull(),
         ]
     }
 

@@ -49,6 +49,14 @@ struct StatusCommand: AsyncParsableCommand {
             lines.append("releases: \(summary.owedReleases) uploaded cop\(summary.owedReleases == 1 ? "y" : "ies") "
                 + "to release" + (summary.releaseError.map { " (failing: \($0))" } ?? ""))
         }
+        if let disk = status.disk {
+            lines.append("disk:     \(TextOutput.bytes(disk.space.available)) free of \(TextOutput.bytes(disk.space.total)) "
+                + "(min_free_space \(TextOutput.bytes(disk.minimum)))")
+            if let low = disk.low {
+                lines.append("intake:   paused: \(low); spool files wait and copies are refused until there is room "
+                    + "(uploads and released copies free it; reference jobs still run)")
+            }
+        }
         if summary.nextAttemptAt != nil {
             lines.append("next try: \(TextOutput.time(summary.nextAttemptAt))")
         }

@@ -4,16 +4,7 @@ import UploadQueue
 /// Human-readable formatting for the CLI's plain output.
 enum TextOutput {
     /// `1.5 MiB`, `512 B`.
-    static func bytes(_ count: Int64) -> String {
-        let units = ["B", "KiB", "MiB", "GiB", "TiB"]
-        var value = Double(count)
-        var unit = 0
-        while value >= 1024 && unit < units.count - 1 {
-            value /= 1024
-            unit += 1
-        }
-        return unit == 0 ? "\(count) B" : String(format: "%.1f %@", value, units[unit])
-    }
+    static func bytes(_ count: Int64) -> String { ByteCountText.text(count) }
 
     static func time(_ date: Date?) -> String {
         guard let date else { return "-" }

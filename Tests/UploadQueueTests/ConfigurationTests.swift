@@ -133,6 +133,7 @@ struct ConfigurationTests {
         ("[destinations.x]\nprotocol = \"file\"\nurl = \"file://x\"\n[spool]\ndestination = \"y\"\n", "spool.destination", 5),
         ("[destinations.x]\nurl = \"file://x\"\n", "destinations.x.protocol", 1),
         ("[link]\nmode = \"sometimes\"\n", "link.mode", 2),
+        ("[limits]\nmin_free_space = \"plenty\"\n", "limits.min_free_space", 2),
         ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\non_metered = \"later\"\n",
          "destinations.t.on_metered", 4),
         ("[patch]\nbody = '{\"u\": \"{{link}}\"}'\n", "patch.body", 2),

@@ -22,7 +22,8 @@ struct IntakeRecoveryTests {
 
     @Test("a move whose copy across file systems hits a full disk is undone: the file stays, a later enqueue is not 'already queued'")
     func moveUndoneOnFullDisk() async throws {
-        let sandbox = try Sandbox()
+        // No free-space floor: the copy itself runs into the full disk.
+        let sandbox = try Sandbox(limits: "min_free_space = 0")
         let blobs = try TmpfsMount(at: sandbox.state + "/blobs", size: "1m")
         let queue = try UploadQueue(configuration: try sandbox.configuration())
         let path = try sandbox.makeFile(sandbox.root + "/in/big.jpg", size: 2 << 20, seed: 11)

@@ -20,6 +20,11 @@ actor PatchDispatcher {
     nonisolated let wake = WakeSignal()
     /// Patches sent at once.
     private let parallel = 4
+    /// Outcomes the database could not take yet (a full disk): recorded first thing each round, and their
+    /// patches not sent again meanwhile.
+    private var unrecorded: [JobID: PatchOutcome] = [:]
+    /// Why the queue cannot be read or written, while it cannot (logged once per cause).
+    private var storeTrouble: String?
 
     init(configuration: Configuration, store: QueueStore, engine: TransferEngine, monitor: LinkMonitor, logger: Logger) {
         self.configuration = configuration
@@ -35,24 +40,48 @@ actor PatchDispatcher {
     func run() async {
         while !Task.isCancelled {
             do {
+                try recordUnrecorded()
                 let due = try store.duePatches(limit: parallel)
                 if !due.isEmpty {
                     await withTaskGroup(of: Void.self) { group in
                         for job in due { group.addTask { await self.deliver(job) } }
                     }
+                    if unrecorded.isEmpty { continue }
+                    await wake.wait(timeout: .seconds(1))
                     continue
+                }
+                if storeTrouble != nil {
+                    storeTrouble = nil
+                    logger.notice("patches: the queue can be written again")
                 }
                 let next = try store.nextPatchDue().map { $0.timeIntervalSinceNow } ?? 5
                 await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.01), 5) * 1000)))
             } catch {
-                logger.error("patches: cannot read or write the queue: \(error)")
+                storeFailed(error)
                 await wake.wait(timeout: .seconds(1))
             }
         }
     }
 
+    /// Logs a store error once per cause (a disk that stays full for hours says so once).
+    private func storeFailed(_ error: any Error) {
+        let reason = "\(error)"
+        guard storeTrouble != reason else { return }
+        storeTrouble = reason
+        logger.error("patches: cannot read or write the queue (retrying every second): \(error)")
+    }
+
+    /// Records the outcomes kept from earlier rounds; throws while the database still cannot take them.
+    private func recordUnrecorded() throws {
+        for (id, outcome) in unrecorded.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            try store.finishPatch(id, outcome: outcome)
+            unrecorded[id] = nil
+        }
+    }
+
     /// Sends every patch due now once (what a batch run does before it exits).
     func deliverDue() async {
+        try? recordUnrecorded()
         guard let due = try? store.duePatches(limit: 10_000) else { return }
         for start in stride(from: 0, to: due.count, by: parallel) {
             await withTaskGroup(of: Void.self) { group in
@@ -74,6 +103,7 @@ actor PatchDispatcher {
     }
 
     private func deliver(_ job: Job) async {
+        guard unrecorded[job.id] == nil else { return }
         guard let patch = job.patch, let remoteURL = job.remoteURL else {
             try? store.finishPatch(job.id, outcome: .failed(error: "the job has no patch target or remote URL"))
             return
@@ -104,7 +134,9 @@ actor PatchDispatcher {
         do {
             try store.finishPatch(job.id, outcome: outcome)
         } catch {
-            logger.error("patches: cannot record the outcome: \(error)", metadata: metadata)
+            // Kept, and recorded once the queue can be written: the patch is not sent again meanwhile.
+            unrecorded[job.id] = outcome
+            storeFailed(error)
         }
         switch outcome {
         case .done: logger.info("record patched", metadata: metadata)

@@ -79,10 +79,13 @@ public struct Configuration: Sendable, Equatable {
     public struct Limits: Sendable, Equatable {
         /// Transfers at once, all destinations together.
         public var concurrency: Int
+        /// `min_free_space`: below it the intake pauses (see `FreeSpaceGuard`).
+        public var minFreeSpace: FreeSpaceThreshold
 
-        /// Limits with `concurrency` transfers at once.
-        public init(concurrency: Int = 4) {
+        /// Limits with `concurrency` transfers at once and `minFreeSpace` left free.
+        public init(concurrency: Int = 4, minFreeSpace: FreeSpaceThreshold = .standard) {
             self.concurrency = concurrency
+            self.minFreeSpace = minFreeSpace
         }
     }
 
@@ -118,6 +121,11 @@ public struct Configuration: Sendable, Equatable {
     public var databasePath: String { (stateDirectory as NSString).appendingPathComponent("queue.sqlite") }
     /// Files the queue owns.
     public var blobDirectory: String { (stateDirectory as NSString).appendingPathComponent("blobs") }
+
+    /// The free-space guard on the state directory's and `blobs/`'s file systems (`[limits] min_free_space`).
+    public var freeSpaceGuard: FreeSpaceGuard {
+        FreeSpaceGuard(threshold: limits.minFreeSpace, paths: [stateDirectory, blobDirectory])
+    }
     /// The daemon's exclusive lock.
     public var lockPath: String { (stateDirectory as NSString).appendingPathComponent("daemon.lock") }
     /// Where the CLI pokes a running daemon.

@@ -51,6 +51,7 @@ public enum ConfigurationLoader {
         var limits = Configuration.Limits()
         if var table = try root.table("limits") {
             limits.concurrency = Int(try table.integer("concurrency", range: 1...256) ?? 4)
+            limits.minFreeSpace = try table.freeSpaceThreshold("min_free_space") ?? limits.minFreeSpace
             try table.rejectUnknownKeys()
         }
 

@@ -109,6 +109,21 @@ struct ConfigurationTable {
         return bytes
     }
 
+    /// A free-space threshold: a size (`"256MiB"`, a number of bytes, 0 for none) or a percentage (`"5%"`).
+    mutating func freeSpaceThreshold(_ key: String) throws(ConfigurationError) -> FreeSpaceThreshold? {
+        guard let value = value(key) else { return nil }
+        let threshold: FreeSpaceThreshold?
+        switch value.kind {
+        case .integer(let number): threshold = number >= 0 ? .bytes(number) : nil
+        case .string(let text): threshold = FreeSpaceThreshold(text)
+        default: throw typeError(key, expected: "a size such as \"256MiB\" or a percentage such as \"5%\"", got: value)
+        }
+        guard let threshold else {
+            throw error(key, "not a size (\"256MiB\", a number of bytes) or a percentage from 0% to 100% (\"5%\")")
+        }
+        return threshold
+    }
+
     /// A duration: a text like `30s`, `5m`, `500ms`, `1h`.
     mutating func duration(_ key: String, minimum: Duration = .zero) throws(ConfigurationError) -> Duration? {
         guard let value = value(key) else { return nil }

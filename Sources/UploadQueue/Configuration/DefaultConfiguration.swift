@@ -16,6 +16,7 @@ rescan_interval = "30s"          # full rescan on a timer, in case an event was 
 
 [limits]
 concurrency = 4                  # transfers at once, all destinations
+min_free_space = "256MiB"        # below it the spool waits and copies are refused; or "5%"; 0 = off
 
 [retry]                          # every 30 s for 10 failures, then every 5 min, forever
 initial_interval = "30s"

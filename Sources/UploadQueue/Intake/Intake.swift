@@ -182,6 +182,14 @@ struct Intake: Sendable {
 
         let id = JobID.generate(at: now)
         let copies = request.mode == .copy || (request.mode == .move && before.links > 1)
+        // A copy (or a move across file systems, which is one) needs room: below `min_free_space` it is refused
+        // before a byte is written. A rename or a `reference` job writes only its row.
+        let crossesDisks = request.mode == .move && !copies
+            && (try? FileFingerprint.of(path: blobs.directory)).map { $0.device != before.device } ?? false
+        if copies || crossesDisks, let low = configuration.freeSpaceGuard.check(needing: before.size) {
+            throw UploadQueueError(.diskLow, "not taken: \(low); the queue takes files again once there is room "
+                + "(uploads free it), or lower [limits] min_free_space", path: path)
+        }
         var copy: BlobStore.PendingCopy?
         let sha256: String
         if copies {
@@ -233,7 +241,7 @@ struct Intake: Sendable {
             try store.markIntakeComplete(id, inode: blob.inode, device: blob.device,
                                          modifiedNanoseconds: blob.modifiedNanoseconds)
         } catch {
-            throw UploadQueueError(.database, "cannot record the intake: \(error)", job: id)
+            throw .database("cannot record the intake", error, job: id)
         }
     }
 
@@ -250,8 +258,7 @@ struct Intake: Sendable {
                 try jobs.map { job in try Self.insertUnlessDuplicate(job, in: db) }
             }
         } catch {
-            throw UploadQueueError(.database, "cannot write the jobs: \(error)", job: jobs.first?.id,
-                                   path: jobs.first?.sourcePath)
+            throw .database("cannot write the jobs", error, job: jobs.first?.id, path: jobs.first?.sourcePath)
         }
     }
 
@@ -280,7 +287,7 @@ struct Intake: Sendable {
                 do { try finishIntake(job) } catch { problems.append(error) }
             }
         } catch {
-            problems.append(UploadQueueError(.database, "cannot read the queue: \(error)"))
+            problems.append(.database("cannot read the queue", error))
         }
         blobs.removeStaleTemporaries()
         if let ids = try? store.writer.read({ db in
@@ -315,7 +322,7 @@ struct Intake: Sendable {
             try store.apply(.failPermanent(error: "the file vanished while it was taken into the queue "
                 + "(neither \(job.sourcePath) nor \(job.file) exists)"), to: job.id) { $0.intakeComplete = true }
         } catch {
-            throw UploadQueueError(.database, "cannot record the lost intake: \(error)", job: job.id)
+            throw .database("cannot record the lost intake", error, job: job.id)
         }
     }
 

@@ -18,6 +18,8 @@ public actor SpoolWatcher: Service {
         var writing: Bool
         var notBefore: ContinuousClock.Instant
         var failures = 0
+        /// Refused for lack of room (logged once).
+        var waitingForRoom = false
     }
 
     private let spool: Configuration.Spool
@@ -28,6 +30,9 @@ public actor SpoolWatcher: Service {
     /// How long a file that was opened for writing but never closed may sit unchanged before it is taken anyway.
     private var abandonedWriterTimeout: Duration { max(.seconds(60), spool.quietPeriod * 10) }
     private var watchHealthy = false
+    /// Why the intake is paused (the disk is below `min_free_space`), while it is; files then stay in the spool.
+    private var diskLow: String?
+    private var lastSpaceCheck: ContinuousClock.Instant?
 
     public init(spool: Configuration.Spool, queue: UploadQueue, logger: Logger) {
         self.spool = spool
@@ -140,8 +145,35 @@ public actor SpoolWatcher: Service {
             && !name.hasSuffix(Sidecar.suffix)
     }
 
+    /// Whether the intake may take files now: false while the queue's disk is below `min_free_space` (measured
+    /// at most once a second). Pausing and resuming are logged once each.
+    private func hasRoom(at now: ContinuousClock.Instant) -> Bool {
+        if let last = lastSpaceCheck, now - last < .seconds(1) { return diskLow == nil }
+        lastSpaceCheck = now
+        if let low = queue.configuration.freeSpaceGuard.check() {
+            pause(String(describing: low))
+            return false
+        }
+        if diskLow != nil {
+            diskLow = nil
+            logger.info("spool: there is room again; taking files")
+        }
+        return true
+    }
+
+    private func pause(_ reason: String) {
+        let first = diskLow == nil
+        diskLow = reason
+        guard first else { return }
+        logger.warning("""
+            spool: intake paused: \(reason); files stay in the spool and are taken once there is room \
+            (uploads and released copies free it)
+            """)
+    }
+
     private func takeQuietFiles() async {
         let now = ContinuousClock.now
+        guard candidates.values.contains(where: { now >= $0.notBefore }), hasRoom(at: now) else { return }
         for name in candidates.keys.sorted() {
             guard var candidate = candidates[name], now >= candidate.notBefore else { continue }
             let path = (spool.directory as NSString).appendingPathComponent(name)
@@ -207,6 +239,14 @@ public actor SpoolWatcher: Service {
                 logger.info("spool: \(name) is still changing; waiting")
             case .fileNotFound:
                 candidates[name] = nil
+            case .diskLow:
+                // Its copy would not fit (a move across disks) or the disk filled meanwhile: the file stays, and
+                // is tried again every few seconds without an error each time.
+                if candidates[name]?.waitingForRoom == false {
+                    logger.warning("spool: \(name) waits for room: \(error.message)")
+                }
+                candidates[name]?.waitingForRoom = true
+                candidates[name]?.notBefore = .now + .seconds(5)
             case .symbolicLink, .notRegularFile, .unknownDestination, .invalidArgument, .sourceChanged:
                 reject(name, reason: error.message)
             default:

@@ -30,7 +30,13 @@ struct LocalDirectoryUploader: Uploader {
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         } catch {
-            throw .permanent("io", "cannot create \(directory): \(error.localizedDescription)")
+            // A full disk (or anything passing) is tried again; a permission or a read-only mount needs a person.
+            let code = (error as? CocoaError)?.code
+            let needsPerson = code == .fileWriteNoPermission || code == .fileWriteVolumeReadOnly
+                || code == .fileWriteInvalidFileName
+            let message = "cannot create \(directory): \(error.localizedDescription)"
+            throw needsPerson ? .permanent("io", message + "; fix it, then `uploadq retry`")
+                : code == .fileWriteOutOfSpace ? .targetFull(message) : .transient("io", message)
         }
         if try alreadyDelivered(job, at: target) {
             return UploadOutcome(remoteURL: Self.fileURL(target))
@@ -69,7 +75,8 @@ struct LocalDirectoryUploader: Uploader {
                 try BlobStore.writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: off_t(offset),
                                        path: temporary)
             } catch {
-                throw .transient("io", "writing \(temporary): \(error.message)")
+                throw error.code == .diskLow ? .targetFull("writing \(temporary): \(error.message)")
+                    : .transient("io", "writing \(temporary): \(error.message)")
             }
             offset += Int64(count)
             context.sent(offset)

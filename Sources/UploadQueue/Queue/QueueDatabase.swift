@@ -30,6 +30,15 @@ public struct QueueDatabase: Sendable {
             || (error.message ?? "").contains("already exists")
     }
 
+    /// True for the database's way of saying the disk is full: `SQLITE_FULL`, or a failed write or fsync of the
+    /// file or its WAL (`SQLITE_IOERR_WRITE`/`_FSYNC`/`_SHMSIZE`, what a full disk or quota gives on some paths).
+    static func isDiskFull(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        if error.resultCode == .SQLITE_FULL { return true }
+        let extended = error.extendedResultCode
+        return extended == .SQLITE_IOERR_WRITE || extended == .SQLITE_IOERR_FSYNC || extended == .SQLITE_IOERR_SHMSIZE
+    }
+
     private static func openOnce(path: String) throws -> QueueDatabase {
         if !FileManager.default.fileExists(atPath: path) {
             let fd = Glibc.open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)

@@ -32,6 +32,19 @@ actor Scheduler {
     nonisolated let heartbeat = Atomic<Int64>(monotonicMilliseconds())
     private var workers: [JobID: Task<Void, Never>] = [:]
     private var stopReasons: [JobID: StopReason] = [:]
+    /// Ends of transfers the database could not take yet (a full disk): tried again every round until they are
+    /// recorded, so an upload the server confirmed is never sent again. Their rows stay `uploading` meanwhile,
+    /// which no claim takes.
+    private var unsettled: [JobID: Settlement] = [:]
+    /// Why the queue cannot be written, while it cannot (logged once, and once more when it can again).
+    private var storeTrouble: String?
+    /// Since when the queue could not be written, for `--exit-when-idle`'s give-up.
+    private var storeTroubleSince: ContinuousClock.Instant?
+    /// How long `--exit-when-idle` waits for a queue that cannot be written before it gives up.
+    private let storeGiveUp: Duration
+    /// The room kept in reserve for recording what finishes when the disk fills up.
+    private let reserve: SpaceReserve?
+    private var reserveCheckedAt: ContinuousClock.Instant?
     /// One breaker per destination; an open one keeps that destination's jobs pending (`circuit-open`).
     private var breakers: [String: CircuitBreaker]
     private var probes: [String: Task<Void, Never>] = [:]
@@ -44,8 +57,11 @@ actor Scheduler {
 
     init(configuration: Configuration, store: QueueStore, events: EventHub, uploaders: [String: any Uploader],
          logger: Logger, pollInterval: Duration = .seconds(5),
-         exitWhenIdle: Bool = false, engine: TransferEngine? = nil, monitor: LinkMonitor? = nil) {
+         exitWhenIdle: Bool = false, engine: TransferEngine? = nil, monitor: LinkMonitor? = nil,
+         reserve: SpaceReserve? = nil, storeGiveUp: Duration = .seconds(60)) {
         self.exitWhenIdle = exitWhenIdle
+        self.reserve = reserve
+        self.storeGiveUp = storeGiveUp
         self.engine = engine
         self.monitor = monitor ?? LinkMonitor(configuration: configuration)
         self.configuration = configuration
@@ -76,11 +92,14 @@ actor Scheduler {
         while !Task.isCancelled {
             heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
             do {
+                try await recordUnsettled()
                 try followLink()
                 try handleCancelRequests()
                 startDueProbes()
                 try fillSlots()
-                if exitWhenIdle, workers.isEmpty, try store.isIdle() {
+                storeRecovered()
+                keepReserve()
+                if exitWhenIdle, workers.isEmpty, unsettled.isEmpty, try store.isIdle() {
                     logger.info("the queue is idle: nothing pending or uploading")
                     break
                 }
@@ -94,12 +113,67 @@ actor Scheduler {
                 let wait = min(max(due, 0.01), pollInterval.seconds)
                 await wake.wait(timeout: .milliseconds(Int64(wait * 1000)))
             } catch {
-                logger.error("scheduler: cannot read or write the queue: \(error)")
+                storeFailed(error)
+                if exitWhenIdle, workers.isEmpty, let since = storeTroubleSince, ContinuousClock.now - since > storeGiveUp {
+                    failure = .database("""
+                        the queue could not be written for \(storeGiveUp) (\(storeTrouble ?? "\(error)")); \
+                        \(unsettled.count) finished upload(s) are not recorded and are checked with their servers \
+                        at the next start
+                        """, error)
+                    break
+                }
                 await wake.wait(timeout: .seconds(1))
             }
         }
         await stopAll()
+        try? await recordUnsettled()
         try? bookTraffic()
+    }
+
+    /// Why `run()` gave up (`--exit-when-idle` only: a queue that could not be written for `storeGiveUp`).
+    private(set) var failure: UploadQueueError?
+
+    /// Notes that the queue cannot be written: the first time (or when the reason changes) it is logged and
+    /// the space reserve is given back, so the recording that follows has room; repeats stay quiet.
+    private func storeFailed(_ error: any Error) {
+        let reason = "\(error)"
+        if storeTroubleSince == nil { storeTroubleSince = .now }
+        if QueueDatabase.isDiskFull(error), let reserve, reserve.release() {
+            logger.warning("the queue's disk is full: released the space reserve (\(ByteCountText.text(reserve.size))) to record what finishes")
+        }
+        guard storeTrouble != reason else { return }
+        storeTrouble = reason
+        let advice = QueueDatabase.isDiskFull(error)
+            ? "the disk is full: transfers that finish are recorded once there is room; free space on it"
+            : "retrying every second"
+        logger.error("scheduler: cannot write the queue (\(advice)): \(error)")
+    }
+
+    /// Ends a spell of store errors (logged once).
+    private func storeRecovered() {
+        guard storeTrouble != nil, unsettled.isEmpty else { return }
+        storeTrouble = nil
+        storeTroubleSince = nil
+        logger.notice("scheduler: the queue can be written again")
+    }
+
+    /// Makes the space reserve again (looked at every 30 s) once the disk has room for it.
+    private func keepReserve() {
+        guard let reserve, storeTrouble == nil else { return }
+        if let checked = reserveCheckedAt, ContinuousClock.now - checked < .seconds(30) { return }
+        reserveCheckedAt = .now
+        guard !reserve.isInPlace else { return }
+        if reserve.ensure(freeSpace: configuration.freeSpaceGuard) {
+            logger.info("there is room again: the space reserve (\(ByteCountText.text(reserve.size))) is back in place")
+        }
+    }
+
+    /// Records the transfer ends the database could not take before; throws while it still cannot.
+    private func recordUnsettled() async throws {
+        for (id, settlement) in unsettled.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            try await record(settlement)
+            unsettled[id] = nil
+        }
     }
 
     /// Looks at the link to every destination: stops transfers the new link does not allow (they resume from
@@ -184,7 +258,7 @@ actor Scheduler {
     /// Stops flagged transfers running here; flagged jobs that are not running (they left a remote upload
     /// behind) leave the queue at once and their remote upload is dropped in the background.
     private func handleCancelRequests() throws {
-        for id in try store.cancelRequests() {
+        for id in try store.cancelRequests() where unsettled[id] == nil {
             if workers[id] != nil {
                 if stopReasons[id] != .cancel { _ = cancelRunning(id) }
                 continue
@@ -326,77 +400,109 @@ actor Scheduler {
         wake.signal()
     }
 
+    /// How a transfer ended, kept until the database has taken it.
+    private struct Settlement {
+        var job: Job
+        var attempt: Int
+        var result: Result<UploadOutcome, TransferFailure>
+        var stop: StopReason?
+        /// When the transfer ended (the uploaded time, and what a retry delay counts from).
+        var at: Date
+    }
+
     private func settle(_ job: Job, attempt: Int, result: Result<UploadOutcome, TransferFailure>) async {
-        let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
+        let stop = stopReasons[job.id]
+        switch result {
+        case .success: updateBreaker(job.destination, failure: nil)
+        case .failure(let failure) where stop == nil || failure.kind == .permanent:
+            updateBreaker(job.destination, failure: failure)
+        case .failure: break
+        }
+        let settlement = Settlement(job: job, attempt: attempt, result: result, stop: stop, at: Date())
         do {
-            switch result {
-            case .success(let outcome):
-                updateBreaker(job.destination, failure: nil)
-                let now = Date()
-                let release = FileRelease.owed(for: job, policy: configuration.retention, now: now)
-                try store.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil, now: now,
-                                 release: release) {
-                    $0.remoteURL = outcome.remoteURL
-                    $0.bytesConfirmed = $0.size
-                }
-                events.emit(.stateChanged(job.id, .uploaded))
-                logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(outcome.remoteURL)"]) { $1 })
-            case .failure(let failure) where stopReasons[job.id] != nil && failure.kind != .permanent:
-                if stopReasons[job.id] == .cancel {
-                    // The resume state as the transfer left it (it may have created the remote upload).
-                    await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
-                    do {
-                        _ = try cancelled.remove(job.id, from: store)
-                        events.emit(.cancelled(job.id))
-                        logger.info("upload cancelled", metadata: metadata)
-                    } catch {
-                        // Its file could not be kept: the job stays, flagged, and a later pass tries again.
-                        try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                         error: "cancel requested; waiting to keep the file: \(error)") {
-                            $0.cancelRequested = true
-                        }
-                        logger.error("cannot cancel yet: \(error)", metadata: metadata)
-                    }
-                } else if stopReasons[job.id] == .link {
-                    let link = links[job.destination]?.linkClass.rawValue ?? "changed"
-                    try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                     error: "stopped: the link is \(link); it resumes from its confirmed offset")
-                    events.emit(.stateChanged(job.id, .pending))
-                    logger.info("upload stopped for the link; it resumes from its confirmed offset", metadata: metadata)
-                } else {
-                    try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                     error: "stopped by a graceful shutdown")
-                    events.emit(.stateChanged(job.id, .pending))
-                    logger.info("upload interrupted; it resumes from its confirmed offset", metadata: metadata)
-                }
-            case .failure(let failure):
-                updateBreaker(job.destination, failure: failure)
-                switch failure.kind {
-                case .transient(let retryAfter):
-                    let delay = configuration.retry.delay(afterFailure: job.failures + 1, random: Double.random(in: 0...1),
-                                                          retryAfter: retryAfter)
-                    let retryAt = Date().addingTimeInterval(delay.seconds)
-                    try store.finish(job.id, attempt: attempt, event: .failTransient(error: failure.message, retryAt: retryAt),
-                                     outcome: "failed", error: failure.message)
-                    logger.warning("upload failed, will retry in \(delay)", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
-                case .permanent:
-                    try store.finish(job.id, attempt: attempt, event: .failPermanent(error: failure.message),
-                                     outcome: "failed", error: failure.message)
-                    logger.error("upload failed permanently", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
-                case .interrupted:
-                    try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted", error: failure.message)
-                    events.emit(.stateChanged(job.id, .pending))
-                    return
-                }
-                events.emit(.stateChanged(job.id, .failed))
-            }
+            try await record(settlement)
         } catch {
-            logger.critical("cannot record the end of a transfer; it is redone at next start: \(error)", metadata: metadata)
+            // Kept and tried again every round: the job's row stays `uploading` (no claim takes it), and a
+            // confirmed upload is recorded once there is room, without being sent again.
+            unsettled[job.id] = settlement
+            storeFailed(error)
+            logger.error("cannot record the end of a transfer yet; it is recorded once the queue can be written: \(error)",
+                         metadata: ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"])
+        }
+    }
+
+    /// Writes how a transfer ended (its state change and attempt) and tells listeners; throws when the database
+    /// cannot take it, leaving the row as it was.
+    private func record(_ settlement: Settlement) async throws {
+        let job = settlement.job
+        let attempt = settlement.attempt
+        let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
+        switch settlement.result {
+        case .success(let outcome):
+            let release = FileRelease.owed(for: job, policy: configuration.retention, now: settlement.at)
+            try store.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil, now: settlement.at,
+                             release: release) {
+                $0.remoteURL = outcome.remoteURL
+                $0.bytesConfirmed = $0.size
+            }
+            events.emit(.stateChanged(job.id, .uploaded))
+            logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(outcome.remoteURL)"]) { $1 })
+        case .failure(let failure) where settlement.stop != nil && failure.kind != .permanent:
+            if settlement.stop == .cancel {
+                // The resume state as the transfer left it (it may have created the remote upload).
+                await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
+                do {
+                    _ = try cancelled.remove(job.id, from: store)
+                    events.emit(.cancelled(job.id))
+                    logger.info("upload cancelled", metadata: metadata)
+                } catch {
+                    // Its file could not be kept: the job stays, flagged, and a later pass tries again.
+                    try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
+                                     error: "cancel requested; waiting to keep the file: \(error)") {
+                        $0.cancelRequested = true
+                    }
+                    logger.error("cannot cancel yet: \(error)", metadata: metadata)
+                }
+            } else if settlement.stop == .link {
+                let link = links[job.destination]?.linkClass.rawValue ?? "changed"
+                try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
+                                 error: "stopped: the link is \(link); it resumes from its confirmed offset")
+                events.emit(.stateChanged(job.id, .pending))
+                logger.info("upload stopped for the link; it resumes from its confirmed offset", metadata: metadata)
+            } else {
+                try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
+                                 error: "stopped by a graceful shutdown")
+                events.emit(.stateChanged(job.id, .pending))
+                logger.info("upload interrupted; it resumes from its confirmed offset", metadata: metadata)
+            }
+        case .failure(let failure):
+            switch failure.kind {
+            case .transient(let retryAfter):
+                let delay = configuration.retry.delay(afterFailure: job.failures + 1, random: Double.random(in: 0...1),
+                                                      retryAfter: retryAfter)
+                let retryAt = settlement.at.addingTimeInterval(delay.seconds)
+                try store.finish(job.id, attempt: attempt, event: .failTransient(error: failure.message, retryAt: retryAt),
+                                 outcome: "failed", error: failure.message)
+                logger.warning("upload failed, will retry in \(delay)", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
+            case .permanent:
+                try store.finish(job.id, attempt: attempt, event: .failPermanent(error: failure.message),
+                                 outcome: "failed", error: failure.message)
+                logger.error("upload failed permanently", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
+            case .interrupted:
+                try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted", error: failure.message)
+                events.emit(.stateChanged(job.id, .pending))
+                return
+            }
+            events.emit(.stateChanged(job.id, .failed))
         }
     }
 
     private func makeContext(for job: Job, attempt: Int) -> TransferContext {
         let store = self.store
+        // Progress the database cannot take (a full disk) does not stop the transfer: the server has the bytes,
+        // and the end of the transfer is recorded (or kept until it can be) with everything it needs. Only a
+        // crash in the meantime costs the progress, and the next attempt asks the server where it stands.
+        let unrecorded = ProgressLoss(logger: logger, job: job)
         let events = self.events
         let meter = TransferMeter(start: job.bytesConfirmed)
         let monitor = self.monitor
@@ -416,7 +522,7 @@ actor Scheduler {
             resumed: { offset throws(TransferFailure) in
                 meter.restart(at: offset)
                 do { try store.recordResumeOffset(job.id, attempt: attempt, offset: offset) } catch {
-                    throw .transient("database", "cannot record the resume offset: \(error)")
+                    unrecorded.note(error, "the resume offset")
                 }
             },
             confirmed: { bytes, resumeState throws(TransferFailure) in
@@ -424,7 +530,7 @@ actor Scheduler {
                     try store.recordProgress(job.id, bytesConfirmed: bytes, resumeState: resumeState,
                                              rate: meter.rate(at: bytes))
                 } catch {
-                    throw .transient("database", "cannot record progress: \(error)")
+                    unrecorded.note(error, "progress")
                 }
                 meter.recordConfirmed(bytes)
                 events.emit(.progress(job.id, confirmed: bytes, sent: meter.sent, size: job.size))
@@ -437,8 +543,26 @@ actor Scheduler {
             forgetResumeState: { () throws(TransferFailure) in
                 meter.restart(at: 0)
                 do { try store.clearResumeState(job.id) } catch {
-                    throw .transient("database", "cannot clear the resume state: \(error)")
+                    unrecorded.note(error, "the end of the remote upload")
                 }
             })
+    }
+}
+
+/// Notes, once per transfer, that its progress could not be recorded (the transfer goes on).
+private final class ProgressLoss: Sendable {
+    private let logger: Logger
+    private let job: Job
+    private let told = Atomic<Bool>(false)
+
+    init(logger: Logger, job: Job) {
+        self.logger = logger
+        self.job = job
+    }
+
+    func note(_ error: any Error, _ what: String) {
+        guard !told.exchange(true, ordering: .relaxed) else { return }
+        logger.warning("cannot record \(what) (the transfer goes on; its end is recorded once the queue can be written): \(error)",
+                       metadata: ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"])
     }
 }

@@ -30,6 +30,12 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
         self.destinationFault = destinationFault
     }
 
+    /// The target's disk (or quota) is full: retried on the schedule, the partial copy kept to resume from.
+    static func targetFull(_ message: String) -> TransferFailure {
+        TransferFailure(.transient(retryAfter: nil), code: "target-full",
+                        message + "; the target's disk is full: the copy resumes once there is room", destinationFault: true)
+    }
+
     static func transient(_ code: String, _ message: String) -> TransferFailure {
         TransferFailure(.transient(retryAfter: nil), code: code, message)
     }
@@ -49,6 +55,8 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
             return .permanent("source-missing", "\(call) \(path): \(reason)")
         case EACCES, EPERM, EROFS:
             return .permanent("io", "\(call) \(path): \(reason); fix the permissions, then `uploadq retry`")
+        case ENOSPC, EDQUOT:
+            return .targetFull("\(call) \(path): \(reason)")
         default:
             return .transient("io", "\(call) \(path): \(reason)")
         }

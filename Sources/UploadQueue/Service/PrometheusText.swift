@@ -2,7 +2,7 @@ import Foundation
 
 /// The queue's state in Prometheus text format (0.0.4): jobs and bytes by state, waiting reasons, bytes sent per
 /// destination and link class, transfer rate, failed attempts, open circuits, patches, owed
-/// releases and the link class.
+/// releases, the queue's disk and the link class.
 ///
 /// The daemon rewrites `[metrics] textfile` with it (atomically: temporary file, fsync, rename) for
 /// node_exporter's textfile collector; `uploadq status --prometheus` prints it once.
@@ -43,24 +43,38 @@ public enum PrometheusText {
                PatchState.allCases.filter { $0 != .none }.map { ([("state", $0.rawValue)], Int64(summary.patches[$0] ?? 0)) })
         family("uploadq_owed_releases", "gauge", "Uploaded copies whose release ([retention]) is still owed.",
                [([], Int64(summary.owedReleases))])
+        if let disk = status.disk {
+            family("uploadq_disk_available_bytes", "gauge", "Bytes free on the queue's disk.", [([], disk.space.available)])
+            family("uploadq_disk_min_free_bytes", "gauge", "[limits] min_free_space in bytes.", [([], disk.minimum)])
+            family("uploadq_intake_paused", "gauge", "1 while the intake waits for room on the queue's disk.",
+                   [([], disk.intakePaused ? 1 : 0)])
+        }
         family("uploadq_link_class", "gauge", "1 for the class of the link as a whole, 0 for the others.",
                LinkStatus.LinkClass.allCases.map { ([("class", $0.rawValue)], status.link.linkClass == $0 ? 1 : 0) })
         return out
     }
 
-    /// Writes `text` to `path` so that a reader never sees a partial file.
+    /// Writes `text` to `path` so that a reader never sees a partial file: a temporary file, fsync, rename. A
+    /// failure (a full disk) leaves the previous file as it was and no temporary behind.
     public static func write(_ text: String, to path: String) throws {
         let temporary = path + ".tmp"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8),
-                                             attributes: [.posixPermissions: 0o644]) else {
-            throw UploadQueueError(.io, "cannot write the metrics file", path: temporary)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw UploadQueueError.system("open", path: temporary) }
+        do {
+            defer { close(descriptor) }
+            let failure = Array(text.utf8).withUnsafeBytes { bytes -> UploadQueueError? in
+                do throws(UploadQueueError) {
+                    try BlobStore.writeAll(descriptor, bytes, at: 0, path: temporary)
+                } catch { return error }
+                return nil
+            }
+            if let failure { throw failure }
+            guard fsync(descriptor) == 0 else { throw UploadQueueError.system("fsync", path: temporary) }
+            guard rename(temporary, path) == 0 else { throw UploadQueueError.system("rename", path: path) }
+        } catch {
+            unlink(temporary)
+            throw error
         }
-        let descriptor = open(temporary, O_RDONLY | O_CLOEXEC)
-        if descriptor >= 0 {
-            fsync(descriptor)
-            close(descriptor)
-        }
-        guard rename(temporary, path) == 0 else { throw UploadQueueError.system("rename", path: path) }
     }
 
     /// A label value: backslash, double quote and newline escaped.
