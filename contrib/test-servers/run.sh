@@ -107,6 +107,7 @@ export UPLOADQ_TEST_S3_AUTH_ENDPOINT="$s3_auth"
 export UPLOADQ_TEST_S3_AUTH_ACCESS_KEY="$s3_auth_access"
 export UPLOADQ_TEST_S3_AUTH_SECRET_KEY="$s3_auth_secret"
 export UPLOADQ_TEST_AWS="$aws"
+export UPLOADQ_TEST_CLOCKSHIFT="$root/.build-venv/libclockshift.so"
 echo "test-servers: tus :$tus_port, nginx DAV :$dav_port (TLS :$tls_port), fault proxy :$proxy_port," \
     "recorder :$recorder_port, moto :$s3_port (signatures checked :$s3_auth_port)" >&2
 

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/../.."
 extra=(nginx curl openssl)
 command -v ip > /dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || extra+=(iproute2)   # network namespaces
 python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
+command -v gcc > /dev/null || extra+=(gcc libc6-dev)   # the clock-step shim
 # The packaged nginx service is not needed (policy-rc.d may refuse to start it): the tests start their own.
 contrib/setup.sh "${extra[@]}"
 
@@ -16,4 +17,10 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$requirements" "$venv/requirements.i
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$requirements"
     cp "$requirements" "$venv/requirements.installed"
+fi
+
+# The clock-step shim (LD_PRELOAD; see clockshift.c), rebuilt when its source changes.
+shim=$venv/libclockshift.so
+if [ ! -f "$shim" ] || [ contrib/test-servers/clockshift.c -nt "$shim" ]; then
+    gcc -shared -fPIC -O2 -Wall -o "$shim" contrib/test-servers/clockshift.c -ldl
 fi

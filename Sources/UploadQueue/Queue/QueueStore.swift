@@ -368,6 +368,19 @@ public struct QueueStore: Sendable {
         }
     }
 
+    /// Moves every stored due time (retries, patch deliveries, owed releases) by `step` seconds, in one
+    /// transaction: what keeps the waits they stand for as long as they were when the wall clock steps.
+    func rebaseDueTimes(by step: TimeInterval) throws {
+        let modifier = String(format: "%+.3f seconds", step)
+        try writer.write { db in
+            for (table, column) in [("job", "next_attempt_at"), ("patch_outbox", "next_attempt_at"), ("file_release", "due_at")] {
+                try db.execute(sql: """
+                    UPDATE \(table) SET \(column) = strftime('%Y-%m-%d %H:%M:%f', \(column), ?) WHERE \(column) IS NOT NULL
+                    """, arguments: [modifier])
+            }
+        }
+    }
+
     /// Reads a persistent setting (for example the link override).
     func setting(_ key: String) throws -> String? {
         try writer.read { db in try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?", arguments: [key]) }

@@ -76,6 +76,11 @@ struct CircuitBreaker: Sendable, Equatable {
         }
     }
 
+    /// Moves the probe time with a step of the wall clock, so the wait it stands for stays as long as it was.
+    mutating func shift(by step: TimeInterval) {
+        if case .open(let until) = state { state = .open(until: until.addingTimeInterval(step)) }
+    }
+
     /// The delay before the probe after the `openings`-th opening.
     static func probeDelay(policy: CircuitBreakerPolicy, openings: Int) -> Duration {
         let exponent = Double(min(max(openings - 1, 0), 30))

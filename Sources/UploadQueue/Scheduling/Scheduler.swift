@@ -45,6 +45,8 @@ actor Scheduler {
     /// The room kept in reserve for recording what finishes when the disk fills up.
     private let reserve: SpaceReserve?
     private var reserveCheckedAt: ContinuousClock.Instant?
+    /// Notices steps of the wall clock, so due times move with them.
+    private var clockWatch = WallClockWatch.now()
     /// One breaker per destination; an open one keeps that destination's jobs pending (`circuit-open`).
     private var breakers: [String: CircuitBreaker]
     private var probes: [String: Task<Void, Never>] = [:]
@@ -92,6 +94,7 @@ actor Scheduler {
         while !Task.isCancelled {
             heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
             do {
+                try followClockStep()
                 try await recordUnsettled()
                 try followLink()
                 try handleCancelRequests()
@@ -155,6 +158,24 @@ actor Scheduler {
         storeTrouble = nil
         storeTroubleSince = nil
         logger.notice("scheduler: the queue can be written again")
+    }
+
+    /// When the wall clock stepped since the last round, moves every stored due time and probe time by the
+    /// step: a retry due in 30 s stays due in 30 s, whichever way the clock jumped. A step the database could not
+    /// take yet is tried again next round (the watch keeps it).
+    private func followClockStep() throws {
+        var watch = clockWatch
+        guard let step = watch.observe() else {
+            clockWatch = watch
+            return
+        }
+        try store.rebaseDueTimes(by: step)
+        clockWatch = watch
+        for name in breakers.keys { breakers[name]?.shift(by: step) }
+        logger.warning("""
+            the wall clock stepped \(step > 0 ? "forwards" : "back") by \(Duration.seconds(abs(step).rounded())); \
+            retry, patch and release times moved with it
+            """)
     }
 
     /// Makes the space reserve again (looked at every 30 s) once the disk has room for it.

@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// Steps of the wall clock: noticed against the boot-time clock, and due times moved with them.
+struct WallClockWatchTests {
+    @Test("a wall clock that keeps pace is no step; a jump either way is, by its size; jitter and slewing are not")
+    func steps() {
+        let start = Date(timeIntervalSince1970: 1_800_000_000)
+        var watch = WallClockWatch(wall: start, bootNanoseconds: 5_000_000_000)
+        #expect(watch.observe(wall: start.addingTimeInterval(10), bootNanoseconds: 15_000_000_000) == nil)
+        #expect(watch.observe(wall: start.addingTimeInterval(10.5), bootNanoseconds: 15_000_000_000) == nil,
+                "half a second of difference is jitter or slewing")
+        let back = watch.observe(wall: start.addingTimeInterval(20.5 - 3600), bootNanoseconds: 25_000_000_000)
+        #expect(back.map { abs($0 + 3600) < 0.001 } == true, "\(String(describing: back))")
+        let forwards = watch.observe(wall: start.addingTimeInterval(30.5 + 7200 - 3600), bootNanoseconds: 35_000_000_000)
+        #expect(forwards.map { abs($0 - 7200) < 0.001 } == true, "\(String(describing: forwards))")
+        #expect(watch.observe(wall: start.addingTimeInterval(31.5 + 3600), bootNanoseconds: 36_000_000_000) == nil,
+                "the watch goes on from the stepped clock")
+    }
+
+    @Test("rebasing moves every stored due time by the step, to the millisecond")
+    func rebase() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/a.jpg", size: 100, seed: 401)
+        let id = try await queue.enqueue(path)
+        let due = Date(timeIntervalSince1970: 1_800_000_000.25)
+        try await queue.store.writer.write { db in
+            try db.execute(sql: "UPDATE job SET next_attempt_at = ? WHERE id = ?", arguments: [due, id.rawValue])
+        }
+        try queue.store.rebaseDueTimes(by: -3600)
+        let moved = try #require(try await queue.job(id)?.nextAttemptAt)
+        #expect(abs(moved.timeIntervalSince(due) + 3600) < 0.002, "\(moved)")
+        try queue.store.rebaseDueTimes(by: 7200.5)
+        let again = try #require(try await queue.job(id)?.nextAttemptAt)
+        #expect(abs(again.timeIntervalSince(due) - 3600.5) < 0.002, "\(again)")
+    }
+}
+
+/// The real daemon under a shifted wall clock (the LD_PRELOAD shim built by the test set-up moves only
+/// CLOCK_REALTIME, gettimeofday and time): a retry keeps its wait whichever way the clock steps.
+@Suite(.serialized)
+struct ClockStepTests {
+    /// A daemon whose wall clock is moved by the seconds written to `offsetFile`.
+    func daemon(_ sandbox: Sandbox, offsetFile: String) throws -> DaemonProcess {
+        let shim = try TestServers.address("UPLOADQ_TEST_CLOCKSHIFT")
+        #expect(FileManager.default.fileExists(atPath: shim), "the clock shim is built by contrib/test-servers/setup.sh")
+        try "0\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
+        return try DaemonProcess(sandbox: sandbox, environment: ["LD_PRELOAD": shim, "CLOCKSHIFT_FILE": offsetFile])
+    }
+
+    /// One job to the recorder whose first answer is a 503, retried after about 10 s; returns once that failure
+    /// is recorded.
+    func failOnce(_ sandbox: Sandbox, _ recorder: RecorderSession) async throws -> (JobID, QueueStore) {
+        try await recorder.script([["status": 503, "body": "down for maintenance"]])
+        let path = try sandbox.makeFile(sandbox.root + "/in/p.jpg", size: 20_000, seed: 402)
+        let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "api", "--config", sandbox.configPath])
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        return (id, store)
+    }
+
+    func sandbox(_ recorder: RecorderSession) throws -> Sandbox {
+        try Sandbox(config: """
+            [destinations.api]
+            protocol = "http-put"
+            url = "\(recorder.url("/{job_id}-{name}"))"
+            """, retryInterval: "10s")
+    }
+
+    @Test("the clock steps back an hour after a failure: the retry still comes after about 10 s, not an hour later")
+    func stepBack() async throws {
+        let recorder = try RecorderSession()
+        let sandbox = try sandbox(recorder)
+        let (id, store) = try await failOnce(sandbox, recorder)
+        let offset = sandbox.root + "/clock-offset"
+        let daemon = try daemon(sandbox, offsetFile: offset)
+        let failed = try await eventually(timeout: .seconds(20)) { try store.job(id)?.state == .failed }
+        #expect(failed, "daemon log:\n\(daemon.log.suffix(2000))")
+        let failedAt = ContinuousClock.now
+        try "-3600\n".write(toFile: offset, atomically: true, encoding: .utf8)
+        let uploaded = try await eventually(timeout: .seconds(40)) { try store.job(id)?.state == .uploaded }
+        #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
+        #expect(ContinuousClock.now - failedAt < .seconds(30))
+        #expect(daemon.log.contains("the wall clock stepped back by"), "daemon log:\n\(daemon.log.suffix(3000))")
+        #expect(try await recorder.requests().count == 2)
+        #expect(daemon.terminate() < .seconds(10))
+    }
+
+    @Test("the clock steps forwards an hour after a failure: the retry keeps its wait instead of firing at once")
+    func stepForwards() async throws {
+        let recorder = try RecorderSession()
+        let sandbox = try sandbox(recorder)
+        let (id, store) = try await failOnce(sandbox, recorder)
+        let offset = sandbox.root + "/clock-offset"
+        let daemon = try daemon(sandbox, offsetFile: offset)
+        let failed = try await eventually(timeout: .seconds(20)) { try store.job(id)?.state == .failed }
+        #expect(failed, "daemon log:\n\(daemon.log.suffix(2000))")
+        let failedAt = ContinuousClock.now
+        try "3600\n".write(toFile: offset, atomically: true, encoding: .utf8)
+        let noticed = await eventually(timeout: .seconds(10)) { daemon.log.contains("the wall clock stepped forwards by") }
+        #expect(noticed, "daemon log:\n\(daemon.log.suffix(3000))")
+        if ContinuousClock.now - failedAt < .seconds(7) {
+            #expect(try await recorder.requests().count == 1, "the retry did not fire at the step")
+            #expect(try store.job(id)?.state == .failed)
+        }
+        let uploaded = try await eventually(timeout: .seconds(40)) { try store.job(id)?.state == .uploaded }
+        #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
+        #expect(ContinuousClock.now - failedAt > .seconds(7), "the retry waited out its backoff")
+        #expect(daemon.terminate() < .seconds(10))
+    }
+}

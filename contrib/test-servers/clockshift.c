@@ -1,0 +1,95 @@
+/*
+ * clockshift: an LD_PRELOAD shim that shifts the wall clock of one process, for clock-step tests.
+ *
+ * CLOCK_REALTIME (and its _COARSE variant), gettimeofday() and time() are moved by an offset in seconds (may be
+ * negative, may have a fraction) read from the file named by $CLOCKSHIFT_FILE; every other clock (the monotonic
+ * and boot-time clocks a program measures waits with) is left alone. The file is read again at most every
+ * 100 ms of monotonic time, so a test steps the clock of a running daemon by rewriting it.
+ *
+ * libfaketime is not used: it empties Swift's CommandLine.arguments on Linux.
+ *
+ * Build: gcc -shared -fPIC -O2 -o libclockshift.so clockshift.c -ldl
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int (*clock_gettime_fn)(clockid_t, struct timespec *);
+
+static clock_gettime_fn real_clock_gettime(void) {
+    static clock_gettime_fn real;
+    if (!real) real = (clock_gettime_fn)dlsym(RTLD_NEXT, "clock_gettime");
+    return real;
+}
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static long long offset_ns;
+static long long read_at_ns = -1;
+
+static long long monotonic_ns(void) {
+    struct timespec now;
+    real_clock_gettime()(CLOCK_MONOTONIC, &now);
+    return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
+}
+
+/* The offset in nanoseconds, read again from the file when the last read is 100 ms old. */
+static long long current_offset(void) {
+    long long now = monotonic_ns();
+    pthread_mutex_lock(&lock);
+    if (read_at_ns < 0 || now - read_at_ns > 100000000LL) {
+        read_at_ns = now;
+        const char *path = getenv("CLOCKSHIFT_FILE");
+        int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        if (fd >= 0) {
+            char text[64];
+            ssize_t length = read(fd, text, sizeof text - 1);
+            close(fd);
+            if (length > 0) {
+                text[length] = 0;
+                offset_ns = (long long)(strtod(text, NULL) * 1e9);
+            }
+        }
+    }
+    long long offset = offset_ns;
+    pthread_mutex_unlock(&lock);
+    return offset;
+}
+
+static void shift(struct timespec *value) {
+    long long total = (long long)value->tv_sec * 1000000000LL + value->tv_nsec + current_offset();
+    value->tv_sec = (time_t)(total / 1000000000LL);
+    value->tv_nsec = (long)(total % 1000000000LL);
+    if (value->tv_nsec < 0) {
+        value->tv_nsec += 1000000000L;
+        value->tv_sec -= 1;
+    }
+}
+
+int clock_gettime(clockid_t clock, struct timespec *value) {
+    int result = real_clock_gettime()(clock, value);
+    if (result == 0 && (clock == CLOCK_REALTIME || clock == CLOCK_REALTIME_COARSE)) shift(value);
+    return result;
+}
+
+int gettimeofday(struct timeval *restrict value, void *restrict zone) {
+    (void)zone;
+    struct timespec now;
+    int result = clock_gettime(CLOCK_REALTIME, &now);
+    if (result == 0) {
+        value->tv_sec = now.tv_sec;
+        value->tv_usec = now.tv_nsec / 1000;
+    }
+    return result;
+}
+
+time_t time(time_t *out) {
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    if (out) *out = now.tv_sec;
+    return now.tv_sec;
+}
