@@ -117,3 +117,72 @@ struct JobLifecycleTests {
         #expect(machine.state == .uploaded)
     }
 }
+
+/// Waiting marks: the state machine's rule, and the store's one-statement version of it, agree job by job.
+struct WaitingMarkTests {
+    static let marks: [JobLifecycle.WaitingMark] = [
+        .set(.concurrency), .clear(.concurrency), .set(.circuitOpen), .clear(.circuitOpen),
+        .link(.meteredLink), .link(.offline), .link(nil),
+    ]
+    static let reasons: [WaitingReason?] = [nil] + WaitingReason.allCases.map { $0 }
+
+    @Test("a mark fills an empty or slot reason, never overrides a stronger one, and clears only its own")
+    func rules() {
+        func after(_ mark: JobLifecycle.WaitingMark, from reason: WaitingReason?, state: JobState = .pending) -> WaitingReason? {
+            var lifecycle = JobLifecycle(state: state, waitingReason: reason, permanent: false, attempts: 0, failures: 0,
+                                         nextAttemptAt: nil, lastError: nil)
+            lifecycle.apply(mark)
+            return lifecycle.waitingReason
+        }
+        #expect(after(.set(.concurrency), from: nil) == .concurrency)
+        #expect(after(.set(.circuitOpen), from: .concurrency) == .circuitOpen)
+        #expect(after(.set(.concurrency), from: .circuitOpen) == .circuitOpen, "a slot wait does not hide an open circuit")
+        #expect(after(.set(.concurrency), from: .meteredLink) == .meteredLink)
+        #expect(after(.clear(.circuitOpen), from: .circuitOpen) == nil)
+        #expect(after(.clear(.circuitOpen), from: .concurrency) == .concurrency)
+        #expect(after(.link(.offline), from: .meteredLink) == .offline)
+        #expect(after(.link(.offline), from: .backoff) == .backoff)
+        #expect(after(.link(nil), from: .offline) == nil)
+        #expect(after(.link(nil), from: .concurrency) == .concurrency, "a link that allows leaves the slot wait")
+        #expect(after(.set(.concurrency), from: nil, state: .uploading) == nil, "only a pending job waits")
+    }
+
+    @Test("the store's one-statement marks give every job the reason the state machine gives it")
+    func storeAgrees() throws {
+        var jobs: [Job] = []
+        var expected: [JobID: [WaitingReason?]] = [:]
+        var serial = 0
+        for state in JobState.allCases {
+            for reason in Self.reasons {
+                serial += 1
+                var job = QueueStoreTests.job(JobID.generate(at: Date(timeIntervalSince1970: 1_800_000_000 + Double(serial))))
+                job.state = state
+                job.waitingReason = state == .pending ? reason : nil
+                jobs.append(job)
+            }
+        }
+        let store = try QueueStoreTests.store(with: jobs)
+        for mark in Self.marks where mark != .link(.meteredLink) && mark != .link(.offline) && mark != .link(nil) {
+            for job in try store.jobs() {
+                var lifecycle = job.lifecycle
+                lifecycle.apply(mark)
+                expected[job.id, default: []].append(lifecycle.waitingReason)
+            }
+            try store.writer.write { db in
+                try QueueStore.apply(mark, in: db, where: "destination = ?", arguments: ["default"])
+            }
+            for job in try store.jobs() {
+                #expect(job.waitingReason == expected[job.id]?.last, "\(mark) on a \(job.state) job")
+            }
+        }
+        for verdict in [WaitingReason.meteredLink, .offline, nil] {
+            let before = try store.jobs()
+            try store.markLinkWaiting(destination: "default") { _ in verdict }
+            for job in before {
+                var lifecycle = job.lifecycle
+                lifecycle.apply(.link(verdict))
+                #expect(try store.job(job.id)?.waitingReason == lifecycle.waitingReason, "link \(String(describing: verdict))")
+            }
+        }
+    }
+}

@@ -266,9 +266,10 @@ struct Intake: Sendable {
         // A cached statement: thousands of files in a batch would otherwise each compile the same query.
         let statement = try db.cachedStatement(sql: """
             SELECT * FROM job WHERE destination = ? AND sha256 = ? AND size = ?
-            AND NOT (state = 'failed' AND permanent = 1) ORDER BY id
+            AND NOT (state = ? AND permanent = 1) ORDER BY id
             """)
-        let existing = try Job.fetchAll(statement, arguments: [job.destination, job.sha256, job.size])
+        let existing = try Job.fetchAll(statement, arguments: [job.destination, job.sha256, job.size,
+                                                               JobState.failed.rawValue])
             // The same photo for another record (another patch target) is a job of its own.
             .first { $0.patch == job.patch }
         if let existing { return existing }

@@ -22,8 +22,8 @@ extension QueueStore {
         try writer.read { db in
             let ids = try String.fetchAll(db, sql: """
                 SELECT o.job_id FROM patch_outbox o JOIN job j ON j.id = o.job_id
-                WHERE j.patch_state = 'pending' AND o.next_attempt_at <= ? ORDER BY o.next_attempt_at LIMIT ?
-                """, arguments: [now, limit])
+                WHERE j.patch_state = ? AND o.next_attempt_at <= ? ORDER BY o.next_attempt_at LIMIT ?
+                """, arguments: [PatchState.pending.rawValue, now, limit])
             return try ids.compactMap { try Job.fetchOne(db, key: $0) }
         }
     }
@@ -33,8 +33,8 @@ extension QueueStore {
         try writer.read { db in
             try Date.fetchOne(db, sql: """
                 SELECT MIN(o.next_attempt_at) FROM patch_outbox o JOIN job j ON j.id = o.job_id
-                WHERE j.patch_state = 'pending'
-                """)
+                WHERE j.patch_state = ?
+                """, arguments: [PatchState.pending.rawValue])
         }
     }
 
@@ -82,8 +82,8 @@ extension QueueStore {
         try writer.write { db in
             try db.execute(sql: "UPDATE patch_outbox SET next_attempt_at = ?, updated_at = ? WHERE job_id = ?",
                            arguments: [now, now, id.rawValue])
-            try db.execute(sql: "UPDATE job SET patch_state = 'pending' WHERE id = ? AND patch_state = 'failed'",
-                           arguments: [id.rawValue])
+            try db.execute(sql: "UPDATE job SET patch_state = ? WHERE id = ? AND patch_state = ?",
+                           arguments: [PatchState.pending.rawValue, id.rawValue, PatchState.failed.rawValue])
             return db.changesCount > 0
         }
     }
@@ -92,9 +92,9 @@ extension QueueStore {
     func unacknowledgedCompletions() throws -> [Job] {
         try writer.read { db in
             try Job.fetchAll(db, sql: """
-                SELECT * FROM job WHERE state = 'uploaded'
+                SELECT * FROM job WHERE state = ?
                 AND id NOT IN (SELECT job_id FROM completion_ack) ORDER BY updated_at, id
-                """)
+                """, arguments: [JobState.uploaded.rawValue])
         }
     }
 

@@ -154,38 +154,44 @@ public struct QueueStore: Sendable {
         }
     }
 
-    /// Marks the runnable pending jobs of `destination` as waiting for `reason`, or clears that reason (nil).
+    /// Marks the runnable pending jobs of `destination` as waiting for `reason`, or clears that reason.
     func markWaiting(destination: String, reason: WaitingReason, active: Bool, now: Date = Date()) throws {
         try writer.write { db in
-            if active {
-                try db.execute(sql: """
-                    UPDATE job SET waiting_reason = ? WHERE state = 'pending' AND destination = ?
-                    AND (waiting_reason IS NULL OR waiting_reason = 'concurrency')
-                    """, arguments: [reason.rawValue, destination])
-            } else {
-                try db.execute(sql: """
-                    UPDATE job SET waiting_reason = NULL WHERE state = 'pending' AND destination = ? AND waiting_reason = ?
-                    """, arguments: [destination, reason.rawValue])
-            }
+            try Self.apply(active ? .set(reason) : .clear(reason), in: db,
+                           where: "destination = ?", arguments: [destination])
         }
     }
 
+    /// Applies a waiting mark to every pending job matching `condition`, in one `UPDATE` built from
+    /// `JobLifecycle.rule(for:)` (the reasons it may replace, the reason it leaves): the state machine's rule,
+    /// set-wise, so thousands of jobs cost one statement.
+    static func apply(_ mark: JobLifecycle.WaitingMark, in db: Database, where condition: String,
+                      arguments: StatementArguments) throws {
+        let rule = JobLifecycle.rule(for: mark)
+        let named = rule.replaces.compactMap { $0?.rawValue }
+        var clauses: [String] = []
+        if rule.replaces.contains(nil) { clauses.append("waiting_reason IS NULL") }
+        if !named.isEmpty { clauses.append("waiting_reason IN (\(named.map { _ in "?" }.joined(separator: ", ")))") }
+        var all: StatementArguments = [rule.leaves?.rawValue, JobState.pending.rawValue]
+        _ = all.append(contentsOf: StatementArguments(named))
+        _ = all.append(contentsOf: arguments)
+        try db.execute(sql: """
+            UPDATE job SET waiting_reason = ? WHERE state = ? AND (\(clauses.joined(separator: " OR ")))
+            AND \(condition)
+            """, arguments: all)
+    }
+
     /// Sets or clears the link's waiting reasons (`metered-link`, `offline`) on the pending jobs of `destination`:
-    /// `reason` says, per job, why it may not go now (nil: it may).
+    /// `reason` says, per job, why it may not go now (nil: it may). Each job goes through the state machine.
     func markLinkWaiting(destination: String, reason: (Job) -> WaitingReason?) throws {
         try writer.write { db in
             let pending = try Job.filter(Job.Columns.state == JobState.pending.rawValue)
                 .filter(Job.Columns.destination == destination).fetchAll(db)
             for job in pending {
-                let current = job.waitingReason
-                let linkReasons: [WaitingReason?] = [nil, .concurrency, .meteredLink, .offline]
-                guard linkReasons.contains(current) else { continue }
-                let wanted = reason(job)
-                if wanted != nil || current == .meteredLink || current == .offline {
-                    guard wanted != current else { continue }
-                    try db.execute(sql: "UPDATE job SET waiting_reason = ? WHERE id = ?",
-                                   arguments: [wanted?.rawValue, job.id.rawValue])
-                }
+                var lifecycle = job.lifecycle
+                guard lifecycle.apply(.link(reason(job))) else { continue }
+                try db.execute(sql: "UPDATE job SET waiting_reason = ? WHERE id = ?",
+                               arguments: [lifecycle.waitingReason?.rawValue, job.id.rawValue])
             }
         }
     }
@@ -331,7 +337,8 @@ public struct QueueStore: Sendable {
     /// Ids of jobs someone asked to cancel while a runner was up.
     func cancelRequests() throws -> [JobID] {
         try writer.read { db in
-            try String.fetchAll(db, sql: "SELECT id FROM job WHERE cancel_requested = 1 AND state != 'uploaded'")
+            try String.fetchAll(db, sql: "SELECT id FROM job WHERE cancel_requested = 1 AND state != ?",
+                                arguments: [JobState.uploaded.rawValue])
                 .map { JobID(trusted: $0) }
         }
     }
@@ -339,11 +346,9 @@ public struct QueueStore: Sendable {
     /// Marks runnable pending jobs as waiting for a free slot (or clears the mark), so `status` can say why.
     func markWaitingForSlots(_ waiting: Bool, now: Date = Date()) throws {
         try writer.write { db in
-            try db.execute(sql: """
-                UPDATE job SET waiting_reason = ? WHERE state = 'pending' AND intake_complete = 1
-                AND (next_attempt_at IS NULL OR next_attempt_at <= ?)
-                AND (waiting_reason IS NULL OR waiting_reason = 'concurrency')
-                """, arguments: [waiting ? WaitingReason.concurrency.rawValue : nil, now])
+            try Self.apply(waiting ? .set(.concurrency) : .clear(.concurrency), in: db,
+                           where: "intake_complete = 1 AND (next_attempt_at IS NULL OR next_attempt_at <= ?)",
+                           arguments: [now])
         }
     }
 
@@ -362,9 +367,8 @@ public struct QueueStore: Sendable {
     func nextDueDate() throws -> Date? {
         try writer.read { db in
             try Date.fetchOne(db, sql: """
-                SELECT MIN(next_attempt_at) FROM job
-                WHERE (state = 'failed' AND permanent = 0) OR state = 'pending'
-                """)
+                SELECT MIN(next_attempt_at) FROM job WHERE (state = ? AND permanent = 0) OR state = ?
+                """, arguments: [JobState.failed.rawValue, JobState.pending.rawValue])
         }
     }
 

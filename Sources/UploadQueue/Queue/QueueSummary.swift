@@ -46,12 +46,13 @@ extension QueueStore {
             }
             var waiting: [WaitingReason: Int] = [:]
             for row in try Row.fetchAll(db, sql: """
-                SELECT waiting_reason, COUNT(*) FROM job WHERE state = 'pending' AND waiting_reason IS NOT NULL
+                SELECT waiting_reason, COUNT(*) FROM job WHERE state = ? AND waiting_reason IS NOT NULL
                 GROUP BY waiting_reason
-                """) {
+                """, arguments: [JobState.pending.rawValue]) {
                 if let reason = WaitingReason(rawValue: row[0]) { waiting[reason] = row[1] }
             }
-            let permanent = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job WHERE state = 'failed' AND permanent = 1") ?? 0
+            let permanent = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job WHERE state = ? AND permanent = 1",
+                                             arguments: [JobState.failed.rawValue]) ?? 0
             let active = try Job.filter(Job.Columns.state == JobState.uploading.rawValue).order(Job.Columns.id).fetchAll(db)
                 .map {
                     QueueSummary.ActiveTransfer(id: $0.id, file: $0.file, originalName: $0.originalName,
@@ -59,21 +60,20 @@ extension QueueStore {
                                                 size: $0.size, rateBytesPerSecond: $0.rateBytesPerSecond)
                 }
             let next = try Date.fetchOne(db, sql: """
-                SELECT MIN(next_attempt_at) FROM job WHERE state IN ('failed', 'pending') AND permanent = 0
-                """)
+                SELECT MIN(next_attempt_at) FROM job WHERE state IN (?, ?) AND permanent = 0
+                """, arguments: [JobState.failed.rawValue, JobState.pending.rawValue])
             var patches = Dictionary(uniqueKeysWithValues: PatchState.allCases.map { ($0, 0) })
             for row in try Row.fetchAll(db, sql: """
-                SELECT patch_state, COUNT(*) FROM job WHERE patch_state IN ('pending', 'done', 'failed')
-                GROUP BY patch_state
-                """) {
+                SELECT patch_state, COUNT(*) FROM job WHERE patch_state != ? GROUP BY patch_state
+                """, arguments: [PatchState.none.rawValue]) {
                 if let state = PatchState(rawValue: row[0]) { patches[state] = row[1] }
             }
             var summary = QueueSummary(counts: counts, bytes: bytes, waiting: waiting, permanentFailures: permanent,
                                        active: active, nextAttemptAt: next, patches: patches)
             summary.failedAttempts = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job_attempt WHERE outcome = 'failed'") ?? 0
             summary.openCircuits = Set(try String.fetchAll(db, sql: """
-                SELECT DISTINCT destination FROM job WHERE state = 'pending' AND waiting_reason = 'circuit-open'
-                """))
+                SELECT DISTINCT destination FROM job WHERE state = ? AND waiting_reason = ?
+                """, arguments: [JobState.pending.rawValue, WaitingReason.circuitOpen.rawValue]))
             summary.owedReleases = try FileRelease.fetchCount(db)
             summary.releaseError = try String.fetchOne(db, sql: """
                 SELECT last_error FROM file_release WHERE last_error IS NOT NULL ORDER BY due_at LIMIT 1
