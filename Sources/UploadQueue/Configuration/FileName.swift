@@ -34,6 +34,42 @@ public enum FileName {
         return ([directory] + parts).joined(separator: "/")
     }
 
+    /// The longest path Linux takes (`PATH_MAX` less the terminating zero), in bytes.
+    public static let pathLimit = 4095
+    /// The longest S3 object key, in UTF-8 bytes.
+    public static let objectKeyLimit = 1024
+    /// The longest request URL uploadq sends, in bytes: under the 8 KiB request line of nginx's and Apache's
+    /// defaults, which answer 414 beyond it.
+    public static let urlLimit = 8000
+
+    /// An object key of at most `limit` bytes: its last segment shortened by the rule (earlier segments are the
+    /// template's folders and stay); nil when even the shortest last segment does not fit after them.
+    static func fittingKey(_ key: String, limit: Int = objectKeyLimit, jobID: JobID) -> String? {
+        guard key.utf8.count > limit else { return key }
+        let slash = key.lastIndex(of: "/")
+        let folders = slash.map { String(key[...$0]) } ?? ""
+        let last = slash.map { String(key[key.index(after: $0)...]) } ?? key
+        let room = limit - folders.utf8.count
+        let ext = extensionPart(of: last)
+        guard room >= jobID.rawValue.utf8.count + 1 + ext.utf8.count else { return nil }
+        return folders + fitting(last, limit: room, jobID: jobID)
+    }
+
+    /// A request URL whose path segments each fit 255 bytes once decoded (a DAV server stores them as file
+    /// names), shortened by the rule and encoded again, and which fits `urlLimit`; nil when it cannot be made to.
+    static func fittingURL(_ url: String, jobID: JobID) -> String? {
+        guard let schemeEnd = url.range(of: "://")?.upperBound else { return url.utf8.count <= urlLimit ? url : nil }
+        let pathStart = url[schemeEnd...].firstIndex(of: "/") ?? url.endIndex
+        let queryStart = url[pathStart...].firstIndex { $0 == "?" || $0 == "#" } ?? url.endIndex
+        let segments = url[pathStart..<queryStart].split(separator: "/", omittingEmptySubsequences: false).map { segment in
+            let decoded = String(segment).removingPercentEncoding ?? String(segment)
+            guard decoded.utf8.count > componentLimit else { return String(segment) }
+            return PercentEncoding.unreserved(fitting(decoded, jobID: jobID))
+        }
+        let fitted = String(url[..<pathStart]) + segments.joined(separator: "/") + String(url[queryStart...])
+        return fitted.utf8.count <= urlLimit ? fitted : nil
+    }
+
     /// The extension with its dot (`.jpg`), or empty when there is none or it is too long to be one.
     static func extensionPart(of name: String) -> String {
         guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return "" }

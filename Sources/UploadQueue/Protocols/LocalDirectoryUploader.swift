@@ -11,10 +11,12 @@ struct LocalDirectoryUploader: Uploader {
     /// Bytes per write; small enough that a bandwidth cap paces smoothly and a stop request is seen quickly.
     var sliceSize = 256 << 10
 
+    /// The file's final path: `name_template` filled, every component shortened to 255 bytes by the name rule
+    /// (`FileName`), so a long name is a shorter name, not an error retried for ever.
     func finalPath(for job: Job) -> String {
         let relative = destination.nameTemplate.expand(jobID: job.id, originalName: job.originalName, sha256: job.sha256,
                                                        meta: job.meta, date: job.createdAt)
-        return (destination.directory as NSString).appendingPathComponent(relative)
+        return FileName.fittingPath(relative, under: destination.directory, jobID: job.id)
     }
 
     func temporaryPath(for job: Job) -> String {
@@ -26,6 +28,12 @@ struct LocalDirectoryUploader: Uploader {
         let job = context.job
         let source = try SourceFile(job: job)
         let target = finalPath(for: job)
+        guard target.utf8.count <= FileName.pathLimit else {
+            throw .permanent("name-too-long", """
+                the target path is \(target.utf8.count) bytes even with every name shortened; Linux takes at most \
+                \(FileName.pathLimit): use a shorter name_template or directory, then `uploadq retry \(job.id)`
+                """)
+        }
         let directory = (target as NSString).deletingLastPathComponent
         do {
             try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)

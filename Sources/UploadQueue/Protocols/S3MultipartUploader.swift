@@ -44,7 +44,7 @@ struct S3MultipartUploader: Uploader {
         let job = context.job
         let source = try SourceFile(job: job)
         try context.checkLink()
-        if current == nil, objectKey(for: job, client: client).isEmpty {
+        if current == nil, try objectKey(for: job, client: client).isEmpty {
             throw .permanent("key", "key_template \"\(client.settings.keyTemplate)\" gives an empty object key for "
                 + "this job (its placeholders are empty); use one that always has text, such as {job_id}")
         }
@@ -75,7 +75,7 @@ struct S3MultipartUploader: Uploader {
                 }
             }
         } else {
-            (state, plan) = try await create(context, key: objectKey(for: job, client: client), client: client)
+            (state, plan) = try await create(context, key: try objectKey(for: job, client: client), client: client)
             current = state
         }
         try await context.resumed(state.confirmedBytes)
@@ -143,7 +143,7 @@ struct S3MultipartUploader: Uploader {
         async throws(TransferFailure) -> UploadOutcome
     {
         let job = context.job
-        let key = objectKey(for: job, client: client)
+        let key = try objectKey(for: job, client: client)
         try await context.resumed(0)
         let response = try await client.send("PUT", key: key, headers: objectHeaders(job),
                                              body: .file(descriptor: source.descriptor, offset: 0, length: job.size),
@@ -385,12 +385,23 @@ struct S3MultipartUploader: Uploader {
 
     /// The object key for a job: `key_template` filled, each value kept to one segment (`/` and `\` become `_`,
     /// as does a leading `.` and any control character), empty segments dropped.
-    func objectKey(for job: Job, client: S3Client) -> String {
-        let key = client.settings.keyTemplate.expand(jobID: job.id, originalName: job.originalName,
-                                                     sha256: job.sha256, meta: job.meta, date: job.createdAt,
-                                                     escape: Self.keySegment)
+    /// A key longer than S3's 1,024 bytes has its last segment shortened by the name rule (`FileName`); one
+    /// whose folders alone leave no room fails for good.
+    func objectKey(for job: Job, client: S3Client) throws(TransferFailure) -> String {
+        let expanded = client.settings.keyTemplate.expand(jobID: job.id, originalName: job.originalName,
+                                                          sha256: job.sha256, meta: job.meta, date: job.createdAt,
+                                                          escape: Self.keySegment)
         // Empty segments go; a segment made only of dots would be dropped by URL normalisation: it becomes `_`.
-        return key.split(separator: "/").map { $0.allSatisfy { $0 == "." } ? "_" : String($0) }.joined(separator: "/")
+        let key = expanded.split(separator: "/").map { $0.allSatisfy { $0 == "." } ? "_" : String($0) }
+            .joined(separator: "/")
+        guard let fitted = FileName.fittingKey(key, jobID: job.id) else {
+            throw .permanent("name-too-long", """
+                key_template "\(client.settings.keyTemplate)" gives a key of \(key.utf8.count) bytes whose folders \
+                leave no room for the name; S3 takes at most \(FileName.objectKeyLimit): use shorter values or a \
+                shorter template, then `uploadq retry \(job.id)`
+                """)
+        }
+        return fitted
     }
 
     /// One value as part of a key: readable (spaces and Unicode kept; the wire encoding is SigV4's business) but

@@ -22,6 +22,16 @@ struct WholeFileSender: Sendable {
         try context.checkLink()
         try await context.resumed(0)
         var request = build(job, source)
+        // A name that does not fit a path segment (255 bytes, what a DAV server stores it as) is shortened by the
+        // name rule; a URL that stays too long for a server's request line fails for good instead of a 414 loop.
+        guard let fitted = FileName.fittingURL(request.url, jobID: job.id) else {
+            throw .permanent("name-too-long", """
+                the URL for this file is \(request.url.utf8.count) bytes, more than the \(FileName.urlLimit) servers \
+                take in a request line even with its names shortened: shorten the url template or the metadata it \
+                uses, then `uploadq retry \(job.id)`
+                """)
+        }
+        request.url = fitted
         // The job id lets servers that deduplicate retries recognise a re-sent file.
         request.headers.append(HTTPHeader("Idempotency-Key", job.id.rawValue))
         let response = try await client.send(request.method, request.url, headers: request.headers, body: request.body,
