@@ -25,6 +25,9 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(help: "copy (default), move (the queue takes the file over) or reference (upload in place).")
     var mode: String = "copy"
     @Option(help: "On a metered link: defer, allow or allow-below:SIZE.") var onMetered: String?
+    @Option(name: .customLong("then"),
+            help: "With --mode reference: once uploaded, keep, delete or move:DIR the file (if it is unchanged).")
+    var then: String?
     @Option(help: "Once uploaded, patch the remote URL into this record URL (see [patch] in the config).")
     var patchUrl: String?
     @Option(help: "The patch body template, e.g. '{\"photo_url\": \"{{url}}\"}' (default: [patch] body).")
@@ -52,6 +55,14 @@ struct EnqueueCommand: AsyncParsableCommand {
         if paths.isEmpty && filesFrom == nil { throw ValidationError("give at least one file (or --files-from)") }
         if null && filesFrom == nil { throw ValidationError("--null goes with --files-from") }
         if IntakeMode(rawValue: mode) == nil { throw ValidationError("--mode must be copy, move or reference") }
+        if let then {
+            guard SourceAfterUpload(then, base: "/") != nil else {
+                throw ValidationError("--then must be keep, delete or move:DIR")
+            }
+            guard mode == IntakeMode.reference.rawValue else {
+                throw ValidationError("--then goes with --mode reference (a copy leaves your file alone)")
+            }
+        }
         if patchUrl == nil, patchBody != nil || patchMethod != nil {
             throw ValidationError("--patch-body and --patch-method need --patch-url")
         }
@@ -80,7 +91,10 @@ struct EnqueueCommand: AsyncParsableCommand {
         let paths = self.paths + (try filesFrom.map(readList) ?? [])
         let requests = paths.map { path in
             EnqueueRequest(path: path, destination: destination, meta: meta, patch: patch, priority: priority,
-                           mode: IntakeMode(rawValue: mode) ?? .copy, onMetered: onMetered)
+                           mode: IntakeMode(rawValue: mode) ?? .copy, onMetered: onMetered,
+                           sourceAfterUpload: then.flatMap {
+                               SourceAfterUpload($0, base: FileManager.default.currentDirectoryPath)
+                           })
         }
         // One batch: copies made durable with one flush and rows committed together, each file still on its own.
         var lines = ""

@@ -36,6 +36,7 @@ enum JSONOutput {
             "meta": job.meta,
             "patch_state": job.patchState.rawValue,
             "on_metered": job.onMetered ?? NSNull(),
+            "source_after_upload": job.sourceAfterUpload ?? NSNull(),
         ]
     }
 

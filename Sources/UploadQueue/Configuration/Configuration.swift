@@ -178,6 +178,8 @@ public struct Destination: Sendable, Equatable {
     public var s3: S3Settings?
     /// What this destination's jobs do on a metered link unless a job says otherwise: wait by default.
     public var onMetered: MeteredPolicy = .defer
+    /// What becomes of a `reference` job's own file once uploaded, unless the job says: kept by default.
+    public var sourceAfterUpload: SourceAfterUpload = .keep
 
     /// A destination with every setting given; see `localDirectory` and `tus` for the common cases.
     public init(name: String, transferProtocol: TransferProtocol = .file, url: String, directory: String = "",

@@ -93,7 +93,9 @@ public enum ConfigurationLoader {
         if var table = try root.table("destinations") {
             for name in table.table.keys {
                 guard var entry = try table.table(name) else { continue }
-                destinations[name] = try DestinationLoader.destination(named: name, from: &entry, baseDirectory: baseDirectory)
+                var destination = try DestinationLoader.destination(named: name, from: &entry, baseDirectory: baseDirectory)
+                destination.sourceAfterUpload = try DestinationLoader.sourceAfterUpload(&entry, baseDirectory: baseDirectory)
+                destinations[name] = destination
                 try entry.rejectUnknownKeys()
             }
         }

@@ -80,6 +80,16 @@ enum DestinationLoader {
         return destination
     }
 
+    /// `source_after_upload = "keep" | "delete" | "move:DIR"` (a relative `DIR` against the config's folder).
+    static func sourceAfterUpload(_ table: inout ConfigurationTable, baseDirectory: String)
+        throws(ConfigurationError) -> SourceAfterUpload {
+        guard let text = try table.string("source_after_upload") else { return .keep }
+        guard let choice = SourceAfterUpload(text, base: baseDirectory) else {
+            throw table.error("source_after_upload", "\"\(text)\" is not one of keep, delete, move:DIR")
+        }
+        return choice
+    }
+
     /// `on_metered = "defer" | "allow" | "allow-below:SIZE"`.
     static func onMetered(_ table: inout ConfigurationTable, default fallback: MeteredPolicy = .defer)
         throws(ConfigurationError) -> MeteredPolicy {

@@ -10,10 +10,15 @@ public struct EnqueueRequest: Sendable, Equatable {
     public var mode: IntakeMode
     /// The job's own metered-link policy: `defer`, `allow` or `allow-below:SIZE`.
     public var onMetered: String?
+    /// For `mode: .reference` only: what becomes of the file once uploaded (nil: its destination's
+    /// `source_after_upload`, which keeps it by default).
+    public var sourceAfterUpload: SourceAfterUpload?
 
     public init(path: String, destination: String? = nil, meta: [String: String] = [:], patch: PatchTarget? = nil,
-                priority: Int = 0, mode: IntakeMode = .copy, onMetered: String? = nil) {
+                priority: Int = 0, mode: IntakeMode = .copy, onMetered: String? = nil,
+                sourceAfterUpload: SourceAfterUpload? = nil) {
         self.onMetered = onMetered
+        self.sourceAfterUpload = sourceAfterUpload
         self.path = path
         self.destination = destination
         self.meta = meta

@@ -164,6 +164,19 @@ struct Intake: Sendable {
             throw UploadQueueError(.invalidArgument, "on_metered \"\(policy)\" is not one of defer, allow, allow-below:SIZE")
         }
         if let patch = request.patch { try Self.check(patch) }
+        var sourceAfterUpload = request.sourceAfterUpload
+        if let choice = sourceAfterUpload {
+            guard request.mode == .reference else {
+                throw UploadQueueError(.invalidArgument, """
+                    what happens to the file after the upload (\(choice)) applies to --mode reference only: a copy \
+                    leaves your file alone, and the queue's own copy follows [retention] uploaded_copies
+                    """)
+            }
+            if case .move(let directory) = choice {
+                sourceAfterUpload = .move(directory: ConfigurationLoader.absolutePath(
+                    directory, base: FileManager.default.currentDirectoryPath))
+            }
+        }
         let path = ConfigurationLoader.absolutePath(request.path, base: FileManager.default.currentDirectoryPath)
         let refuseLinks = noFollow || request.mode == .move
         let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (refuseLinks ? O_NOFOLLOW : 0))
@@ -215,7 +228,7 @@ struct Intake: Sendable {
             modifiedNanoseconds: before.modifiedNanoseconds, inode: before.inode, device: before.device,
             destination: destination, priority: request.priority, remoteURL: nil, bytesConfirmed: 0,
             rateBytesPerSecond: 0, meta: request.meta, patch: request.patch, patchState: .none, onMetered: request.onMetered,
-            resumeState: nil,
+            sourceAfterUpload: sourceAfterUpload?.description, resumeState: nil,
             intakeComplete: request.mode != .move || copies, cancelRequested: false, createdAt: now, updatedAt: now)
         return Prepared(job: job, copy: copy, before: before, path: path)
     }

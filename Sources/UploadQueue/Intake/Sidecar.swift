@@ -53,6 +53,11 @@ struct Sidecar: Sendable, Equatable {
                     throw SidecarError(message: "\"on_metered\" must be \"defer\", \"allow\" or \"allow-below:SIZE\"")
                 }
                 onMetered = text
+            case "source_after_upload":
+                throw SidecarError(message: """
+                    "source_after_upload" does not apply to spool files: the queue takes them over, and [retention] \
+                    uploaded_copies decides what becomes of its copy
+                    """)
             default:
                 throw SidecarError(message: "unknown key \"\(key)\" (known: destination, meta, patch, priority, on_metered)")
             }

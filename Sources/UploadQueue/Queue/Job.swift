@@ -40,6 +40,9 @@ public struct Job: Sendable, Equatable, Codable {
     public internal(set) var patchState: PatchState
     /// The job's own metered-link policy (`defer`, `allow`, `allow-below:SIZE`), overriding its destination's.
     public internal(set) var onMetered: String?
+    /// For a `reference` job: what becomes of the file after the upload (`keep`, `delete`, `move:DIR`), when the
+    /// job says; nil follows its destination's `source_after_upload`.
+    public internal(set) var sourceAfterUpload: String? = nil
     /// The uploader's own resume record (JSON), persisted before bytes move and after each confirmed chunk.
     public internal(set) var resumeState: String?
     /// False between the commit of a `move` job and the rename of its file into `blobs/`.
@@ -84,6 +87,7 @@ public struct Job: Sendable, Equatable, Codable {
         case meta, patch
         case patchState = "patch_state"
         case onMetered = "on_metered"
+        case sourceAfterUpload = "source_after_upload"
         case resumeState = "resume_state"
         case intakeComplete = "intake_complete"
         case cancelRequested = "cancel_requested"

@@ -197,6 +197,17 @@ public struct QueueDatabase: Sendable {
             // History is pruned by age among uploaded jobs.
             try db.create(index: "job_finished", on: "job", columns: ["state", "updated_at"])
         }
+        migrator.registerMigration("v6-source-after-upload") { db in
+            // A reference job's own choice of what becomes of its file after the upload.
+            try db.alter(table: "job") { t in t.add(column: "source_after_upload", .text) }
+            // A release of the caller's own file names the file that was enqueued: another one is left alone.
+            try db.alter(table: "file_release") { t in
+                t.add(column: "source_inode", .integer)
+                t.add(column: "source_device", .integer)
+                t.add(column: "source_size", .integer)
+                t.add(column: "source_mtime_ns", .integer)
+            }
+        }
         return migrator
     }
 }

@@ -17,6 +17,21 @@ struct FileRelease: Sendable, Equatable, Codable, FetchableRecord, PersistableRe
         case archive
         /// Owed from before retention existed: turned into one of the above by the configured policy.
         case policy
+        /// Unlink a `reference` job's own file (`source_after_upload = "delete"`), if it is still the one enqueued.
+        case deleteSource = "delete-source"
+        /// Move a `reference` job's own file to `target` (`move:DIR`), if it is still the one enqueued.
+        case moveSource = "move-source"
+
+        /// True for releases of the caller's file, not the queue's copy: checked against `source`, no sidecar.
+        var actsOnSource: Bool { self == .deleteSource || self == .moveSource }
+    }
+
+    /// The identity of the file a source release may act on: what was enqueued and uploaded.
+    struct SourceIdentity: Sendable, Equatable {
+        var inode: Int64
+        var device: Int64
+        var size: Int64
+        var modifiedNanoseconds: Int64
     }
 
     var jobID: JobID
@@ -29,6 +44,10 @@ struct FileRelease: Sendable, Equatable, Codable, FetchableRecord, PersistableRe
     var attempts: Int = 0
     var lastError: String?
     var createdAt: Date
+    var sourceInode: Int64? = nil
+    var sourceDevice: Int64? = nil
+    var sourceSize: Int64? = nil
+    var sourceModifiedNanoseconds: Int64? = nil
 
     enum CodingKeys: String, CodingKey, ColumnExpression {
         case jobID = "job_id"
@@ -37,6 +56,17 @@ struct FileRelease: Sendable, Equatable, Codable, FetchableRecord, PersistableRe
         case attempts
         case lastError = "last_error"
         case createdAt = "created_at"
+        case sourceInode = "source_inode"
+        case sourceDevice = "source_device"
+        case sourceSize = "source_size"
+        case sourceModifiedNanoseconds = "source_mtime_ns"
+    }
+
+    /// For a source release: the file it may act on.
+    var source: SourceIdentity? {
+        guard let sourceInode, let sourceDevice, let sourceSize, let sourceModifiedNanoseconds else { return nil }
+        return SourceIdentity(inode: sourceInode, device: sourceDevice, size: sourceSize,
+                              modifiedNanoseconds: sourceModifiedNanoseconds)
     }
     typealias Columns = CodingKeys
 
@@ -47,6 +77,32 @@ struct FileRelease: Sendable, Equatable, Codable, FetchableRecord, PersistableRe
     /// (`reference` jobs upload the caller's file, which the queue never touches).
     static func owed(for job: Job, policy: RetentionPolicy, now: Date) -> FileRelease? {
         guard job.mode != .reference else { return nil }
+        return owedForCopy(job, policy: policy, now: now)
+    }
+
+    /// What a job owes once uploaded: the release of the queue's copy by `policy`, or for a `reference` job what
+    /// `source` (its own choice, else its destination's) says about the caller's file; nil when nothing is owed.
+    static func owed(for job: Job, policy: RetentionPolicy, source: SourceAfterUpload, now: Date) -> FileRelease? {
+        guard job.mode == .reference else { return owedForCopy(job, policy: policy, now: now) }
+        var release: FileRelease
+        switch source {
+        case .keep:
+            return nil
+        case .delete:
+            release = FileRelease(jobID: job.id, action: .deleteSource, path: job.file, dueAt: now, createdAt: now)
+        case .move(let directory):
+            let target = FileName.fittingPath(job.originalName, under: directory, jobID: job.id)
+            release = FileRelease(jobID: job.id, action: .moveSource, path: job.file, target: target, dueAt: now,
+                                  createdAt: now)
+        }
+        release.sourceInode = job.inode
+        release.sourceDevice = job.device
+        release.sourceSize = job.size
+        release.sourceModifiedNanoseconds = job.modifiedNanoseconds
+        return release
+    }
+
+    private static func owedForCopy(_ job: Job, policy: RetentionPolicy, now: Date) -> FileRelease? {
         switch policy.uploadedCopies {
         case .delete:
             return FileRelease(jobID: job.id, action: .delete, path: job.file, dueAt: now, createdAt: now)

@@ -13,6 +13,9 @@ struct FileReleaser: Sendable {
         case done
         /// It could not be done now (full disk, a target in the way): tried again later, with this reason.
         case failed(String)
+        /// A source release found another file under the name (a newer version): it is left alone, and the
+        /// release is over.
+        case left(String)
     }
 
     /// Performs the releases and syncs the directories they touched; returns each one's outcome.
@@ -36,6 +39,18 @@ struct FileReleaser: Sendable {
                         try Self.archive(release.sidecarPath, to: target + Sidecar.suffix)
                     }
                     touched.insert((target as NSString).deletingLastPathComponent)
+                case .deleteSource, .moveSource:
+                    if let changed = Self.sourceChanged(release) {
+                        outcomes[release.jobID] = .left(changed)
+                        continue
+                    }
+                    if release.action == .deleteSource {
+                        try Self.remove(release.path)
+                    } else {
+                        guard let target = release.target else { throw UploadQueueError(.io, "no target recorded") }
+                        try Self.archive(release.path, to: target)
+                        touched.insert((target as NSString).deletingLastPathComponent)
+                    }
                 }
                 outcome = .done
             } catch {
@@ -51,6 +66,20 @@ struct FileReleaser: Sendable {
             }
         }
         return outcomes
+    }
+
+    /// Why a source release must leave the file under its path alone (it is not the one enqueued: another inode,
+    /// size or modification time), or nil when it may act (also when the file is already gone).
+    static func sourceChanged(_ release: FileRelease) -> String? {
+        guard let expected = release.source else { return "no record of the file that was enqueued" }
+        var info = stat()
+        guard lstat(release.path, &info) == 0 else { return nil }
+        let now = FileFingerprint(info)
+        guard now.isRegularFile, now.inode == expected.inode, now.device == expected.device,
+              now.size == expected.size, now.modifiedNanoseconds == expected.modifiedNanoseconds else {
+            return "\(release.path) changed after it was uploaded; left where it is"
+        }
+        return nil
     }
 
     /// Unlinks `path`; a file that is already gone counts as removed.

@@ -57,10 +57,14 @@ actor RetentionSweeper {
             switch outcomes[release.jobID] {
             case .done?:
                 done.append(release.jobID)
+            case .left(let reason)?:
+                done.append(release.jobID)
+                logger.notice("retention: \(reason)", metadata: ["uploadq.job": "\(release.jobID)"])
             case .failed(let reason)?:
                 let delay = configuration.retry.delay(afterFailure: release.attempts + 1, random: Double.random(in: 0...1))
+                let what = release.action.actsOnSource ? "the uploaded file" : "the uploaded copy"
                 logger.warning("""
-                    retention: cannot \(release.action.rawValue) the uploaded copy yet (\(reason)); trying again in \
+                    retention: cannot \(release.action.rawValue) \(what) yet (\(reason)); trying again in \
                     \(delay)
                     """, metadata: ["uploadq.job": "\(release.jobID)"])
                 if (try? store.postponeRelease(release.jobID, error: reason, until: now.addingTimeInterval(delay.seconds))) == nil {

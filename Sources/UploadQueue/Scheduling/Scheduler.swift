@@ -452,6 +452,12 @@ actor Scheduler {
         }
     }
 
+    /// What becomes of a `reference` job's file after its upload: the job's own choice, else its destination's.
+    private func sourceAfterUpload(for job: Job) -> SourceAfterUpload {
+        if let own = job.sourceAfterUpload, let parsed = SourceAfterUpload(own, base: "/") { return parsed }
+        return configuration.destinations[job.destination]?.sourceAfterUpload ?? .keep
+    }
+
     /// Writes how a transfer ended (its state change and attempt) and tells listeners; throws when the database
     /// cannot take it, leaving the row as it was.
     private func record(_ settlement: Settlement) async throws {
@@ -460,7 +466,8 @@ actor Scheduler {
         let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
         switch settlement.result {
         case .success(let outcome):
-            let release = FileRelease.owed(for: job, policy: configuration.retention, now: settlement.at)
+            let release = FileRelease.owed(for: job, policy: configuration.retention,
+                                           source: sourceAfterUpload(for: job), now: settlement.at)
             try store.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil, now: settlement.at,
                              release: release) {
                 $0.remoteURL = outcome.remoteURL
