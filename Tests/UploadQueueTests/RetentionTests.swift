@@ -263,3 +263,72 @@ struct RetentionTests {
         await running.stop()
     }
 }
+
+/// Upgrades and leftovers: a queue from before retention, spool sidecars taken in with their file.
+@Suite(.serialized)
+struct RetentionUpgradeTests {
+    @Test("a v4 queue with an uploaded copy upgrades: the copy is owed by the policy, and the daemon deletes it")
+    func upgradeFromV4() async throws {
+        let sandbox = try Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state + "/blobs", withIntermediateDirectories: true)
+        let id = JobID.generate(at: Date())
+        let blob = try sandbox.makeFile(sandbox.state + "/blobs/\(id)", size: 5_000, seed: 701)
+        let database = try DatabaseQueue(path: sandbox.state + "/queue.sqlite")
+        try QueueDatabase.migrator.migrate(database, upTo: "v4-summary-indexes")
+        try await database.write { db in
+            try db.execute(sql: """
+                INSERT INTO job (id, state, file, source_path, original_name, mode, size, sha256, content_type, mtime_ns,
+                inode, device, destination, meta, intake_complete, remote_url, created_at, updated_at)
+                VALUES (?, 'uploaded', ?, ?, 'a.jpg', 'copy', 5000, 'x', 'image/jpeg', 0, 1, 1, 'default', '{}', 1,
+                'file:///x', ?, ?)
+                """, arguments: [id.rawValue, blob, blob, Date(), Date()])
+        }
+        try database.close()
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        let owed = try await store.writer.read { db in try FileRelease.fetchAll(db) }
+        #expect(owed.map(\.action) == [.policy] && owed.first?.jobID == id)
+        #expect(FileManager.default.fileExists(atPath: blob), "nothing is deleted by the migration itself")
+        try sandbox.drain()
+        #expect(!FileManager.default.fileExists(atPath: blob), "the daemon applies the policy (delete) and releases it")
+        #expect(try await store.writer.read { db in try FileRelease.fetchCount(db) } == 0)
+    }
+
+    @Test("a spool sidecar goes into blobs/ with its file before the job can run; a crash in between is finished at start; orphans are swept")
+    func sidecarTakenWithTheFile() async throws {
+        let sandbox = try Sandbox(config: "[retention]\nuploaded_copies = \"keep\"\n")
+        try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let photo = try sandbox.makeFile(sandbox.spool + "/a.jpg", size: 2_000, seed: 702)
+        try Data(#"{"meta": {"k": "v"}}"#.utf8).write(to: URL(fileURLWithPath: photo + Sidecar.suffix))
+        var request = EnqueueRequest(path: photo, mode: .move)
+        request.sidecar = photo + Sidecar.suffix
+        let id = try await queue.accept(request, noFollow: true).id
+        #expect(FileManager.default.fileExists(atPath: sandbox.state + "/blobs/\(id)\(Sidecar.suffix)"))
+        #expect(!FileManager.default.fileExists(atPath: photo + Sidecar.suffix), "no sidecar is left in the spool")
+
+        // A crash after the row was committed, before the file and its sidecar were taken.
+        let second = try sandbox.makeFile(sandbox.spool + "/b.jpg", size: 2_000, seed: 703)
+        let secondID = try await queue.enqueue(second)
+        unlink(sandbox.state + "/blobs/\(secondID)")
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: second + Sidecar.suffix))
+        let fingerprint = try FileFingerprint.of(path: second)
+        try await queue.store.writer.write { db in
+            try db.execute(sql: """
+                UPDATE job SET intake_complete = 0, mode = 'move', file = ?, inode = ?, device = ?, mtime_ns = ? WHERE id = ?
+                """, arguments: [sandbox.state + "/blobs/\(secondID)", fingerprint.inode, fingerprint.device,
+                                 fingerprint.modifiedNanoseconds, secondID.rawValue])
+        }
+        #expect(queue.intake.finishIncompleteIntakes().isEmpty)
+        #expect(FileManager.default.fileExists(atPath: sandbox.state + "/blobs/\(secondID)\(Sidecar.suffix)"))
+        #expect(!FileManager.default.fileExists(atPath: second + Sidecar.suffix))
+
+        // A kept sidecar whose job is gone is swept with the orphaned copies.
+        let stray = JobID.generate(at: Date())
+        let strayPath = sandbox.state + "/blobs/\(stray)\(Sidecar.suffix)"
+        try Data("{}".utf8).write(to: URL(fileURLWithPath: strayPath))
+        let blobs = try BlobStore(directory: sandbox.state + "/blobs")
+        blobs.removeOrphans(referenced: [id.rawValue, secondID.rawValue], now: Date().addingTimeInterval(120))
+        #expect(!FileManager.default.fileExists(atPath: strayPath))
+        #expect(FileManager.default.fileExists(atPath: sandbox.state + "/blobs/\(id)\(Sidecar.suffix)"))
+    }
+}

@@ -134,13 +134,39 @@ struct BlobStore: Sendable {
         guard unlink(path) == 0 else { throw .system("unlink", path: path, job: job) }
     }
 
+    /// Where a job's kept spool sidecar lives: beside its copy, `blobs/ID.uploadq.json`.
+    func sidecarPath(for id: JobID) -> String { path(for: id) + Sidecar.suffix }
+
+    /// Takes a spool sidecar into `blobs/` beside the job's copy (a rename, or across file systems a copy that
+    /// is fsynced before the original goes). Best effort: the sidecar's content is already in the job's row, so
+    /// one that cannot be taken stays in the spool, where the spool sweeps it aside later.
+    func adoptSidecar(_ source: String, for id: JobID) {
+        let target = sidecarPath(for: id)
+        if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 { return }
+        guard errno == EXDEV, let data = FileManager.default.contents(atPath: source) else { return }
+        let descriptor = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return }
+        let written = data.withUnsafeBytes { bytes -> Bool in
+            do throws(UploadQueueError) {
+                try Self.writeAll(descriptor, bytes, at: 0, path: target)
+                return fsync(descriptor) == 0
+            } catch {
+                return false
+            }
+        }
+        close(descriptor)
+        if written { unlink(source) } else { unlink(target) }
+    }
+
     /// Removes copies no job refers to: what a crash between making a batch of copies durable and committing
     /// their rows leaves behind (the callers' own files were untouched: `copy` keeps them). Only blobs older than
     /// 60 s go, so a batch being committed right now is left alone; `move` blobs always have their row first.
     func removeOrphans(referenced: Set<String>, now: Date = Date()) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
-        for name in names where !name.hasPrefix(".") && !name.contains(".") && !referenced.contains(name) {
-            guard JobID(name) != nil else { continue }
+        for name in names where !name.hasPrefix(".") {
+            // A copy is named by its job id; a kept spool sidecar by the id and the sidecar suffix.
+            let id = name.hasSuffix(Sidecar.suffix) ? String(name.dropLast(Sidecar.suffix.count)) : name
+            guard !id.contains("."), !referenced.contains(id), JobID(id) != nil else { continue }
             let path = (directory as NSString).appendingPathComponent(name)
             var info = stat()
             guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG,

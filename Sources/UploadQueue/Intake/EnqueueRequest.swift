@@ -13,6 +13,9 @@ public struct EnqueueRequest: Sendable, Equatable {
     /// For `mode: .reference` only: what becomes of the file once uploaded (nil: its destination's
     /// `source_after_upload`, which keeps it by default).
     public var sourceAfterUpload: SourceAfterUpload?
+    /// The spool sidecar that came with the file: taken into `blobs/` beside the file before the job can run,
+    /// so it is released with the file and never left behind.
+    var sidecar: String?
 
     public init(path: String, destination: String? = nil, meta: [String: String] = [:], patch: PatchTarget? = nil,
                 priority: Int = 0, mode: IntakeMode = .copy, onMetered: String? = nil,

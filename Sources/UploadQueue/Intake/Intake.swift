@@ -57,8 +57,9 @@ struct Intake: Sendable {
             if prepared.copy != nil {
                 // Several names share this file: the queue keeps its own copy and only drops the given name.
                 try blobs.unlinkIfUnchanged(prepared.path, expected: prepared.before, job: job.id)
+                if let sidecar = request.sidecar { blobs.adoptSidecar(sidecar, for: job.id) }
             } else {
-                try completeMove(job, expected: prepared.before)
+                try completeMove(job, expected: prepared.before, sidecar: request.sidecar)
             }
         } catch {
             // The intake must finish or be undone: a row left half-taken would hold the same file back as
@@ -242,9 +243,20 @@ struct Intake: Sendable {
         prepared.job.modifiedNanoseconds = copied.modifiedNanoseconds
     }
 
-    private func completeMove(_ job: Job, expected: FileFingerprint) throws(UploadQueueError) {
+    /// Takes the file (and its spool sidecar) into `blobs/`, then marks the intake complete: the job cannot run,
+    /// and so cannot be released, before both are in place.
+    private func completeMove(_ job: Job, expected: FileFingerprint, sidecar: String?) throws(UploadQueueError) {
         let adopted = try blobs.adopt(source: job.sourcePath, expected: expected, for: job.id)
+        if let sidecar { blobs.adoptSidecar(sidecar, for: job.id) }
         try recordIntake(job.id, blob: adopted)
+    }
+
+    /// The sidecar of a spool file, when the job came from the spool and its sidecar is still there.
+    private func spoolSidecar(of job: Job) -> String? {
+        guard let spool = configuration.spool?.directory,
+              (job.sourcePath as NSString).deletingLastPathComponent == spool else { return nil }
+        let path = job.sourcePath + Sidecar.suffix
+        return FileManager.default.fileExists(atPath: path) ? path : nil
     }
 
     /// Marks the intake complete with the blob as it now is: across file systems it is a copy with an inode of
@@ -325,11 +337,12 @@ struct Intake: Sendable {
                 recorded.modifiedNanoseconds = job.modifiedNanoseconds
                 try? blobs.unlinkIfUnchanged(job.sourcePath, expected: recorded, job: job.id)
             }
+            if let sidecar = spoolSidecar(of: job) { blobs.adoptSidecar(sidecar, for: job.id) }
             try recordIntake(job.id, blob: blob)
             return
         }
         if let source, sourceIsOurs {
-            try completeMove(job, expected: source)
+            try completeMove(job, expected: source, sidecar: spoolSidecar(of: job))
             return
         }
         do {

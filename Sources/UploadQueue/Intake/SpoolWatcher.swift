@@ -130,13 +130,34 @@ public actor SpoolWatcher: Service {
         candidates[name] = candidate
     }
 
-    /// Adds every eligible name in the spool (files present at start-up, after an overflow, on the timer).
+    /// Adds every eligible name in the spool (files present at start-up, after an overflow, on the timer), and
+    /// sets aside sidecars whose file never came or is long gone.
     private func scan() {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: spool.directory) else { return }
         let now = ContinuousClock.now
         for name in names where Self.isCandidateName(name) && candidates[name] == nil {
             candidates[name] = Candidate(fingerprint: nil, lastChange: now, writing: false, notBefore: now)
         }
+        let present = Set(names)
+        for name in names where name.hasSuffix(Sidecar.suffix) && !name.hasPrefix(".") {
+            let file = String(name.dropLast(Sidecar.suffix.count))
+            guard !present.contains(file), Self.isCandidateName(file),
+                  let age = Self.secondsSinceChange((spool.directory as NSString).appendingPathComponent(name)),
+                  age > Self.straySidecarAge else { continue }
+            reject(name, reason: "no file \(file) came with this sidecar within a day; "
+                + "put the file and its sidecar back together")
+        }
+    }
+
+    /// How long a sidecar may wait for its file before it is set aside: a day, long past any slow copy of a
+    /// large file under a temporary name.
+    static let straySidecarAge: TimeInterval = 86_400
+
+    /// Seconds since the file's status last changed (its ctime), or nil when it is gone.
+    private static func secondsSinceChange(_ path: String) -> TimeInterval? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        return Date().timeIntervalSince1970 - Double(info.st_ctim.tv_sec)
     }
 
     /// Names the spool takes: not hidden, not a temporary name, not a sidecar.
@@ -215,9 +236,10 @@ public actor SpoolWatcher: Service {
                 return
             }
         }
-        let request = EnqueueRequest(path: path, destination: sidecar?.destination ?? spool.destination,
+        var request = EnqueueRequest(path: path, destination: sidecar?.destination ?? spool.destination,
                                      meta: sidecar?.meta ?? [:], patch: sidecar?.patch, priority: sidecar?.priority ?? 0,
                                      mode: .move, onMetered: sidecar?.onMetered)
+        request.sidecar = sidecar == nil ? nil : sidecarPath
         do {
             let result = try await queue.accept(request, noFollow: true)
             candidates[name] = nil
@@ -225,10 +247,6 @@ public actor SpoolWatcher: Service {
                 reject(name, reason: "same content as job \(result.id), already queued or uploaded to "
                     + "\(request.destination ?? spool.destination); nothing more to do")
                 return
-            }
-            if sidecar != nil {
-                let kept = (queue.configuration.blobDirectory as NSString).appendingPathComponent("\(result.id)\(Sidecar.suffix)")
-                rename(sidecarPath, kept)
             }
             logger.info("spool: accepted \(name)", metadata: ["uploadq.job": "\(result.id)",
                                                               "uploadq.destination": "\(request.destination ?? "")"])

@@ -86,7 +86,7 @@ public struct QueueDatabase: Sendable {
         try Self.migrator.migrate(writer)
     }
 
-    private static var migrator: DatabaseMigrator {
+    static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
             try db.create(table: "job") { t in

@@ -9,16 +9,21 @@ struct HistoryPruner: Sendable {
 
     /// Prunes everything finished before `cutoff`. Each step is a short write, with a pause between the vacuum
     /// steps, so the daemon's own writes never wait long.
+    /// The database and file work runs on `BlockingWork`'s threads, never on the cooperative ones.
     func prune(before cutoff: Date, dryRun: Bool, truncateLog: Bool = false) async throws -> PruneReport {
+        let store = self.store
+        let cancelled = self.cancelled
         let before = databaseBytes()
-        var report = try store.pruneHistory(before: cutoff, dryRun: dryRun)
-        report.cancelledFiles = cancelled.prune(before: cutoff, dryRun: dryRun)
+        var report = try await BlockingWork.run { try store.pruneHistory(before: cutoff, dryRun: dryRun) }
+        report.cancelledFiles = await BlockingWork.runResult { () throws(Never) in
+            cancelled.prune(before: cutoff, dryRun: dryRun)
+        }.get()
         report.databaseBytesBefore = before
         if !dryRun, report.jobs > 0 {
-            while try store.vacuumStep() {
+            while try await BlockingWork.run({ try store.vacuumStep() }) {
                 try await Task.sleep(for: .milliseconds(5))
             }
-            try store.checkpoint(truncate: truncateLog)
+            try await BlockingWork.run { try store.checkpoint(truncate: truncateLog) }
         }
         report.databaseBytesAfter = dryRun ? before : databaseBytes()
         return report
