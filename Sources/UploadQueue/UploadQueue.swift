@@ -27,12 +27,19 @@ public actor UploadQueue {
         self.logger = logger
         try BlobStore.makeDirectory(configuration.stateDirectory)
         let database: QueueDatabase
+        let path = configuration.databasePath
         do {
-            database = try QueueDatabase.open(path: configuration.databasePath)
-        } catch where QueueDatabase.isDiskFull(error) {
-            // Opening writes (the WAL, a migration): the reserve's room lets it, and the runner makes it again.
-            guard SpaceReserve(stateDirectory: configuration.stateDirectory).release() else { throw error }
-            database = try QueueDatabase.open(path: configuration.databasePath)
+            database = try QueueDatabase.open(path: path)
+        } catch where QueueDatabase.isDiskFull(error, at: path) {
+            // Opening writes (the WAL and its index, a migration): the reserve's room lets it, and the runner makes
+            // the reserve again once there is room.
+            do {
+                guard SpaceReserve(stateDirectory: configuration.stateDirectory).release() else { throw error }
+                database = try QueueDatabase.open(path: path)
+            } catch where QueueDatabase.isDiskFull(error, at: path) {
+                throw UploadQueueError(.diskLow, "the disk holding the queue is full: it cannot be opened until there "
+                    + "is room (\(error))", path: configuration.stateDirectory)
+            }
         }
         store = QueueStore(database: database)
         intake = Intake(configuration: configuration, store: store,

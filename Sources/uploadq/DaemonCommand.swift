@@ -23,7 +23,7 @@ struct DaemonCommand: AsyncParsableCommand {
             throw ValidationError("unknown log level '\(logLevel)'")
         }
         let logger = Logger(label: "uploadq") { StderrLogHandler(label: $0, level: level) }
-        let queue = try options.openQueue(level: level)
+        let queue = try await options.openQueueWaitingForRoom(level: level, logger: logger, giveUp: exitWhenIdle)
         let configuration = queue.configuration
         let notifier = SystemdNotifier()
         let runner = QueueRunner(queue: queue, exitWhenIdle: exitWhenIdle) {

@@ -32,6 +32,37 @@ struct GlobalOptions: ParsableArguments {
     }
 }
 
+extension GlobalOptions {
+    /// Opens the queue for the daemon: a disk too full to open it on is waited out (said once, tried every 5 s),
+    /// so a device whose disk filled up recovers by itself once there is room; `giveUp` (a batch run) stops
+    /// waiting after a minute.
+    func openQueueWaitingForRoom(level: Logger.Level, logger: Logger, giveUp: Bool) async throws -> UploadQueue {
+        let configuration = try loadConfiguration()
+        let started = ContinuousClock.now
+        var told = false
+        while true {
+            do {
+                return try UploadQueue(configuration: configuration, logger: Logger(label: "uploadq") {
+                    StderrLogHandler(label: $0, level: level)
+                })
+            } catch let error as UploadQueueError where error.code == .diskLow {
+                if !told {
+                    logger.error("cannot open the queue yet: \(error); waiting for room (free space on that disk)")
+                    told = true
+                }
+                if giveUp && ContinuousClock.now - started > .seconds(60) {
+                    printError("uploadq: cannot open the queue in \(configuration.stateDirectory): \(error)")
+                    throw CLIExit.failure.code
+                }
+                try await Task.sleep(for: .seconds(5))
+            } catch {
+                printError("uploadq: cannot open the queue in \(configuration.stateDirectory): \(error)")
+                throw CLIExit.failure.code
+            }
+        }
+    }
+}
+
 /// Writes a line to stderr.
 func printError(_ text: String) {
     FileHandle.standardError.write(Data((text + "\n").utf8))

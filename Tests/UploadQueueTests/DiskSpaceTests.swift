@@ -125,6 +125,27 @@ struct DiskFullTests {
         #expect(daemon.terminate() < .seconds(10))
     }
 
+    @Test("a daemon started on a disk too full to open the queue waits, says why, and starts by itself once there is room")
+    func startWaitsForRoom() async throws {
+        let sandbox = try Sandbox(limits: "min_free_space = 0")
+        let disk = try TmpfsMount(at: sandbox.state, size: "16m")
+        let path = try sandbox.makeFile(sandbox.root + "/in/a.jpg", size: 100_000, seed: 320)
+        let enqueued = try BinaryRunner.run(["enqueue", path, "--config", sandbox.configPath])
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        try fill(disk.path + "/filler")
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        let waiting = await eventually(timeout: .seconds(20)) { daemon.log.contains("cannot open the queue yet") }
+        #expect(waiting, "daemon log:\n\(daemon.log.suffix(2000))")
+        try await Task.sleep(for: .seconds(1))
+        #expect(daemon.isRunning, "it waits instead of exiting")
+        unlink(disk.path + "/filler")
+        let delivered = await eventually(timeout: .seconds(30)) {
+            ((try? FileManager.default.contentsOfDirectory(atPath: sandbox.target)) ?? []).contains { $0.hasSuffix("a.jpg") }
+        }
+        #expect(delivered, "daemon log:\n\(daemon.log.suffix(2000))")
+        #expect(daemon.terminate() < .seconds(10))
+    }
+
     @Test("the disk fills while uploads finish: the reserve records the first, the second waits in memory; nothing is sent twice")
     func successRecordedOnceThereIsRoom() async throws {
         let recorder = try RecorderSession()
