@@ -209,3 +209,23 @@ struct DiskFullTests {
         #expect(daemon.terminate() < .seconds(10))
     }
 }
+
+/// The scheduler's view of a database that does not take writes: each cause said once, the reserve given back
+/// on a full disk, the end of the spell said once it is really over.
+struct StoreHealthTests {
+    @Test("a spell of failures is reported once per cause, lasts until every unsettled end is recorded, then the reserve is looked at")
+    func spell() {
+        var health = StoreHealth(reserveInterval: .seconds(30))
+        let start = ContinuousClock.now
+        #expect(health.succeeded(unsettled: 0, at: start) == [.checkReserve])
+        #expect(health.succeeded(unsettled: 0, at: start + .seconds(1)) == [], "the reserve is looked at every 30 s")
+        #expect(health.failed("full", diskFull: true, at: start + .seconds(2)) == [.releaseReserve, .report("full", diskFull: true)])
+        #expect(health.failed("full", diskFull: true, at: start + .seconds(3)) == [.releaseReserve], "said once")
+        #expect(health.failed("locked", diskFull: false, at: start + .seconds(4)) == [.report("locked", diskFull: false)])
+        #expect(health.hasLasted(.seconds(1), at: start + .seconds(4)))
+        #expect(!health.hasLasted(.seconds(60), at: start + .seconds(4)))
+        #expect(health.succeeded(unsettled: 1, at: start + .seconds(5)) == [], "not over while an end waits")
+        #expect(health.succeeded(unsettled: 0, at: start + .seconds(40)) == [.recovered, .checkReserve])
+        #expect(health.trouble == nil && !health.hasLasted(.zero, at: start + .seconds(41)))
+    }
+}

@@ -131,7 +131,7 @@ struct IntakeTests {
         #expect(uploadq_open_for_writing(path) == 0)
     }
 
-    @Test("copies no job refers to are removed once older than a minute; referenced and young ones stay")
+    @Test("copies (and kept sidecars) no job refers to are removed once older than a minute; referenced and young ones stay")
     func orphanBlobs() throws {
         let sandbox = try Sandbox()
         let blobs = try BlobStore(directory: sandbox.state + "/blobs")
@@ -140,12 +140,16 @@ struct IntakeTests {
             #expect(FileManager.default.createFile(atPath: blobs.path(for: id), contents: Data("x".utf8)))
         }
         #expect(FileManager.default.createFile(atPath: blobs.path(for: orphan) + ".uploadq.json", contents: Data()))
+        #expect(FileManager.default.createFile(atPath: blobs.path(for: kept) + ".uploadq.json", contents: Data()))
         blobs.removeOrphans(referenced: [kept.rawValue])
         #expect(FileManager.default.fileExists(atPath: blobs.path(for: orphan)), "a young copy may belong to a batch in progress")
         blobs.removeOrphans(referenced: [kept.rawValue], now: Date().addingTimeInterval(120))
         #expect(!FileManager.default.fileExists(atPath: blobs.path(for: orphan)))
         #expect(FileManager.default.fileExists(atPath: blobs.path(for: kept)))
-        #expect(FileManager.default.fileExists(atPath: blobs.path(for: orphan) + ".uploadq.json"), "sidecars are not blobs")
+        #expect(!FileManager.default.fileExists(atPath: blobs.path(for: orphan) + ".uploadq.json"),
+                "a kept sidecar goes with its orphaned copy")
+        #expect(FileManager.default.fileExists(atPath: blobs.path(for: kept) + ".uploadq.json"),
+                "a referenced job's sidecar stays")
     }
 
     @Test("libmagic names the content type")

@@ -27,7 +27,7 @@ public struct QueueDatabase: Sendable {
     private static func isCreationContention(_ error: any Error) -> Bool {
         guard let error = error as? DatabaseError else { return false }
         return error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED
-            || (error.message ?? "").contains("already exists")
+            || (error.message ?? "").contains("already exists") || (error.message ?? "").contains("duplicate column name")
     }
 
     /// True for the database's way of saying the disk is full: `SQLITE_FULL`, or a failed write or fsync of the

@@ -7,7 +7,6 @@ import Synchronization
 /// Picks by priority, then age; applies the retry policy to transient failures; turns a graceful stop into
 /// `interrupted` attempts (jobs back to `pending` with their offsets) and cancel requests into removed jobs.
 actor Scheduler {
-    private enum StopReason { case shutdown, cancel, link }
 
     private let configuration: Configuration
     private let store: QueueStore
@@ -26,25 +25,24 @@ actor Scheduler {
     private var linkMarked: Set<String> = []
     /// Where the files of cancelled jobs are kept.
     private let cancelled: CancelledFiles
+    /// Writes how transfers ended.
+    private let recorder: SettlementRecorder
     private let logger: Logger
     nonisolated let wake = WakeSignal()
     /// When the loop last went round (milliseconds of the monotonic clock); at least every `pollInterval`.
     nonisolated let heartbeat = Atomic<Int64>(monotonicMilliseconds())
     private var workers: [JobID: Task<Void, Never>] = [:]
-    private var stopReasons: [JobID: StopReason] = [:]
+    private var stopReasons: [JobID: TransferStop] = [:]
     /// Ends of transfers the database could not take yet (a full disk): tried again every round until they are
     /// recorded, so an upload the server confirmed is never sent again. Their rows stay `uploading` meanwhile,
     /// which no claim takes.
     private var unsettled: [JobID: Settlement] = [:]
-    /// Why the queue cannot be written, while it cannot (logged once, and once more when it can again).
-    private var storeTrouble: String?
-    /// Since when the queue could not be written, for `--exit-when-idle`'s give-up.
-    private var storeTroubleSince: ContinuousClock.Instant?
+    /// Whether the queue takes writes: a spell of failures is said once, and once more when it is over.
+    private var health = StoreHealth()
     /// How long `--exit-when-idle` waits for a queue that cannot be written before it gives up.
     private let storeGiveUp: Duration
     /// The room kept in reserve for recording what finishes when the disk fills up.
     private let reserve: SpaceReserve?
-    private var reserveCheckedAt: ContinuousClock.Instant?
     /// Notices steps of the wall clock, so due times move with them.
     private var clockWatch = WallClockWatch.now()
     /// One breaker per destination; an open one keeps that destination's jobs pending (`circuit-open`).
@@ -72,6 +70,8 @@ actor Scheduler {
         self.uploaders = uploaders
         self.limiter = BandwidthLimiter(bytesPerSecond: configuration.bandwidth.unmetered)
         cancelled = CancelledFiles(directory: configuration.cancelledDirectory)
+        recorder = SettlementRecorder(configuration: configuration, store: store, events: events, uploaders: uploaders,
+                                      cancelled: cancelled, logger: logger)
         self.logger = logger
         self.pollInterval = pollInterval
         breakers = configuration.destinations.mapValues { CircuitBreaker(policy: $0.circuitBreaker) }
@@ -100,8 +100,7 @@ actor Scheduler {
                 try handleCancelRequests()
                 startDueProbes()
                 try fillSlots()
-                storeRecovered()
-                keepReserve()
+                for action in health.succeeded(unsettled: unsettled.count, at: .now) { perform(action) }
                 if exitWhenIdle, workers.isEmpty, unsettled.isEmpty, try store.isIdle() {
                     logger.info("the queue is idle: nothing pending or uploading")
                     break
@@ -117,9 +116,9 @@ actor Scheduler {
                 await wake.wait(timeout: .milliseconds(Int64(wait * 1000)))
             } catch {
                 storeFailed(error)
-                if exitWhenIdle, workers.isEmpty, let since = storeTroubleSince, ContinuousClock.now - since > storeGiveUp {
+                if exitWhenIdle, workers.isEmpty, health.hasLasted(storeGiveUp, at: .now) {
                     failure = .database("""
-                        the queue could not be written for \(storeGiveUp) (\(storeTrouble ?? "\(error)")); \
+                        the queue could not be written for \(storeGiveUp) (\(health.trouble ?? "\(error)")); \
                         \(unsettled.count) finished upload(s) are not recorded and are checked with their servers \
                         at the next start
                         """, error)
@@ -136,28 +135,33 @@ actor Scheduler {
     /// Why `run()` gave up (`--exit-when-idle` only: a queue that could not be written for `storeGiveUp`).
     private(set) var failure: UploadQueueError?
 
-    /// Notes that the queue cannot be written: the first time (or when the reason changes) it is logged and
-    /// the space reserve is given back, so the recording that follows has room; repeats stay quiet.
+    /// Notes that the queue cannot be written (see `StoreHealth`).
     private func storeFailed(_ error: any Error) {
-        let reason = "\(error)"
-        if storeTroubleSince == nil { storeTroubleSince = .now }
-        if QueueDatabase.isDiskFull(error), let reserve, reserve.release() {
-            logger.warning("the queue's disk is full: released the space reserve (\(ByteCountText.text(reserve.size))) to record what finishes")
-        }
-        guard storeTrouble != reason else { return }
-        storeTrouble = reason
-        let advice = QueueDatabase.isDiskFull(error)
-            ? "the disk is full: transfers that finish are recorded once there is room; free space on it"
-            : "retrying every second"
-        logger.error("scheduler: cannot write the queue (\(advice)): \(error)")
+        for action in health.failed("\(error)", diskFull: QueueDatabase.isDiskFull(error), at: .now) { perform(action) }
     }
 
-    /// Ends a spell of store errors (logged once).
-    private func storeRecovered() {
-        guard storeTrouble != nil, unsettled.isEmpty else { return }
-        storeTrouble = nil
-        storeTroubleSince = nil
-        logger.notice("scheduler: the queue can be written again")
+    private func perform(_ action: StoreHealth.Action) {
+        switch action {
+        case .report(let reason, let diskFull):
+            let advice = diskFull
+                ? "the disk is full: transfers that finish are recorded once there is room; free space on it"
+                : "retrying every second"
+            logger.error("scheduler: cannot write the queue (\(advice)): \(reason)")
+        case .releaseReserve:
+            if let reserve, reserve.release() {
+                logger.warning("""
+                    the queue's disk is full: released the space reserve (\(ByteCountText.text(reserve.size))) to \
+                    record what finishes
+                    """)
+            }
+        case .recovered:
+            logger.notice("scheduler: the queue can be written again")
+        case .checkReserve:
+            guard let reserve, !reserve.isInPlace else { return }
+            if reserve.ensure(freeSpace: configuration.freeSpaceGuard) {
+                logger.info("there is room again: the space reserve (\(ByteCountText.text(reserve.size))) is back in place")
+            }
+        }
     }
 
     /// When the wall clock stepped since the last round, moves every stored due time and probe time by the
@@ -178,21 +182,10 @@ actor Scheduler {
             """)
     }
 
-    /// Makes the space reserve again (looked at every 30 s) once the disk has room for it.
-    private func keepReserve() {
-        guard let reserve, storeTrouble == nil else { return }
-        if let checked = reserveCheckedAt, ContinuousClock.now - checked < .seconds(30) { return }
-        reserveCheckedAt = .now
-        guard !reserve.isInPlace else { return }
-        if reserve.ensure(freeSpace: configuration.freeSpaceGuard) {
-            logger.info("there is room again: the space reserve (\(ByteCountText.text(reserve.size))) is back in place")
-        }
-    }
-
     /// Records the transfer ends the database could not take before; throws while it still cannot.
     private func recordUnsettled() async throws {
         for (id, settlement) in unsettled.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            try await record(settlement)
+            try await recorder.record(settlement, link: links[settlement.job.destination]?.linkClass)
             unsettled[id] = nil
         }
     }
@@ -404,7 +397,10 @@ actor Scheduler {
     private func transfer(_ job: Job, attempt: Int) async {
         let result: Result<UploadOutcome, TransferFailure>
         if let uploader = uploaders[job.destination] {
-            let context = makeContext(for: job, attempt: attempt)
+            let context = TransferContext.recording(job: job, attempt: attempt, store: store, events: events,
+                                                    monitor: monitor, limiter: limiter,
+                                                    destination: configuration.destinations[job.destination],
+                                                    logger: logger)
             do {
                 result = .success(try await uploader.upload(context))
             } catch {
@@ -421,16 +417,6 @@ actor Scheduler {
         wake.signal()
     }
 
-    /// How a transfer ended, kept until the database has taken it.
-    private struct Settlement {
-        var job: Job
-        var attempt: Int
-        var result: Result<UploadOutcome, TransferFailure>
-        var stop: StopReason?
-        /// When the transfer ended (the uploaded time, and what a retry delay counts from).
-        var at: Date
-    }
-
     private func settle(_ job: Job, attempt: Int, result: Result<UploadOutcome, TransferFailure>) async {
         let stop = stopReasons[job.id]
         switch result {
@@ -441,7 +427,7 @@ actor Scheduler {
         }
         let settlement = Settlement(job: job, attempt: attempt, result: result, stop: stop, at: Date())
         do {
-            try await record(settlement)
+            try await recorder.record(settlement, link: links[job.destination]?.linkClass)
         } catch {
             // Kept and tried again every round: the job's row stays `uploading` (no claim takes it), and a
             // confirmed upload is recorded once there is room, without being sent again.
@@ -452,145 +438,4 @@ actor Scheduler {
         }
     }
 
-    /// What becomes of a `reference` job's file after its upload: the job's own choice, else its destination's.
-    private func sourceAfterUpload(for job: Job) -> SourceAfterUpload {
-        if let own = job.sourceAfterUpload, let parsed = SourceAfterUpload(own, base: "/") { return parsed }
-        return configuration.destinations[job.destination]?.sourceAfterUpload ?? .keep
-    }
-
-    /// Writes how a transfer ended (its state change and attempt) and tells listeners; throws when the database
-    /// cannot take it, leaving the row as it was.
-    private func record(_ settlement: Settlement) async throws {
-        let job = settlement.job
-        let attempt = settlement.attempt
-        let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
-        switch settlement.result {
-        case .success(let outcome):
-            let release = FileRelease.owed(for: job, policy: configuration.retention,
-                                           source: sourceAfterUpload(for: job), now: settlement.at)
-            try store.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil, now: settlement.at,
-                             release: release) {
-                $0.remoteURL = outcome.remoteURL
-                $0.bytesConfirmed = $0.size
-            }
-            events.emit(.stateChanged(job.id, .uploaded))
-            logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(outcome.remoteURL)"]) { $1 })
-        case .failure(let failure) where settlement.stop != nil && failure.kind != .permanent:
-            if settlement.stop == .cancel {
-                // The resume state as the transfer left it (it may have created the remote upload).
-                await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
-                do {
-                    _ = try cancelled.remove(job.id, from: store)
-                    events.emit(.cancelled(job.id))
-                    logger.info("upload cancelled", metadata: metadata)
-                } catch {
-                    // Its file could not be kept: the job stays, flagged, and a later pass tries again.
-                    try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                     error: "cancel requested; waiting to keep the file: \(error)") {
-                        $0.cancelRequested = true
-                    }
-                    logger.error("cannot cancel yet: \(error)", metadata: metadata)
-                }
-            } else if settlement.stop == .link {
-                let link = links[job.destination]?.linkClass.rawValue ?? "changed"
-                try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                 error: "stopped: the link is \(link); it resumes from its confirmed offset")
-                events.emit(.stateChanged(job.id, .pending))
-                logger.info("upload stopped for the link; it resumes from its confirmed offset", metadata: metadata)
-            } else {
-                try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                 error: "stopped by a graceful shutdown")
-                events.emit(.stateChanged(job.id, .pending))
-                logger.info("upload interrupted; it resumes from its confirmed offset", metadata: metadata)
-            }
-        case .failure(let failure):
-            switch failure.kind {
-            case .transient(let retryAfter):
-                let delay = configuration.retry.delay(afterFailure: job.failures + 1, random: Double.random(in: 0...1),
-                                                      retryAfter: retryAfter)
-                let retryAt = settlement.at.addingTimeInterval(delay.seconds)
-                try store.finish(job.id, attempt: attempt, event: .failTransient(error: failure.message, retryAt: retryAt),
-                                 outcome: "failed", error: failure.message)
-                logger.warning("upload failed, will retry in \(delay)", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
-            case .permanent:
-                try store.finish(job.id, attempt: attempt, event: .failPermanent(error: failure.message),
-                                 outcome: "failed", error: failure.message)
-                logger.error("upload failed permanently", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
-            case .interrupted:
-                try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted", error: failure.message)
-                events.emit(.stateChanged(job.id, .pending))
-                return
-            }
-            events.emit(.stateChanged(job.id, .failed))
-        }
-    }
-
-    private func makeContext(for job: Job, attempt: Int) -> TransferContext {
-        let store = self.store
-        // Progress the database cannot take (a full disk) does not stop the transfer: the server has the bytes,
-        // and the end of the transfer is recorded (or kept until it can be) with everything it needs. Only a
-        // crash in the meantime costs the progress, and the next attempt asks the server where it stands.
-        let unrecorded = ProgressLoss(logger: logger, job: job)
-        let events = self.events
-        let meter = TransferMeter(start: job.bytesConfirmed)
-        let monitor = self.monitor
-        let destination = configuration.destinations[job.destination]
-        return TransferContext(
-            job: job,
-            limiter: limiter,
-            checkLink: { () throws(TransferFailure) in
-                guard let destination else { return }
-                let link = monitor.status(for: destination)
-                if let reason = LinkPolicy.waitingReason(for: job, destination: destination, link: link) {
-                    throw TransferFailure(.interrupted, code: "link",
-                        "stopped before the next chunk: the link is \(link.linkClass.rawValue) (\(reason.rawValue)); "
-                        + "it resumes from its confirmed offset")
-                }
-            },
-            resumed: { offset throws(TransferFailure) in
-                meter.restart(at: offset)
-                do { try store.recordResumeOffset(job.id, attempt: attempt, offset: offset) } catch {
-                    unrecorded.note(error, "the resume offset")
-                }
-            },
-            confirmed: { bytes, resumeState throws(TransferFailure) in
-                do {
-                    try store.recordProgress(job.id, bytesConfirmed: bytes, resumeState: resumeState,
-                                             rate: meter.rate(at: bytes))
-                } catch {
-                    unrecorded.note(error, "progress")
-                }
-                meter.recordConfirmed(bytes)
-                events.emit(.progress(job.id, confirmed: bytes, sent: meter.sent, size: job.size))
-            },
-            sent: { bytes in
-                if meter.recordSent(bytes) {
-                    events.emit(.progress(job.id, confirmed: meter.confirmed, sent: meter.sent, size: job.size))
-                }
-            },
-            forgetResumeState: { () throws(TransferFailure) in
-                meter.restart(at: 0)
-                do { try store.clearResumeState(job.id) } catch {
-                    unrecorded.note(error, "the end of the remote upload")
-                }
-            })
-    }
-}
-
-/// Notes, once per transfer, that its progress could not be recorded (the transfer goes on).
-private final class ProgressLoss: Sendable {
-    private let logger: Logger
-    private let job: Job
-    private let told = Atomic<Bool>(false)
-
-    init(logger: Logger, job: Job) {
-        self.logger = logger
-        self.job = job
-    }
-
-    func note(_ error: any Error, _ what: String) {
-        guard !told.exchange(true, ordering: .relaxed) else { return }
-        logger.warning("cannot record \(what) (the transfer goes on; its end is recorded once the queue can be written): \(error)",
-                       metadata: ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"])
-    }
 }

@@ -1,0 +1,74 @@
+import Foundation
+import Logging
+import Synchronization
+
+extension TransferContext {
+    /// The context of one attempt run by the scheduler: the link check before each chunk, and progress written to
+    /// the queue and sent to listeners.
+    ///
+    /// Progress the database cannot take (a full disk) does not stop the transfer: the server has the bytes, and
+    /// the end of the transfer is recorded (or kept until it can be) with everything it needs. Only a crash in the
+    /// meantime costs the progress, and the next attempt asks the server where it stands.
+    static func recording(job: Job, attempt: Int, store: QueueStore, events: EventHub, monitor: LinkMonitor,
+                          limiter: BandwidthLimiter, destination: Destination?, logger: Logger) -> TransferContext {
+        let unrecorded = ProgressLoss(logger: logger, job: job)
+        let meter = TransferMeter(start: job.bytesConfirmed)
+        return TransferContext(
+            job: job,
+            limiter: limiter,
+            checkLink: { () throws(TransferFailure) in
+                guard let destination else { return }
+                let link = monitor.status(for: destination)
+                if let reason = LinkPolicy.waitingReason(for: job, destination: destination, link: link) {
+                    throw TransferFailure(.interrupted, code: "link",
+                        "stopped before the next chunk: the link is \(link.linkClass.rawValue) (\(reason.rawValue)); "
+                        + "it resumes from its confirmed offset")
+                }
+            },
+            resumed: { offset throws(TransferFailure) in
+                meter.restart(at: offset)
+                do { try store.recordResumeOffset(job.id, attempt: attempt, offset: offset) } catch {
+                    unrecorded.note(error, "the resume offset")
+                }
+            },
+            confirmed: { bytes, resumeState throws(TransferFailure) in
+                do {
+                    try store.recordProgress(job.id, bytesConfirmed: bytes, resumeState: resumeState,
+                                             rate: meter.rate(at: bytes))
+                } catch {
+                    unrecorded.note(error, "progress")
+                }
+                meter.recordConfirmed(bytes)
+                events.emit(.progress(job.id, confirmed: bytes, sent: meter.sent, size: job.size))
+            },
+            sent: { bytes in
+                if meter.recordSent(bytes) {
+                    events.emit(.progress(job.id, confirmed: meter.confirmed, sent: meter.sent, size: job.size))
+                }
+            },
+            forgetResumeState: { () throws(TransferFailure) in
+                meter.restart(at: 0)
+                do { try store.clearResumeState(job.id) } catch {
+                    unrecorded.note(error, "the end of the remote upload")
+                }
+            })
+    }
+}
+
+/// Notes, once per transfer, that its progress could not be recorded (the transfer goes on).
+private final class ProgressLoss: Sendable {
+    private let logger: Logger
+    private let job: Job
+    private let told = Atomic<Bool>(false)
+
+    init(logger: Logger, job: Job) {
+        self.logger = logger
+        self.job = job
+    }
+
+    func note(_ error: any Error, _ what: String) {
+        guard !told.exchange(true, ordering: .relaxed) else { return }
+        logger.warning("cannot record \(what) (the transfer goes on; its end is recorded once the queue can be written): \(error)",
+                       metadata: ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"])
+    }
+}
