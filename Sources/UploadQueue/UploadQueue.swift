@@ -178,12 +178,13 @@ public actor UploadQueue {
     /// `state_dir/cancelled/` (never deleted). A job transferring in another process is stopped by that process.
     @discardableResult
     public func cancel(_ id: JobID) async throws -> CancelOutcome {
-        if let scheduler, await scheduler.runningJobs.contains(id) {
-            _ = await scheduler.cancelRunning(id)
+        if let scheduler, await scheduler.cancelRunning(id) {
             return .requested
         }
         let runnerElsewhere = scheduler == nil && DaemonLock.holder(path: configuration.lockPath) != nil
-        let (outcome, job) = try store.requestCancel(id, workerRunning: runnerElsewhere)
+        // A transfer whose end is not recorded yet (a full disk) is held here: the cancel is a flag it meets later.
+        let heldHere = await scheduler?.holds(id) ?? false
+        let (outcome, job) = try store.requestCancel(id, workerRunning: runnerElsewhere || heldHere)
         if outcome == .removed {
             // The file is kept first; only then does the job leave (a failure leaves both as they were).
             _ = try CancelledFiles(directory: configuration.cancelledDirectory).remove(id, from: store)
@@ -312,7 +313,7 @@ public actor UploadQueue {
         while true {
             do {
                 return try await BlockingWork.run(write)
-            } catch where QueueDatabase.isDiskFull(error) {
+            } catch where QueueDatabase.isDiskFull(error, at: configuration.databasePath) {
                 if reserve.release() { continue }
                 if !told {
                     logger.error("cannot \(what): the queue's disk is full; waiting for room (free space on it): \(error)")

@@ -47,10 +47,11 @@ public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConverti
         return UploadQueueError(kind, "\(call) failed: \(reason)", job: job, path: path, cause: reason)
     }
 
-    /// An error from the database: a full disk (`SQLITE_FULL`, or an I/O error the kernel reported as no space)
-    /// is `diskLow`, anything else `database`.
-    static func database(_ message: String, _ error: any Error, job: JobID? = nil, path: String? = nil) -> UploadQueueError {
-        let kind: Code = QueueDatabase.isDiskFull(error) ? .diskLow : .database
+    /// An error from the database: a full disk (`SQLITE_FULL`, or an I/O error on a file system without room;
+    /// see `QueueDatabase.isDiskFull`) is `diskLow`, anything else `database`.
+    static func database(_ message: String, _ error: any Error, job: JobID? = nil, path: String? = nil,
+                         databasePath: String? = nil) -> UploadQueueError {
+        let kind: Code = QueueDatabase.isDiskFull(error, at: databasePath) ? .diskLow : .database
         return UploadQueueError(kind, "\(message): \(error)", job: job, path: path)
     }
 

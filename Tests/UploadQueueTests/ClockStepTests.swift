@@ -12,28 +12,37 @@ struct WallClockWatchTests {
         #expect(watch.observe(wall: start.addingTimeInterval(10.5), bootNanoseconds: 15_000_000_000) == nil,
                 "half a second of difference is jitter or slewing")
         let back = watch.observe(wall: start.addingTimeInterval(20.5 - 3600), bootNanoseconds: 25_000_000_000)
-        #expect(back.map { abs($0 + 3600) < 0.001 } == true, "\(String(describing: back))")
+        #expect(back.map { abs($0.seconds + 3600) < 0.001 } == true, "\(String(describing: back))")
+        #expect(back?.oldClockUntil == start.addingTimeInterval(20.5), "the old clock ran until the look")
         let forwards = watch.observe(wall: start.addingTimeInterval(30.5 + 7200 - 3600), bootNanoseconds: 35_000_000_000)
-        #expect(forwards.map { abs($0 - 7200) < 0.001 } == true, "\(String(describing: forwards))")
+        #expect(forwards.map { abs($0.seconds - 7200) < 0.001 } == true, "\(String(describing: forwards))")
         #expect(watch.observe(wall: start.addingTimeInterval(31.5 + 3600), bootNanoseconds: 36_000_000_000) == nil,
                 "the watch goes on from the stepped clock")
     }
 
-    @Test("rebasing moves every stored due time by the step, to the millisecond")
+    @Test("rebasing moves the due times written under the old clock by the step, to the millisecond; older rows stay")
     func rebase() async throws {
         let sandbox = try Sandbox()
         let queue = try UploadQueue(configuration: try sandbox.configuration())
-        let path = try sandbox.makeFile(sandbox.root + "/a.jpg", size: 100, seed: 401)
-        let id = try await queue.enqueue(path)
+        let first = try await queue.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 100, seed: 401))
+        let second = try await queue.enqueue(try sandbox.makeFile(sandbox.root + "/b.jpg", size: 100, seed: 403))
         let due = Date(timeIntervalSince1970: 1_800_000_000.25)
+        let written = Date(timeIntervalSince1970: 1_799_999_990)
+        let beforeBoot = Date(timeIntervalSince1970: 1_700_000_000)
         try await queue.store.writer.write { db in
-            try db.execute(sql: "UPDATE job SET next_attempt_at = ? WHERE id = ?", arguments: [due, id.rawValue])
+            try db.execute(sql: "UPDATE job SET next_attempt_at = ?, updated_at = ? WHERE id = ?",
+                           arguments: [due, written, first.rawValue])
+            try db.execute(sql: "UPDATE job SET next_attempt_at = ?, updated_at = ? WHERE id = ?",
+                           arguments: [due, beforeBoot, second.rawValue])
         }
-        try queue.store.rebaseDueTimes(by: -3600)
-        let moved = try #require(try await queue.job(id)?.nextAttemptAt)
-        #expect(abs(moved.timeIntervalSince(due) + 3600) < 0.002, "\(moved)")
-        try queue.store.rebaseDueTimes(by: 7200.5)
-        let again = try #require(try await queue.job(id)?.nextAttemptAt)
+        let era = Date(timeIntervalSince1970: 1_799_999_000)
+        try queue.store.rebaseDueTimes(by: -3600, writtenFrom: era, through: era.addingTimeInterval(3600))
+        let moved = try #require(try await queue.job(first))
+        #expect(abs(try #require(moved.nextAttemptAt).timeIntervalSince(due) + 3600) < 0.002, "\(moved)")
+        #expect(abs(moved.updatedAt.timeIntervalSince(written) + 3600) < 0.002, "written under the same clock, moved too")
+        #expect(try await queue.job(second)?.nextAttemptAt == due, "written before this clock's era: right as it is")
+        try queue.store.rebaseDueTimes(by: 7200.5, writtenFrom: era.addingTimeInterval(-3600), through: era)
+        let again = try #require(try await queue.job(first)?.nextAttemptAt)
         #expect(abs(again.timeIntervalSince(due) - 3600.5) < 0.002, "\(again)")
     }
 }

@@ -102,3 +102,58 @@ struct SourceAfterUploadTests {
         }
     }
 }
+
+/// Source releases that must wait or choose another name.
+@Suite(.serialized)
+struct SourceReleaseCornerTests {
+    @Test("a file two jobs read is released only once the second is uploaded; a name taken in DIR gets ~<job id>")
+    func sharedFileAndTakenName() async throws {
+        let recorder = try RecorderSession()
+        try await recorder.script([["status": 503, "body": "busy"]])
+        let sandbox = try Sandbox(config: """
+            [destinations.slow]
+            protocol = "http-put"
+            url = "\(recorder.url("/{job_id}-{name}"))"
+            """, retryInterval: "1s")
+        let shared = try sandbox.makeFile(sandbox.root + "/in/shared.jpg", size: 20_000, seed: 641)
+        let runner = SourceAfterUploadTests()
+        let first = try runner.enqueue(sandbox, shared, ["--then", "delete"])
+        let second = try runner.enqueue(sandbox, shared, ["--destination", "slow"])
+        let named = try sandbox.makeFile(sandbox.root + "/in/IMG_0001.JPG", size: 10_000, seed: 642)
+        let namedSum = try sha256(ofFile: named)
+        let earlier = try sandbox.makeFile(sandbox.root + "/sent/IMG_0001.JPG", size: 5_000, seed: 643)
+        let earlierSum = try sha256(ofFile: earlier)
+        let moved = try runner.enqueue(sandbox, named, ["--then", "move:\(sandbox.root)/sent"])
+
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        let firstDone = try await eventually(timeout: .seconds(20)) { try store.job(first)?.state == .uploaded }
+        #expect(firstDone, "daemon log:\n\(daemon.log.suffix(2000))")
+        if try store.job(second)?.state != .uploaded {
+            #expect(FileManager.default.fileExists(atPath: shared), "kept while job \(second) still has to upload it")
+        }
+        let gone = await eventually(timeout: .seconds(30)) { !FileManager.default.fileExists(atPath: shared) }
+        #expect(gone, "released once both are uploaded; daemon log:\n\(daemon.log.suffix(2000))")
+        #expect(try store.job(second)?.state == .uploaded)
+        #expect(try sha256(ofFile: earlier) == earlierSum, "the file already in DIR is untouched")
+        let renamed = sandbox.root + "/sent/IMG_0001~\(moved).JPG"
+        let arrived = await eventually(timeout: .seconds(20)) { FileManager.default.fileExists(atPath: renamed) }
+        #expect(arrived, "daemon log:\n\(daemon.log.suffix(2000))")
+        #expect(try sha256(ofFile: renamed) == namedSum)
+        #expect(daemon.terminate() < .seconds(10))
+    }
+
+    @Test("a file a crash left aside under its hidden name is finished by the next pass")
+    func asideAfterCrash() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/in/a.jpg", size: 10_000, seed: 651)
+        let id = try await queue.enqueue(EnqueueRequest(path: path, mode: .reference, sourceAfterUpload: .delete)).id
+        let job = try #require(try await queue.job(id))
+        let release = try #require(FileRelease.owed(for: job, policy: RetentionPolicy(), source: .delete, now: Date()))
+        let aside = FileReleaser.asidePath(of: release)
+        #expect(rename(path, aside) == 0)
+        #expect(FileReleaser().perform([release])[id] == .done)
+        #expect(!FileManager.default.fileExists(atPath: aside) && !FileManager.default.fileExists(atPath: path))
+    }
+}

@@ -31,7 +31,9 @@ public enum FileName {
             parts[index] = fitting(parts[index], limit: componentLimit - (index == parts.count - 1 ? reserve : 0),
                                    jobID: jobID)
         }
-        return ([directory] + parts).joined(separator: "/")
+        var base = directory
+        while base.count > 1, base.hasSuffix("/") { base.removeLast() }
+        return ([base] + parts).joined(separator: "/")
     }
 
     /// The longest path Linux takes (`PATH_MAX` less the terminating zero), in bytes.

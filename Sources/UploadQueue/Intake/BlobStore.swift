@@ -100,11 +100,18 @@ struct BlobStore: Sendable {
 
     /// Moves `source` into `blobs/` as the job's blob without replacing anything; across file systems it
     /// copies, fsyncs and only then unlinks the original. Returns the fingerprint of the blob.
-    func adopt(source: String, expected: FileFingerprint, for id: JobID) throws(UploadQueueError) -> FileFingerprint {
+    /// Across file systems (also a bind mount of the same one) the copy needs room: `freeSpace` refuses it below
+    /// `min_free_space`.
+    func adopt(source: String, expected: FileFingerprint, for id: JobID,
+               freeSpace: FreeSpaceGuard? = nil) throws(UploadQueueError) -> FileFingerprint {
         let destination = path(for: id)
         if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, destination) != 0 {
             let code = errno
             guard code == EXDEV else { throw .system("rename", path: source, errno: code, job: id) }
+            if let low = freeSpace?.check(needing: expected.size) {
+                throw UploadQueueError(.diskLow, "not taken: \(low); the queue takes files again once there is room",
+                                       job: id, path: source)
+            }
             let input = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
             guard input >= 0 else { throw .system("open", path: source, job: id) }
             defer { close(input) }
@@ -156,6 +163,18 @@ struct BlobStore: Sendable {
         }
         close(descriptor)
         if written { unlink(source) } else { unlink(target) }
+    }
+
+    /// Puts a sidecar taken by `adoptSidecar` back where it came from (its file was not taken after all); never
+    /// replaces anything there.
+    func returnSidecar(_ original: String, of id: JobID) {
+        let kept = sidecarPath(for: id)
+        guard FileManager.default.fileExists(atPath: kept) else { return }
+        if uploadq_rename_noreplace(AT_FDCWD, kept, AT_FDCWD, original) == 0 { return }
+        guard errno == EXDEV, !FileManager.default.fileExists(atPath: original),
+              let data = FileManager.default.contents(atPath: kept),
+              FileManager.default.createFile(atPath: original, contents: data) else { return }
+        unlink(kept)
     }
 
     /// Removes copies no job refers to: what a crash between making a batch of copies durable and committing

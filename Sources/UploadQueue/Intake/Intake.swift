@@ -49,22 +49,34 @@ struct Intake: Sendable {
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`).
     func enqueue(_ request: EnqueueRequest, noFollow: Bool = false, now: Date = Date()) throws(UploadQueueError) -> EnqueueResult {
         let prepared = try prepare(request, noFollow: noFollow, now: now)
-        let accepted = try commitAlone(prepared)
-        if accepted.deduplicated { return accepted }
+        // A copied spool file can run as soon as its row is committed: its sidecar goes into place first, and
+        // back to the spool when the file is not taken after all.
+        let sidecarFirst = prepared.copy != nil ? request.sidecar : nil
+        if let sidecarFirst { blobs.adoptSidecar(sidecarFirst, for: prepared.job.id) }
+        let accepted: EnqueueResult
+        do {
+            accepted = try commitAlone(prepared)
+        } catch {
+            if let sidecarFirst { blobs.returnSidecar(sidecarFirst, of: prepared.job.id) }
+            throw error
+        }
+        if accepted.deduplicated {
+            if let sidecarFirst { blobs.returnSidecar(sidecarFirst, of: prepared.job.id) }
+            return accepted
+        }
         let job = prepared.job
         guard request.mode == .move else { return accepted }
         do {
             if prepared.copy != nil {
                 // Several names share this file: the queue keeps its own copy and only drops the given name.
                 try blobs.unlinkIfUnchanged(prepared.path, expected: prepared.before, job: job.id)
-                if let sidecar = request.sidecar { blobs.adoptSidecar(sidecar, for: job.id) }
             } else {
                 try completeMove(job, expected: prepared.before, sidecar: request.sidecar)
             }
         } catch {
             // The intake must finish or be undone: a row left half-taken would hold the same file back as
             // "already queued" for ever.
-            if undoMove(job) { throw error }
+            if undoMove(job, sidecar: request.sidecar) { throw error }
             try finishIntake(job)
         }
         return accepted
@@ -72,7 +84,7 @@ struct Intake: Sendable {
 
     /// Undoes a `move` whose second step failed: the file goes back to its name (or the queue's copy goes, when
     /// the original is still there), then the row. Returns false when that cannot be done.
-    private func undoMove(_ job: Job) -> Bool {
+    private func undoMove(_ job: Job, sidecar: String?) -> Bool {
         let blob = try? FileFingerprint.of(path: job.file)
         let source = try? FileFingerprint.of(path: job.sourcePath)
         if let blob {
@@ -93,6 +105,8 @@ struct Intake: Sendable {
             // The row stays incomplete: the next start finishes it (`finishIncompleteIntakes`).
             return false
         }
+        // The sidecar goes back beside its file, so the next try takes both again.
+        if let sidecar { blobs.returnSidecar(sidecar, of: job.id) }
         return true
     }
 
@@ -165,8 +179,11 @@ struct Intake: Sendable {
             throw UploadQueueError(.invalidArgument, "on_metered \"\(policy)\" is not one of defer, allow, allow-below:SIZE")
         }
         if let patch = request.patch { try Self.check(patch) }
-        var sourceAfterUpload = request.sourceAfterUpload
-        if let choice = sourceAfterUpload {
+        // Resolved now, for good: a destination switched to `delete` later never deletes a file enqueued before.
+        var sourceAfterUpload = request.mode == .reference
+            ? request.sourceAfterUpload ?? configuration.destinations[destination]?.sourceAfterUpload
+            : request.sourceAfterUpload
+        if let choice = request.sourceAfterUpload {
             guard request.mode == .reference else {
                 throw UploadQueueError(.invalidArgument, """
                     what happens to the file after the upload (\(choice)) applies to --mode reference only: a copy \
@@ -246,7 +263,8 @@ struct Intake: Sendable {
     /// Takes the file (and its spool sidecar) into `blobs/`, then marks the intake complete: the job cannot run,
     /// and so cannot be released, before both are in place.
     private func completeMove(_ job: Job, expected: FileFingerprint, sidecar: String?) throws(UploadQueueError) {
-        let adopted = try blobs.adopt(source: job.sourcePath, expected: expected, for: job.id)
+        let adopted = try blobs.adopt(source: job.sourcePath, expected: expected, for: job.id,
+                                      freeSpace: configuration.freeSpaceGuard)
         if let sidecar { blobs.adoptSidecar(sidecar, for: job.id) }
         try recordIntake(job.id, blob: adopted)
     }
@@ -266,7 +284,7 @@ struct Intake: Sendable {
             try store.markIntakeComplete(id, inode: blob.inode, device: blob.device,
                                          modifiedNanoseconds: blob.modifiedNanoseconds)
         } catch {
-            throw .database("cannot record the intake", error, job: id)
+            throw .database("cannot record the intake", error, job: id, databasePath: configuration.databasePath)
         }
     }
 
@@ -283,7 +301,8 @@ struct Intake: Sendable {
                 try jobs.map { job in try Self.insertUnlessDuplicate(job, in: db) }
             }
         } catch {
-            throw .database("cannot write the jobs", error, job: jobs.first?.id, path: jobs.first?.sourcePath)
+            throw .database("cannot write the jobs", error, job: jobs.first?.id, path: jobs.first?.sourcePath,
+                            databasePath: configuration.databasePath)
         }
     }
 

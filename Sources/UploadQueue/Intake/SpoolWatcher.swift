@@ -33,6 +33,8 @@ public actor SpoolWatcher: Service {
     /// Why the intake is paused (the disk is below `min_free_space`), while it is; files then stay in the spool.
     private var diskLow: String?
     private var lastSpaceCheck: ContinuousClock.Instant?
+    /// Sidecars without their file, and since when this process has seen them so.
+    private var straySidecars: [String: ContinuousClock.Instant] = [:]
 
     public init(spool: Configuration.Spool, queue: UploadQueue, logger: Logger) {
         self.spool = spool
@@ -138,27 +140,27 @@ public actor SpoolWatcher: Service {
         for name in names where Self.isCandidateName(name) && candidates[name] == nil {
             candidates[name] = Candidate(fingerprint: nil, lastChange: now, writing: false, notBefore: now)
         }
+        // Aged on the monotonic clock from when this process first saw them alone: file times mean nothing
+        // after a clock step or a device that was off for a day.
         let present = Set(names)
+        var stray: [String: ContinuousClock.Instant] = [:]
         for name in names where name.hasSuffix(Sidecar.suffix) && !name.hasPrefix(".") {
             let file = String(name.dropLast(Sidecar.suffix.count))
-            guard !present.contains(file), Self.isCandidateName(file),
-                  let age = Self.secondsSinceChange((spool.directory as NSString).appendingPathComponent(name)),
-                  age > Self.straySidecarAge else { continue }
-            reject(name, reason: "no file \(file) came with this sidecar within a day; "
-                + "put the file and its sidecar back together")
+            guard !present.contains(file), Self.isCandidateName(file) else { continue }
+            let since = straySidecars[name] ?? now
+            stray[name] = since
+            if now - since > Self.straySidecarAge {
+                stray[name] = nil
+                reject(name, reason: "no file \(file) came with this sidecar within a day; "
+                    + "put the file and its sidecar back together")
+            }
         }
+        straySidecars = stray
     }
 
     /// How long a sidecar may wait for its file before it is set aside: a day, long past any slow copy of a
     /// large file under a temporary name.
-    static let straySidecarAge: TimeInterval = 86_400
-
-    /// Seconds since the file's status last changed (its ctime), or nil when it is gone.
-    private static func secondsSinceChange(_ path: String) -> TimeInterval? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
-        return Date().timeIntervalSince1970 - Double(info.st_ctim.tv_sec)
-    }
+    static let straySidecarAge: Duration = .seconds(86_400)
 
     /// Names the spool takes: not hidden, not a temporary name, not a sidecar.
     static func isCandidateName(_ name: String) -> Bool {

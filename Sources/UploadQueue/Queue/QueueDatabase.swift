@@ -30,17 +30,13 @@ public struct QueueDatabase: Sendable {
             || (error.message ?? "").contains("already exists") || (error.message ?? "").contains("duplicate column name")
     }
 
-    /// True for the database's way of saying the disk is full: `SQLITE_FULL`, or a failed write or fsync of the
-    /// file or its WAL (`SQLITE_IOERR_WRITE`/`_FSYNC`/`_SHMSIZE`, what a full disk or quota gives on some paths).
-    /// With `path` (the database file), any I/O or open error while its file system has next to no room left
-    /// counts too: opening a queue on a full disk fails creating its WAL index with a plain `SQLITE_IOERR`.
+    /// True for the database's way of saying the disk is full: `SQLITE_FULL`; or, given `path` (the database
+    /// file), an I/O or open error while its file system has next to no room left (opening a queue on a full disk
+    /// fails creating its WAL index with a plain `SQLITE_IOERR`). An I/O error with room left is a failing disk,
+    /// not a full one.
     static func isDiskFull(_ error: any Error, at path: String? = nil) -> Bool {
         guard let error = error as? DatabaseError else { return false }
         if error.resultCode == .SQLITE_FULL { return true }
-        let extended = error.extendedResultCode
-        if extended == .SQLITE_IOERR_WRITE || extended == .SQLITE_IOERR_FSYNC || extended == .SQLITE_IOERR_SHMSIZE {
-            return true
-        }
         guard let path, error.resultCode == .SQLITE_IOERR || error.resultCode == .SQLITE_CANTOPEN,
               let space = DiskSpace.of(path: (path as NSString).deletingLastPathComponent) else { return false }
         return space.available < 256 << 10

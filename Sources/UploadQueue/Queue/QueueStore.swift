@@ -372,15 +372,21 @@ public struct QueueStore: Sendable {
         }
     }
 
-    /// Moves every stored due time (retries, patch deliveries, owed releases) by `step` seconds, in one
-    /// transaction: what keeps the waits they stand for as long as they were when the wall clock steps.
-    func rebaseDueTimes(by step: TimeInterval) throws {
+    /// Moves the stored due times (retries, patch deliveries, owed releases) written between `from` and
+    /// `through` by `step` seconds, with the time they were written, in one transaction: what keeps the waits
+    /// they stand for as long as they were when the wall clock steps. Rows written at other times (before this
+    /// process, under another clock) stay as they are.
+    func rebaseDueTimes(by step: TimeInterval, writtenFrom from: Date, through: Date) throws {
         let modifier = String(format: "%+.3f seconds", step)
+        let tables = [("job", "next_attempt_at", "updated_at"), ("patch_outbox", "next_attempt_at", "updated_at"),
+                      ("file_release", "due_at", "created_at")]
         try writer.write { db in
-            for (table, column) in [("job", "next_attempt_at"), ("patch_outbox", "next_attempt_at"), ("file_release", "due_at")] {
+            for (table, due, written) in tables {
                 try db.execute(sql: """
-                    UPDATE \(table) SET \(column) = strftime('%Y-%m-%d %H:%M:%f', \(column), ?) WHERE \(column) IS NOT NULL
-                    """, arguments: [modifier])
+                    UPDATE \(table) SET \(due) = strftime('%Y-%m-%d %H:%M:%f', \(due), ?),
+                    \(written) = strftime('%Y-%m-%d %H:%M:%f', \(written), ?)
+                    WHERE \(due) IS NOT NULL AND \(written) BETWEEN ? AND ?
+                    """, arguments: [modifier, modifier, from, through])
             }
         }
     }

@@ -40,16 +40,30 @@ struct FileReleaser: Sendable {
                     }
                     touched.insert((target as NSString).deletingLastPathComponent)
                 case .deleteSource, .moveSource:
-                    if let changed = Self.sourceChanged(release) {
-                        outcomes[release.jobID] = .left(changed)
+                    let aside: String
+                    switch Self.takeAside(release) {
+                    case .gone:
+                        outcomes[release.jobID] = .done
                         continue
+                    case .changed(let reason):
+                        outcomes[release.jobID] = .left(reason)
+                        continue
+                    case .aside(let path):
+                        aside = path
                     }
                     if release.action == .deleteSource {
-                        try Self.remove(release.path)
+                        try Self.remove(aside)
                     } else {
                         guard let target = release.target else { throw UploadQueueError(.io, "no target recorded") }
-                        try Self.archive(release.path, to: target)
-                        touched.insert((target as NSString).deletingLastPathComponent)
+                        let destination = Self.freeName(for: aside, at: target, jobID: release.jobID)
+                        do {
+                            try Self.archive(aside, to: destination)
+                        } catch {
+                            // The file goes back under its name; the move is tried again later.
+                            _ = uploadq_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, release.path)
+                            throw error
+                        }
+                        touched.insert((destination as NSString).deletingLastPathComponent)
                     }
                 }
                 outcome = .done
@@ -68,18 +82,62 @@ struct FileReleaser: Sendable {
         return outcomes
     }
 
-    /// Why a source release must leave the file under its path alone (it is not the one enqueued: another inode,
-    /// size or modification time), or nil when it may act (also when the file is already gone).
-    static func sourceChanged(_ release: FileRelease) -> String? {
-        guard let expected = release.source else { return "no record of the file that was enqueued" }
-        var info = stat()
-        guard lstat(release.path, &info) == 0 else { return nil }
-        let now = FileFingerprint(info)
-        guard now.isRegularFile, now.inode == expected.inode, now.device == expected.device,
-              now.size == expected.size, now.modifiedNanoseconds == expected.modifiedNanoseconds else {
-            return "\(release.path) changed after it was uploaded; left where it is"
+    /// Where a source release stands once it looked at the file.
+    enum Aside: Equatable {
+        /// Nothing is under the name any more (removed by a person, or an earlier pass finished).
+        case gone
+        /// Another file is under the name (a newer version, a link): it is left alone, with the reason.
+        case changed(String)
+        /// The file that was enqueued, renamed to a hidden name beside it: nothing can open it by its old name
+        /// while it is deleted or moved.
+        case aside(String)
+    }
+
+    /// The hidden name a source file takes while it is released.
+    static func asidePath(of release: FileRelease) -> String {
+        let directory = (release.path as NSString).deletingLastPathComponent
+        return (directory as NSString).appendingPathComponent(".uploadq-release-\(release.jobID.rawValue)")
+    }
+
+    /// Renames the source file aside, then checks that what was renamed is the file that was enqueued (same inode,
+    /// device, size, modification time): a newer version written or renamed in meanwhile is put back and left
+    /// alone. A file left aside by a crash is taken up again.
+    static func takeAside(_ release: FileRelease) -> Aside {
+        let aside = asidePath(of: release)
+        guard let expected = release.source else { return .changed("no record of the file that was enqueued") }
+        func matches(_ path: String) -> Bool {
+            guard let now = try? FileFingerprint.of(path: path) else { return false }
+            return now.isRegularFile && now.inode == expected.inode && now.device == expected.device
+                && now.size == expected.size && now.modifiedNanoseconds == expected.modifiedNanoseconds
         }
-        return nil
+        if FileManager.default.fileExists(atPath: aside) {
+            return matches(aside) ? .aside(aside) : .changed("\(aside) is not the file that was enqueued; left as it is")
+        }
+        guard let seen = try? FileFingerprint.of(path: release.path) else { return .gone }
+        guard seen.isRegularFile else {
+            return .changed("\(release.path) is now a \(seen.typeName); left where it is")
+        }
+        guard matches(release.path) else { return .changed("\(release.path) changed after it was uploaded; left where it is") }
+        guard uploadq_rename_noreplace(AT_FDCWD, release.path, AT_FDCWD, aside) == 0 else {
+            return errno == ENOENT ? .gone : .changed("cannot set \(release.path) aside: \(String(cString: strerror(errno)))")
+        }
+        guard matches(aside) else {
+            // Replaced between the look and the rename: the newer file goes back under its name.
+            _ = uploadq_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, release.path)
+            return .changed("\(release.path) changed after it was uploaded; left where it is")
+        }
+        return .aside(aside)
+    }
+
+    /// `target`, or when a different file already has that name, the same name with `~<job id>` before its
+    /// extension (cameras reuse names such as IMG_0001.JPG).
+    static func freeName(for source: String, at target: String, jobID: JobID) -> String {
+        guard FileManager.default.fileExists(atPath: target), (try? sameContent(source, target)) != true else { return target }
+        let name = (target as NSString).lastPathComponent
+        let ext = FileName.extensionPart(of: name)
+        let stem = String(name.dropLast(ext.count))
+        let marked = FileName.fitting(stem + "~" + jobID.rawValue + ext, jobID: jobID)
+        return ((target as NSString).deletingLastPathComponent as NSString).appendingPathComponent(marked)
     }
 
     /// Unlinks `path`; a file that is already gone counts as removed.

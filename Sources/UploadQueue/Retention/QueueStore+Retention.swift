@@ -47,6 +47,15 @@ extension QueueStore {
         }
     }
 
+    /// Another job, not uploaded yet, that reads the same file (a `reference` file enqueued to two destinations):
+    /// the file must stay for it.
+    func otherJobReading(_ path: String, except id: JobID) throws -> JobID? {
+        try writer.read { db in
+            try String.fetchOne(db, sql: "SELECT id FROM job WHERE file = ? AND id != ? AND state != ? LIMIT 1",
+                                arguments: [path, id.rawValue, JobState.uploaded.rawValue]).map { JobID(trusted: $0) }
+        }
+    }
+
     /// Turns releases owed from before retention existed into what `policy` says, judged as of each job's
     /// upload; those whose job is gone are deleted.
     func resolvePolicyReleases(_ policy: RetentionPolicy) throws {

@@ -49,8 +49,17 @@ actor RetentionSweeper {
             return 0
         }
         guard !due.isEmpty else { return 0 }
+        // A reference file another job still has to upload stays until that job is done.
+        var blocked: [JobID: String] = [:]
+        for release in due where release.action.actsOnSource {
+            if let other = try? store.otherJobReading(release.path, except: release.jobID) {
+                blocked[release.jobID] = "job \(other) still has to upload this file; it stays until then"
+            }
+        }
         let releaser = self.releaser
-        let outcomes = await BlockingWork.runResult { () throws(Never) in releaser.perform(due) }.get()
+        let ready = due.filter { blocked[$0.jobID] == nil }
+        var outcomes = await BlockingWork.runResult { () throws(Never) in releaser.perform(ready) }.get()
+        for (id, reason) in blocked { outcomes[id] = .failed(reason) }
         var done: [JobID] = []
         var storeFailed = false
         for release in due {

@@ -45,6 +45,10 @@ actor Scheduler {
     private let reserve: SpaceReserve?
     /// Notices steps of the wall clock, so due times move with them.
     private var clockWatch = WallClockWatch.now()
+    /// Since when (on the wall clock in force) this process has written due times: only those were written under
+    /// the clock that stepped. Rows from before it were written under the clock of their own time, which may be
+    /// the right one (a device without a real-time clock starts in 1970 and is then set right).
+    private var clockEraStart = Date().addingTimeInterval(-1)
     /// One breaker per destination; an open one keeps that destination's jobs pending (`circuit-open`).
     private var breakers: [String: CircuitBreaker]
     private var probes: [String: Task<Void, Never>] = [:]
@@ -84,9 +88,6 @@ actor Scheduler {
         monotonicMilliseconds() - heartbeat.load(ordering: .relaxed) < 3 * Int64(pollInterval.seconds * 1000) + 1000
     }
 
-    /// Jobs whose transfer runs in this process now.
-    var runningJobs: Set<JobID> { Set(workers.keys) }
-
     /// Runs until the task is cancelled, then stops every transfer at a safe point and waits for them.
     func run() async {
         monitor.watch { [wake] in wake.signal() }
@@ -95,7 +96,7 @@ actor Scheduler {
             heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
             do {
                 try followClockStep()
-                try await recordUnsettled()
+                await recordUnsettled()
                 try followLink()
                 try handleCancelRequests()
                 startDueProbes()
@@ -119,8 +120,8 @@ actor Scheduler {
                 if exitWhenIdle, workers.isEmpty, health.hasLasted(storeGiveUp, at: .now) {
                     failure = .database("""
                         the queue could not be written for \(storeGiveUp) (\(health.trouble ?? "\(error)")); \
-                        \(unsettled.count) finished upload(s) are not recorded and are checked with their servers \
-                        at the next start
+                        \(unsettled.count) finished upload(s) are not recorded and are sent again at the next start \
+                        (tus and S3 ask the server what it has first)
                         """, error)
                     break
                 }
@@ -128,7 +129,7 @@ actor Scheduler {
             }
         }
         await stopAll()
-        try? await recordUnsettled()
+        await recordUnsettled()
         try? bookTraffic()
     }
 
@@ -137,7 +138,8 @@ actor Scheduler {
 
     /// Notes that the queue cannot be written (see `StoreHealth`).
     private func storeFailed(_ error: any Error) {
-        for action in health.failed("\(error)", diskFull: QueueDatabase.isDiskFull(error), at: .now) { perform(action) }
+        let diskFull = QueueDatabase.isDiskFull(error, at: configuration.databasePath)
+        for action in health.failed("\(error)", diskFull: diskFull, at: .now) { perform(action) }
     }
 
     private func perform(_ action: StoreHealth.Action) {
@@ -164,7 +166,8 @@ actor Scheduler {
         }
     }
 
-    /// When the wall clock stepped since the last round, moves every stored due time and probe time by the
+    /// When the wall clock stepped since the last round, moves the due times this process wrote under the old
+    /// clock (retries, patch deliveries, owed releases; probe times and unrecorded transfer ends in memory) by the
     /// step: a retry due in 30 s stays due in 30 s, whichever way the clock jumped. A step the database could not
     /// take yet is tried again next round (the watch keeps it).
     private func followClockStep() throws {
@@ -173,22 +176,41 @@ actor Scheduler {
             clockWatch = watch
             return
         }
-        try store.rebaseDueTimes(by: step)
+        try store.rebaseDueTimes(by: step.seconds, writtenFrom: clockEraStart, through: step.oldClockUntil)
         clockWatch = watch
-        for name in breakers.keys { breakers[name]?.shift(by: step) }
+        clockEraStart = clockEraStart.addingTimeInterval(step.seconds)
+        for name in breakers.keys { breakers[name]?.shift(by: step.seconds) }
+        for id in unsettled.keys { unsettled[id]?.at.addTimeInterval(step.seconds) }
         logger.warning("""
-            the wall clock stepped \(step > 0 ? "forwards" : "back") by \(Duration.seconds(abs(step).rounded())); \
-            retry, patch and release times moved with it
+            the wall clock stepped \(step.seconds > 0 ? "forwards" : "back") by \
+            \(Duration.seconds(abs(step.seconds).rounded())); the retry, patch and release times written since this \
+            process started moved with it
             """)
     }
 
-    /// Records the transfer ends the database could not take before; throws while it still cannot.
-    private func recordUnsettled() async throws {
+    /// Records the transfer ends the database could not take before.
+    /// Each on its own: one whose job changed meanwhile (gone, no longer `uploading`) is dropped with a word, and
+    /// the round goes on whatever happens here, so one end that cannot be recorded never stops the scheduling.
+    private func recordUnsettled() async {
         for (id, settlement) in unsettled.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            try await recorder.record(settlement, link: links[settlement.job.destination]?.linkClass)
-            unsettled[id] = nil
+            do {
+                try await recorder.record(settlement, link: links[settlement.job.destination]?.linkClass)
+                unsettled[id] = nil
+            } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
+                unsettled[id] = nil
+                logger.warning("the end of a transfer is not recorded: its job changed meanwhile (\(error))",
+                               metadata: ["uploadq.job": "\(id)"])
+            } catch {
+                // The database still cannot take writes: the others wait too.
+                storeFailed(error)
+                return
+            }
         }
     }
+
+    /// True while this process holds the job: transferring it, or keeping how its transfer ended until the
+    /// database can take it. A cancel then only flags it.
+    func holds(_ id: JobID) -> Bool { workers[id] != nil || unsettled[id] != nil }
 
     /// Looks at the link to every destination: stops transfers the new link does not allow (they resume from
     /// their confirmed offset later), makes failures due again for destinations that came back online, sets the

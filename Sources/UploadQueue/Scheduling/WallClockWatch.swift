@@ -24,18 +24,28 @@ struct WallClockWatch: Sendable, Equatable {
         WallClockWatch(wall: Date(), bootNanoseconds: bootTimeNanoseconds())
     }
 
-    /// Takes a new pair of readings; returns the step (positive: the wall clock jumped forwards) when the wall
-    /// clock moved more than `tolerance` away from the boot-time clock since the last look.
-    mutating func observe(wall now: Date, bootNanoseconds boot: Int64) -> TimeInterval? {
+    /// A step of the wall clock.
+    struct Step: Sendable, Equatable {
+        /// How far it jumped: positive forwards.
+        var seconds: TimeInterval
+        /// The latest time the old clock can have shown before the step: what was written under the old clock
+        /// is no later than this.
+        var oldClockUntil: Date
+    }
+
+    /// Takes a new pair of readings; returns the step when the wall clock moved more than `tolerance` away from
+    /// the boot-time clock since the last look.
+    mutating func observe(wall now: Date, bootNanoseconds boot: Int64) -> Step? {
         let expected = Double(boot - bootNanoseconds) / 1e9
         let step = now.timeIntervalSince(wall) - expected
+        let oldClockUntil = wall.addingTimeInterval(expected)
         wall = now
         bootNanoseconds = boot
-        return abs(step) > tolerance ? step : nil
+        return abs(step) > tolerance ? Step(seconds: step, oldClockUntil: oldClockUntil) : nil
     }
 
     /// Looks now.
-    mutating func observe() -> TimeInterval? {
+    mutating func observe() -> Step? {
         observe(wall: Date(), bootNanoseconds: bootTimeNanoseconds())
     }
 }
