@@ -95,3 +95,65 @@ struct TusCrashTests {
         #expect(daemon.terminate() < .seconds(5))
     }
 }
+
+/// A small file's upload is created empty and its URL saved before its bytes go: a creation cut off by a kill (or a
+/// link that turns metered) never leaves a second complete copy on the server.
+@Suite(.serialized)
+struct TusCreationTests {
+    /// Complete uploads on the tus server whose bytes are `digest`.
+    func completeCopies(of digest: String) throws -> Int {
+        let directory = try TestServers.tusFiles()
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory).filter { !$0.contains(".") }
+        return try names.filter { try sha256(ofFile: directory + "/" + $0) == digest }.count
+    }
+
+    @Test("kill -9 while the creation's answer is held: after the restart the file is on the server once")
+    func killDuringCreation() async throws {
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.tusEndpoint()))
+        try await proxy.add(["method": "POST", "action": "hold", "seconds": 30])
+        let sandbox = try Sandbox(destination: "tus", """
+            protocol = "tus"
+            url = "\(proxy.url("/files/"))"
+            chunk_size = "1MiB"
+            """)
+        let path = try sandbox.makeRandomFile(sandbox.root + "/small.jpg", size: 200_000)
+        let digest = try sha256(ofFile: path)
+        let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "tus", "--config", sandbox.configPath])
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        var daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-1")
+        let held = try await eventually(timeout: .seconds(30)) {
+            try await proxy.requests().contains { $0["held"] as? Bool == true }
+        }
+        #expect(held, "daemon log:\n\(daemon.log.suffix(2000))")
+        daemon.kill9()
+        daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-2")
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        let done = try await eventually(timeout: .seconds(60)) { try store.job(id)?.state == .uploaded }
+        #expect(done, "daemon log:\n\(daemon.log.suffix(2000))")
+        let posts = try await proxy.requests().filter { $0["method"] as? String == "POST" }
+        #expect(posts.allSatisfy { ($0["content_length"] as? Int) == 0 }, "creation requests carry no data")
+        #expect(try completeCopies(of: digest) == 1, "one complete copy on the server")
+        #expect(daemon.terminate() < .seconds(10))
+    }
+
+    @Test("creation_with_upload = true sends a one-chunk file in the creation request itself")
+    func creationWithUpload() async throws {
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.tusEndpoint()))
+        let sandbox = try Sandbox(destination: "tus", """
+            protocol = "tus"
+            url = "\(proxy.url("/files/"))"
+            chunk_size = "1MiB"
+            creation_with_upload = true
+            """)
+        let running = try RunningQueue(sandbox)
+        let path = try sandbox.makeRandomFile(sandbox.root + "/small.jpg", size: 100_000)
+        let id = try await running.enqueue(path, to: "tus")
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        let requests = try await proxy.requests()
+        #expect(requests.filter { $0["method"] as? String == "POST" }.map { $0["content_length"] as? Int } == [100_000])
+        #expect(!requests.contains { $0["method"] as? String == "PATCH" })
+    }
+}

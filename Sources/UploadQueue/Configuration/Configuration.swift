@@ -180,6 +180,10 @@ public struct Destination: Sendable, Equatable {
     public var onMetered: MeteredPolicy = .defer
     /// What becomes of a `reference` job's own file once uploaded, unless the job says: kept by default.
     public var sourceAfterUpload: SourceAfterUpload = .keep
+    /// For `tus`: send a file of one chunk or less in the creation request itself (one round trip less). Off by
+    /// default: if that request is cut off after the server stored the file, its upload URL is never learnt and
+    /// the file is sent again as a second upload.
+    public var tusCreationWithUpload = false
 
     /// A destination with every setting given; see `localDirectory` and `tus` for the common cases.
     public init(name: String, transferProtocol: TransferProtocol = .file, url: String, directory: String = "",

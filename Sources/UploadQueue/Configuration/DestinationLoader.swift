@@ -64,6 +64,7 @@ enum DestinationLoader {
         var destination = Destination(name: name, transferProtocol: transferProtocol, url: url, urlTemplate: urlTemplate)
         if transferProtocol == .tus {
             destination.chunkSize = try table.byteCount("chunk_size", minimum: 1024) ?? destination.chunkSize
+            destination.tusCreationWithUpload = try table.boolean("creation_with_upload") ?? false
         }
         if transferProtocol == .httpPost {
             if let field = try table.string("form_field") {

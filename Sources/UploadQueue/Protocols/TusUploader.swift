@@ -167,8 +167,9 @@ struct TusUploader: Uploader {
         }
     }
 
-    /// Creates a new upload and persists its URL; small files go in the creation request itself when the server
-    /// allows it (their whole body is one chunk, so nothing is lost by sending it before the URL is known).
+    /// Creates a new upload and persists its URL before any data is sent, so a creation cut off at any point
+    /// leaves at most an empty upload behind, never a second copy of the file. With `creation_with_upload` a
+    /// file of one chunk or less goes in the creation request itself (one round trip less, at that risk).
     private func create(job: Job, source: SourceFile, server: TusServer, context: TransferContext)
         async throws(TransferFailure) -> (TusResumeState, Int64)
     {
@@ -178,7 +179,8 @@ struct TusUploader: Uploader {
         }
         var headers = [Self.version, HTTPHeader("Upload-Length", String(job.size)),
                        HTTPHeader("Upload-Metadata", TusMetadata.header(for: job))]
-        let withData = server.supportsCreationWithUpload && job.size > 0 && job.size <= destination.chunkSize
+        let withData = destination.tusCreationWithUpload && server.supportsCreationWithUpload && job.size > 0
+            && job.size <= destination.chunkSize
         var body = RequestBody.empty
         if withData {
             headers.append(HTTPHeader("Content-Type", "application/offset+octet-stream"))
