@@ -2,8 +2,9 @@
 # The test command: installs dependencies (apt packages, nginx, the Python test servers in .build-venv/), builds
 # everything (library, uploadq binary, tests) and runs the whole suite with the test servers started on loopback,
 # including the end-to-end tests that drive the real binary, then a short chaos run (random kill -9 of the daemon
-# during mixed uploads; the full run is contrib/chaos/run.sh). Arguments go to `swift test` (and skip the chaos
-# run, as when running one suite).
+# during mixed uploads; the full run is contrib/chaos/run.sh) and a short field-life soak (spool bursts, link flaps,
+# kills, a full state disk, a clock step; the full run is contrib/soak/run.sh). Arguments go to `swift test` (and
+# skip the chaos and soak runs, as when running one suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 contrib/setup.sh
@@ -14,4 +15,5 @@ test -x .build/debug/uploadq || { echo "run-tests: .build/debug/uploadq was not 
 contrib/test-servers/run.sh swift test --skip-build "$@"
 if [ "$#" -eq 0 ]; then
     KILLS=6 FILES=24 MAX_MIB=12 BANDWIDTH_MIB=6 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/chaos/run.sh
+    SHORT=1 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/soak/run.sh
 fi
