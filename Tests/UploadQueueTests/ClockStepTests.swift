@@ -79,8 +79,19 @@ struct ClockStepTests {
             """, retryInterval: "10s")
     }
 
-    @Test("the clock steps back an hour after a failure: the retry still comes after about 10 s, not an hour later")
-    func stepBack() async throws {
+    /// A daemon whose one job failed once (a retry about 10 s away) when the wall clock steps by `seconds`.
+    struct Stepped {
+        /// Kept for the run: its folder goes when it does.
+        let sandbox: Sandbox
+        let recorder: RecorderSession
+        let daemon: DaemonProcess
+        let store: QueueStore
+        let id: JobID
+        /// When the failure was seen, just before the step.
+        let failedAt: ContinuousClock.Instant
+    }
+
+    func failThenStep(by seconds: Int) async throws -> Stepped {
         let recorder = try RecorderSession()
         let sandbox = try sandbox(recorder)
         let (id, store) = try await failOnce(sandbox, recorder)
@@ -89,35 +100,33 @@ struct ClockStepTests {
         let failed = try await eventually(timeout: .seconds(20)) { try store.job(id)?.state == .failed }
         #expect(failed, "daemon log:\n\(daemon.log.suffix(2000))")
         let failedAt = ContinuousClock.now
-        try "-3600\n".write(toFile: offset, atomically: true, encoding: .utf8)
-        let uploaded = try await eventually(timeout: .seconds(40)) { try store.job(id)?.state == .uploaded }
-        #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
-        #expect(ContinuousClock.now - failedAt < .seconds(30))
-        #expect(daemon.log.contains("the wall clock stepped back by"), "daemon log:\n\(daemon.log.suffix(3000))")
-        #expect(try await recorder.requests().count == 2)
-        #expect(daemon.terminate() < .seconds(10))
+        try "\(seconds)\n".write(toFile: offset, atomically: true, encoding: .utf8)
+        return Stepped(sandbox: sandbox, recorder: recorder, daemon: daemon, store: store, id: id, failedAt: failedAt)
+    }
+
+    @Test("the clock steps back an hour after a failure: the retry still comes after about 10 s, not an hour later")
+    func stepBack() async throws {
+        let run = try await failThenStep(by: -3600)
+        let uploaded = try await eventually(timeout: .seconds(40)) { try run.store.job(run.id)?.state == .uploaded }
+        #expect(uploaded, "daemon log:\n\(run.daemon.log.suffix(3000))")
+        #expect(ContinuousClock.now - run.failedAt < .seconds(30))
+        #expect(run.daemon.log.contains("the wall clock stepped back by"), "daemon log:\n\(run.daemon.log.suffix(3000))")
+        #expect(try await run.recorder.requests().count == 2)
+        #expect(run.daemon.terminate() < .seconds(10))
     }
 
     @Test("the clock steps forwards an hour after a failure: the retry keeps its wait instead of firing at once")
     func stepForwards() async throws {
-        let recorder = try RecorderSession()
-        let sandbox = try sandbox(recorder)
-        let (id, store) = try await failOnce(sandbox, recorder)
-        let offset = sandbox.root + "/clock-offset"
-        let daemon = try daemon(sandbox, offsetFile: offset)
-        let failed = try await eventually(timeout: .seconds(20)) { try store.job(id)?.state == .failed }
-        #expect(failed, "daemon log:\n\(daemon.log.suffix(2000))")
-        let failedAt = ContinuousClock.now
-        try "3600\n".write(toFile: offset, atomically: true, encoding: .utf8)
-        let noticed = await eventually(timeout: .seconds(10)) { daemon.log.contains("the wall clock stepped forwards by") }
-        #expect(noticed, "daemon log:\n\(daemon.log.suffix(3000))")
-        if ContinuousClock.now - failedAt < .seconds(7) {
-            #expect(try await recorder.requests().count == 1, "the retry did not fire at the step")
-            #expect(try store.job(id)?.state == .failed)
+        let run = try await failThenStep(by: 3600)
+        let noticed = await eventually(timeout: .seconds(10)) { run.daemon.log.contains("the wall clock stepped forwards by") }
+        #expect(noticed, "daemon log:\n\(run.daemon.log.suffix(3000))")
+        if ContinuousClock.now - run.failedAt < .seconds(7) {
+            #expect(try await run.recorder.requests().count == 1, "the retry did not fire at the step")
+            #expect(try run.store.job(run.id)?.state == .failed)
         }
-        let uploaded = try await eventually(timeout: .seconds(40)) { try store.job(id)?.state == .uploaded }
-        #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
-        #expect(ContinuousClock.now - failedAt > .seconds(7), "the retry waited out its backoff")
-        #expect(daemon.terminate() < .seconds(10))
+        let uploaded = try await eventually(timeout: .seconds(40)) { try run.store.job(run.id)?.state == .uploaded }
+        #expect(uploaded, "daemon log:\n\(run.daemon.log.suffix(3000))")
+        #expect(ContinuousClock.now - run.failedAt > .seconds(7), "the retry waited out its backoff")
+        #expect(run.daemon.terminate() < .seconds(10))
     }
 }

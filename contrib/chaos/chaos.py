@@ -23,44 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 import xml.etree.ElementTree as ElementTree
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test-servers"))
+from harness import http, start_proxy, add_rule, proxy_bytes, authority, sha256_file  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 S3_AUTH = "AWS4-HMAC-SHA256 Credential=AKIDCHAOS/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00"
-
-
-def http(method, url, body=None, headers=None):
-    request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return response.status, response.read()
-
-
-def start_proxy(control, upstream):
-    _, body = http("POST", control + "/proxies", json.dumps({"upstream": upstream}).encode(),
-                   {"Content-Type": "application/json"})
-    return json.loads(body)
-
-
-def add_rule(control, proxy, rule):
-    http("POST", f"{control}/proxies/{proxy['id']}/rules", json.dumps(rule).encode(), {"Content-Type": "application/json"})
-
-
-def proxy_bytes(control, proxy):
-    _, body = http("GET", f"{control}/proxies/{proxy['id']}/stats")
-    return json.loads(body)["body_bytes"]
-
-
-def authority(url):
-    return url.split("://", 1)[1].split("/", 1)[0]
-
-
-def sha256_file(path):
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def main():
