@@ -52,8 +52,12 @@ actor RetentionSweeper {
         // A reference file another job still has to upload stays until that job is done.
         var blocked: [JobID: String] = [:]
         for release in due where release.action.actsOnSource {
-            if let other = try? store.otherJobReading(release.path, except: release.jobID) {
-                blocked[release.jobID] = "job \(other) still has to upload this file; it stays until then"
+            do {
+                if let other = try store.otherJobReading(release.path, except: release.jobID) {
+                    blocked[release.jobID] = "job \(other) still has to upload this file; it stays until then"
+                }
+            } catch {
+                blocked[release.jobID] = "cannot tell whether another job still reads this file (\(error)); it stays"
             }
         }
         let releaser = self.releaser
