@@ -27,7 +27,8 @@ struct GlobalOptions: ParsableArguments {
             })
         } catch {
             printError("uploadq: cannot open the queue in \(configuration.stateDirectory): \(error)")
-            throw CLIExit.failure.code
+            let diskFull = (error as? UploadQueueError)?.code == .diskLow
+            throw (diskFull ? CLIExit.diskLow : CLIExit.failure).code
         }
     }
 }

@@ -39,7 +39,8 @@ enum CLIExit: Int32 {
     case usage = 2
     case notFound = 3
     case noDaemon = 4
-    /// `enqueue`: the queue's disk is below `[limits] min_free_space` (or full); nothing was taken.
+    /// The queue's disk is below `[limits] min_free_space` (`enqueue`: nothing was taken) or too full to open the
+    /// queue at all.
     case diskLow = 5
 
     var code: ExitCode { ExitCode(rawValue) }

@@ -133,6 +133,8 @@ struct DiskFullTests {
         let enqueued = try BinaryRunner.run(["enqueue", path, "--config", sandbox.configPath])
         #expect(enqueued.status == 0, "\(enqueued.stderr)")
         try fill(disk.path + "/filler")
+        let status = try BinaryRunner.run(["status", "--config", sandbox.configPath])
+        #expect(status.status == 5 && status.stderr.contains("full"), "exit 5 for a disk too full to open the queue: \(status.stderr)")
         let daemon = try DaemonProcess(sandbox: sandbox)
         let waiting = await eventually(timeout: .seconds(20)) { daemon.log.contains("cannot open the queue yet") }
         #expect(waiting, "daemon log:\n\(daemon.log.suffix(2000))")

@@ -4,7 +4,8 @@ import Foundation
 /// full so the database can still record what finishes, and made again once there is room: the ballast a
 /// database server keeps so that a full disk does not also mean a queue that cannot write down its last words.
 ///
-/// Only the runner (which holds the daemon lock) makes or releases it.
+/// Only the runner (which holds the daemon lock) makes it; any process that finds the disk too full to open the
+/// queue gives it back, so a command can still read and write the queue.
 public struct SpaceReserve: Sendable {
     /// Where the reserve lives.
     public let path: String
