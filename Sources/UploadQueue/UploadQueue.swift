@@ -182,9 +182,9 @@ public actor UploadQueue {
             return .requested
         }
         let runnerElsewhere = scheduler == nil && DaemonLock.holder(path: configuration.lockPath) != nil
-        // A transfer whose end is not recorded yet (a full disk) is held here: the cancel is a flag it meets later.
-        let heldHere = await scheduler?.holds(id) ?? false
-        let (outcome, job) = try store.requestCancel(id, workerRunning: runnerElsewhere || heldHere)
+        // With a runner in this process an `uploading` row is its own (claimed a moment ago, or its end not yet
+        // recorded on a full disk): the cancel is a flag the runner meets.
+        let (outcome, job) = try store.requestCancel(id, workerRunning: runnerElsewhere || scheduler != nil)
         if outcome == .removed {
             // The file is kept first; only then does the job leave (a failure leaves both as they were).
             _ = try CancelledFiles(directory: configuration.cancelledDirectory).remove(id, from: store)

@@ -2,7 +2,6 @@ import ArgumentParser
 import Foundation
 import Logging
 import ServiceLifecycle
-import Synchronization
 import UploadQueue
 
 /// `uploadq daemon`: runs the queue and the spool watcher in the foreground until SIGTERM/SIGINT.
@@ -25,20 +24,13 @@ struct DaemonCommand: AsyncParsableCommand {
         }
         let logger = Logger(label: "uploadq") { StderrLogHandler(label: $0, level: level) }
         let notifier = SystemdNotifier()
-        // A start that waits (for room on a full disk) keeps systemd's start timeout from killing it; the wait is
-        // explained in the journal.
-        let ready = Atomic<Bool>(false)
-        let starting = Task {
-            while !ready.load(ordering: .relaxed), !Task.isCancelled {
-                notifier.notify("STATUS=starting (see the journal if this lasts)\nEXTEND_TIMEOUT_USEC=30000000")
-                try? await Task.sleep(for: .seconds(10))
-            }
+        // Waiting for room on a full disk keeps systemd's start timeout from killing the start, and says why; any
+        // other hang before READY=1 still meets that timeout.
+        let queue = try await options.openQueueWaitingForRoom(level: level, logger: logger, giveUp: exitWhenIdle) {
+            notifier.notify("STATUS=waiting for room on the queue's disk\nEXTEND_TIMEOUT_USEC=30000000")
         }
-        defer { starting.cancel() }
-        let queue = try await options.openQueueWaitingForRoom(level: level, logger: logger, giveUp: exitWhenIdle)
         let configuration = queue.configuration
         let runner = QueueRunner(queue: queue, exitWhenIdle: exitWhenIdle) {
-                ready.store(true, ordering: .relaxed)
                 logger.info("uploadq daemon ready", metadata: [
                     "config": "\(configuration.file ?? ConfigurationLoader.embeddedName)",
                     "state_dir": "\(configuration.stateDirectory)",

@@ -37,7 +37,8 @@ extension GlobalOptions {
     /// Opens the queue for the daemon: a disk too full to open it on is waited out (said once, tried every 5 s),
     /// so a device whose disk filled up recovers by itself once there is room; `giveUp` (a batch run) stops
     /// waiting after a minute.
-    func openQueueWaitingForRoom(level: Logger.Level, logger: Logger, giveUp: Bool) async throws -> UploadQueue {
+    func openQueueWaitingForRoom(level: Logger.Level, logger: Logger, giveUp: Bool,
+                                 waiting: () -> Void = {}) async throws -> UploadQueue {
         let configuration = try loadConfiguration()
         let started = ContinuousClock.now
         var told = false
@@ -51,6 +52,7 @@ extension GlobalOptions {
                     logger.error("cannot open the queue yet: \(error); waiting for room (free space on that disk)")
                     told = true
                 }
+                waiting()
                 if giveUp && ContinuousClock.now - started > .seconds(60) {
                     printError("uploadq: cannot open the queue in \(configuration.stateDirectory): \(error)")
                     throw CLIExit.failure.code

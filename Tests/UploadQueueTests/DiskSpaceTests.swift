@@ -50,11 +50,11 @@ struct FreeSpaceGuardTests {
 /// nothing twice.
 @Suite(.serialized)
 struct DiskFullTests {
-    /// Writes zeros to `path` until the file system is full (or `megabytes` are written).
+    /// Writes zeros to `path` until the file system is full, to the last page (or `megabytes` are written).
     @discardableResult
     func fill(_ path: String, megabytes: Int? = nil) throws -> BinaryRunner.Output {
-        var arguments = ["dd", "if=/dev/zero", "of=\(path)", "bs=64k"]
-        if let megabytes { arguments.append("count=\(megabytes * 16)") }
+        var arguments = ["dd", "if=/dev/zero", "of=\(path)", "bs=4k"]
+        if let megabytes { arguments.append("count=\(megabytes * 256)") }
         return try BinaryRunner.run(arguments, executable: "/bin/dd")
     }
 

@@ -678,7 +678,7 @@ circuit_threshold = 0
         with open(log_path, "rb") as handle:
             daemon_log = handle.read().decode("utf-8", "replace")
         leaks[0] += daemon_log.count(secret)
-        clock_seen = "wall clock stepped back" in daemon_log
+        clock_seen = "the wall clock stepped" in daemon_log
         paused = daemon_log.count("spool: intake paused")
         disk_full = daemon_log.count("released the space reserve")
 
@@ -752,6 +752,8 @@ circuit_threshold = 0
                     print(f"soak:   #{index} {entry['method']} {entry['path']} body {entry['body_bytes']} of "
                           f"{entry['content_length']} B, status {entry['status']}, action {entry['action']}, "
                           f"offset {entry['headers'].get('upload-offset')}")
+        if clock_step and not clock_seen:
+            problems.append("the daemon never noticed the clock step (no 'the wall clock stepped' in its log)")
         for problem in problems[:40]:
             print("soak: " + problem)
         if len(problems) > 40:

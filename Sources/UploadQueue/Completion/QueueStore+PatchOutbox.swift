@@ -61,8 +61,8 @@ extension QueueStore {
     /// Moves a pending patch's next look to `date` without counting an attempt (its link does not allow it now).
     func postponePatch(_ id: JobID, until date: Date) throws {
         try writer.write { db in
-            try db.execute(sql: "UPDATE patch_outbox SET next_attempt_at = ? WHERE job_id = ?",
-                           arguments: [date, id.rawValue])
+            try db.execute(sql: "UPDATE patch_outbox SET next_attempt_at = ?, updated_at = ? WHERE job_id = ?",
+                           arguments: [date, Date(), id.rawValue])
         }
     }
 

@@ -171,10 +171,20 @@ struct BlobStore: Sendable {
         let kept = sidecarPath(for: id)
         guard FileManager.default.fileExists(atPath: kept) else { return }
         if uploadq_rename_noreplace(AT_FDCWD, kept, AT_FDCWD, original) == 0 { return }
-        guard errno == EXDEV, !FileManager.default.fileExists(atPath: original),
-              let data = FileManager.default.contents(atPath: kept),
-              FileManager.default.createFile(atPath: original, contents: data) else { return }
-        unlink(kept)
+        guard errno == EXDEV, let data = FileManager.default.contents(atPath: kept) else { return }
+        // A new file of ours only: a sidecar the dropper wrote meanwhile is never replaced.
+        let descriptor = open(original, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return }
+        let written = data.withUnsafeBytes { bytes -> Bool in
+            do throws(UploadQueueError) {
+                try Self.writeAll(descriptor, bytes, at: 0, path: original)
+                return fsync(descriptor) == 0
+            } catch {
+                return false
+            }
+        }
+        close(descriptor)
+        if written { unlink(kept) } else { unlink(original) }
     }
 
     /// Removes copies no job refers to: what a crash between making a batch of copies durable and committing

@@ -49,27 +49,17 @@ struct Intake: Sendable {
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`).
     func enqueue(_ request: EnqueueRequest, noFollow: Bool = false, now: Date = Date()) throws(UploadQueueError) -> EnqueueResult {
         let prepared = try prepare(request, noFollow: noFollow, now: now)
-        // A copied spool file can run as soon as its row is committed: its sidecar goes into place first, and
-        // back to the spool when the file is not taken after all.
-        let sidecarFirst = prepared.copy != nil ? request.sidecar : nil
-        if let sidecarFirst { blobs.adoptSidecar(sidecarFirst, for: prepared.job.id) }
-        let accepted: EnqueueResult
-        do {
-            accepted = try commitAlone(prepared)
-        } catch {
-            if let sidecarFirst { blobs.returnSidecar(sidecarFirst, of: prepared.job.id) }
-            throw error
-        }
-        if accepted.deduplicated {
-            if let sidecarFirst { blobs.returnSidecar(sidecarFirst, of: prepared.job.id) }
-            return accepted
-        }
+        let accepted = try commitAlone(prepared)
+        if accepted.deduplicated { return accepted }
         let job = prepared.job
         guard request.mode == .move else { return accepted }
         do {
             if prepared.copy != nil {
-                // Several names share this file: the queue keeps its own copy and only drops the given name.
+                // Several names share this file: the queue keeps its own copy and only drops the given name. Its
+                // sidecar follows once the row is there (a crash before leaves it beside the file, which is taken
+                // again with it); in the rare case the job is released first, the sidecar is swept as an orphan.
                 try blobs.unlinkIfUnchanged(prepared.path, expected: prepared.before, job: job.id)
+                if let sidecar = request.sidecar { blobs.adoptSidecar(sidecar, for: job.id) }
             } else {
                 try completeMove(job, expected: prepared.before, sidecar: request.sidecar)
             }

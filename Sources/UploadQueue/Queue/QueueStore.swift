@@ -203,7 +203,7 @@ public struct QueueStore: Sendable {
         try writer.write { db in
             try Job.filter(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == false)
                 .filter(destinations.contains(Job.Columns.destination))
-                .updateAll(db, Job.Columns.nextAttemptAt.set(to: now))
+                .updateAll(db, Job.Columns.nextAttemptAt.set(to: now), Job.Columns.updatedAt.set(to: now))
         }
     }
 

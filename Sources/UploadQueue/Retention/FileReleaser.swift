@@ -48,6 +48,9 @@ struct FileReleaser: Sendable {
                     case .changed(let reason):
                         outcomes[release.jobID] = .left(reason)
                         continue
+                    case .retry(let reason):
+                        outcomes[release.jobID] = .failed(reason)
+                        continue
                     case .aside(let path):
                         aside = path
                     }
@@ -88,6 +91,9 @@ struct FileReleaser: Sendable {
         case gone
         /// Another file is under the name (a newer version, a link): it is left alone, with the reason.
         case changed(String)
+        /// It cannot be looked at or set aside now (permissions, a full disk, a name in the way): tried again
+        /// later, and the file stays where it is.
+        case retry(String)
         /// The file that was enqueued, renamed to a hidden name beside it: nothing can open it by its old name
         /// while it is deleted or moved.
         case aside(String)
@@ -110,21 +116,31 @@ struct FileReleaser: Sendable {
             return now.isRegularFile && now.inode == expected.inode && now.device == expected.device
                 && now.size == expected.size && now.modifiedNanoseconds == expected.modifiedNanoseconds
         }
-        if FileManager.default.fileExists(atPath: aside) {
-            return matches(aside) ? .aside(aside) : .changed("\(aside) is not the file that was enqueued; left as it is")
+        /// Another file found under the hidden name goes back under the file's name; only then is it left.
+        func putBack(_ reason: String) -> Aside {
+            if uploadq_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, release.path) == 0 { return .changed(reason) }
+            return .retry("\(reason), and it cannot go back to \(release.path) yet (\(String(cString: strerror(errno))))")
         }
-        guard let seen = try? FileFingerprint.of(path: release.path) else { return .gone }
+        if FileManager.default.fileExists(atPath: aside) {
+            return matches(aside) ? .aside(aside) : putBack("\(release.path) changed after it was uploaded; left where it is")
+        }
+        let seen: FileFingerprint
+        do {
+            seen = try FileFingerprint.of(path: release.path)
+        } catch {
+            return error.code == .fileNotFound ? .gone : .retry("cannot look at \(release.path): \(error)")
+        }
         guard seen.isRegularFile else {
             return .changed("\(release.path) is now a \(seen.typeName); left where it is")
         }
         guard matches(release.path) else { return .changed("\(release.path) changed after it was uploaded; left where it is") }
         guard uploadq_rename_noreplace(AT_FDCWD, release.path, AT_FDCWD, aside) == 0 else {
-            return errno == ENOENT ? .gone : .changed("cannot set \(release.path) aside: \(String(cString: strerror(errno)))")
+            let code = errno
+            return code == ENOENT ? .gone : .retry("cannot set \(release.path) aside: \(String(cString: strerror(code)))")
         }
         guard matches(aside) else {
             // Replaced between the look and the rename: the newer file goes back under its name.
-            _ = uploadq_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, release.path)
-            return .changed("\(release.path) changed after it was uploaded; left where it is")
+            return putBack("\(release.path) changed after it was uploaded; left where it is")
         }
         return .aside(aside)
     }

@@ -102,6 +102,11 @@ actor Scheduler {
                 startDueProbes()
                 try fillSlots()
                 for action in health.succeeded(unsettled: unsettled.count, at: .now) { perform(action) }
+                if exitWhenIdle, workers.isEmpty, !unsettled.isEmpty, health.hasLasted(storeGiveUp, at: .now) {
+                    // Only ends that cannot be recorded are left, and the disk stays full: a batch run stops.
+                    failure = giveUp(health.trouble ?? "the queue cannot be written")
+                    break
+                }
                 if exitWhenIdle, workers.isEmpty, unsettled.isEmpty, try store.isIdle() {
                     logger.info("the queue is idle: nothing pending or uploading")
                     break
@@ -118,11 +123,7 @@ actor Scheduler {
             } catch {
                 storeFailed(error)
                 if exitWhenIdle, workers.isEmpty, health.hasLasted(storeGiveUp, at: .now) {
-                    failure = .database("""
-                        the queue could not be written for \(storeGiveUp) (\(health.trouble ?? "\(error)")); \
-                        \(unsettled.count) finished upload(s) are not recorded and are sent again at the next start \
-                        (tus and S3 ask the server what it has first)
-                        """, error)
+                    failure = giveUp(health.trouble ?? "\(error)")
                     break
                 }
                 await wake.wait(timeout: .seconds(1))
@@ -131,6 +132,14 @@ actor Scheduler {
         await stopAll()
         await recordUnsettled()
         try? bookTraffic()
+    }
+
+    /// The error a batch run stops with when the queue stayed unwritable for `storeGiveUp`.
+    private func giveUp(_ reason: String) -> UploadQueueError {
+        UploadQueueError(.diskLow, """
+            the queue could not be written for \(storeGiveUp) (\(reason)); \(unsettled.count) finished upload(s) \
+            are not recorded and are sent again at the next start (tus and S3 ask the server what it has first)
+            """)
     }
 
     /// Why `run()` gave up (`--exit-when-idle` only: a queue that could not be written for `storeGiveUp`).
@@ -208,9 +217,6 @@ actor Scheduler {
         }
     }
 
-    /// True while this process holds the job: transferring it, or keeping how its transfer ended until the
-    /// database can take it. A cancel then only flags it.
-    func holds(_ id: JobID) -> Bool { workers[id] != nil || unsettled[id] != nil }
 
     /// Looks at the link to every destination: stops transfers the new link does not allow (they resume from
     /// their confirmed offset later), makes failures due again for destinations that came back online, sets the
@@ -450,6 +456,9 @@ actor Scheduler {
         let settlement = Settlement(job: job, attempt: attempt, result: result, stop: stop, at: Date())
         do {
             try await recorder.record(settlement, link: links[job.destination]?.linkClass)
+        } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
+            logger.warning("the end of a transfer is not recorded: its job changed meanwhile (\(error))",
+                           metadata: ["uploadq.job": "\(job.id)"])
         } catch {
             // Kept and tried again every round: the job's row stays `uploading` (no claim takes it), and a
             // confirmed upload is recorded once there is room, without being sent again.
