@@ -26,7 +26,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test-servers"))
-from harness import http, start_proxy, add_rule, proxy_bytes, authority, sha256_file  # noqa: E402
+from harness import stored_sha256, http, start_proxy, add_rule, proxy_bytes, authority, sha256_file  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 S3_AUTH = "AWS4-HMAC-SHA256 Credential=AKIDCHAOS/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00"
@@ -170,19 +170,8 @@ chunk_size = "1MiB"
             if job["state"] != "uploaded" or job["id"] in seen:
                 continue
             seen.add(job["id"])
-            if job["destination"] == "local":
-                stored = job["remote_url"][len("file://"):]
-                actual = sha256_file(stored) if os.path.exists(stored) else None
-            elif job["destination"] == "tus":
-                stored = os.path.join(tus_files, job["remote_url"].rstrip("/").rsplit("/", 1)[1])
-                actual = sha256_file(stored) if os.path.exists(stored) else None
-            else:
-                key = job["remote_url"].split(f"/{bucket}/", 1)[1]
-                try:
-                    _, body = http("GET", f"{s3_endpoint}/{bucket}/{key}", headers={"Authorization": S3_AUTH})
-                    actual = hashlib.sha256(body).hexdigest()
-                except Exception:
-                    actual = None
+            kind = {"local": "file", "tus": "tus"}.get(job["destination"], "s3")
+            actual = stored_sha256(job, kind, tus_files, s3_endpoint, bucket, S3_AUTH)
             if actual is None:
                 lost += 1
                 problems.append(f"missing on its server: {job['id']} {job['remote_url']}")

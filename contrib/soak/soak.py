@@ -54,7 +54,7 @@ import urllib.parse
 import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test-servers"))
-from harness import http, start_proxy, add_rule, clear_rules, proxy_stats, proxy_bytes, authority, sha256_file  # noqa: E402
+from harness import stored_sha256, http, start_proxy, add_rule, clear_rules, proxy_stats, proxy_bytes, authority, sha256_file  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 S3_AUTH = "AWS4-HMAC-SHA256 Credential=AKIDSOAK/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00"
@@ -590,19 +590,8 @@ circuit_threshold = 0
             if job["state"] != "uploaded" or job.get("original_name") not in expected:
                 continue
             want = expected[job["original_name"]][2]
-            if job["destination"] == "photos_local":
-                stored = urllib.parse.unquote(job["remote_url"][len("file://"):])
-                actual = sha256_file(stored) if os.path.exists(stored) else None
-            elif job["destination"] == "photos_tus":
-                stored = os.path.join(tus_files, job["remote_url"].rstrip("/").rsplit("/", 1)[1])
-                actual = sha256_file(stored) if os.path.exists(stored) else None
-            else:
-                key = job["remote_url"].split(f"/{bucket}/", 1)[1]
-                try:
-                    _, body = http("GET", f"{s3_endpoint}/{bucket}/{key}", headers={"Authorization": S3_AUTH})
-                    actual = hashlib.sha256(body).hexdigest()
-                except Exception:
-                    actual = None
+            kind = {"photos_local": "file", "photos_tus": "tus"}.get(job["destination"], "s3")
+            actual = stored_sha256(job, kind, tus_files, s3_endpoint, bucket, S3_AUTH)
             if actual is None:
                 lost += 1
                 problems.append(f"missing on its server: {job['original_name']} {job['id']} {job['remote_url']}")

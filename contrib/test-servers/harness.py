@@ -4,6 +4,8 @@ Import it with contrib/test-servers on sys.path (both harnesses do).
 """
 import hashlib
 import json
+import os
+import urllib.parse
 import urllib.request
 
 
@@ -54,3 +56,20 @@ def sha256_file(path):
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def stored_sha256(job, kind, tus_files, s3_endpoint, bucket, s3_auth):
+    """SHA-256 of what the server holds for an uploaded job (kind: "file", "tus" or "s3"), or None when the
+    server has nothing there."""
+    if kind == "file":
+        stored = urllib.parse.unquote(job["remote_url"][len("file://"):])
+        return sha256_file(stored) if os.path.exists(stored) else None
+    if kind == "tus":
+        stored = os.path.join(tus_files, job["remote_url"].rstrip("/").rsplit("/", 1)[1])
+        return sha256_file(stored) if os.path.exists(stored) else None
+    key = job["remote_url"].split(f"/{bucket}/", 1)[1]
+    try:
+        _, body = http("GET", f"{s3_endpoint}/{bucket}/{key}", headers={"Authorization": s3_auth})
+        return hashlib.sha256(body).hexdigest()
+    except Exception:
+        return None

@@ -150,19 +150,27 @@ struct BlobStore: Sendable {
     func adoptSidecar(_ source: String, for id: JobID) {
         let target = sidecarPath(for: id)
         if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 { return }
-        guard errno == EXDEV, let data = FileManager.default.contents(atPath: source) else { return }
-        let descriptor = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { return }
+        guard errno == EXDEV, let data = FileManager.default.contents(atPath: source),
+              Self.writeNew(data, to: target, mode: 0o600) else { return }
+        unlink(source)
+    }
+
+    /// Writes `data` to a new file at `path` (never replacing one) and fsyncs it; false, with nothing left
+    /// behind, when that cannot be done.
+    private static func writeNew(_ data: Data, to path: String, mode: mode_t) -> Bool {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        guard descriptor >= 0 else { return false }
         let written = data.withUnsafeBytes { bytes -> Bool in
             do throws(UploadQueueError) {
-                try Self.writeAll(descriptor, bytes, at: 0, path: target)
+                try writeAll(descriptor, bytes, at: 0, path: path)
                 return fsync(descriptor) == 0
             } catch {
                 return false
             }
         }
         close(descriptor)
-        if written { unlink(source) } else { unlink(target) }
+        if !written { unlink(path) }
+        return written
     }
 
     /// Puts a sidecar taken by `adoptSidecar` back where it came from (its file was not taken after all); never
@@ -171,20 +179,10 @@ struct BlobStore: Sendable {
         let kept = sidecarPath(for: id)
         guard FileManager.default.fileExists(atPath: kept) else { return }
         if uploadq_rename_noreplace(AT_FDCWD, kept, AT_FDCWD, original) == 0 { return }
-        guard errno == EXDEV, let data = FileManager.default.contents(atPath: kept) else { return }
         // A new file of ours only: a sidecar the dropper wrote meanwhile is never replaced.
-        let descriptor = open(original, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { return }
-        let written = data.withUnsafeBytes { bytes -> Bool in
-            do throws(UploadQueueError) {
-                try Self.writeAll(descriptor, bytes, at: 0, path: original)
-                return fsync(descriptor) == 0
-            } catch {
-                return false
-            }
-        }
-        close(descriptor)
-        if written { unlink(kept) } else { unlink(original) }
+        guard errno == EXDEV, let data = FileManager.default.contents(atPath: kept),
+              Self.writeNew(data, to: original, mode: 0o644) else { return }
+        unlink(kept)
     }
 
     /// Removes copies no job refers to: what a crash between making a batch of copies durable and committing
