@@ -77,13 +77,26 @@ struct FileRelease: Sendable, Equatable, Codable, FetchableRecord, PersistableRe
     /// (`reference` jobs upload the caller's file, which the queue never touches).
     static func owed(for job: Job, policy: RetentionPolicy, now: Date) -> FileRelease? {
         guard job.mode != .reference else { return nil }
-        return owedForCopy(job, policy: policy, now: now)
+        switch policy.uploadedCopies {
+        case .delete:
+            return FileRelease(jobID: job.id, action: .delete, path: job.file, dueAt: now, createdAt: now)
+        case .keep(let duration):
+            return FileRelease(jobID: job.id, action: .delete, path: job.file,
+                               dueAt: now.addingTimeInterval(duration.seconds), createdAt: now)
+        case .archive(let directory, let template):
+            let relative = template.expand(jobID: job.id, originalName: job.originalName, sha256: job.sha256,
+                                           meta: job.meta, date: job.createdAt)
+            let target = FileName.fittingPath(relative, under: directory, jobID: job.id,
+                                              reserve: Sidecar.suffix.utf8.count)
+            return FileRelease(jobID: job.id, action: .archive, path: job.file, target: target, dueAt: now,
+                               createdAt: now)
+        }
     }
 
     /// What a job owes once uploaded: the release of the queue's copy by `policy`, or for a `reference` job what
     /// `source` (its own choice, else its destination's) says about the caller's file; nil when nothing is owed.
     static func owed(for job: Job, policy: RetentionPolicy, source: SourceAfterUpload, now: Date) -> FileRelease? {
-        guard job.mode == .reference else { return owedForCopy(job, policy: policy, now: now) }
+        guard job.mode == .reference else { return owed(for: job, policy: policy, now: now) }
         var release: FileRelease
         switch source {
         case .keep:
@@ -100,22 +113,5 @@ struct FileRelease: Sendable, Equatable, Codable, FetchableRecord, PersistableRe
         release.sourceSize = job.size
         release.sourceModifiedNanoseconds = job.modifiedNanoseconds
         return release
-    }
-
-    private static func owedForCopy(_ job: Job, policy: RetentionPolicy, now: Date) -> FileRelease? {
-        switch policy.uploadedCopies {
-        case .delete:
-            return FileRelease(jobID: job.id, action: .delete, path: job.file, dueAt: now, createdAt: now)
-        case .keep(let duration):
-            return FileRelease(jobID: job.id, action: .delete, path: job.file,
-                               dueAt: now.addingTimeInterval(duration.seconds), createdAt: now)
-        case .archive(let directory, let template):
-            let relative = template.expand(jobID: job.id, originalName: job.originalName, sha256: job.sha256,
-                                           meta: job.meta, date: job.createdAt)
-            let target = FileName.fittingPath(relative, under: directory, jobID: job.id,
-                                              reserve: Sidecar.suffix.utf8.count)
-            return FileRelease(jobID: job.id, action: .archive, path: job.file, target: target, dueAt: now,
-                               createdAt: now)
-        }
     }
 }

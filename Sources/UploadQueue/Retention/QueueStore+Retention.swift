@@ -48,11 +48,16 @@ extension QueueStore {
     }
 
     /// Another job, not uploaded yet, that reads the same file (a `reference` file enqueued to two destinations):
-    /// the file must stay for it.
+    /// the file must stay for it. Looks only among the jobs not uploaded (through the state index), so the cost
+    /// follows what is in flight, not the history kept.
     func otherJobReading(_ path: String, except id: JobID) throws -> JobID? {
-        try writer.read { db in
-            try String.fetchOne(db, sql: "SELECT id FROM job WHERE file = ? AND id != ? AND state != ? LIMIT 1",
-                                arguments: [path, id.rawValue, JobState.uploaded.rawValue]).map { JobID(trusted: $0) }
+        let open = JobState.allCases.filter { $0 != .uploaded }
+        return try writer.read { db in
+            try String.fetchOne(db, sql: """
+                SELECT id FROM job WHERE state IN (\(open.map { _ in "?" }.joined(separator: ", ")))
+                AND file = ? AND id != ? LIMIT 1
+                """, arguments: StatementArguments(open.map(\.rawValue) + [path, id.rawValue]))
+                .map { JobID(trusted: $0) }
         }
     }
 
