@@ -50,6 +50,8 @@ let package = Package(
             dependencies: [
                 "UploadQueue",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // sqlite3_trace_v2 and sqlite3_stmt_status: the tests count the rows a scheduler round reads.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

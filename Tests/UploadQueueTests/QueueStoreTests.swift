@@ -58,7 +58,7 @@ struct QueueStoreTests {
         try store.finish(claimed.id, attempt: attempt.number, event: .failTransient(error: "503", retryAt: retryAt),
                          outcome: "failed", error: "503")
         #expect(try store.claimNext() == nil)
-        #expect(try store.nextDueDate() != nil)
+        #expect(try store.roundView().nextDue != nil)
         let (again, second) = try #require(try store.claimNext(now: retryAt.addingTimeInterval(1)))
         #expect(again.id == id && second.number == 2 && again.failures == 1)
     }
@@ -105,7 +105,7 @@ struct QueueStoreTests {
         _ = try store.claimNext()
         let (flagged, _) = try store.requestCancel(ids[0], workerRunning: true)
         #expect(flagged == .requested)
-        #expect(try store.cancelRequests() == [ids[0]])
+        #expect(try store.roundView().cancelRequests == [ids[0]])
         let (removed, _) = try store.requestCancel(ids[1], workerRunning: true)
         #expect(removed == .removed)
         #expect(try store.job(ids[1]) != nil, "the caller keeps the file first, then removes the row")

@@ -344,7 +344,9 @@ struct TusUploaderTests {
     func sourceChanged() async throws {
         let proxy = try await proxy()
         try await proxy.add(["method": "PATCH", "skip": 1, "action": "reset", "after_bytes": 0, "times": 2])
-        let sandbox = try sandbox(endpoint: proxy.url("/files/"), retry: "1s")
+        // The file changes while the job waits for its retry: a wait long enough for a loaded machine to see the
+        // failure and write the file before the retry comes.
+        let sandbox = try sandbox(endpoint: proxy.url("/files/"), retry: "4s")
         let path = try sandbox.makeFile(sandbox.root + "/ref.bin", size: 900_000, seed: 18)
         let running = try RunningQueue(sandbox)
         let id = try await running.enqueue(path, to: "tus", mode: .reference)

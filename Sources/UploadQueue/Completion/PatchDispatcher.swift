@@ -39,6 +39,7 @@ actor PatchDispatcher {
     /// Sends due patches until the task is cancelled.
     func run() async {
         while !Task.isCancelled {
+            let pass = ContinuousClock.now
             do {
                 try recordUnrecorded()
                 let due = try store.duePatches(limit: parallel)
@@ -55,7 +56,8 @@ actor PatchDispatcher {
                     logger.notice("patches: the queue can be written again")
                 }
                 let next = try store.nextPatchDue().map { $0.timeIntervalSinceNow } ?? 5
-                await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.01), 5) * 1000)))
+                await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.01), 5) * 1000)), spacedFrom: pass,
+                                by: .milliseconds(20))
             } catch {
                 storeFailed(error)
                 await wake.wait(timeout: .seconds(1))

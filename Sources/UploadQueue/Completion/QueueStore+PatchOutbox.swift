@@ -20,10 +20,10 @@ extension QueueStore {
     /// Uploaded jobs whose patch is pending and due, oldest first.
     func duePatches(now: Date = Date(), limit: Int) throws -> [Job] {
         try writer.read { db in
-            let ids = try String.fetchAll(db, sql: """
+            let ids = try String.fetchAll(db.cachedStatement(sql: """
                 SELECT o.job_id FROM patch_outbox o JOIN job j ON j.id = o.job_id
                 WHERE j.patch_state = ? AND o.next_attempt_at <= ? ORDER BY o.next_attempt_at LIMIT ?
-                """, arguments: [PatchState.pending.rawValue, now, limit])
+                """), arguments: [PatchState.pending.rawValue, now, limit])
             return try ids.compactMap { try Job.fetchOne(db, key: $0) }
         }
     }
@@ -31,10 +31,10 @@ extension QueueStore {
     /// When the next pending patch is due, if any.
     func nextPatchDue() throws -> Date? {
         try writer.read { db in
-            try Date.fetchOne(db, sql: """
+            try Date.fetchOne(db.cachedStatement(sql: """
                 SELECT MIN(o.next_attempt_at) FROM patch_outbox o JOIN job j ON j.id = o.job_id
                 WHERE j.patch_state = ?
-                """, arguments: [PatchState.pending.rawValue])
+                """), arguments: [PatchState.pending.rawValue])
         }
     }
 

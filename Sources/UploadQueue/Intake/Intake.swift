@@ -236,6 +236,7 @@ struct Intake: Sendable {
             modifiedNanoseconds: before.modifiedNanoseconds, inode: before.inode, device: before.device,
             destination: destination, priority: request.priority, remoteURL: nil, bytesConfirmed: 0,
             rateBytesPerSecond: 0, meta: request.meta, patch: request.patch, patchState: .none, onMetered: request.onMetered,
+            meteredBelow: request.onMetered.flatMap(MeteredPolicy.init)?.sizeLimit,
             sourceAfterUpload: sourceAfterUpload?.description, resumeState: nil,
             intakeComplete: request.mode != .move || copies, cancelRequested: false, createdAt: now, updatedAt: now)
         return Prepared(job: job, copy: copy, before: before, path: path)

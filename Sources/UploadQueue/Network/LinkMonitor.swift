@@ -5,9 +5,10 @@ import Synchronization
 /// Classifies the link to each destination as unmetered, metered or offline, with who decided, and says when
 /// that changes.
 ///
-/// Each look reads the routing table (cheap) and takes NetworkManager's answer from a cache, so the scheduler and
-/// the uploaders (before every chunk) never wait for D-Bus. The monitor's own thread asks NetworkManager again
-/// every two seconds and wakes on netlink route, address and link changes.
+/// Each look takes the routing table and NetworkManager's answer from caches, so the scheduler and the uploaders
+/// (before every chunk) never wait for D-Bus nor parse the kernel's tables per file. The monitor's own thread
+/// reads both again every two seconds and on netlink route, address and link changes; without it (the CLI), a
+/// table older than `routeTableAge` is read again.
 final class LinkMonitor: Sendable {
     private struct State {
         var override: LinkOverride
@@ -15,7 +16,11 @@ final class LinkMonitor: Sendable {
         var addresses: [String: (bytes: [UInt8]?, at: ContinuousClock.Instant)] = [:]
         var last: [String: LinkStatus] = [:]
         var watching = false
+        var routes: (table: RouteTable, at: ContinuousClock.Instant)?
     }
+
+    /// How long a routing table read is used before it is read again (the netlink watch refreshes it sooner).
+    static let routeTableAge = Duration.milliseconds(250)
 
     private let configuration: Configuration
     private let classifier: LinkClassifier
@@ -40,13 +45,13 @@ final class LinkMonitor: Sendable {
 
     /// The link as a whole: the interface of the default route.
     func overall() -> LinkStatus {
-        classify(interface: RouteTable.current().defaultInterface)
+        classify(interface: routeTable().defaultInterface)
     }
 
     /// The link to `destination`'s server; a local-directory destination needs none and is always unmetered.
     /// Never waits: the server's address comes from what `refresh()` looked up (the default route until then).
     func status(for destination: Destination) -> LinkStatus {
-        status(for: destination, table: RouteTable.current())
+        status(for: destination, table: routeTable())
     }
 
     private func status(for destination: Destination, table: RouteTable) -> LinkStatus {
@@ -66,7 +71,7 @@ final class LinkMonitor: Sendable {
     /// status.
     func changes() -> [String: LinkStatus] {
         var changed: [String: LinkStatus] = [:]
-        let table = RouteTable.current()  // read once for all destinations
+        let table = routeTable()  // once for all destinations
         for (name, destination) in configuration.destinations {
             let status = status(for: destination, table: table)
             let before = state.withLock { state -> LinkStatus? in
@@ -111,6 +116,15 @@ final class LinkMonitor: Sendable {
         stopped.store(true, ordering: .relaxed)
     }
 
+    /// The routing table as last read, read again when older than `routeTableAge`.
+    private func routeTable() -> RouteTable {
+        let now = ContinuousClock.now
+        if let cached = state.withLock({ $0.routes }), now - cached.at < Self.routeTableAge { return cached.table }
+        let table = RouteTable.current()
+        state.withLock { $0.routes = (table, now) }
+        return table
+    }
+
     private func classify(interface: String?) -> LinkStatus {
         let override = state.withLock { $0.override }
         let nm = override == .auto && interface != nil && interface != "lo" ? networkManager(interface) : nil
@@ -127,6 +141,7 @@ final class LinkMonitor: Sendable {
     /// the monitor's thread, before the scheduler starts, or in the CLI; everything else reads its results.
     func refresh() {
         let table = RouteTable.current()
+        state.withLock { $0.routes = (table, .now) }
         var interfaces: Set<String> = []
         if let main = table.defaultInterface { interfaces.insert(main) }
         for destination in configuration.destinations.values where destination.transferProtocol != .file {

@@ -18,10 +18,16 @@ public enum MeteredPolicy: Sendable, Equatable, CustomStringConvertible {
 
     /// Whether a transfer of `size` bytes may go on a metered link.
     func allows(size: Int64) -> Bool {
+        size < sizeLimit
+    }
+
+    /// The policy as one number: files smaller than it may go on a metered link (0: none; `Int64.max`: all).
+    /// What the queue stores and compares in SQL, so a claim filters by the link without decoding rows.
+    var sizeLimit: Int64 {
         switch self {
-        case .defer: false
-        case .allow: true
-        case .allowBelow(let limit): size < limit
+        case .defer: 0
+        case .allow: .max
+        case .allowBelow(let limit): max(limit, 0)
         }
     }
 
@@ -46,11 +52,8 @@ enum LinkPolicy {
         case .offline:
             return .offline
         case .metered:
-            switch job.onMetered.flatMap(MeteredPolicy.init) ?? destination.onMetered {
-            case .allow: return nil
-            case .defer: return .meteredLink
-            case .allowBelow(let size): return job.size < size ? nil : .meteredLink
-            }
+            let policy = job.onMetered.flatMap(MeteredPolicy.init) ?? destination.onMetered
+            return policy.allows(size: job.size) ? nil : .meteredLink
         }
     }
 }

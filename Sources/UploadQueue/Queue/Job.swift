@@ -40,6 +40,8 @@ public struct Job: Sendable, Equatable, Codable {
     public internal(set) var patchState: PatchState
     /// The job's own metered-link policy (`defer`, `allow`, `allow-below:SIZE`), overriding its destination's.
     public internal(set) var onMetered: String?
+    /// `onMetered` as the number the claim compares in SQL (`MeteredPolicy.sizeLimit`); nil follows the destination.
+    var meteredBelow: Int64? = nil
     /// For a `reference` job: what becomes of the file after the upload (`keep`, `delete`, `move:DIR`), when the
     /// job says; nil follows its destination's `source_after_upload`.
     public internal(set) var sourceAfterUpload: String? = nil
@@ -68,6 +70,21 @@ public struct Job: Sendable, Equatable, Codable {
         }
     }
 
+    /// This job with the columns a state change may write (`QueueStore.apply`) taken from `other`: the state
+    /// machine's, progress and outcome, cancel and intake flags, patch state and update time.
+    func withChangeableColumns(of other: Job) -> Job {
+        var job = self
+        job.lifecycle = other.lifecycle
+        job.rateBytesPerSecond = other.rateBytesPerSecond
+        job.remoteURL = other.remoteURL
+        job.bytesConfirmed = other.bytesConfirmed
+        job.cancelRequested = other.cancelRequested
+        job.intakeComplete = other.intakeComplete
+        job.patchState = other.patchState
+        job.updatedAt = other.updatedAt
+        return job
+    }
+
     public enum CodingKeys: String, CodingKey, ColumnExpression {
         case id, state
         case waitingReason = "waiting_reason"
@@ -87,6 +104,7 @@ public struct Job: Sendable, Equatable, Codable {
         case meta, patch
         case patchState = "patch_state"
         case onMetered = "on_metered"
+        case meteredBelow = "metered_below"
         case sourceAfterUpload = "source_after_upload"
         case resumeState = "resume_state"
         case intakeComplete = "intake_complete"

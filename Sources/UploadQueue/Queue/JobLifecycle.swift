@@ -116,46 +116,6 @@ public struct JobLifecycle: Sendable, Equatable {
     }
 }
 
-extension JobLifecycle {
-    /// A waiting reason the scheduler sets or clears on pending jobs, many at once: what `status` shows as why a
-    /// job does not move. The rule of which reason may replace which lives here, with the state machine; the
-    /// store turns it into one `UPDATE` (`rule(for:)`), and a test checks the two agree job by job.
-    public enum WaitingMark: Sendable, Equatable {
-        /// Every slot is busy (`concurrency`) or the destination's circuit is open (`circuit-open`): set on jobs
-        /// that wait for nothing else yet.
-        case set(WaitingReason)
-        /// The cause went away: the reason is cleared where it is set (others stay).
-        case clear(WaitingReason)
-        /// The link's verdict for one job (`metered-link`, `offline`, or nil: the link allows it). It replaces no
-        /// reason, a slot wait or an earlier link verdict; a nil verdict clears only a link reason.
-        case link(WaitingReason?)
-    }
-
-    /// The reasons a mark may replace, and the reason it leaves.
-    public static func rule(for mark: WaitingMark) -> (replaces: [WaitingReason?], leaves: WaitingReason?) {
-        switch mark {
-        case .set(let reason): return ([nil, .concurrency], reason)
-        case .clear(let reason): return ([reason], nil)
-        case .link(let verdict):
-            return (verdict == nil ? [.meteredLink, .offline] : [nil, .concurrency, .meteredLink, .offline], verdict)
-        }
-    }
-
-    /// Applies a waiting mark to this job; returns whether its waiting reason changed. Only a pending job
-    /// waits; any other state ignores marks.
-    @discardableResult
-    public mutating func apply(_ mark: WaitingMark) -> Bool {
-        let rule = Self.rule(for: mark)
-        guard state == .pending, rule.replaces.contains(waitingReason), waitingReason != rule.leaves else { return false }
-        do throws(JobTransitionError) {
-            try apply(.wait(rule.leaves))
-        } catch {
-            return false
-        }
-        return true
-    }
-}
-
 /// An event that is not allowed in a job's current state.
 public struct JobTransitionError: Error, Sendable, Equatable, CustomStringConvertible {
     public let from: JobState

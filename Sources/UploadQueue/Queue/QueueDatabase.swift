@@ -211,6 +211,9 @@ public struct QueueDatabase: Sendable {
                 t.add(column: "source_mtime_ns", .integer)
             }
         }
+        migrator.registerMigration("v7-scale") { db in
+            try QueueDatabase.migrateToScale(db)
+        }
         return migrator
     }
 }

@@ -27,18 +27,21 @@ public struct QueueStore: Sendable {
         try writer.read { db in try Job.filter(Job.Columns.intakeComplete == false).fetchAll(db) }
     }
 
-    /// One job, or nil.
+    /// One job, or nil; a pending one says why it waits (derived from the holds in force).
     public func job(_ id: JobID) throws -> Job? {
-        try writer.read { db in try Job.fetchOne(db, key: id.rawValue) }
+        try writer.read { db in
+            try Job.fetchOne(db, key: id.rawValue).map { try Self.holds(db).explained($0) }
+        }
     }
 
-    /// Jobs newest first, optionally of one state.
+    /// Jobs newest first, optionally of one state; pending ones say why they wait.
     public func jobs(state: JobState? = nil, limit: Int? = nil) throws -> [Job] {
         try writer.read { db in
             var request = Job.order(Job.Columns.id.desc)
             if let state { request = request.filter(Job.Columns.state == state.rawValue) }
             if let limit { request = request.limit(limit) }
-            return try request.fetchAll(db)
+            let holds = try Self.holds(db)
+            return try request.fetchAll(db).map(holds.explained)
         }
     }
 
@@ -58,7 +61,9 @@ public struct QueueStore: Sendable {
 
     static func apply(_ event: JobLifecycle.Event, to id: JobID, in db: Database, now: Date,
                       change: (inout Job) -> Void = { _ in }) throws -> Job? {
-        guard var job = try Job.fetchOne(db, key: id.rawValue) else {
+        // Cached statements on the paths every job takes: parsing SQL cost more than running it.
+        guard var job = try Job.fetchOne(db.cachedStatement(sql: "SELECT * FROM job WHERE id = ?"), arguments: [id.rawValue])
+        else {
             throw UploadQueueError(.jobNotFound, "no job with id \(id); `uploadq list` shows the queue", job: id)
         }
         var lifecycle = job.lifecycle
@@ -72,57 +77,23 @@ public struct QueueStore: Sendable {
             try job.delete(db)
             return nil
         }
+        let before = job
         job.lifecycle = lifecycle
         change(&job)
         job.updatedAt = now
-        try job.update(db)
+        assert(before.withChangeableColumns(of: job) == job, "a change touched a column `apply` does not write")
+        // Only what a state change may change: encoding the whole row (its metadata and patch as JSON) for every
+        // event cost more than the rest of the transaction.
+        try db.cachedStatement(sql: """
+            UPDATE job SET state = ?, waiting_reason = ?, permanent = ?, attempts = ?, failures = ?, next_attempt_at = ?,
+            last_error = ?, rate_bytes_per_s = ?, remote_url = ?, bytes_confirmed = ?, cancel_requested = ?,
+            intake_complete = ?, patch_state = ?, updated_at = ? WHERE id = ?
+            """).execute(arguments: [
+                job.state.rawValue, job.waitingReason?.rawValue, job.permanent, job.attempts, job.failures,
+                job.nextAttemptAt, job.lastError, job.rateBytesPerSecond, job.remoteURL, job.bytesConfirmed,
+                job.cancelRequested, job.intakeComplete, job.patchState.rawValue, job.updatedAt, id.rawValue,
+            ])
         return job
-    }
-
-    /// Claims the next runnable job (retryable failures whose time has come first become pending), in one write
-    /// transaction: highest priority first, then oldest.
-    func claimNext(now: Date = Date(), excluding destinations: Set<String> = [],
-                   allowed: (Job) -> Bool = { _ in true }) throws -> (Job, JobAttempt)? {
-        try writer.write { db in
-            try Self.promoteDueRetries(db, now: now)
-            var request = Job
-                .filter(Job.Columns.state == JobState.pending.rawValue)
-                .filter(Job.Columns.intakeComplete == true && Job.Columns.cancelRequested == false)
-                .filter(Job.Columns.nextAttemptAt == nil || Job.Columns.nextAttemptAt <= now)
-                .order(Job.Columns.priority.desc, Job.Columns.id)
-            if !destinations.isEmpty {
-                request = request.filter(!destinations.contains(Job.Columns.destination))
-            }
-            // The first candidate the link allows (jobs deferred on a metered link are passed over).
-            let candidates = try request.fetchCursor(db)
-            var chosen: Job?
-            while let candidate = try candidates.next() {
-                if allowed(candidate) {
-                    chosen = candidate
-                    break
-                }
-            }
-            guard let candidate = chosen,
-                  let job = try Self.apply(.claim, to: candidate.id, in: db, now: now, change: { $0.rateBytesPerSecond = 0 })
-            else { return nil }
-            let attempt = JobAttempt(jobID: job.id, number: job.attempts, startedAt: now, endedAt: nil,
-                                     startOffset: job.bytesConfirmed, endOffset: nil, outcome: nil, error: nil)
-            try attempt.insert(db)
-            return (job, attempt)
-        }
-    }
-
-    private static func promoteDueRetries(_ db: Database, now: Date) throws {
-        let due = try Job
-            .filter(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == false)
-            .filter(Job.Columns.nextAttemptAt <= now)
-            .fetchAll(db)
-        for job in due {
-            // SQLite compared millisecond texts and found it due; the state machine must agree even when `now`
-            // is a fraction of a millisecond before the stored time.
-            let dueAt = max(now, job.nextAttemptAt ?? now)
-            _ = try apply(.retryDue(now: dueAt), to: job.id, in: db, now: now)
-        }
     }
 
     /// Records that the start offset of the running attempt was corrected by the uploader (after it looked at
@@ -139,10 +110,10 @@ public struct QueueStore: Sendable {
     /// Persists confirmed progress and the uploader's resume record.
     func recordProgress(_ id: JobID, bytesConfirmed: Int64, resumeState: String?, rate: Int64) throws {
         try writer.write { db in
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 UPDATE job SET bytes_confirmed = ?, resume_state = COALESCE(?, resume_state), rate_bytes_per_s = ?,
                 updated_at = ? WHERE id = ?
-                """, arguments: [bytesConfirmed, resumeState, rate, Date(), id.rawValue])
+                """).execute(arguments: [bytesConfirmed, resumeState, rate, Date(), id.rawValue])
         }
     }
 
@@ -151,48 +122,6 @@ public struct QueueStore: Sendable {
         try writer.write { db in
             try db.execute(sql: "UPDATE job SET resume_state = NULL, bytes_confirmed = 0, updated_at = ? WHERE id = ?",
                            arguments: [Date(), id.rawValue])
-        }
-    }
-
-    /// Marks the runnable pending jobs of `destination` as waiting for `reason`, or clears that reason.
-    func markWaiting(destination: String, reason: WaitingReason, active: Bool, now: Date = Date()) throws {
-        try writer.write { db in
-            try Self.apply(active ? .set(reason) : .clear(reason), in: db,
-                           where: "destination = ?", arguments: [destination])
-        }
-    }
-
-    /// Applies a waiting mark to every pending job matching `condition`, in one `UPDATE` built from
-    /// `JobLifecycle.rule(for:)` (the reasons it may replace, the reason it leaves): the state machine's rule,
-    /// set-wise, so thousands of jobs cost one statement.
-    static func apply(_ mark: JobLifecycle.WaitingMark, in db: Database, where condition: String,
-                      arguments: StatementArguments) throws {
-        let rule = JobLifecycle.rule(for: mark)
-        let named = rule.replaces.compactMap { $0?.rawValue }
-        var clauses: [String] = []
-        if rule.replaces.contains(nil) { clauses.append("waiting_reason IS NULL") }
-        if !named.isEmpty { clauses.append("waiting_reason IN (\(named.map { _ in "?" }.joined(separator: ", ")))") }
-        var all: StatementArguments = [rule.leaves?.rawValue, JobState.pending.rawValue]
-        _ = all.append(contentsOf: StatementArguments(named))
-        _ = all.append(contentsOf: arguments)
-        try db.execute(sql: """
-            UPDATE job SET waiting_reason = ? WHERE state = ? AND (\(clauses.joined(separator: " OR ")))
-            AND \(condition)
-            """, arguments: all)
-    }
-
-    /// Sets or clears the link's waiting reasons (`metered-link`, `offline`) on the pending jobs of `destination`:
-    /// `reason` says, per job, why it may not go now (nil: it may). Each job goes through the state machine.
-    func markLinkWaiting(destination: String, reason: (Job) -> WaitingReason?) throws {
-        try writer.write { db in
-            let pending = try Job.filter(Job.Columns.state == JobState.pending.rawValue)
-                .filter(Job.Columns.destination == destination).fetchAll(db)
-            for job in pending {
-                var lifecycle = job.lifecycle
-                guard lifecycle.apply(.link(reason(job))) else { continue }
-                try db.execute(sql: "UPDATE job SET waiting_reason = ? WHERE id = ?",
-                               arguments: [lifecycle.waitingReason?.rawValue, job.id.rawValue])
-            }
         }
     }
 
@@ -237,28 +166,42 @@ public struct QueueStore: Sendable {
     func finish(_ id: JobID, attempt: Int, event: JobLifecycle.Event, outcome: String, error: String?,
                 now: Date = Date(), release: FileRelease? = nil, change: (inout Job) -> Void = { _ in }) throws -> Job? {
         try writer.write { db in
-            let endOffset = try Int64.fetchOne(db, sql: "SELECT bytes_confirmed FROM job WHERE id = ?",
-                                               arguments: [id.rawValue])
-            try db.execute(sql: """
-                UPDATE job_attempt SET ended_at = ?, end_offset = ?, outcome = ?, error = ?
-                WHERE job_id = ? AND number = ?
-                """, arguments: [now, endOffset, outcome, error, id.rawValue, attempt])
-            let job = try Self.apply(event, to: id, in: db, now: now) { job in
-                job.rateBytesPerSecond = 0
-                change(&job)
-                if case .succeed = event, job.patch != nil { job.patchState = .pending }
-            }
-            // The patch is owed from the moment the job is uploaded: same transaction, so a crash cannot lose it.
-            if case .succeed = event, let job, job.patch != nil {
-                try db.execute(sql: """
-                    INSERT INTO patch_outbox (job_id, attempts, next_attempt_at, created_at, updated_at)
-                    VALUES (?, 0, ?, ?, ?) ON CONFLICT(job_id) DO NOTHING
-                    """, arguments: [id.rawValue, now, now, now])
-            }
-            // So is the release of the queue's copy: a crash after this commit cannot leak the file.
-            if case .succeed = event, let release { try release.insert(db, onConflict: .replace) }
-            return job
+            try Self.finish(id, attempt: attempt, event: event, outcome: outcome, error: error, now: now, release: release,
+                            in: db, change: change)
         }
+    }
+
+    /// `finish` inside a transaction the caller holds (the group commit of several transfer ends).
+    @discardableResult
+    static func finish(_ id: JobID, attempt: Int, event: JobLifecycle.Event, outcome: String, error: String?,
+                       now: Date, release: FileRelease? = nil, in db: Database,
+                       change: (inout Job) -> Void = { _ in }) throws -> Job? {
+        // An upload ends at the file's size (its last confirmation is written here, not before).
+        let endOffset = if case .succeed = event {
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT size FROM job WHERE id = ?"), arguments: [id.rawValue])
+        } else {
+            try Int64.fetchOne(db.cachedStatement(sql: "SELECT bytes_confirmed FROM job WHERE id = ?"),
+                               arguments: [id.rawValue])
+        }
+        try db.cachedStatement(sql: """
+            UPDATE job_attempt SET ended_at = ?, end_offset = ?, outcome = ?, error = ?
+            WHERE job_id = ? AND number = ?
+            """).execute(arguments: [now, endOffset, outcome, error, id.rawValue, attempt])
+        let job = try Self.apply(event, to: id, in: db, now: now) { job in
+            job.rateBytesPerSecond = 0
+            change(&job)
+            if case .succeed = event, job.patch != nil { job.patchState = .pending }
+        }
+        // The patch is owed from the moment the job is uploaded: same transaction, so a crash cannot lose it.
+        if case .succeed = event, let job, job.patch != nil {
+            try db.cachedStatement(sql: """
+                INSERT INTO patch_outbox (job_id, attempts, next_attempt_at, created_at, updated_at)
+                VALUES (?, 0, ?, ?, ?) ON CONFLICT(job_id) DO NOTHING
+                """).execute(arguments: [id.rawValue, now, now, now])
+        }
+        // So is the release of the queue's copy: a crash after this commit cannot leak the file.
+        if case .succeed = event, let release { try release.insert(db, onConflict: .replace) }
+        return job
     }
 
     /// Puts the `uploading` jobs of a dead process back to `pending`, keeping their resume state.
@@ -334,42 +277,24 @@ public struct QueueStore: Sendable {
         }
     }
 
-    /// Ids of jobs someone asked to cancel while a runner was up.
-    func cancelRequests() throws -> [JobID] {
-        try writer.read { db in
-            try String.fetchAll(db, sql: "SELECT id FROM job WHERE cancel_requested = 1 AND state != ?",
-                                arguments: [JobState.uploaded.rawValue])
-                .map { JobID(trusted: $0) }
-        }
-    }
-
-    /// Marks runnable pending jobs as waiting for a free slot (or clears the mark), so `status` can say why.
-    func markWaitingForSlots(_ waiting: Bool, now: Date = Date()) throws {
-        try writer.write { db in
-            try Self.apply(waiting ? .set(.concurrency) : .clear(.concurrency), in: db,
-                           where: "intake_complete = 1 AND (next_attempt_at IS NULL OR next_attempt_at <= ?)",
-                           arguments: [now])
-        }
-    }
-
     /// True when no job is pending or uploading (failed jobs may remain). A job still being taken in by another
     /// process, or waiting for its cancel to finish, is not work this runner can do, so it does not count: a batch
     /// run never waits for ever on a row it cannot move.
     func isIdle() throws -> Bool {
         try writer.read { db in
-            try Job.filter([JobState.pending.rawValue, JobState.uploading.rawValue].contains(Job.Columns.state))
-                .filter(Job.Columns.intakeComplete == true && Job.Columns.cancelRequested == false)
-                .fetchCount(db) == 0
+            let busy = try Bool.fetchOne(db.cachedStatement(sql: """
+                SELECT EXISTS (SELECT 1 FROM job WHERE state IN ('pending', 'uploading') AND intake_complete = 1
+                AND cancel_requested = 0)
+                """))
+            return busy == false
         }
     }
 
-    /// The earliest time a waiting job becomes runnable, if any job waits on time.
-    func nextDueDate() throws -> Date? {
-        try writer.read { db in
-            try Date.fetchOne(db, sql: """
-                SELECT MIN(next_attempt_at) FROM job WHERE (state = ? AND permanent = 0) OR state = ?
-                """, arguments: [JobState.failed.rawValue, JobState.pending.rawValue])
-        }
+    /// The earliest time a waiting job becomes runnable, if any job waits on time: the first due retry, read from
+    /// the `job_runnable` index (only retryable failures have a time; a permanent one has none).
+    static func nextDueDate(_ db: Database) throws -> Date? {
+        try Date.fetchOne(db, sql: "SELECT MIN(next_attempt_at) FROM job WHERE state = ?",
+                          arguments: [JobState.failed.rawValue])
     }
 
     /// Moves the stored due times (retries, patch deliveries, owed releases) written between `from` and

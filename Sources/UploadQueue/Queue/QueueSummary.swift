@@ -34,51 +34,77 @@ public struct QueueSummary: Sendable, Equatable {
 }
 
 extension QueueStore {
-    /// The summary, read in one short read transaction (cheap on large queues: aggregates over indexes).
+    /// The summary, read in one short read transaction. Counts come from `job_tally` (kept by triggers) and the
+    /// holds, so its cost grows with the jobs in flight, never with the history kept.
     public func summary() throws -> QueueSummary {
         try writer.read { db in
             var counts = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, 0) })
             var bytes = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, Int64(0)) })
-            for row in try Row.fetchAll(db, sql: "SELECT state, COUNT(*), COALESCE(SUM(size), 0) FROM job GROUP BY state") {
-                guard let state = JobState(rawValue: row[0]) else { continue }
-                counts[state] = row[1]
-                bytes[state] = row[2]
-            }
-            var waiting: [WaitingReason: Int] = [:]
+            var permanent = 0
+            var patches = Dictionary(uniqueKeysWithValues: PatchState.allCases.map { ($0, 0) })
+            var pendingByDestination: [String: Int] = [:]
             for row in try Row.fetchAll(db, sql: """
-                SELECT waiting_reason, COUNT(*) FROM job WHERE state = ? AND waiting_reason IS NOT NULL
-                GROUP BY waiting_reason
-                """, arguments: [JobState.pending.rawValue]) {
-                if let reason = WaitingReason(rawValue: row[0]) { waiting[reason] = row[1] }
+                SELECT state, destination, permanent, patch_state, jobs, bytes FROM job_tally WHERE jobs != 0
+                """) {
+                guard let state = JobState(rawValue: row["state"]) else { continue }
+                let jobs: Int = row["jobs"]
+                counts[state, default: 0] += jobs
+                bytes[state, default: 0] += row["bytes"] as Int64
+                if state == .failed, row["permanent"] as Bool { permanent += jobs }
+                if let patch = PatchState(rawValue: row["patch_state"]), patch != .none { patches[patch, default: 0] += jobs }
+                if state == .pending { pendingByDestination[row["destination"], default: 0] += jobs }
             }
-            let permanent = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job WHERE state = ? AND permanent = 1",
-                                             arguments: [JobState.failed.rawValue]) ?? 0
+            let holds = try Self.holds(db)
+            let waiting = try Self.waitingCounts(db, holds: holds, pending: pendingByDestination)
             let active = try Job.filter(Job.Columns.state == JobState.uploading.rawValue).order(Job.Columns.id).fetchAll(db)
                 .map {
                     QueueSummary.ActiveTransfer(id: $0.id, file: $0.file, originalName: $0.originalName,
                                                 destination: $0.destination, bytesConfirmed: $0.bytesConfirmed,
                                                 size: $0.size, rateBytesPerSecond: $0.rateBytesPerSecond)
                 }
-            let next = try Date.fetchOne(db, sql: """
-                SELECT MIN(next_attempt_at) FROM job WHERE state IN (?, ?) AND permanent = 0
-                """, arguments: [JobState.failed.rawValue, JobState.pending.rawValue])
-            var patches = Dictionary(uniqueKeysWithValues: PatchState.allCases.map { ($0, 0) })
-            for row in try Row.fetchAll(db, sql: """
-                SELECT patch_state, COUNT(*) FROM job WHERE patch_state != ? GROUP BY patch_state
-                """, arguments: [PatchState.none.rawValue]) {
-                if let state = PatchState(rawValue: row[0]) { patches[state] = row[1] }
-            }
             var summary = QueueSummary(counts: counts, bytes: bytes, waiting: waiting, permanentFailures: permanent,
-                                       active: active, nextAttemptAt: next, patches: patches)
-            summary.failedAttempts = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job_attempt WHERE outcome = 'failed'") ?? 0
-            summary.openCircuits = Set(try String.fetchAll(db, sql: """
-                SELECT DISTINCT destination FROM job WHERE state = ? AND waiting_reason = ?
-                """, arguments: [JobState.pending.rawValue, WaitingReason.circuitOpen.rawValue]))
+                                       active: active, nextAttemptAt: try Self.nextDueDate(db), patches: patches)
+            summary.failedAttempts = try Int.fetchOne(db, sql: """
+                SELECT value FROM queue_counter WHERE name = 'failed_attempts'
+                """) ?? 0
+            summary.openCircuits = holds.openCircuits
             summary.owedReleases = try FileRelease.fetchCount(db)
             summary.releaseError = try String.fetchOne(db, sql: """
                 SELECT last_error FROM file_release WHERE last_error IS NOT NULL ORDER BY due_at LIMIT 1
                 """)
             return summary
         }
+    }
+
+    /// Pending jobs per waiting reason, by the precedence of `QueueHolds.reason(for:)`, from the pending count of
+    /// each destination: only a metered hold counts rows (those it keeps back, read from the claim indexes).
+    private static func waitingCounts(_ db: Database, holds: QueueHolds,
+                                      pending: [String: Int]) throws -> [WaitingReason: Int] {
+        var waiting: [WaitingReason: Int] = [:]
+        let slotsFull = holds.hold(.concurrency, on: QueueHolds.wholeQueue) != nil
+        for (destination, count) in pending where count > 0 {
+            if holds.hold(.offline, on: destination) != nil {
+                waiting[.offline, default: 0] += count
+                continue
+            }
+            var left = count
+            if let metered = holds.hold(.meteredLink, on: destination) {
+                let own = QueueDatabase.ClaimIndex.meteredDeferred, byPolicy = QueueDatabase.ClaimIndex.byDestinationPolicy
+                let held = try Int.fetchOne(db, sql: """
+                    SELECT (SELECT COUNT(*) FROM job INDEXED BY \(own.rawValue) WHERE \(own.condition) AND destination = ?)
+                    + (SELECT COUNT(*) FROM job INDEXED BY \(byPolicy.rawValue) WHERE \(byPolicy.condition)
+                       AND destination = ? AND size >= ?)
+                    """, arguments: [destination, destination, metered.meteredBelow ?? 0]) ?? 0
+                waiting[.meteredLink, default: 0] += held
+                left -= held
+            }
+            guard left > 0 else { continue }
+            if holds.hold(.circuitOpen, on: destination) != nil {
+                waiting[.circuitOpen, default: 0] += left
+            } else if slotsFull {
+                waiting[.concurrency, default: 0] += left
+            }
+        }
+        return waiting.filter { $0.value > 0 }
     }
 }

@@ -22,13 +22,14 @@ extension QueueStore {
     /// Releases whose time has come, oldest first.
     func dueReleases(now: Date = Date(), limit: Int) throws -> [FileRelease] {
         try writer.read { db in
-            try FileRelease.filter(FileRelease.Columns.dueAt <= now).order(FileRelease.Columns.dueAt).limit(limit).fetchAll(db)
+            try FileRelease.fetchAll(db.cachedStatement(sql: "SELECT * FROM file_release WHERE due_at <= ? ORDER BY due_at LIMIT ?"),
+                                     arguments: [now, limit])
         }
     }
 
     /// When the next release is due, if any is owed.
     func nextReleaseDue() throws -> Date? {
-        try writer.read { db in try Date.fetchOne(db, sql: "SELECT MIN(due_at) FROM file_release") }
+        try writer.read { db in try Date.fetchOne(db.cachedStatement(sql: "SELECT MIN(due_at) FROM file_release")) }
     }
 
     /// Forgets releases that were carried out and made durable.

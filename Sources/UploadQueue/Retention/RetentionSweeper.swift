@@ -28,12 +28,18 @@ actor RetentionSweeper {
     }
 
     /// Releases and prunes until the task is cancelled.
+    /// Whether the releases an upgrade left to the configured policy were resolved (once per process: only
+    /// migration v5 writes them).
+    private var policyResolved = false
+
     func run() async {
         while !Task.isCancelled {
+            let pass = ContinuousClock.now
             if await releaseDue() == Self.batch { continue }
             await pruneIfDue()
             let next = (try? store.nextReleaseDue())?.timeIntervalSinceNow ?? 60
-            await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.05), 60) * 1000)))
+            await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.05), 60) * 1000)), spacedFrom: pass,
+                            by: .milliseconds(50))
         }
     }
 
@@ -42,7 +48,10 @@ actor RetentionSweeper {
     func releaseDue(now: Date = Date()) async -> Int {
         let due: [FileRelease]
         do {
-            try store.resolvePolicyReleases(configuration.retention)
+            if !policyResolved {
+                try store.resolvePolicyReleases(configuration.retention)
+                policyResolved = true
+            }
             due = try store.dueReleases(now: now, limit: Self.batch)
         } catch {
             logger.error("retention: cannot read the releases owed: \(error)")

@@ -21,8 +21,11 @@ actor Scheduler {
     private var transfers: [JobID: Job] = [:]
     /// The send cap in force (that of the link class the running transfers use).
     private var appliedCap: Int64?
-    /// Destinations whose jobs carry link waiting reasons that must be cleared when the link allows again.
-    private var linkMarked: Set<String> = []
+    /// The holds last recorded (why whole destinations wait); written again only when they change.
+    private var recordedHolds: QueueHolds?
+    /// Destinations of queued jobs that are not configured (found at start): their jobs are claimed and fail with
+    /// a clear reason instead of waiting for ever.
+    private var strays: Set<String>?
     /// Where the files of cancelled jobs are kept.
     private let cancelled: CancelledFiles
     /// Writes how transfers ended.
@@ -33,10 +36,17 @@ actor Scheduler {
     nonisolated let heartbeat = Atomic<Int64>(monotonicMilliseconds())
     private var workers: [JobID: Task<Void, Never>] = [:]
     private var stopReasons: [JobID: TransferStop] = [:]
-    /// Ends of transfers the database could not take yet (a full disk): tried again every round until they are
+    /// Ends of transfers not recorded yet: those of the last moments, written together by the next round (group
+    /// commit), and those the database could not take (a full disk), tried again every round until they are
     /// recorded, so an upload the server confirmed is never sent again. Their rows stay `uploading` meanwhile,
     /// which no claim takes.
     private var unsettled: [JobID: Settlement] = [:]
+    /// When the first retryable failure is due, as the last round read it.
+    private var nextDue: Date?
+    /// When the bytes sent were last booked into the database.
+    private var trafficBookedAt = ContinuousClock.now
+    /// Unrecorded transfer ends already told of in the log (once each).
+    private var toldUnrecorded: Set<JobID> = []
     /// Whether the queue takes writes: a spell of failures is said once, and once more when it is over.
     private var health = StoreHealth()
     /// How long `--exit-when-idle` waits for a queue that cannot be written before it gives up.
@@ -79,8 +89,6 @@ actor Scheduler {
         self.logger = logger
         self.pollInterval = pollInterval
         breakers = configuration.destinations.mapValues { CircuitBreaker(policy: $0.circuitBreaker) }
-        // Marks an earlier process left (metered-link, offline) are checked once against the link of now.
-        linkMarked = Set(configuration.destinations.keys)
     }
 
     /// Whether the loop went round recently enough (three poll intervals), for the systemd watchdog.
@@ -95,13 +103,7 @@ actor Scheduler {
         while !Task.isCancelled {
             heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
             do {
-                try followClockStep()
-                await recordUnsettled()
-                try followLink()
-                try handleCancelRequests()
-                startDueProbes()
-                try fillSlots()
-                for action in health.succeeded(unsettled: unsettled.count, at: .now) { perform(action) }
+                try await round()
                 if exitWhenIdle, workers.isEmpty, !unsettled.isEmpty, health.hasLasted(storeGiveUp, at: .now) {
                     // Only ends that cannot be recorded are left, and the disk stays full: a batch run stops.
                     failure = giveUp(health.trouble ?? "the queue cannot be written")
@@ -113,8 +115,7 @@ actor Scheduler {
                 }
                 // With every slot busy a due retry cannot start anyway: a finishing transfer wakes the loop.
                 let slotsFull = workers.count >= configuration.limits.concurrency
-                var due = slotsFull ? pollInterval.seconds
-                    : try store.nextDueDate().map { $0.timeIntervalSinceNow } ?? pollInterval.seconds
+                var due = slotsFull ? pollInterval.seconds : nextDue.map { $0.timeIntervalSinceNow } ?? pollInterval.seconds
                 if let probe = breakers.values.compactMap(\.nextProbeAt).min() {
                     due = min(due, probe.timeIntervalSinceNow)
                 }
@@ -132,6 +133,23 @@ actor Scheduler {
         await stopAll()
         await recordUnsettled()
         try? bookTraffic()
+        // No runner, no holds: what a stopped queue shows is that nothing moves it.
+        try? store.recordHolds(QueueHolds())
+    }
+
+    /// One round of the loop: follow the clock and the link, record what finished, handle cancels and probes,
+    /// fill the free slots. Its cost does not grow with the number of jobs that wait (a test counts the rows it
+    /// reads).
+    func round() async throws {
+        try followClockStep()
+        await recordUnsettled()
+        let view = try store.roundView()
+        nextDue = view.nextDue
+        try followLink(override: view.linkOverride)
+        try handleCancelRequests(view.cancelRequests)
+        startDueProbes()
+        try fillSlots()
+        for action in health.succeeded(unsettled: unsettled.count, at: .now) { perform(action) }
     }
 
     /// The error a batch run stops with when the queue stayed unwritable for `storeGiveUp`.
@@ -197,35 +215,74 @@ actor Scheduler {
             """)
     }
 
-    /// Records the transfer ends the database could not take before.
-    /// Each on its own: one whose job changed meanwhile (gone, no longer `uploading`) is dropped with a word, and
-    /// the round goes on whatever happens here, so one end that cannot be recorded never stops the scheduling.
+    /// Records the transfer ends that wait: those that came in since the last round, and those the database
+    /// could not take before. All but cancels go in one transaction (the group commit of concurrent transfers:
+    /// one flush to disk for all of them); one whose job changed meanwhile (gone, no longer `uploading`) is dropped
+    /// with a word. The round goes on whatever happens here, so an end that cannot be recorded never stops the
+    /// scheduling.
     private func recordUnsettled() async {
-        for (id, settlement) in unsettled.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+        guard !unsettled.isEmpty else { return }
+        let links = links.compactMapValues { $0.linkClass }
+        let (together, alone) = unsettled.values.sorted { $0.job.id.rawValue < $1.job.id.rawValue }
+            .reduce(into: ([Settlement](), [Settlement]())) { parts, settlement in
+                if SettlementRecorder.isGroupable(settlement) { parts.0.append(settlement) } else { parts.1.append(settlement) }
+            }
+        if !together.isEmpty {
             do {
-                try await recorder.record(settlement, link: links[settlement.job.destination]?.linkClass)
+                let left = try recorder.record(together: together, links: links)
+                for settlement in together {
+                    unsettled[settlement.job.id] = nil
+                    if let error = left[settlement.job.id] { dropUnrecordable(settlement.job.id, error) }
+                }
+            } catch {
+                // The database cannot take writes: they wait, and so do the others. Each is told of once.
+                storeFailed(error)
+                let new = together.map(\.job.id).filter { !toldUnrecorded.contains($0) }
+                toldUnrecorded.formUnion(new)
+                for id in new {
+                    logger.error("""
+                        cannot record the end of a transfer yet; it is recorded once the queue can be written, without \
+                        sending the file again: \(error)
+                        """, metadata: ["uploadq.job": "\(id)"])
+                }
+                return
+            }
+            toldUnrecorded.subtract(together.map(\.job.id))
+        }
+        for settlement in alone {
+            let id = settlement.job.id
+            do {
+                try await recorder.record(settlement, link: links[settlement.job.destination])
                 unsettled[id] = nil
             } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
                 unsettled[id] = nil
-                logger.warning("the end of a transfer is not recorded: its job changed meanwhile (\(error))",
-                               metadata: ["uploadq.job": "\(id)"])
+                dropUnrecordable(id, error)
             } catch {
-                // The database still cannot take writes: the others wait too.
                 storeFailed(error)
                 return
             }
         }
     }
 
+    private func dropUnrecordable(_ id: JobID, _ error: UploadQueueError) {
+        logger.warning("the end of a transfer is not recorded: its job changed meanwhile (\(error))",
+                       metadata: ["uploadq.job": "\(id)"])
+    }
 
     /// Looks at the link to every destination: stops transfers the new link does not allow (they resume from
     /// their confirmed offset later), makes failures due again for destinations that came back online, sets the
     /// bandwidth cap of the link class in use, and books the bytes sent so far under the class they went over.
-    private func followLink() throws {
-        monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
-        try bookTraffic()
+    private func followLink(override: String?) throws {
+        monitor.setOverride(override)
+        let changes = monitor.changes()
+        // Booked under the class the bytes went over: before a change, else once a second (one write, not one per
+        // round).
+        if !changes.isEmpty || ContinuousClock.now - trafficBookedAt >= .seconds(1) {
+            try bookTraffic()
+            trafficBookedAt = .now
+        }
         var cameBack: Set<String> = []
-        for (name, status) in monitor.changes() {
+        for (name, status) in changes {
             let before = links[name]
             links[name] = status
             if before?.linkClass == .offline, status.linkClass != .offline { cameBack.insert(name) }
@@ -240,7 +297,6 @@ actor Scheduler {
             try store.retryFailedNow(destinations: cameBack)
             for name in cameBack {
                 breakers[name] = CircuitBreaker(policy: configuration.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy())
-                closeCircuit(name)
             }
         }
         for (id, job) in transfers where stopReasons[id] == nil {
@@ -299,8 +355,8 @@ actor Scheduler {
 
     /// Stops flagged transfers running here; flagged jobs that are not running (they left a remote upload
     /// behind) leave the queue at once and their remote upload is dropped in the background.
-    private func handleCancelRequests() throws {
-        for id in try store.cancelRequests() where unsettled[id] == nil {
+    private func handleCancelRequests(_ requests: [JobID]) throws {
+        for id in requests where unsettled[id] == nil {
             if workers[id] != nil {
                 if stopReasons[id] != .cancel { _ = cancelRunning(id) }
                 continue
@@ -324,42 +380,36 @@ actor Scheduler {
         }
     }
 
+    /// Claims jobs for the free slots (all of them in one transaction, each by one indexed query through the
+    /// gate of the current link and circuits), then records the holds that explain why the others wait: a handful
+    /// of rows, written when they change. Nothing here reads or writes the waiting jobs one by one.
     private func fillSlots() throws {
         let limit = configuration.limits.concurrency
-        let held = Set(breakers.filter { $0.value.isOpen }.keys)
-        let offline = Set(links.filter { $0.value.linkClass == .offline }.keys)
-        let links = self.links
-        let destinations = configuration.destinations
-        let allowed = { (job: Job) -> Bool in
-            guard let destination = destinations[job.destination], let link = links[job.destination] else { return true }
-            return LinkPolicy.waitingReason(for: job, destination: destination, link: link) == nil
+        let openCircuits = Set(breakers.filter { $0.value.isOpen }.keys)
+        if strays == nil {
+            strays = try store.runnableDestinations().subtracting(configuration.destinations.keys)
         }
-        var slotsFull = true
-        while workers.count < limit {
-            guard let (job, attempt) = try store.claimNext(excluding: held.union(offline), allowed: allowed) else {
-                slotsFull = false
-                break
+        let gate = ClaimGate.make(destinations: configuration.destinations, links: links, openCircuits: openCircuits,
+                                  strays: strays ?? [])
+        var slotsFull = workers.count >= limit
+        if !slotsFull {
+            let claimed = try store.claim(limit: limit - workers.count, gate: gate)
+            for (job, attempt) in claimed {
+                events.emit(.stateChanged(job.id, .uploading))
+                logger.info("upload started", metadata: [
+                    "uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)",
+                    "attempt": "\(attempt.number)", "offset": "\(job.bytesConfirmed)",
+                ])
+                transfers[job.id] = job
+                workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
             }
-            events.emit(.stateChanged(job.id, .uploading))
-            logger.info("upload started", metadata: [
-                "uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)",
-                "attempt": "\(attempt.number)", "offset": "\(job.bytesConfirmed)",
-            ])
-            transfers[job.id] = job
-            workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
+            slotsFull = workers.count >= limit
         }
-        try store.markWaitingForSlots(slotsFull)
-        // Jobs the link holds back say why (metered-link, offline); the marks go when the link allows again.
-        for (name, link) in links where link.linkClass != .unmetered || self.linkMarked.contains(name) {
-            guard let destination = destinations[name] else { continue }
-            try store.markLinkWaiting(destination: name) {
-                LinkPolicy.waitingReason(for: $0, destination: destination, link: link)
-            }
-            if link.linkClass == .unmetered { linkMarked.remove(name) } else { linkMarked.insert(name) }
-        }
-        // Jobs of destinations whose circuit is open say so, also those that became pending since it opened.
-        for name in held {
-            try store.markWaiting(destination: name, reason: .circuitOpen, active: true)
+        let holds = QueueHolds.make(destinations: configuration.destinations, links: links,
+                                    openCircuits: openCircuits, slotsFull: slotsFull)
+        if holds != recordedHolds {
+            try store.recordHolds(holds)
+            recordedHolds = holds
         }
     }
 
@@ -382,19 +432,10 @@ actor Scheduler {
         let metadata: Logger.Metadata = ["uploadq.destination": "\(name)"]
         if answered {
             logger.notice("destination \"\(name)\" answers again; its uploads resume", metadata: metadata)
-            closeCircuit(name)
         } else if let next = breakers[name]?.nextProbeAt {
             logger.warning("destination \"\(name)\" still does not answer; next probe at \(next)", metadata: metadata)
         }
         wake.signal()
-    }
-
-    private func closeCircuit(_ name: String) {
-        do {
-            try store.markWaiting(destination: name, reason: .circuitOpen, active: false)
-        } catch {
-            logger.error("cannot clear the circuit-open mark of \(name): \(error)")
-        }
     }
 
     /// Feeds a transfer's verdict to its destination's breaker; clears the circuit-open marks when it closes.
@@ -418,7 +459,7 @@ actor Scheduler {
                 (circuit-open) and it is probed in \(delay)
                 """, metadata: metadata)
         } else if wasOpen && !breaker.isOpen {
-            closeCircuit(destination)
+            wake.signal()
         }
     }
 
@@ -438,14 +479,14 @@ actor Scheduler {
             result = .failure(.permanent("unknown-destination", "destination \"\(job.destination)\" is no longer "
                 + "configured; add it back to the config, then `uploadq retry \(job.id)`"))
         }
-        await settle(job, attempt: attempt, result: result)
+        settle(job, attempt: attempt, result: result)
         workers[job.id] = nil
         transfers[job.id] = nil
         stopReasons[job.id] = nil
         wake.signal()
     }
 
-    private func settle(_ job: Job, attempt: Int, result: Result<UploadOutcome, TransferFailure>) async {
+    private func settle(_ job: Job, attempt: Int, result: Result<UploadOutcome, TransferFailure>) {
         let stop = stopReasons[job.id]
         switch result {
         case .success: updateBreaker(job.destination, failure: nil)
@@ -453,20 +494,9 @@ actor Scheduler {
             updateBreaker(job.destination, failure: failure)
         case .failure: break
         }
-        let settlement = Settlement(job: job, attempt: attempt, result: result, stop: stop, at: Date())
-        do {
-            try await recorder.record(settlement, link: links[job.destination]?.linkClass)
-        } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
-            logger.warning("the end of a transfer is not recorded: its job changed meanwhile (\(error))",
-                           metadata: ["uploadq.job": "\(job.id)"])
-        } catch {
-            // Kept and tried again every round: the job's row stays `uploading` (no claim takes it), and a
-            // confirmed upload is recorded once there is room, without being sent again.
-            unsettled[job.id] = settlement
-            storeFailed(error)
-            logger.error("cannot record the end of a transfer yet; it is recorded once the queue can be written: \(error)",
-                         metadata: ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"])
-        }
+        // Recorded by the next round, together with the other transfers that ended meanwhile (it follows at once:
+        // the worker's end wakes the loop). Until then its row stays `uploading`, which no claim takes.
+        unsettled[job.id] = Settlement(job: job, attempt: attempt, result: result, stop: stop, at: Date())
     }
 
 }

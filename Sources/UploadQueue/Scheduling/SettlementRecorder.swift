@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 
 /// Why the scheduler stopped a running transfer.
@@ -37,66 +38,125 @@ struct SettlementRecorder: Sendable {
     /// Writes how a transfer ended (its state change and attempt) and tells listeners; throws when the database
     /// cannot take it, leaving the row as it was.
     func record(_ settlement: Settlement, link: LinkStatus.LinkClass?) async throws {
+        if settlement.stop == .cancel, case .failure(let failure) = settlement.result, failure.kind != .permanent {
+            try await recordCancel(settlement)
+            return
+        }
+        let left = try record(together: [settlement], links: [settlement.job.destination: link].compactMapValues { $0 })
+        if let error = left[settlement.job.id] { throw error }
+    }
+
+    /// Whether `record(together:)` can take the settlement: all but a cancel, which keeps the job's file first.
+    static func isGroupable(_ settlement: Settlement) -> Bool {
+        guard settlement.stop == .cancel, case .failure(let failure) = settlement.result else { return true }
+        return failure.kind == .permanent
+    }
+
+    /// Records the ends of transfers in one transaction: the group commit of concurrent transfers, one commit
+    /// (one flush to disk) for all of them. Each goes in a savepoint of its own, so one whose job changed meanwhile
+    /// (gone, no longer uploading) is left out and returned with its error, never costing the others. Listeners
+    /// hear of each only once all are on disk. Throws, recording none, when the database cannot take the
+    /// transaction. Cancels do not belong here (`isGroupable`).
+    func record(together batch: [Settlement], links: [String: LinkStatus.LinkClass]) throws -> [JobID: UploadQueueError] {
+        let (effects, left) = try store.writer.write { db in
+            var effects: [() -> Void] = []
+            var left: [JobID: UploadQueueError] = [:]
+            for settlement in batch {
+                do {
+                    var told: [() -> Void] = []
+                    try db.inSavepoint {
+                        told = try write(settlement, link: links[settlement.job.destination], in: db)
+                        return .commit
+                    }
+                    effects += told
+                } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
+                    left[settlement.job.id] = error
+                }
+            }
+            return (effects, left)
+        }
+        for effect in effects { effect() }
+        return left
+    }
+
+    /// Writes one transfer end in `db`; returns what to tell once it is committed (events, log lines).
+    private func write(_ settlement: Settlement, link: LinkStatus.LinkClass?, in db: Database) throws -> [() -> Void] {
         let job = settlement.job
         let attempt = settlement.attempt
         let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
+        let at = settlement.at
         switch settlement.result {
         case .success(let outcome):
             let release = FileRelease.owed(for: job, policy: configuration.retention,
-                                           source: sourceAfterUpload(for: job), now: settlement.at)
-            try store.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil, now: settlement.at,
-                             release: release) {
+                                           source: sourceAfterUpload(for: job), now: at)
+            try QueueStore.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil, now: at,
+                                  release: release, in: db) {
                 $0.remoteURL = outcome.remoteURL
                 $0.bytesConfirmed = $0.size
             }
-            events.emit(.stateChanged(job.id, .uploaded))
-            logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(outcome.remoteURL)"]) { $1 })
+            return [{
+                events.emit(.stateChanged(job.id, .uploaded))
+                logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(outcome.remoteURL)"]) { $1 })
+            }]
         case .failure(let failure) where settlement.stop != nil && failure.kind != .permanent:
-            if settlement.stop == .cancel {
-                // The resume state as the transfer left it (it may have created the remote upload).
-                await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
-                do {
-                    _ = try cancelled.remove(job.id, from: store)
-                    events.emit(.cancelled(job.id))
-                    logger.info("upload cancelled", metadata: metadata)
-                } catch {
-                    // Its file could not be kept: the job stays, flagged, and a later pass tries again.
-                    try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                     error: "cancel requested; waiting to keep the file: \(error)") {
-                        $0.cancelRequested = true
-                    }
-                    logger.error("cannot cancel yet: \(error)", metadata: metadata)
+            let why = settlement.stop == .link
+                ? "stopped: the link is \(link?.rawValue ?? "changed"); it resumes from its confirmed offset"
+                : "stopped by a graceful shutdown"
+            try QueueStore.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted", error: why,
+                                  now: at, in: db)
+            return [{
+                events.emit(.stateChanged(job.id, .pending))
+                if settlement.stop == .link {
+                    logger.info("upload stopped for the link; it resumes from its confirmed offset", metadata: metadata)
+                } else {
+                    logger.info("upload interrupted; it resumes from its confirmed offset", metadata: metadata)
                 }
-            } else if settlement.stop == .link {
-                try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                 error: "stopped: the link is \(link?.rawValue ?? "changed"); it resumes from its confirmed offset")
-                events.emit(.stateChanged(job.id, .pending))
-                logger.info("upload stopped for the link; it resumes from its confirmed offset", metadata: metadata)
-            } else {
-                try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                 error: "stopped by a graceful shutdown")
-                events.emit(.stateChanged(job.id, .pending))
-                logger.info("upload interrupted; it resumes from its confirmed offset", metadata: metadata)
-            }
+            }]
         case .failure(let failure):
             switch failure.kind {
             case .transient(let retryAfter):
                 let delay = configuration.retry.delay(afterFailure: job.failures + 1, random: Double.random(in: 0...1),
                                                       retryAfter: retryAfter)
-                let retryAt = settlement.at.addingTimeInterval(delay.seconds)
-                try store.finish(job.id, attempt: attempt, event: .failTransient(error: failure.message, retryAt: retryAt),
-                                 outcome: "failed", error: failure.message)
-                logger.warning("upload failed, will retry in \(delay)", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
+                let retryAt = at.addingTimeInterval(delay.seconds)
+                try QueueStore.finish(job.id, attempt: attempt, event: .failTransient(error: failure.message, retryAt: retryAt),
+                                      outcome: "failed", error: failure.message, now: at, in: db)
+                return [{
+                    events.emit(.stateChanged(job.id, .failed))
+                    logger.warning("upload failed, will retry in \(delay)",
+                                   metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
+                }]
             case .permanent:
-                try store.finish(job.id, attempt: attempt, event: .failPermanent(error: failure.message),
-                                 outcome: "failed", error: failure.message)
-                logger.error("upload failed permanently", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
+                try QueueStore.finish(job.id, attempt: attempt, event: .failPermanent(error: failure.message),
+                                      outcome: "failed", error: failure.message, now: at, in: db)
+                return [{
+                    events.emit(.stateChanged(job.id, .failed))
+                    logger.error("upload failed permanently", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
+                }]
             case .interrupted:
-                try store.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted", error: failure.message)
-                events.emit(.stateChanged(job.id, .pending))
-                return
+                try QueueStore.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
+                                      error: failure.message, now: at, in: db)
+                return [{ events.emit(.stateChanged(job.id, .pending)) }]
             }
-            events.emit(.stateChanged(job.id, .failed))
+        }
+    }
+
+    /// A cancelled transfer: drops what it left at the destination, keeps the job's file, removes the job.
+    private func recordCancel(_ settlement: Settlement) async throws {
+        let job = settlement.job
+        let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
+        // The resume state as the transfer left it (it may have created the remote upload).
+        await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
+        do {
+            _ = try cancelled.remove(job.id, from: store)
+            events.emit(.cancelled(job.id))
+            logger.info("upload cancelled", metadata: metadata)
+        } catch {
+            // Its file could not be kept: the job stays, flagged, and a later pass tries again.
+            try store.finish(job.id, attempt: settlement.attempt, event: .interrupt, outcome: "interrupted",
+                             error: "cancel requested; waiting to keep the file: \(error)") {
+                $0.cancelRequested = true
+            }
+            logger.error("cannot cancel yet: \(error)", metadata: metadata)
         }
     }
 }

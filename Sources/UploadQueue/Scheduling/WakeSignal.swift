@@ -33,6 +33,14 @@ final class WakeSignal: Sendable {
         }
     }
 
+    /// Like `wait(timeout:)`, but returns no sooner than `spacing` after `last`: a loop that every event of a burst
+    /// wakes (each upload that finishes) goes round once per `spacing`, not once per event.
+    func wait(timeout: Duration, spacedFrom last: ContinuousClock.Instant, by spacing: Duration) async {
+        await wait(timeout: timeout)
+        let early = last + spacing - .now
+        if early > .zero, !Task.isCancelled { try? await Task.sleep(for: early) }
+    }
+
     private func waitForSignal() async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in

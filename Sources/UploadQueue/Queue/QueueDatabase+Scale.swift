@@ -1,0 +1,113 @@
+import Foundation
+import GRDB
+
+extension QueueDatabase {
+    /// The runnable jobs (`pending`, taken in, not being cancelled): the condition of the claim indexes and of
+    /// every query that walks them. They hold only those jobs, so they grow with what is in flight, never with
+    /// history.
+    static let runnableCondition = "state = 'pending' AND intake_complete = 1 AND cancel_requested = 0"
+
+    /// The three claim indexes, which split the runnable jobs by what a metered link does to them, so that each
+    /// door of a `ClaimGate` is a seek, not a walk past the jobs the link holds back.
+    enum ClaimIndex: String, CaseIterable, Sendable {
+        /// Jobs without a metered policy of their own: their destination's `on_metered` decides.
+        case byDestinationPolicy = "job_claim"
+        /// Jobs whose own policy lets them go on a metered link.
+        case meteredAllowed = "job_claim_metered_allowed"
+        /// Jobs whose own policy keeps them off a metered link.
+        case meteredDeferred = "job_claim_metered_deferred"
+
+        /// The rows the index holds.
+        var condition: String {
+            switch self {
+            case .byDestinationPolicy: "\(runnableCondition) AND metered_below IS NULL"
+            case .meteredAllowed: "\(runnableCondition) AND metered_below > size"
+            case .meteredDeferred: "\(runnableCondition) AND metered_below <= size"
+            }
+        }
+    }
+
+    /// Migration v7: what keeps the cost of a job independent of the queue's length.
+    /// - `ClaimIndex`: partial indexes over runnable jobs by destination, priority and age: a claim is one seek
+    ///   per destination.
+    /// - `job_cancel`, a partial index over the jobs someone asked to cancel (the scheduler looks every round).
+    /// - `job_state_id`, for `list --state` newest first.
+    /// - `hold`: why whole destinations wait (offline, metered link, open circuit, busy slots), one row each,
+    ///   instead of a reason written into every row; `list`, `show` and `status` derive a job's reason from it.
+    /// - `job_tally` and `queue_counter`, kept by triggers: `status` counts without reading the jobs.
+    /// - `metered_below`: the job's own metered policy as a number SQL compares with its size.
+    static func migrateToScale(_ db: Database) throws {
+        try db.alter(table: "job") { t in t.add(column: "metered_below", .integer) }
+        for row in try Row.fetchAll(db, sql: "SELECT id, on_metered FROM job WHERE on_metered IS NOT NULL") {
+            let text: String = row["on_metered"]
+            try db.execute(sql: "UPDATE job SET metered_below = ? WHERE id = ?",
+                           arguments: [MeteredPolicy(text)?.sizeLimit, row["id"] as String])
+        }
+        // Reasons written into rows by earlier versions: from now on they are derived from `hold`.
+        try db.execute(sql: "UPDATE job SET waiting_reason = NULL WHERE waiting_reason IS NOT NULL")
+        for index in ClaimIndex.allCases {
+            // Size too where the destination's limit is compared with it (`allow-below`), read from the index.
+            let columns = index == .byDestinationPolicy ? "destination, priority DESC, id, size" : "destination, priority DESC, id"
+            try db.execute(sql: "CREATE INDEX \(index.rawValue) ON job(\(columns)) WHERE \(index.condition)")
+        }
+        try db.execute(sql: "CREATE INDEX job_cancel ON job(id) WHERE cancel_requested = 1")
+        try db.create(index: "job_state_id", on: "job", columns: ["state", "id"])
+        try db.create(table: "hold") { t in
+            // A destination's name, or "" for the whole queue (every slot busy).
+            t.column("scope", .text).notNull()
+            t.column("reason", .text).notNull()
+            // For `metered-link`: the destination's own limit (jobs at least this large wait; 0: all of them).
+            t.column("metered_below", .integer)
+            t.column("since", .datetime).notNull()
+            t.primaryKey(["scope", "reason"])
+        }
+        try db.create(table: "job_tally") { t in
+            t.column("state", .text).notNull()
+            t.column("destination", .text).notNull()
+            t.column("permanent", .boolean).notNull()
+            t.column("patch_state", .text).notNull()
+            t.column("jobs", .integer).notNull()
+            t.column("bytes", .integer).notNull()
+            t.primaryKey(["state", "destination", "permanent", "patch_state"])
+        }
+        try db.execute(sql: """
+            INSERT INTO job_tally (state, destination, permanent, patch_state, jobs, bytes)
+            SELECT state, destination, permanent, patch_state, COUNT(*), COALESCE(SUM(size), 0) FROM job
+            GROUP BY state, destination, permanent, patch_state
+            """)
+        let add = """
+            INSERT INTO job_tally (state, destination, permanent, patch_state, jobs, bytes)
+            VALUES (NEW.state, NEW.destination, NEW.permanent, NEW.patch_state, 1, NEW.size)
+            ON CONFLICT (state, destination, permanent, patch_state)
+            DO UPDATE SET jobs = jobs + 1, bytes = bytes + NEW.size;
+            """
+        let remove = """
+            UPDATE job_tally SET jobs = jobs - 1, bytes = bytes - OLD.size
+            WHERE state = OLD.state AND destination = OLD.destination AND permanent = OLD.permanent
+            AND patch_state = OLD.patch_state;
+            """
+        try db.execute(sql: "CREATE TRIGGER job_tally_insert AFTER INSERT ON job BEGIN \(add) END")
+        try db.execute(sql: "CREATE TRIGGER job_tally_delete AFTER DELETE ON job BEGIN \(remove) END")
+        try db.execute(sql: """
+            CREATE TRIGGER job_tally_update AFTER UPDATE OF state, destination, permanent, patch_state, size ON job
+            WHEN OLD.state IS NOT NEW.state OR OLD.destination IS NOT NEW.destination
+              OR OLD.permanent IS NOT NEW.permanent OR OLD.patch_state IS NOT NEW.patch_state
+              OR OLD.size IS NOT NEW.size
+            BEGIN \(remove) \(add) END
+            """)
+        try db.create(table: "queue_counter") { t in
+            t.primaryKey("name", .text)
+            t.column("value", .integer).notNull()
+        }
+        // Attempts that ended in a failure since the queue was created: pruning history does not lower it.
+        try db.execute(sql: """
+            INSERT INTO queue_counter (name, value)
+            SELECT 'failed_attempts', COUNT(*) FROM job_attempt WHERE outcome = 'failed'
+            """)
+        try db.execute(sql: """
+            CREATE TRIGGER failed_attempt_count AFTER UPDATE OF outcome ON job_attempt
+            WHEN NEW.outcome = 'failed' AND OLD.outcome IS NOT 'failed'
+            BEGIN UPDATE queue_counter SET value = value + 1 WHERE name = 'failed_attempts'; END
+            """)
+    }
+}

@@ -1,0 +1,154 @@
+import Foundation
+import GRDB
+
+extension QueueStore {
+    /// Claims up to `limit` runnable jobs the gate lets through, in one write transaction (retryable failures whose
+    /// time has come first become pending): highest priority first, then oldest, across destinations. Each claim
+    /// opens an attempt. Each pick is one indexed query (`claimQuery`): its cost does not grow with the queue.
+    ///
+    /// A nil gate lets any destination through (tests, and hosts without a scheduler view).
+    func claim(limit: Int = 1, gate: ClaimGate? = nil, now: Date = Date()) throws -> [(Job, JobAttempt)] {
+        guard limit > 0 else { return [] }
+        return try writer.write { db in
+            try Self.promoteDueRetries(db, now: now)
+            let gate = try gate ?? Self.anyDestination(db)
+            guard let query = Self.claimQuery(gate) else { return [] }
+            var claimed: [(Job, JobAttempt)] = []
+            while claimed.count < limit {
+                guard let id = try String.fetchOne(db.cachedStatement(sql: query.sql), arguments: query.arguments),
+                      let job = try Self.apply(.claim, to: JobID(trusted: id), in: db, now: now,
+                                               change: { $0.rateBytesPerSecond = 0 })
+                else { break }
+                let attempt = JobAttempt(jobID: job.id, number: job.attempts, startedAt: now, endedAt: nil,
+                                         startOffset: job.bytesConfirmed, endOffset: nil, outcome: nil, error: nil)
+                try attempt.insert(db)
+                claimed.append((job, attempt))
+            }
+            return claimed
+        }
+    }
+
+    /// Claims the next runnable job, if any (see `claim`).
+    func claimNext(now: Date = Date(), gate: ClaimGate? = nil) throws -> (Job, JobAttempt)? {
+        try claim(limit: 1, gate: gate, now: now).first
+    }
+
+    /// The query that picks the next job through `gate`: per open destination, the first job of each claim index
+    /// its door lets through (`ClaimIndex`), and the best of those few. nil when the gate is shut everywhere.
+    static func claimQuery(_ gate: ClaimGate) -> (sql: String, arguments: StatementArguments)? {
+        var picks: [String] = []
+        var arguments: StatementArguments = []
+        func pick(_ index: QueueDatabase.ClaimIndex, _ destination: String, below limit: Int64? = nil) {
+            let sizeFilter = limit == nil ? "" : " AND size < ?"
+            picks.append("""
+                SELECT * FROM (SELECT id, priority FROM job INDEXED BY \(index.rawValue)
+                WHERE \(index.condition) AND destination = ?\(sizeFilter) ORDER BY priority DESC, id LIMIT 1)
+                """)
+            _ = arguments.append(contentsOf: [destination])
+            if let limit { _ = arguments.append(contentsOf: [limit]) }
+        }
+        for (name, door) in gate.doors.sorted(by: { $0.key < $1.key }) {
+            switch door {
+            case .open:
+                for index in QueueDatabase.ClaimIndex.allCases { pick(index, name) }
+            case .metered(let below):
+                pick(.meteredAllowed, name)
+                if below == .max {
+                    pick(.byDestinationPolicy, name)
+                } else if below > 0 {
+                    // `allow-below`: the one walk left, over this destination's jobs that are too large, read
+                    // from the index alone.
+                    pick(.byDestinationPolicy, name, below: below)
+                }
+            }
+        }
+        guard !picks.isEmpty else { return nil }
+        let sql = "SELECT id FROM (\(picks.joined(separator: " UNION ALL "))) ORDER BY priority DESC, id LIMIT 1"
+        return (sql, arguments)
+    }
+
+    /// A gate open to every destination that has runnable jobs.
+    private static func anyDestination(_ db: Database) throws -> ClaimGate {
+        let names = try String.fetchAll(db, sql: """
+            SELECT DISTINCT destination FROM job WHERE \(QueueDatabase.runnableCondition)
+            """)
+        return ClaimGate(doors: Dictionary(uniqueKeysWithValues: names.map { ($0, .open) }))
+    }
+
+    /// What a scheduler round reads, in one read transaction.
+    struct RoundView: Sendable {
+        /// The hand-set link class (`uploadq link`), if any.
+        var linkOverride: String?
+        /// Jobs someone asked to cancel while a runner was up.
+        var cancelRequests: [JobID]
+        /// When the first retryable failure is due.
+        var nextDue: Date?
+    }
+
+    /// Reads what a scheduler round needs: a few indexed lookups in one read transaction, not one per question.
+    func roundView() throws -> RoundView {
+        try writer.read { db in
+            RoundView(
+                linkOverride: try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM setting WHERE key = ?"),
+                                                  arguments: [LinkMonitor.overrideSetting]),
+                cancelRequests: try String.fetchAll(db.cachedStatement(sql: """
+                    SELECT id FROM job INDEXED BY job_cancel WHERE cancel_requested = 1 AND state != 'uploaded'
+                    """)).map { JobID(trusted: $0) },
+                nextDue: try Date.fetchOne(db.cachedStatement(sql: """
+                    SELECT MIN(next_attempt_at) FROM job WHERE state = 'failed'
+                    """)))
+        }
+    }
+
+    /// Destinations of runnable jobs (what the scheduler compares with its config once, at start).
+    func runnableDestinations() throws -> Set<String> {
+        try writer.read { db in Set(try Self.anyDestination(db).doors.keys) }
+    }
+
+    /// Makes retryable failures whose time has come pending again (through the `job_runnable` index: only the due
+    /// ones are read).
+    static func promoteDueRetries(_ db: Database, now: Date) throws {
+        // States are literals in cached statements: a bound value compared with the claim indexes' `state =
+        // 'pending'` makes SQLite compile the statement again at every use.
+        let due = try Job.fetchAll(db.cachedStatement(sql: """
+            SELECT * FROM job WHERE state = 'failed' AND next_attempt_at <= ? AND permanent = 0
+            """), arguments: [now])
+        for job in due {
+            // SQLite compared millisecond texts and found it due; the state machine must agree even when `now`
+            // is a fraction of a millisecond before the stored time.
+            let dueAt = max(now, job.nextAttemptAt ?? now)
+            _ = try apply(.retryDue(now: dueAt), to: job.id, in: db, now: now)
+        }
+    }
+
+    /// The holds in force, as recorded by the runner.
+    func holds() throws -> QueueHolds {
+        try writer.read { db in try Self.holds(db) }
+    }
+
+    static func holds(_ db: Database) throws -> QueueHolds {
+        QueueHolds(try Row.fetchAll(db, sql: "SELECT scope, reason, metered_below FROM hold").compactMap { row in
+            WaitingReason(rawValue: row["reason"]).map {
+                QueueHolds.Hold(scope: row["scope"], reason: $0, meteredBelow: row["metered_below"])
+            }
+        })
+    }
+
+    /// Records the holds in force: those that ended are removed, new ones added with the time they began, and
+    /// those that go on keep theirs. A handful of rows, written only when something changed.
+    func recordHolds(_ holds: QueueHolds, now: Date = Date()) throws {
+        try writer.write { db in
+            let recorded = try Self.holds(db)
+            for gone in recorded.entries.subtracting(holds.entries) {
+                try db.execute(sql: "DELETE FROM hold WHERE scope = ? AND reason = ?",
+                               arguments: [gone.scope, gone.reason.rawValue])
+            }
+            for new in holds.entries.subtracting(recorded.entries) {
+                try db.execute(sql: """
+                    INSERT INTO hold (scope, reason, metered_below, since) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (scope, reason) DO UPDATE SET metered_below = excluded.metered_below
+                    """, arguments: [new.scope, new.reason.rawValue, new.meteredBelow, now])
+            }
+        }
+    }
+}

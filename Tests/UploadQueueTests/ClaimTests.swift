@@ -1,0 +1,301 @@
+import Foundation
+import GRDB
+import GRDBSQLite
+import Logging
+import Synchronization
+import Testing
+@testable import UploadQueue
+
+/// Why jobs wait, derived from a handful of holds: the precedence of the reasons and what makes each hold.
+struct QueueHoldsTests {
+    static let configuration = """
+        state_dir = "/tmp/uploadq-holds"
+        [destinations.dav]
+        protocol = "http-put"
+        url = "http://127.0.0.1:9/up/{name}"
+        on_metered = "allow-below:1KiB"
+        [destinations.local]
+        protocol = "file"
+        url = "file:///tmp/uploadq-holds-out"
+        """
+
+    static func destinations() throws -> [String: Destination] {
+        try ConfigurationLoader.parse(configuration, file: "/etc/uploadq/test.toml", baseDirectory: "/tmp").destinations
+    }
+
+    static func job(_ destination: String = "dav", size: Int64 = 10, meteredBelow: Int64? = nil,
+                    state: JobState = .pending, serial: Int = 0) -> Job {
+        var job = QueueStoreTests.job(JobID.generate(at: Date(timeIntervalSince1970: 1_800_000_000 + Double(serial))),
+                                      size: size)
+        job.destination = destination
+        job.meteredBelow = meteredBelow
+        job.state = state
+        return job
+    }
+
+    @Test("the strongest cause wins: offline, then the metered link, then an open circuit, then busy slots")
+    func precedence() {
+        let all = QueueHolds([
+            .init(scope: "dav", reason: .offline), .init(scope: "dav", reason: .meteredLink, meteredBelow: 0),
+            .init(scope: "dav", reason: .circuitOpen), .init(scope: QueueHolds.wholeQueue, reason: .concurrency),
+        ])
+        #expect(all.reason(for: Self.job()) == .offline)
+        let metered = QueueHolds(all.entries.filter { $0.reason != .offline })
+        #expect(metered.reason(for: Self.job()) == .meteredLink)
+        #expect(metered.reason(for: Self.job(meteredBelow: .max)) == .circuitOpen, "its own policy lets it go")
+        let circuit = QueueHolds(metered.entries.filter { $0.reason != .meteredLink })
+        #expect(circuit.reason(for: Self.job()) == .circuitOpen)
+        #expect(circuit.reason(for: Self.job("other")) == .concurrency, "a hold on one destination is its own")
+        #expect(QueueHolds().reason(for: Self.job()) == nil)
+        for state in [JobState.uploading, .uploaded, .failed] {
+            #expect(all.reason(for: Self.job(state: state)) == nil, "only a pending job waits")
+        }
+    }
+
+    @Test("a metered hold keeps back what the destination's limit or the job's own policy keeps back")
+    func meteredLimit() {
+        let holds = QueueHolds([.init(scope: "dav", reason: .meteredLink, meteredBelow: 1024)])
+        #expect(holds.reason(for: Self.job(size: 1023)) == nil)
+        #expect(holds.reason(for: Self.job(size: 1024)) == .meteredLink)
+        #expect(holds.reason(for: Self.job(size: 10, meteredBelow: 0)) == .meteredLink, "its own defer")
+        #expect(holds.reason(for: Self.job(size: 1 << 30, meteredBelow: .max)) == nil, "its own allow")
+    }
+
+    @Test("holds and the gate come from the links and circuits; a local directory is never held by the link")
+    func madeFromTheView() throws {
+        let destinations = try Self.destinations()
+        let metered = LinkStatus(linkClass: .metered, source: .override)
+        let offline = LinkStatus(linkClass: .offline, source: .override)
+        let holds = QueueHolds.make(destinations: destinations, links: ["dav": metered, "local": offline],
+                                    openCircuits: [], slotsFull: true)
+        #expect(holds.entries == [.init(scope: "dav", reason: .meteredLink, meteredBelow: 1024),
+                                  .init(scope: QueueHolds.wholeQueue, reason: .concurrency)])
+        let gate = ClaimGate.make(destinations: destinations, links: ["dav": metered, "local": offline],
+                                  openCircuits: [], strays: ["gone", "dav"])
+        #expect(gate.doors == ["dav": .metered(below: 1024), "local": .open, "gone": .open])
+        let shut = ClaimGate.make(destinations: destinations, links: ["dav": offline], openCircuits: ["local"])
+        #expect(shut.doors.isEmpty)
+        #expect(QueueHolds.make(destinations: destinations, links: ["dav": offline], openCircuits: ["local"],
+                                slotsFull: false).openCircuits == ["local"])
+    }
+}
+
+/// The claim: one indexed query through the gate, and the counts `status` derives without reading every job.
+struct ClaimQueryTests {
+    @Test("the claim query seeks the claim indexes by destination and never scans the jobs")
+    func queryPlan() throws {
+        let store = try QueueStoreTests.store(with: [])
+        let gate = ClaimGate(doors: ["a": .open, "b": .metered(below: 0), "c": .metered(below: .max),
+                                     "d": .metered(below: 1024)])
+        let query = try #require(QueueStore.claimQuery(gate))
+        let plan = try store.writer.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + query.sql, arguments: query.arguments).map { $0["detail"] as String }
+        }
+        let searches = plan.filter { $0.hasPrefix("SEARCH job USING") }
+        // a: three indexes; b: its own allowed jobs; c: allowed and by policy; d: allowed and by policy (with size).
+        #expect(searches.count == 3 + 1 + 2 + 2, "\(plan)")
+        #expect(searches.allSatisfy { $0.contains("INDEX job_claim") && $0.contains("(destination=?)") }, "\(plan)")
+        #expect(!plan.contains { $0.hasPrefix("SCAN job") }, "a scan of the job table: \(plan)")
+        // Each pick is read in index order: no sort of a destination's jobs (only of the few picks, at the end).
+        #expect(plan.filter { $0.contains("TEMP B-TREE") }.count <= 1, "\(plan)")
+        #expect(QueueStore.claimQuery(ClaimGate(doors: [:])) == nil)
+    }
+
+    @Test("claims go through the gate: priority then age across destinations, and the metered terms per job")
+    func gateDecides() throws {
+        var jobs: [Job] = []
+        func add(_ destination: String, size: Int64 = 10, meteredBelow: Int64? = nil, priority: Int = 0) -> JobID {
+            var job = QueueHoldsTests.job(destination, size: size, meteredBelow: meteredBelow, serial: jobs.count)
+            job.priority = priority
+            jobs.append(job)
+            return job.id
+        }
+        let oldA = add("a"), urgentB = add("b", priority: 5), newA = add("a")
+        let smallM = add("m", size: 100), largeM = add("m", size: 5000), ownAllow = add("m", size: 1 << 30, meteredBelow: .max)
+        let ownDefer = add("m", size: 1, meteredBelow: 0)
+        _ = add("shut")
+        let store = try QueueStoreTests.store(with: jobs)
+        let gate = ClaimGate(doors: ["a": .open, "b": .open, "m": .metered(below: 1024)])
+        let order = try store.claim(limit: 10, gate: gate).map(\.0.id)
+        #expect(order == [urgentB, oldA, newA, smallM, ownAllow], "priority, then age; the metered terms per job")
+        #expect(!order.contains(largeM) && !order.contains(ownDefer))
+        #expect(try store.claim(limit: 10, gate: ClaimGate(doors: ["m": .metered(below: 0)])).isEmpty)
+        #expect(try store.claim(limit: 10, gate: ClaimGate(doors: ["m": .metered(below: .max)])).map(\.0.id) == [largeM])
+        #expect(try store.claim(limit: 10, gate: ClaimGate(doors: ["m": .open])).map(\.0.id) == [ownDefer])
+        let attempts = try store.attempts(of: urgentB)
+        #expect(attempts.count == 1 && attempts[0].number == 1, "each claim opens an attempt")
+    }
+
+    @Test("status counts the waiting reasons each job shows, from the tally and the holds")
+    func countsAgreeWithJobs() throws {
+        var jobs: [Job] = []
+        for (index, destination) in ["dav", "dav", "dav", "dav", "gone", "slow", "slow", "free"].enumerated() {
+            jobs.append(QueueHoldsTests.job(destination, size: Int64(index) * 400,
+                                            meteredBelow: index == 2 ? .max : index == 1 ? 0 : nil, serial: index))
+        }
+        jobs.append(QueueHoldsTests.job("dav", state: .uploaded, serial: 20))
+        let store = try QueueStoreTests.store(with: jobs)
+        let variants: [QueueHolds] = [
+            QueueHolds(),
+            QueueHolds([.init(scope: "dav", reason: .meteredLink, meteredBelow: 1000),
+                        .init(scope: "gone", reason: .offline), .init(scope: "slow", reason: .circuitOpen),
+                        .init(scope: QueueHolds.wholeQueue, reason: .concurrency)]),
+            QueueHolds([.init(scope: "dav", reason: .meteredLink, meteredBelow: 0),
+                        .init(scope: "dav", reason: .circuitOpen)]),
+        ]
+        for holds in variants {
+            try store.recordHolds(holds)
+            #expect(try store.holds() == holds)
+            var expected: [WaitingReason: Int] = [:]
+            for job in try store.jobs() {
+                if let reason = job.waitingReason { expected[reason, default: 0] += 1 }
+            }
+            #expect(try store.summary().waiting == expected, "\(holds)")
+            #expect(try store.summary().openCircuits == holds.openCircuits)
+        }
+        #expect(try store.jobs().contains { $0.waitingReason == .meteredLink })
+    }
+
+    @Test("the tally status reads stays equal to a count of the rows through claims, failures, retries and removals")
+    func tallyStaysTrue() throws {
+        let jobs = (0..<12).map { QueueHoldsTests.job($0 % 3 == 0 ? "a" : "b", size: Int64($0 + 1) * 100, serial: $0) }
+        let store = try QueueStoreTests.store(with: jobs)
+        func check(_ step: String) throws {
+            let direct = try store.writer.read { db in
+                try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n, SUM(size) AS bytes FROM job GROUP BY state")
+            }
+            let summary = try store.summary()
+            for row in direct {
+                let state = try #require(JobState(rawValue: row["state"]))
+                #expect(summary.counts[state] == row["n"], "\(step): \(state)")
+                #expect(summary.bytes[state] == row["bytes"], "\(step): \(state) bytes")
+            }
+            #expect(summary.counts.values.reduce(0, +) == direct.reduce(0) { $0 + ($1["n"] as Int) }, "\(step)")
+        }
+        try check("enqueued")
+        let claimed = try store.claim(limit: 6)
+        try check("claimed")
+        let base = Date()
+        for (index, (job, attempt)) in claimed.enumerated() {
+            let event: JobLifecycle.Event = switch index % 3 {
+            case 0: .succeed
+            case 1: .failTransient(error: "x", retryAt: base.addingTimeInterval(-1))
+            default: .failPermanent(error: "y")
+            }
+            try store.finish(job.id, attempt: attempt.number, event: event, outcome: index % 3 == 0 ? "uploaded" : "failed",
+                             error: nil)
+        }
+        try check("finished")
+        #expect(try store.summary().permanentFailures == 2)
+        #expect(try store.summary().failedAttempts == 4)
+        _ = try store.claim(limit: 20)
+        try check("retried and claimed")
+        _ = try store.retryAllFailed()
+        try check("retried by hand")
+        for job in try store.jobs(state: .pending) { _ = try store.removeCancelled(job.id) }
+        try check("cancelled")
+        #expect(try store.summary().failedAttempts == 4, "a count since the queue began, not of the rows left")
+    }
+}
+
+/// What a scheduler round costs does not grow with the number of jobs that wait: SQLite's own count of the
+/// virtual-machine steps of every statement a round runs, with 200 and with 2,000 jobs pending.
+struct SchedulerRoundCostTests {
+    /// Adds up `SQLITE_STMTSTATUS_VM_STEP` of every statement the connection finishes.
+    final class StepCounter: Sendable {
+        let steps = Atomic<Int>(0)
+        let fullScanSteps = Atomic<Int>(0)
+    }
+
+    static func count(_ store: QueueStore) throws -> StepCounter {
+        let counter = StepCounter()
+        try store.writer.writeWithoutTransaction { db in
+            sqlite3_trace_v2(db.sqliteConnection, UInt32(SQLITE_TRACE_PROFILE), { _, context, statement, _ in
+                guard let context, let statement else { return 0 }
+                let counter = Unmanaged<StepCounter>.fromOpaque(context).takeUnretainedValue()
+                let handle = OpaquePointer(statement)
+                counter.steps.add(Int(sqlite3_stmt_status(handle, SQLITE_STMTSTATUS_VM_STEP, 0)), ordering: .relaxed)
+                counter.fullScanSteps.add(Int(sqlite3_stmt_status(handle, SQLITE_STMTSTATUS_FULLSCAN_STEP, 0)),
+                                          ordering: .relaxed)
+                return 0
+            }, Unmanaged.passUnretained(counter).toOpaque())
+        }
+        return counter
+    }
+
+    /// A listening socket that never accepts: uploads to it start and then hang, holding their slots.
+    static func silentServer() throws -> (descriptor: Int32, port: Int) {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> Bool in
+                bind(descriptor, raw, length) == 0 && listen(descriptor, 64) == 0
+                    && getsockname(descriptor, raw, &length) == 0
+            }
+        }
+        guard bound else { throw UploadQueueError(.io, "cannot listen on loopback") }
+        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
+    }
+
+    /// The VM steps of five rounds (after one that claims and records the holds), with `pending` jobs queued.
+    static func stepsOfRounds(link: String, pending: Int, ownAllowed: Int = 0, port: Int) async throws -> (Int, Int) {
+        let configuration = try ConfigurationLoader.parse("""
+            state_dir = "/tmp/uploadq-round-cost"
+            [link]
+            mode = "\(link)"
+            [limits]
+            concurrency = 4
+            [destinations.dav]
+            protocol = "http-put"
+            url = "http://127.0.0.1:\(port)/up/{name}"
+            on_metered = "defer"
+            """, file: "/etc/uploadq/test.toml", baseDirectory: "/tmp")
+        // One real file behind every job: the uploads that start really send it (and hang on the silent server).
+        let sandbox = try Sandbox()
+        let file = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 4096, seed: 1)
+        let fingerprint = try FileFingerprint.of(path: file)
+        let jobs = (0..<pending).map { index in
+            var job = QueueHoldsTests.job(size: 4096, meteredBelow: index < ownAllowed ? .max : nil, serial: index)
+            job.file = file
+            job.mode = .reference
+            job.inode = fingerprint.inode
+            job.device = fingerprint.device
+            job.modifiedNanoseconds = fingerprint.modifiedNanoseconds
+            return job
+        }
+        let store = try QueueStoreTests.store(with: jobs)
+        let engine = TransferEngine()
+        defer { engine.shutdown() }
+        let uploaders = configuration.destinations.mapValues { UploadQueue.uploader(for: $0, engine: engine) }
+        let scheduler = Scheduler(configuration: configuration, store: store, events: EventHub(), uploaders: uploaders,
+                                  logger: Logger(label: "test"), engine: engine,
+                                  monitor: LinkMonitor(configuration: configuration, networkManager: nil))
+        try await scheduler.round()
+        let counter = try count(store)
+        for _ in 0..<5 { try await scheduler.round() }
+        let steps = (counter.steps.load(ordering: .relaxed), counter.fullScanSteps.load(ordering: .relaxed))
+        let uploading = try store.jobs(state: .uploading).count
+        #expect(uploading == (link == "offline" ? 0 : link == "metered" ? ownAllowed : 4), "\(link): \(uploading) uploading")
+        #expect(try store.jobs(state: .failed).isEmpty, "\(link): nothing failed")
+        // Stops the transfers the first round started (run() returns at once when cancelled, after stopping them).
+        let stopper = Task { await scheduler.run() }
+        stopper.cancel()
+        await stopper.value
+        return steps
+    }
+
+    @Test("offline, metered with a few jobs allowed, every slot busy: a round reads as much with 2,000 jobs as with 200",
+          arguments: [("offline", 0), ("metered", 2), ("unmetered", 0)])
+    func roundCostIsFlat(link: String, ownAllowed: Int) async throws {
+        let server = try Self.silentServer()
+        defer { close(server.descriptor) }
+        let small = try await Self.stepsOfRounds(link: link, pending: 200, ownAllowed: ownAllowed, port: server.port)
+        let large = try await Self.stepsOfRounds(link: link, pending: 2000, ownAllowed: ownAllowed, port: server.port)
+        #expect(small.0 > 0, "the rounds ran statements")
+        #expect(large.0 <= small.0 + small.0 / 4 + 200, "\(link): \(small.0) steps with 200 jobs, \(large.0) with 2,000")
+        #expect(large.1 <= small.1 + 50, "\(link): full-scan steps \(small.1) with 200 jobs, \(large.1) with 2,000")
+    }
+}
