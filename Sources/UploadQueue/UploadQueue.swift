@@ -182,8 +182,8 @@ public actor UploadQueue {
             return .requested
         }
         let runnerElsewhere = scheduler == nil && DaemonLock.holder(path: configuration.lockPath) != nil
-        // With a runner in this process an `uploading` row is its own (claimed a moment ago, or its end not yet
-        // recorded on a full disk): the cancel is a flag the runner meets.
+        // With a runner in this process an `uploading` row is its own (claimed a moment ago, or its end waiting for
+        // the scheduler's next round, or for room on a full disk): the cancel is a flag the runner meets.
         let (outcome, job) = try store.requestCancel(id, workerRunning: runnerElsewhere || scheduler != nil)
         if outcome == .removed {
             // The file is kept first; only then does the job leave (a failure leaves both as they were).

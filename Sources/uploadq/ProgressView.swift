@@ -7,24 +7,31 @@ struct ProgressView {
     let queue: UploadQueue
     let ids: [JobID]
 
-    /// Returns true when every job was uploaded.
+    /// Returns true when every job was uploaded. Looks again whenever the queue's database changes (a commit by
+    /// the daemon), so the end of the last upload is seen at once; at least every two seconds all the same. Each
+    /// look reads the unfinished jobs in one transaction, at most fifty times a second (ten on a terminal, where
+    /// it redraws the bars).
     func follow() async throws -> Bool {
+        let changes = QueueChanges(databasePath: queue.configuration.databasePath)
         let terminal = isatty(STDERR_FILENO) == 1
+        let spacing: Duration = terminal ? .milliseconds(100) : .milliseconds(20)
         var lastStates: [JobID: JobState] = [:]
+        var finished: [JobID: Job] = [:]
+        var allUploaded = true
         var drawnLines = 0
         while true {
-            var done = 0
-            var allUploaded = true
+            let unfinished = ids.filter { finished[$0] == nil }
+            let found = try queue.store.jobs(unfinished)
             var bars: [String] = []
             for id in ids {
-                guard let job = try await queue.job(id) else {
-                    done += 1
-                    allUploaded = false
+                guard let job = finished[id] ?? found[id] else {
+                    if finished[id] == nil { allUploaded = false }
                     continue
                 }
-                let finished = job.state == .uploaded || (job.state == .failed && job.permanent)
-                if finished { done += 1 }
-                if job.state != .uploaded { allUploaded = false }
+                if job.state == .uploaded || (job.state == .failed && job.permanent), finished[id] == nil {
+                    finished[id] = job
+                    if job.state != .uploaded { allUploaded = false }
+                }
                 if terminal {
                     bars.append(bar(for: job))
                 } else if lastStates[id] != job.state {
@@ -32,13 +39,18 @@ struct ProgressView {
                 }
                 lastStates[id] = job.state
             }
+            // A job that is gone (cancelled) is done too, and not uploaded.
+            let gone = unfinished.filter { found[$0] == nil }
             if terminal {
                 let up = drawnLines > 0 ? "\u{1B}[\(drawnLines)F" : ""
                 FileHandle.standardError.write(Data((up + bars.map { "\u{1B}[2K\($0)\n" }.joined()).utf8))
                 drawnLines = bars.count
             }
-            if done == ids.count { return allUploaded }
-            try await Task.sleep(for: .milliseconds(500))
+            if finished.count + gone.count == ids.count { return allUploaded && gone.isEmpty }
+            let looked = ContinuousClock.now
+            await changes.wait(timeout: .seconds(2))
+            try Task.checkCancellation()
+            if ContinuousClock.now - looked < spacing { try await Task.sleep(until: looked + spacing) }
         }
     }
 

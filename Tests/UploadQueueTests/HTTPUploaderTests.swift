@@ -39,6 +39,40 @@ struct HTTPUploaderTests {
         #expect(try sha256(ofFile: stored) == job.sha256)
     }
 
+    @Test("small files to one server go over a few reused connections, not one connection each")
+    func connectionsReused() async throws {
+        let dav = try TestServers.davURL()
+        let folder = "reuse-\(UInt32.random(in: 0...UInt32.max))"
+        let sandbox = try Sandbox(destination: "dav", """
+            protocol = "http-put"
+            url = "\(dav)/\(folder)/{name}"
+            """, concurrency: 2)
+        let running = try RunningQueue(sandbox)
+        var ids: [JobID] = []
+        for index in 0..<12 {
+            let path = try sandbox.makeFile(sandbox.root + "/p\(index).jpg", size: 8_192, seed: UInt64(500 + index))
+            ids.append(try await running.enqueue(path, to: "dav"))
+        }
+        for id in ids {
+            let job = try await running.settled(id)
+            #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        }
+        await running.stop()
+        // "PUT /reuse-N/p3.jpg 201 17 4": the connection's serial and the requests it has carried.
+        let log = try String(contentsOfFile: try TestServers.davAccessLog(), encoding: .utf8)
+        let prefix = "/\(folder)/"
+        var puts: [[String]] = []
+        for line in log.split(separator: "\n") {
+            let fields = line.split(separator: " ").map(String.init)
+            if fields.count == 5, fields[0] == "PUT", fields[1].hasPrefix(prefix) { puts.append(fields) }
+        }
+        #expect(puts.count == 12, "\(puts)")
+        let connections = Set(puts.map { $0[3] })
+        let mostOnOne = puts.compactMap { Int($0[4]) }.max() ?? 0
+        #expect(connections.count <= 4, "12 uploads, 2 at a time, over \(connections.count) connections: \(puts)")
+        #expect(mostOnOne >= 4, "a connection carried several uploads: \(puts)")
+    }
+
     @Test("an interrupted PUT is sent again whole, with its Idempotency-Key and never Content-Range (22)")
     func putInterrupted() async throws {
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.davURL()))

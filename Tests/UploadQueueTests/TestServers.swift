@@ -24,6 +24,8 @@ enum TestServers {
     static func tusFiles() throws -> String { try address("UPLOADQ_TEST_TUS_FILES") }
     static func davURL() throws -> String { try address("UPLOADQ_TEST_DAV_URL") }
     static func davRoot() throws -> String { try address("UPLOADQ_TEST_DAV_ROOT") }
+    /// nginx's log of the plain server's requests: method, URI, status, connection serial, requests on it so far.
+    static func davAccessLog() throws -> String { try address("UPLOADQ_TEST_DAV_ACCESS_LOG") }
     static func proxyControl() throws -> String { try address("UPLOADQ_TEST_PROXY_CONTROL") }
     static func recorderURL() throws -> String { try address("UPLOADQ_TEST_RECORDER_URL") }
 

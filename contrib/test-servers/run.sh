@@ -4,7 +4,8 @@
 #
 #   UPLOADQ_TEST_TUS_ENDPOINT   tuspyserver's creation URL (http://127.0.0.1:P/files/)
 #   UPLOADQ_TEST_TUS_FILES      where tuspyserver stores uploads (<id> and <id>.info)
-#   UPLOADQ_TEST_DAV_URL        nginx DAV (PUT), and UPLOADQ_TEST_DAV_ROOT its document root
+#   UPLOADQ_TEST_DAV_URL        nginx DAV (PUT), UPLOADQ_TEST_DAV_ROOT its document root and
+#                               UPLOADQ_TEST_DAV_ACCESS_LOG its requests ("METHOD URI STATUS CONNECTION REQUESTS")
 #   UPLOADQ_TEST_DAV_TLS_URL    the same over HTTPS, with a certificate of a private CA (UPLOADQ_TEST_CA_FILE)
 #   UPLOADQ_TEST_PROXY_CONTROL  the fault proxy's control API
 #   UPLOADQ_TEST_RECORDER_URL   the recording server
@@ -98,6 +99,7 @@ export UPLOADQ_TEST_TUS_ENDPOINT="http://127.0.0.1:$tus_port/files/"
 export UPLOADQ_TEST_TUS_FILES="$work/tus"
 export UPLOADQ_TEST_DAV_URL="http://127.0.0.1:$dav_port"
 export UPLOADQ_TEST_DAV_ROOT="$work/dav"
+export UPLOADQ_TEST_DAV_ACCESS_LOG="$work/dav-access.log"
 export UPLOADQ_TEST_DAV_TLS_URL="https://127.0.0.1:$tls_port"
 export UPLOADQ_TEST_CA_FILE="$work/tls/ca.pem"
 export UPLOADQ_TEST_PROXY_CONTROL="http://127.0.0.1:$proxy_port"

@@ -189,11 +189,17 @@ struct BlobStore: Sendable {
     /// their rows leaves behind (the callers' own files were untouched: `copy` keeps them). Only blobs older than
     /// 60 s go, so a batch being committed right now is left alone; `move` blobs always have their row first.
     func removeOrphans(referenced: Set<String>, now: Date = Date()) {
+        removeOrphans(isReferenced: { referenced.contains($0) }, now: now)
+    }
+
+    /// `removeOrphans(referenced:)` asking about each file found (what is in `blobs/` is bounded by the jobs in
+    /// flight; the queue's history is not).
+    func removeOrphans(isReferenced: (String) -> Bool, now: Date = Date()) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
         for name in names where !name.hasPrefix(".") {
             // A copy is named by its job id; a kept spool sidecar by the id and the sidecar suffix.
             let id = name.hasSuffix(Sidecar.suffix) ? String(name.dropLast(Sidecar.suffix.count)) : name
-            guard !id.contains("."), !referenced.contains(id), JobID(id) != nil else { continue }
+            guard !id.contains("."), JobID(id) != nil, !isReferenced(id) else { continue }
             let path = (directory as NSString).appendingPathComponent(name)
             var info = stat()
             guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG,

@@ -326,11 +326,16 @@ struct Intake: Sendable {
             problems.append(.database("cannot read the queue", error))
         }
         blobs.removeStaleTemporaries()
-        if let ids = try? store.writer.read({ db in
-            try String.fetchAll(db, sql: "SELECT id FROM job UNION SELECT job_id FROM file_release")
-        }) {
-            blobs.removeOrphans(referenced: Set(ids))
-        }
+        // Each file in `blobs/` is looked up by key: the queue's history is never read whole. A file whose lookup
+        // fails counts as referenced (kept).
+        let store = self.store
+        blobs.removeOrphans(isReferenced: { id in
+            (try? store.writer.read { db in
+                try Bool.fetchOne(db.cachedStatement(sql: """
+                    SELECT EXISTS (SELECT 1 FROM job WHERE id = ?) OR EXISTS (SELECT 1 FROM file_release WHERE job_id = ?)
+                    """), arguments: [id, id])
+            }) ?? true
+        })
         return problems
     }
 

@@ -121,7 +121,10 @@ final class LinkMonitor: Sendable {
         let now = ContinuousClock.now
         if let cached = state.withLock({ $0.routes }), now - cached.at < Self.routeTableAge { return cached.table }
         let table = RouteTable.current()
-        state.withLock { $0.routes = (table, now) }
+        // A fresher table (the watch's, read after a netlink event) is not replaced by this older read.
+        state.withLock { state in
+            if state.routes.map({ $0.at < now }) ?? true { state.routes = (table, now) }
+        }
         return table
     }
 

@@ -52,8 +52,9 @@ enum LinkPolicy {
         case .offline:
             return .offline
         case .metered:
-            let policy = job.onMetered.flatMap(MeteredPolicy.init) ?? destination.onMetered
-            return policy.allows(size: job.size) ? nil : .meteredLink
+            // The number the claim compares in SQL, so the two never disagree about a job.
+            let limit = job.meteredBelow ?? destination.onMetered.sizeLimit
+            return job.size < limit ? nil : .meteredLink
         }
     }
 }

@@ -39,7 +39,9 @@ public struct Job: Sendable, Equatable, Codable {
     public internal(set) var patch: PatchTarget?
     public internal(set) var patchState: PatchState
     /// The job's own metered-link policy (`defer`, `allow`, `allow-below:SIZE`), overriding its destination's.
-    public internal(set) var onMetered: String?
+    public internal(set) var onMetered: String? {
+        didSet { meteredBelow = onMetered.flatMap(MeteredPolicy.init)?.sizeLimit }
+    }
     /// `onMetered` as the number the claim compares in SQL (`MeteredPolicy.sizeLimit`); nil follows the destination.
     var meteredBelow: Int64? = nil
     /// For a `reference` job: what becomes of the file after the upload (`keep`, `delete`, `move:DIR`), when the

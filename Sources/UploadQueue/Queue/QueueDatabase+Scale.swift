@@ -30,7 +30,8 @@ extension QueueDatabase {
     /// Migration v7: what keeps the cost of a job independent of the queue's length.
     /// - `ClaimIndex`: partial indexes over runnable jobs by destination, priority and age: a claim is one seek
     ///   per destination.
-    /// - `job_cancel`, a partial index over the jobs someone asked to cancel (the scheduler looks every round).
+    /// - `job_cancel` and `job_intake`, partial indexes over the jobs someone asked to cancel (the scheduler looks
+    ///   every round) and over intakes a crash cut short (looked for at every start).
     /// - `job_state_id`, for `list --state` newest first.
     /// - `hold`: why whole destinations wait (offline, metered link, open circuit, busy slots), one row each,
     ///   instead of a reason written into every row; `list`, `show` and `status` derive a job's reason from it.
@@ -50,7 +51,11 @@ extension QueueDatabase {
             let columns = index == .byDestinationPolicy ? "destination, priority DESC, id, size" : "destination, priority DESC, id"
             try db.execute(sql: "CREATE INDEX \(index.rawValue) ON job(\(columns)) WHERE \(index.condition)")
         }
-        try db.execute(sql: "CREATE INDEX job_cancel ON job(id) WHERE cancel_requested = 1")
+        try db.execute(sql: "CREATE INDEX job_cancel ON job(id) WHERE cancel_requested = 1 AND state != 'uploaded'")
+        // `move` intakes a crash cut short, looked for at every start.
+        try db.execute(sql: "CREATE INDEX job_intake ON job(id) WHERE intake_complete = 0")
+        // Status counts come from the tally now; this index only cost every state change a write.
+        try db.execute(sql: "DROP INDEX IF EXISTS job_summary")
         try db.create(index: "job_state_id", on: "job", columns: ["state", "id"])
         try db.create(table: "hold") { t in
             // A destination's name, or "" for the whole queue (every slot busy).

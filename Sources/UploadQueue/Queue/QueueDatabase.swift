@@ -46,6 +46,17 @@ public struct QueueDatabase: Sendable {
         if !FileManager.default.fileExists(atPath: path) {
             let fd = Glibc.open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0o600)
             if fd >= 0 { Glibc.close(fd) }
+            // A new queue gives freed pages back from its first page on: set before the header is written, the
+            // setting needs no `VACUUM` later (which, on a queue filled before the daemon first ran, rewrote the
+            // whole file at its start).
+            let creating = try DatabaseQueue(path: path)
+            try creating.writeWithoutTransaction { db in
+                if try Int.fetchOne(db, sql: "PRAGMA page_count") == 0 {
+                    try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")
+                    try db.execute(sql: "PRAGMA journal_mode = WAL")
+                }
+            }
+            try creating.close()
         }
         var configuration = GRDB.Configuration()
         configuration.busyMode = .timeout(5)

@@ -24,7 +24,7 @@ public struct QueueStore: Sendable {
 
     /// `move` jobs whose rename into `blobs/` was cut short by a crash.
     func incompleteIntakes() throws -> [Job] {
-        try writer.read { db in try Job.filter(Job.Columns.intakeComplete == false).fetchAll(db) }
+        try writer.read { db in try Job.fetchAll(db, sql: "SELECT * FROM job INDEXED BY job_intake WHERE intake_complete = 0") }
     }
 
     /// One job, or nil; a pending one says why it waits (derived from the holds in force).
@@ -42,6 +42,19 @@ public struct QueueStore: Sendable {
             if let limit { request = request.limit(limit) }
             let holds = try Self.holds(db)
             return try request.fetchAll(db).map(holds.explained)
+        }
+    }
+
+    /// The jobs of `ids` that exist, by id, read in one transaction; pending ones say why they wait.
+    public func jobs(_ ids: some Collection<JobID>) throws -> [JobID: Job] {
+        try writer.read { db in
+            let holds = try Self.holds(db)
+            let statement = try db.cachedStatement(sql: "SELECT * FROM job WHERE id = ?")
+            var found: [JobID: Job] = [:]
+            for id in ids {
+                if let job = try Job.fetchOne(statement, arguments: [id.rawValue]) { found[id] = holds.explained(job) }
+            }
+            return found
         }
     }
 

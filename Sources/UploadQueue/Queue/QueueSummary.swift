@@ -35,7 +35,8 @@ public struct QueueSummary: Sendable, Equatable {
 
 extension QueueStore {
     /// The summary, read in one short read transaction. Counts come from `job_tally` (kept by triggers) and the
-    /// holds, so its cost grows with the jobs in flight, never with the history kept.
+    /// holds, so the history kept costs nothing; a metered hold counts the jobs it keeps back, and the owed
+    /// releases are counted.
     public func summary() throws -> QueueSummary {
         try writer.read { db in
             var counts = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, 0) })

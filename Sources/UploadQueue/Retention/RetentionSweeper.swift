@@ -27,11 +27,11 @@ actor RetentionSweeper {
                                databasePath: configuration.databasePath)
     }
 
-    /// Releases and prunes until the task is cancelled.
     /// Whether the releases an upgrade left to the configured policy were resolved (once per process: only
     /// migration v5 writes them).
     private var policyResolved = false
 
+    /// Releases and prunes until the task is cancelled.
     func run() async {
         while !Task.isCancelled {
             let pass = ContinuousClock.now

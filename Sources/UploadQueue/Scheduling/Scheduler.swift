@@ -23,9 +23,11 @@ actor Scheduler {
     private var appliedCap: Int64?
     /// The holds last recorded (why whole destinations wait); written again only when they change.
     private var recordedHolds: QueueHolds?
-    /// Destinations of queued jobs that are not configured (found at start): their jobs are claimed and fail with
-    /// a clear reason instead of waiting for ever.
+    /// Destinations of runnable jobs that are not configured (looked for at start and once a minute: a retry that
+    /// comes due, `uploadq retry`, or a CLI with another config can make more): their jobs are claimed and fail
+    /// with a clear reason instead of waiting for ever.
     private var strays: Set<String>?
+    private var straysFoundAt = ContinuousClock.now
     /// Where the files of cancelled jobs are kept.
     private let cancelled: CancelledFiles
     /// Writes how transfers ended.
@@ -132,6 +134,7 @@ actor Scheduler {
         }
         await stopAll()
         await recordUnsettled()
+        for cleanup in cleanups.values { await cleanup.value }
         try? bookTraffic()
         // No runner, no holds: what a stopped queue shows is that nothing moves it.
         try? store.recordHolds(QueueHolds())
@@ -229,10 +232,21 @@ actor Scheduler {
             }
         if !together.isEmpty {
             do {
-                let left = try recorder.record(together: together, links: links)
+                let leftovers = try recorder.record(together: together, links: links)
                 for settlement in together {
-                    unsettled[settlement.job.id] = nil
-                    if let error = left[settlement.job.id] { dropUnrecordable(settlement.job.id, error) }
+                    let id = settlement.job.id
+                    if let error = leftovers.kept[id] {
+                        // Its own trouble, not the others': kept for the next round, said once.
+                        storeFailed(error)
+                        if toldUnrecorded.insert(id).inserted {
+                            logger.error("cannot record the end of a transfer yet; it is tried again: \(error)",
+                                         metadata: ["uploadq.job": "\(id)"])
+                        }
+                        continue
+                    }
+                    unsettled[id] = nil
+                    toldUnrecorded.remove(id)
+                    if let error = leftovers.dropped[id] { dropUnrecordable(id, error) }
                 }
             } catch {
                 // The database cannot take writes: they wait, and so do the others. Each is told of once.
@@ -247,21 +261,32 @@ actor Scheduler {
                 }
                 return
             }
-            toldUnrecorded.subtract(together.map(\.job.id))
         }
-        for settlement in alone {
+        // A cancel drops what the transfer left at the destination (a request that may take its time) before it
+        // keeps the file and removes the job: in the background, like the clean-ups of `handleCancelRequests`, so
+        // the loop goes on meanwhile. One the database cannot take comes back here.
+        for settlement in alone where cleanups[settlement.job.id] == nil {
             let id = settlement.job.id
-            do {
-                try await recorder.record(settlement, link: links[settlement.job.destination])
-                unsettled[id] = nil
-            } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
-                unsettled[id] = nil
-                dropUnrecordable(id, error)
-            } catch {
-                storeFailed(error)
-                return
+            unsettled[id] = nil
+            let recorder = self.recorder
+            let link = links[settlement.job.destination]
+            cleanups[id] = Task {
+                do {
+                    try await recorder.record(settlement, link: link)
+                } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
+                    self.dropUnrecordable(id, error)
+                } catch {
+                    self.cancelNotRecorded(settlement, error)
+                }
+                self.cleanupFinished(id)
             }
         }
+    }
+
+    /// A cancelled transfer's end the database could not take: kept, and tried again by a later round.
+    private func cancelNotRecorded(_ settlement: Settlement, _ error: any Error) {
+        unsettled[settlement.job.id] = settlement
+        storeFailed(error)
     }
 
     private func dropUnrecordable(_ id: JobID, _ error: UploadQueueError) {
@@ -356,7 +381,7 @@ actor Scheduler {
     /// Stops flagged transfers running here; flagged jobs that are not running (they left a remote upload
     /// behind) leave the queue at once and their remote upload is dropped in the background.
     private func handleCancelRequests(_ requests: [JobID]) throws {
-        for id in requests where unsettled[id] == nil {
+        for id in requests where unsettled[id] == nil && cleanups[id] == nil {
             if workers[id] != nil {
                 if stopReasons[id] != .cancel { _ = cancelRunning(id) }
                 continue
@@ -386,8 +411,9 @@ actor Scheduler {
     private func fillSlots() throws {
         let limit = configuration.limits.concurrency
         let openCircuits = Set(breakers.filter { $0.value.isOpen }.keys)
-        if strays == nil {
+        if strays == nil || ContinuousClock.now - straysFoundAt >= .seconds(60) {
             strays = try store.runnableDestinations().subtracting(configuration.destinations.keys)
+            straysFoundAt = .now
         }
         let gate = ClaimGate.make(destinations: configuration.destinations, links: links, openCircuits: openCircuits,
                                   strays: strays ?? [])
@@ -438,7 +464,8 @@ actor Scheduler {
         wake.signal()
     }
 
-    /// Feeds a transfer's verdict to its destination's breaker; clears the circuit-open marks when it closes.
+    /// Feeds a transfer's verdict to its destination's breaker; a breaker that closes wakes the loop (its jobs may
+    /// go again, and the hold is lifted).
     private func updateBreaker(_ destination: String, failure: TransferFailure?) {
         guard var breaker = breakers[destination] else { return }
         let wasOpen = breaker.isOpen
@@ -453,7 +480,7 @@ actor Scheduler {
         let metadata: Logger.Metadata = ["uploadq.destination": "\(destination)"]
         if opened {
             let delay = CircuitBreaker.probeDelay(policy: breaker.policy, openings: breaker.openings)
-            // The next pass of the loop (woken when the transfer ends) marks its jobs circuit-open.
+            // The next pass of the loop (woken when the transfer ends) records the destination's hold.
             logger.warning("""
                 destination "\(destination)" failed \(breaker.policy.threshold) times in a row; its jobs wait \
                 (circuit-open) and it is probed in \(delay)

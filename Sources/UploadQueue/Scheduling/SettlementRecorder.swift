@@ -42,8 +42,9 @@ struct SettlementRecorder: Sendable {
             try await recordCancel(settlement)
             return
         }
-        let left = try record(together: [settlement], links: [settlement.job.destination: link].compactMapValues { $0 })
-        if let error = left[settlement.job.id] { throw error }
+        let outcome = try record(together: [settlement], links: [settlement.job.destination: link].compactMapValues { $0 })
+        if let error = outcome.dropped[settlement.job.id] { throw error }
+        if let error = outcome.kept[settlement.job.id] { throw error }
     }
 
     /// Whether `record(together:)` can take the settlement: all but a cancel, which keeps the job's file first.
@@ -52,15 +53,22 @@ struct SettlementRecorder: Sendable {
         return failure.kind == .permanent
     }
 
+    /// What `record(together:)` could not record: ends to drop (their job changed meanwhile: gone, no longer
+    /// uploading) and ends to keep for a later try (any other error of their own).
+    struct Leftovers {
+        var dropped: [JobID: UploadQueueError] = [:]
+        var kept: [JobID: any Error] = [:]
+    }
+
     /// Records the ends of transfers in one transaction: the group commit of concurrent transfers, one commit
-    /// (one flush to disk) for all of them. Each goes in a savepoint of its own, so one whose job changed meanwhile
-    /// (gone, no longer uploading) is left out and returned with its error, never costing the others. Listeners
-    /// hear of each only once all are on disk. Throws, recording none, when the database cannot take the
-    /// transaction. Cancels do not belong here (`isGroupable`).
-    func record(together batch: [Settlement], links: [String: LinkStatus.LinkClass]) throws -> [JobID: UploadQueueError] {
-        let (effects, left) = try store.writer.write { db in
+    /// (one flush to disk) for all of them. Each goes in a savepoint of its own, so one that fails is rolled back
+    /// alone and returned (`Leftovers`), never costing the others. Listeners hear of each only once all are on
+    /// disk. Throws, recording none, when the transaction itself fails (a full disk at the commit). Cancels do not
+    /// belong here (`isGroupable`).
+    func record(together batch: [Settlement], links: [String: LinkStatus.LinkClass]) throws -> Leftovers {
+        let (effects, leftovers) = try store.writer.write { db in
             var effects: [() -> Void] = []
-            var left: [JobID: UploadQueueError] = [:]
+            var leftovers = Leftovers()
             for settlement in batch {
                 do {
                     var told: [() -> Void] = []
@@ -70,13 +78,15 @@ struct SettlementRecorder: Sendable {
                     }
                     effects += told
                 } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
-                    left[settlement.job.id] = error
+                    leftovers.dropped[settlement.job.id] = error
+                } catch {
+                    leftovers.kept[settlement.job.id] = error
                 }
             }
-            return (effects, left)
+            return (effects, leftovers)
         }
         for effect in effects { effect() }
-        return left
+        return leftovers
     }
 
     /// Writes one transfer end in `db`; returns what to tell once it is committed (events, log lines).
