@@ -26,6 +26,8 @@ public actor SpoolWatcher: Service {
     private let queue: UploadQueue
     private let logger: Logger
     private var candidates: [String: Candidate] = [:]
+    /// Signalled when an event changes a candidate, so the timer looks at its due time again.
+    private let candidatesChanged = WakeSignal()
     private var rejectedDirectory: String { (spool.directory as NSString).appendingPathComponent(".rejected") }
     /// How long a file that was opened for writing but never closed may sit unchanged before it is taken anyway.
     private var abandonedWriterTimeout: Duration { max(.seconds(60), spool.quietPeriod * 10) }
@@ -87,19 +89,38 @@ public actor SpoolWatcher: Service {
         }
     }
 
-    /// Periodic work: take quiet files, rescan on the timer. Returns when cancelled.
+    /// Timed work: takes each file the moment its quiet period ends (woken by the events that change a
+    /// candidate), and rescans on the timer. A file that was due but stays (still open for writing, no room, a
+    /// failure's back-off) is looked at again every `recheckInterval`. Returns when cancelled.
     private func tick() async {
         var lastScan = ContinuousClock.now
         while !Task.isCancelled {
-            try? await Task.sleep(for: .milliseconds(200))
             let interval = watchHealthy ? spool.rescanInterval : min(spool.rescanInterval, .seconds(2))
             if ContinuousClock.now - lastScan >= interval {
                 scan()
                 lastScan = .now
             }
             await takeQuietFiles()
+            let now = ContinuousClock.now
+            var next = lastScan + interval
+            for candidate in candidates.values {
+                let due = dueTime(of: candidate)
+                next = min(next, due > now ? due : now + Self.recheckInterval)
+            }
+            await candidatesChanged.wait(timeout: max(next - now, .milliseconds(1)))
         }
     }
+
+    /// When a candidate may be taken, as far as time goes: once its quiet period is over (a writer that keeps it
+    /// open: once it is taken as abandoned), not before its back-off ends; at once while it has no fingerprint yet.
+    private func dueTime(of candidate: Candidate) -> ContinuousClock.Instant {
+        guard candidate.fingerprint != nil else { return candidate.notBefore }
+        let quiet = candidate.lastChange + (candidate.writing ? abandonedWriterTimeout : spool.quietPeriod)
+        return max(quiet, candidate.notBefore)
+    }
+
+    /// How often a file that is due but could not be taken is looked at again.
+    static let recheckInterval = Duration.milliseconds(200)
 
     /// Applies one inotify event; returns true when the watch is gone and must be re-created.
     private func handle(_ event: InotifyWatch.Event) -> Bool {
@@ -129,7 +150,13 @@ public actor SpoolWatcher: Service {
         var candidate = candidates[name] ?? Candidate(fingerprint: nil, lastChange: now, writing: writing, notBefore: now)
         candidate.writing = writing
         candidate.lastChange = now
+        // A file renamed in or closed is measured now, so its quiet period counts from this event (a later look
+        // that finds it different starts the period again).
+        if !writing {
+            candidate.fingerprint = try? FileFingerprint.of(path: (spool.directory as NSString).appendingPathComponent(name))
+        }
         candidates[name] = candidate
+        candidatesChanged.signal()
     }
 
     /// Adds every eligible name in the spool (files present at start-up, after an overflow, on the timer), and
