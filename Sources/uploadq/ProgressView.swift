@@ -12,6 +12,9 @@ struct ProgressView {
     /// look reads the unfinished jobs in one transaction, at most fifty times a second (ten on a terminal, where
     /// it redraws the bars).
     func follow() async throws -> Bool {
+        // The same file named twice is one job: followed once.
+        var seen = Set<JobID>()
+        let ids = self.ids.filter { seen.insert($0).inserted }
         let changes = QueueChanges(databasePath: queue.configuration.databasePath)
         let terminal = isatty(STDERR_FILENO) == 1
         let spacing: Duration = terminal ? .milliseconds(100) : .milliseconds(20)

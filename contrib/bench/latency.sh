@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark: latency, as a user of a field app feels it.
 #   - drop to uploaded: a photo renamed into the spool of a running daemon, until the file is complete on nginx
-#     DAV; printed as the time beyond the spool's quiet period, median and p95 (targets: + 50 ms and + 150 ms);
+#     DAV; printed as the time beyond the spool's quiet period, median and p95 (targets: + 50 ms and + 150 ms).
+#     The state directory is on tmpfs with the servers' (TMPDIR=/dev/shm): a disk adds its flushes;
 #   - `enqueue --wait` of one small file with the daemon running: until the command returns (it follows the
 #     database's commits, not a timer).
 #
@@ -28,6 +29,7 @@ cd "$work"
 "$binary" daemon --log-level warning --config uploadq.toml & daemon=$!
 trap 'kill $daemon 2> /dev/null; wait $daemon 2> /dev/null; rm -rf "$work"' EXIT
 for _ in $(seq 1 100); do [ -S state/daemon.sock ] && break; sleep 0.05; done
+[ -S state/daemon.sock ] || { echo "bench: the daemon did not start" >&2; exit 1; }
 
 python3 - "$photos" "$quiet_ms" "$UPLOADQ_TEST_DAV_ROOT/latency" "$binary" <<'PY'
 import os, statistics, subprocess, sys, time

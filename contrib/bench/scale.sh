@@ -76,15 +76,17 @@ drain() { # name folder count → seconds per file; leaves RSS samples in $work/
     local cfg start end pid
     cfg=$(config "$1")
     enqueue "$cfg" "$2" reference
+    : > "$work/rss-$1"
     start=$(seconds)
     "$binary" daemon --exit-when-idle --log-level warning --config "$cfg" & pid=$!
-    : > "$work/rss-$1"
-    while kill -0 "$pid" 2> /dev/null; do
+    # Sampled beside the drain; its end is taken from `wait`, not from the sampler's pace.
+    (while kill -0 "$pid" 2> /dev/null; do
         awk '/VmRSS/ {print $2}' "/proc/$pid/status" 2> /dev/null >> "$work/rss-$1" || true
         sleep 0.2
-    done
+    done) & sampler=$!
     wait "$pid"
     end=$(seconds)
+    wait "$sampler"
     local stored
     stored=$(find "$work/out-$1" -type f | wc -l)
     [ "$stored" -eq "$3" ] || { echo "bench: drain $1 stored $stored of $3 files" >&2; exit 1; }

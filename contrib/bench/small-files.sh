@@ -25,7 +25,7 @@ for index in range(count):
     with open(f"{folder}/p{index:06d}.jpg", "wb") as handle:
         handle.write(os.urandom(size))
 PY
-cat "$work"/small/* > /dev/null
+find "$work/small" -type f -print0 | xargs -0 cat > /dev/null
 
 # curl's own list of transfers: one `upload-file`/`url` pair per file.
 curl_list() { # name → a curl config uploading every file under /bench/NAME/

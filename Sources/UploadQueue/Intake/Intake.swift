@@ -328,14 +328,13 @@ struct Intake: Sendable {
         blobs.removeStaleTemporaries()
         // Each file in `blobs/` is looked up by key: the queue's history is never read whole. A file whose lookup
         // fails counts as referenced (kept).
-        let store = self.store
-        blobs.removeOrphans(isReferenced: { id in
-            (try? store.writer.read { db in
-                try Bool.fetchOne(db.cachedStatement(sql: """
-                    SELECT EXISTS (SELECT 1 FROM job WHERE id = ?) OR EXISTS (SELECT 1 FROM file_release WHERE job_id = ?)
-                    """), arguments: [id, id])
-            }) ?? true
-        })
+        let blobs = self.blobs
+        try? store.writer.read { db in
+            let lookup = try db.cachedStatement(sql: """
+                SELECT EXISTS (SELECT 1 FROM job WHERE id = ?) OR EXISTS (SELECT 1 FROM file_release WHERE job_id = ?)
+                """)
+            blobs.removeOrphans(isReferenced: { id in (try? Bool.fetchOne(lookup, arguments: [id, id])) ?? true })
+        }
         return problems
     }
 

@@ -100,6 +100,7 @@ public actor SpoolWatcher: Service {
                 scan()
                 lastScan = .now
             }
+            let pass = ContinuousClock.now
             await takeQuietFiles()
             let now = ContinuousClock.now
             var next = lastScan + interval
@@ -107,7 +108,9 @@ public actor SpoolWatcher: Service {
                 let due = dueTime(of: candidate)
                 next = min(next, due > now ? due : now + Self.recheckInterval)
             }
-            await candidatesChanged.wait(timeout: max(next - now, .milliseconds(1)))
+            // A writer's events come by the hundred: passes at most every 10 ms.
+            await candidatesChanged.wait(timeout: max(next - now, .milliseconds(1)), spacedFrom: pass,
+                                         by: .milliseconds(10))
         }
     }
 
@@ -183,6 +186,7 @@ public actor SpoolWatcher: Service {
             }
         }
         straySidecars = stray
+        candidatesChanged.signal()
     }
 
     /// How long a sidecar may wait for its file before it is set aside: a day, long past any slow copy of a

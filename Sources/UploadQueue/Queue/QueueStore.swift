@@ -24,7 +24,7 @@ public struct QueueStore: Sendable {
 
     /// `move` jobs whose rename into `blobs/` was cut short by a crash.
     func incompleteIntakes() throws -> [Job] {
-        try writer.read { db in try Job.fetchAll(db, sql: "SELECT * FROM job INDEXED BY job_intake WHERE intake_complete = 0") }
+        try writer.read { db in try Job.fetchAll(db, sql: "SELECT * FROM job WHERE intake_complete = 0") }
     }
 
     /// One job, or nil; a pending one says why it waits (derived from the holds in force).

@@ -47,6 +47,8 @@ actor Scheduler {
     private var nextDue: Date?
     /// When the bytes sent were last booked into the database.
     private var trafficBookedAt = ContinuousClock.now
+    /// Cancelled transfers whose end is being recorded in the background (in `cleanups`).
+    private var recordingCancels: Set<JobID> = []
     /// Unrecorded transfer ends already told of in the log (once each).
     private var toldUnrecorded: Set<JobID> = []
     /// Whether the queue takes writes: a spell of failures is said once, and once more when it is over.
@@ -152,7 +154,8 @@ actor Scheduler {
         try handleCancelRequests(view.cancelRequests)
         startDueProbes()
         try fillSlots()
-        for action in health.succeeded(unsettled: unsettled.count, at: .now) { perform(action) }
+        // A cancel being recorded in the background is unsettled too until it is written.
+        for action in health.succeeded(unsettled: unsettled.count + recordingCancels.count, at: .now) { perform(action) }
     }
 
     /// The error a batch run stops with when the queue stayed unwritable for `storeGiveUp`.
@@ -268,6 +271,7 @@ actor Scheduler {
         for settlement in alone where cleanups[settlement.job.id] == nil {
             let id = settlement.job.id
             unsettled[id] = nil
+            recordingCancels.insert(id)
             let recorder = self.recorder
             let link = links[settlement.job.destination]
             cleanups[id] = Task {
@@ -278,6 +282,7 @@ actor Scheduler {
                 } catch {
                     self.cancelNotRecorded(settlement, error)
                 }
+                self.recordingCancels.remove(id)
                 self.cleanupFinished(id)
             }
         }
@@ -365,16 +370,17 @@ actor Scheduler {
 
     private func cleanupFinished(_ id: JobID) {
         cleanups[id] = nil
+        wake.signal()
     }
 
     private func stopAll() async {
         for probe in probes.values { probe.cancel() }
-        for cleanup in cleanups.values { await cleanup.value }
         let running = workers
         for (id, task) in running {
             if stopReasons[id] == nil { stopReasons[id] = .shutdown }
             task.cancel()
         }
+        for cleanup in cleanups.values { await cleanup.value }
         for task in running.values { await task.value }
     }
 
