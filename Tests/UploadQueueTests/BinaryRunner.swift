@@ -22,6 +22,15 @@ enum BinaryRunner {
         }
     }
 
+    /// Runs `uploadq enqueue ARGS` for one file and returns the job id it printed; a failed run is an issue of the
+    /// calling test, with the command's stderr.
+    static func enqueue(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> JobID {
+        let enqueued = try run(["enqueue"] + arguments)
+        #expect(enqueued.status == 0, "\(enqueued.stderr)", sourceLocation: sourceLocation)
+        return try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)),
+                            sourceLocation: sourceLocation)
+    }
+
     /// Runs `uploadq ARGS` (or another `executable`) to completion in `directory`.
     static func run(_ arguments: [String], in directory: String? = nil, environment: [String: String] = [:],
                     executable: String? = nil) throws -> Output {

@@ -64,9 +64,7 @@ struct ClockStepTests {
     func failOnce(_ sandbox: Sandbox, _ recorder: RecorderSession) async throws -> (JobID, QueueStore) {
         try await recorder.script([["status": 503, "body": "down for maintenance"]])
         let path = try sandbox.makeFile(sandbox.root + "/in/p.jpg", size: 20_000, seed: 402)
-        let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "api", "--config", sandbox.configPath])
-        #expect(enqueued.status == 0, "\(enqueued.stderr)")
-        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let id = try BinaryRunner.enqueue([path, "--destination", "api", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         return (id, store)
     }

@@ -74,9 +74,7 @@ struct DaemonTests {
         let sandbox = try Sandbox(bandwidth: 4 << 20)
         let source = try sandbox.makeFile(sandbox.root + "/big.bin", size: 20 << 20, seed: 7)
         let expected = try sha256(ofFile: source)
-        let enqueued = try BinaryRunner.run(["enqueue", source, "--config", sandbox.configPath])
-        #expect(enqueued.status == 0, "\(enqueued.stderr)")
-        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let id = try BinaryRunner.enqueue([source, "--config", sandbox.configPath])
         let partial = sandbox.target + "/.uploadq-\(id).partial"
 
         let daemon = try DaemonProcess(sandbox: sandbox)
@@ -108,8 +106,7 @@ struct DaemonTests {
     func gracefulStop() async throws {
         let sandbox = try Sandbox(bandwidth: 2 << 20)
         let source = try sandbox.makeFile(sandbox.root + "/big.bin", size: 20 << 20, seed: 8)
-        let enqueued = try BinaryRunner.run(["enqueue", source, "--config", sandbox.configPath])
-        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let id = try BinaryRunner.enqueue([source, "--config", sandbox.configPath])
         let queue = try UploadQueue(configuration: try sandbox.configuration())
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(try await eventually(timeout: .seconds(30)) { (try await queue.job(id)?.bytesConfirmed ?? 0) >= 2 << 20 })

@@ -168,9 +168,7 @@ struct DiskFullTests {
         var ids: [JobID] = []
         for index in 0..<2 {
             let path = try sandbox.makeFile(sandbox.root + "/in/p\(index).jpg", size: 100_000, seed: UInt64(310 + index))
-            let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "api", "--config", sandbox.configPath])
-            #expect(enqueued.status == 0, "\(enqueued.stderr)")
-            ids.append(try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines))))
+            ids.append(try BinaryRunner.enqueue([path, "--destination", "api", "--config", sandbox.configPath]))
         }
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let daemon = try DaemonProcess(sandbox: sandbox)

@@ -48,8 +48,7 @@ struct NetworkDaemonTests {
             chunk_size = "256KiB"
             """, retry: "30s")
         let path = try sandbox.makeFile(sandbox.root + "/a.bin", size: 1_000_000, seed: 71)
-        let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "tus", "--config", sandbox.configPath])
-        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let id = try BinaryRunner.enqueue([path, "--destination", "tus", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         var daemon = try DaemonProcess(sandbox: sandbox)
         #expect(try await eventually { try store.job(id)?.state == .failed })

@@ -121,9 +121,7 @@ struct PatchTests {
         let sandbox = try sandbox()
         let path = try sandbox.makeFile(sandbox.root + "/c.jpg", size: 20_000, seed: 83)
         let url = proxy.url("/record/\(recorder.name)/records/r-3")
-        let enqueued = try BinaryRunner.run(["enqueue", path, "--patch-url", url, "--config", sandbox.configPath])
-        #expect(enqueued.status == 0, "\(enqueued.stderr)")
-        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let id = try BinaryRunner.enqueue([path, "--patch-url", url, "--config", sandbox.configPath])
         var daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-1")
         let held = try await eventually(timeout: .seconds(30)) {
             try await proxy.requests().contains { $0["held"] as? Bool == true }

@@ -27,9 +27,7 @@ struct S3DaemonTests {
         let size = 100 << 20
         let source = try sandbox.makeRandomFile(sandbox.root + "/survey.bin", size: size)
         let expected = try sha256(ofFile: source)
-        let enqueued = try BinaryRunner.run(["enqueue", source, "--destination", "s3", "--config", sandbox.configPath])
-        #expect(enqueued.status == 0, "\(enqueued.stderr)")
-        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let id = try BinaryRunner.enqueue([source, "--destination", "s3", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         func job() throws -> Job { try #require(try store.job(id)) }
         func state() throws -> S3ResumeState? { S3ResumeState(json: try job().resumeState) }

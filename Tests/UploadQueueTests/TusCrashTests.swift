@@ -22,9 +22,7 @@ struct TusCrashTests {
         let size = 256 << 20
         let source = try sandbox.makeRandomFile(sandbox.root + "/video.bin", size: size)
         let expected = try sha256(ofFile: source)
-        let enqueued = try BinaryRunner.run(["enqueue", source, "--destination", "tus", "--config", sandbox.configPath])
-        #expect(enqueued.status == 0, "\(enqueued.stderr)")
-        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let id = try BinaryRunner.enqueue([source, "--destination", "tus", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         func job() throws -> Job { try #require(try store.job(id)) }
         var kills = 0
@@ -120,9 +118,7 @@ struct TusCreationTests {
             """)
         let path = try sandbox.makeRandomFile(sandbox.root + "/small.jpg", size: 200_000)
         let digest = try sha256(ofFile: path)
-        let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "tus", "--config", sandbox.configPath])
-        #expect(enqueued.status == 0, "\(enqueued.stderr)")
-        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let id = try BinaryRunner.enqueue([path, "--destination", "tus", "--config", sandbox.configPath])
         var daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-1")
         let held = try await eventually(timeout: .seconds(30)) {
             try await proxy.requests().contains { $0["held"] as? Bool == true }

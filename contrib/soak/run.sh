@@ -10,16 +10,4 @@
 #
 # See contrib/soak/soak.py for the settings (every one an environment variable). Starts its own servers
 # (contrib/test-servers/run.sh) and mounts a tmpfs for the daemon's state, so it runs as root.
-set -euo pipefail
-root="$(cd "$(dirname "$0")/../.." && pwd)"
-cd "$root"
-if [ -z "${UPLOADQ_TEST_PROXY_CONTROL:-}" ]; then
-    contrib/setup.sh
-    contrib/test-servers/setup.sh
-    if [ -z "${UPLOADQ_BINARY:-}" ]; then
-        swift build -c release --static-swift-stdlib --product uploadq >&2
-        export UPLOADQ_BINARY="$root/.build/release/uploadq"
-    fi
-    exec contrib/test-servers/run.sh "$0" "$@"
-fi
-exec "$root/.build-venv/bin/python" "$root/contrib/soak/soak.py"
+exec "$(dirname "$0")/../test-servers/harness.sh" "$(cd "$(dirname "$0")" && pwd)/soak.py"

@@ -55,7 +55,7 @@ struct QueueHolds: Sendable, Equatable {
 
     /// Why a job does not move, the strongest cause first: its link is offline, the metered link does not let it
     /// go, its destination's circuit is open, every slot is busy. nil for a job that is not pending or that
-    /// nothing holds.
+    /// nothing holds (no row carries a reason of its own since migration v7).
     func reason(for job: Job) -> WaitingReason? {
         guard job.state == .pending else { return nil }
         if hold(.offline, on: job.destination) != nil { return .offline }
@@ -67,7 +67,7 @@ struct QueueHolds: Sendable, Equatable {
         if hold(.concurrency, on: Self.wholeQueue) != nil, job.intakeComplete, !job.cancelRequested {
             return .concurrency
         }
-        return job.waitingReason
+        return nil
     }
 
     /// `job` with its derived waiting reason.

@@ -94,9 +94,7 @@ extension QueueStore {
                 cancelRequests: try String.fetchAll(db.cachedStatement(sql: """
                     SELECT id FROM job INDEXED BY job_cancel WHERE cancel_requested = 1 AND state != 'uploaded'
                     """)).map { JobID(trusted: $0) },
-                nextDue: try Date.fetchOne(db.cachedStatement(sql: """
-                    SELECT MIN(next_attempt_at) FROM job WHERE state = 'failed'
-                    """)))
+                nextDue: try Self.nextDueDate(db))
         }
     }
 

@@ -273,10 +273,9 @@ actor Scheduler {
             unsettled[id] = nil
             recordingCancels.insert(id)
             let recorder = self.recorder
-            let link = links[settlement.job.destination]
             cleanups[id] = Task {
                 do {
-                    try await recorder.record(settlement, link: link)
+                    try await recorder.recordCancel(settlement)
                 } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
                     self.dropUnrecordable(id, error)
                 } catch {

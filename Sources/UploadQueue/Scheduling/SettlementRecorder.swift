@@ -35,18 +35,6 @@ struct SettlementRecorder: Sendable {
         return configuration.destinations[job.destination]?.sourceAfterUpload ?? .keep
     }
 
-    /// Writes how a transfer ended (its state change and attempt) and tells listeners; throws when the database
-    /// cannot take it, leaving the row as it was.
-    func record(_ settlement: Settlement, link: LinkStatus.LinkClass?) async throws {
-        if settlement.stop == .cancel, case .failure(let failure) = settlement.result, failure.kind != .permanent {
-            try await recordCancel(settlement)
-            return
-        }
-        let outcome = try record(together: [settlement], links: [settlement.job.destination: link].compactMapValues { $0 })
-        if let error = outcome.dropped[settlement.job.id] { throw error }
-        if let error = outcome.kept[settlement.job.id] { throw error }
-    }
-
     /// Whether `record(together:)` can take the settlement: all but a cancel, which keeps the job's file first.
     static func isGroupable(_ settlement: Settlement) -> Bool {
         guard settlement.stop == .cancel, case .failure(let failure) = settlement.result else { return true }
@@ -150,8 +138,9 @@ struct SettlementRecorder: Sendable {
         }
     }
 
-    /// A cancelled transfer: drops what it left at the destination, keeps the job's file, removes the job.
-    private func recordCancel(_ settlement: Settlement) async throws {
+    /// A cancelled transfer (one `isGroupable` refuses): drops what it left at the destination, keeps the job's
+    /// file, removes the job. Throws when the database cannot take it, leaving the row as it was.
+    func recordCancel(_ settlement: Settlement) async throws {
         let job = settlement.job
         let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
         // The resume state as the transfer left it (it may have created the remote upload).
