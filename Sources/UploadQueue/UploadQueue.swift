@@ -273,7 +273,7 @@ public actor UploadQueue {
         let metricsWriter = configuration.metrics.textfile.map { path in
             Task {
                 while !Task.isCancelled {
-                    await self.writeMetrics(to: path)
+                    self.writeMetrics(to: path)
                     try? await Task.sleep(for: configuration.metrics.interval)
                 }
             }

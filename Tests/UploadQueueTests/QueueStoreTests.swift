@@ -165,4 +165,60 @@ struct QueueStoreTests {
         #expect(stat(sandbox.state + "/queue.sqlite", &info) == 0 && info.st_mode & 0o777 == 0o600)
         #expect(stat(sandbox.state, &info) == 0 && info.st_mode & 0o777 == 0o700)
     }
+
+    @Test("a job reads back exactly as it was written, every column set or empty; a value this version cannot read throws")
+    func rowRoundTrip() throws {
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        var full = Self.job(JobID.generate(at: at))
+        full.createdAt = at
+        full.updatedAt = at.addingTimeInterval(7)
+        full.state = .failed
+        full.waitingReason = .backoff
+        full.permanent = true
+        full.attempts = 3
+        full.failures = 2
+        full.nextAttemptAt = at.addingTimeInterval(60)
+        full.lastError = "503 from https://example.invalid/x"
+        full.remoteURL = "https://example.invalid/x"
+        full.bytesConfirmed = 5
+        full.rateBytesPerSecond = 9
+        full.meta = ["album": "Field 7", "note": "ünïcode \"quoted\""]
+        full.patch = PatchTarget(url: "https://app.invalid/p/1", method: "PUT", body: "{\"a\":1}", headers: ["X-A": "b"])
+        full.patchState = .pending
+        full.onMetered = "allow-below:1MiB"
+        full.sourceAfterUpload = "move:/srv/done"
+        full.resumeState = "{\"offset\":5}"
+        full.cancelRequested = true
+        var bare = Self.job(JobID.generate(at: at))
+        bare.createdAt = at
+        bare.updatedAt = at
+        let store = try Self.store(with: [full, bare])
+        #expect(full.meteredBelow == Int64(1_048_576))
+        #expect(try store.writer.read { db in try Job.fetchOne(db, key: full.id.rawValue) } == full)
+        #expect(try store.writer.read { db in try Job.fetchOne(db, key: bare.id.rawValue) } == bare)
+
+        try store.writer.write { db in
+            try db.execute(sql: "UPDATE job SET state = 'teleported' WHERE id = ?", arguments: [bare.id.rawValue])
+        }
+        #expect(throws: DatabaseError.self) { try store.writer.read { db in try Job.fetchOne(db, key: bare.id.rawValue) } }
+    }
+
+    @Test("dates are stored as the same text GRDB writes, to the millisecond")
+    func storedDateText() {
+        var generator = SystemRandomNumberGenerator()
+        var dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 951_782_400.9999),  // 2000-02-29
+                     Date(timeIntervalSince1970: 4_107_542_399.999), Date(timeIntervalSince1970: 1_800_000_000.0005)]
+        for _ in 0..<20_000 {
+            // 1970 to 2200, with sub-millisecond parts, and some right at a millisecond's edge.
+            let seconds = Double.random(in: 0..<7_258_118_400, using: &generator)
+            dates.append(Date(timeIntervalSince1970: seconds))
+            dates.append(Date(timeIntervalSince1970: (seconds * 1000).rounded(.down) / 1000))
+            dates.append(Date(timeIntervalSinceReferenceDate: Date().timeIntervalSinceReferenceDate
+                              + Double.random(in: -1e6...1e6, using: &generator)))
+        }
+        let mismatches = dates.filter { date in
+            String.fromDatabaseValue(date.databaseValue) != StoredDate.text(date)
+        }
+        #expect(mismatches.count == 0, "\(mismatches.count) differ; first: \(mismatches.first.map { "\($0.timeIntervalSince1970) GRDB \(String.fromDatabaseValue($0.databaseValue) ?? "") ours \(StoredDate.text($0))" } ?? "")")
+    }
 }

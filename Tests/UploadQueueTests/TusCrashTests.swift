@@ -78,10 +78,14 @@ struct TusCrashTests {
         // by the server's offset (re-sending that chunk), and the byte budget below still holds.
         let context = "attempts:\n\(story.joined(separator: "\n"))\nlog:\n\(daemon.log.suffix(3000))"
         #expect(attempts.count >= 4 && attempts.count <= 6, "\(context)")
-        #expect(attempts.prefix(3).allSatisfy { $0.outcome == "interrupted" }, "\(context)")
+        // The runs the kills ended, and the last: without the attempts the server refused as busy, wherever the
+        // restart met them.
+        let runs = attempts.filter { !($0.outcome == "failed" && ($0.error ?? "").contains("busy")) }
+        #expect(runs.count >= 4, "\(context)")
+        #expect(runs.prefix(3).allSatisfy { $0.outcome == "interrupted" }, "\(context)")
         #expect(attempts.last?.outcome == "uploaded")
-        #expect(attempts.dropFirst(2).allSatisfy { $0.startOffset > 0 }, "runs after the creation resumed: \(context)")
-        #expect(attempts.dropFirst(3).allSatisfy { $0.startOffset >= confirmedAtKill - Int64(Self.chunk) },
+        #expect(runs.dropFirst(2).allSatisfy { $0.startOffset > 0 }, "runs after the creation resumed: \(context)")
+        #expect(runs.dropFirst(3).allSatisfy { $0.startOffset >= confirmedAtKill - Int64(Self.chunk) },
                 "the last run resumed at the server's offset: \(context)")
         let sent = try await proxy.bodyBytes()
         print("tus crash test: \(sent) bytes sent through the proxy for a \(size)-byte file with \(kills) kills "

@@ -26,6 +26,9 @@ final class LinkMonitor: Sendable {
     private let classifier: LinkClassifier
     private let state: Mutex<State>
     private let stopped = Atomic<Bool>(false)
+    /// Each configured destination's host, worked out once: every transfer asks (parsing the URL cost more than
+    /// the rest of the question).
+    private let hosts: [String: String]
     /// The settings key `uploadq link` writes.
     static let overrideSetting = "link.override"
 
@@ -34,6 +37,7 @@ final class LinkMonitor: Sendable {
         classifier = LinkClassifier(meteredInterfaces: configuration.link.meteredInterfaces,
                                     networkManager: networkManager)
         state = Mutex(State(override: LinkOverride(rawValue: configuration.link.mode) ?? .auto))
+        hosts = configuration.destinations.compactMapValues(Self.host(of:))
     }
 
     /// Applies the hand-set class (`nil`: the config's `[link] mode`).
@@ -59,7 +63,7 @@ final class LinkMonitor: Sendable {
             return LinkStatus(linkClass: .unmetered, source: .default, reason: "local directory")
         }
         let interface: String?
-        if let host = Self.host(of: destination), let address = cachedAddress(of: host) {
+        if let host = hosts[destination.name] ?? Self.host(of: destination), let address = cachedAddress(of: host) {
             interface = table.interface(for: address)
         } else {
             interface = table.defaultInterface

@@ -115,4 +115,16 @@ extension QueueDatabase {
             BEGIN UPDATE queue_counter SET value = value + 1 WHERE name = 'failed_attempts'; END
             """)
     }
+
+    /// Migration v8: indexes that hold only the rows their queries look for. An index over every job is written
+    /// by every state change (SQLite rewrites the entry of each index over a column an UPDATE sets); a partial one
+    /// only when a row enters or leaves it. Claims and transfer ends touched two such indexes for nothing.
+    /// - `job_retry` replaces `job_runnable`: only retryable failures have a due time.
+    /// - `job_uploaded` replaces `job_finished`: only uploaded jobs are pruned or reported by their age.
+    static func migrateToLeanIndexes(_ db: Database) throws {
+        try db.execute(sql: "DROP INDEX IF EXISTS job_runnable")
+        try db.execute(sql: "DROP INDEX IF EXISTS job_finished")
+        try db.execute(sql: "CREATE INDEX job_retry ON job(next_attempt_at) WHERE state = 'failed'")
+        try db.execute(sql: "CREATE INDEX job_uploaded ON job(updated_at, id) WHERE state = 'uploaded'")
+    }
 }

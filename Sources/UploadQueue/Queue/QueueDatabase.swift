@@ -225,6 +225,9 @@ public struct QueueDatabase: Sendable {
         migrator.registerMigration("v7-scale") { db in
             try QueueDatabase.migrateToScale(db)
         }
+        migrator.registerMigration("v8-lean-indexes") { db in
+            try QueueDatabase.migrateToLeanIndexes(db)
+        }
         return migrator
     }
 }

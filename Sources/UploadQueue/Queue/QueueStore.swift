@@ -95,18 +95,41 @@ public struct QueueStore: Sendable {
         change(&job)
         job.updatedAt = now
         assert(before.withChangeableColumns(of: job) == job, "a change touched a column `apply` does not write")
-        // Only what a state change may change: encoding the whole row (its metadata and patch as JSON) for every
-        // event cost more than the rest of the transaction.
-        try db.cachedStatement(sql: """
-            UPDATE job SET state = ?, waiting_reason = ?, permanent = ?, attempts = ?, failures = ?, next_attempt_at = ?,
-            last_error = ?, rate_bytes_per_s = ?, remote_url = ?, bytes_confirmed = ?, cancel_requested = ?,
-            intake_complete = ?, patch_state = ?, updated_at = ? WHERE id = ?
-            """).execute(arguments: [
-                job.state.rawValue, job.waitingReason?.rawValue, job.permanent, job.attempts, job.failures,
-                job.nextAttemptAt, job.lastError, job.rateBytesPerSecond, job.remoteURL, job.bytesConfirmed,
-                job.cancelRequested, job.intakeComplete, job.patchState.rawValue, job.updatedAt, id.rawValue,
-            ])
+        try Self.update(job, from: before, in: db)
         return job
+    }
+
+    /// Writes the columns a state change altered (`withChangeableColumns`), and only those: encoding the whole
+    /// row (its metadata and patch as JSON) cost more than the rest of the transaction, and SQLite rewrites the
+    /// entry of every index over a column the statement sets, changed or not. A few shapes recur (a claim, a
+    /// success, a failure), each a cached statement.
+    private static func update(_ job: Job, from before: Job, in db: Database) throws {
+        var columns: [Job.Columns] = []
+        var values: [(any DatabaseValueConvertible)?] = []
+        func write<Value: DatabaseValueConvertible & Equatable>(_ column: Job.Columns, _ value: Value, _ old: Value) {
+            if value != old {
+                columns.append(column)
+                values.append(value)
+            }
+        }
+        write(.state, job.state.rawValue, before.state.rawValue)
+        write(.waitingReason, job.waitingReason?.rawValue, before.waitingReason?.rawValue)
+        write(.permanent, job.permanent, before.permanent)
+        write(.attempts, job.attempts, before.attempts)
+        write(.failures, job.failures, before.failures)
+        write(.nextAttemptAt, job.nextAttemptAt.map(StoredDate.init), before.nextAttemptAt.map(StoredDate.init))
+        write(.lastError, job.lastError, before.lastError)
+        write(.rateBytesPerSecond, job.rateBytesPerSecond, before.rateBytesPerSecond)
+        write(.remoteURL, job.remoteURL, before.remoteURL)
+        write(.bytesConfirmed, job.bytesConfirmed, before.bytesConfirmed)
+        write(.cancelRequested, job.cancelRequested, before.cancelRequested)
+        write(.intakeComplete, job.intakeComplete, before.intakeComplete)
+        write(.patchState, job.patchState.rawValue, before.patchState.rawValue)
+        columns.append(.updatedAt)
+        values.append(StoredDate(job.updatedAt))
+        let assignments = columns.map { "\($0.rawValue) = ?" }.joined(separator: ", ")
+        try db.cachedStatement(sql: "UPDATE job SET \(assignments) WHERE id = ?")
+            .execute(arguments: StatementArguments(values + [job.id.rawValue]))
     }
 
     /// Records that the start offset of the running attempt was corrected by the uploader (after it looked at
@@ -143,7 +166,7 @@ public struct QueueStore: Sendable {
     func retryFailedNow(destinations: Set<String>, now: Date = Date()) throws {
         guard !destinations.isEmpty else { return }
         try writer.write { db in
-            try Job.filter(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == false)
+            _ = try Job.filter(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == false)
                 .filter(destinations.contains(Job.Columns.destination))
                 .updateAll(db, Job.Columns.nextAttemptAt.set(to: now), Job.Columns.updatedAt.set(to: now))
         }
@@ -189,21 +212,19 @@ public struct QueueStore: Sendable {
     static func finish(_ id: JobID, attempt: Int, event: JobLifecycle.Event, outcome: String, error: String?,
                        now: Date, release: FileRelease? = nil, in db: Database,
                        change: (inout Job) -> Void = { _ in }) throws -> Job? {
-        // An upload ends at the file's size (its last confirmation is written here, not before).
-        let endOffset = if case .succeed = event {
-            try Int64.fetchOne(db.cachedStatement(sql: "SELECT size FROM job WHERE id = ?"), arguments: [id.rawValue])
-        } else {
-            try Int64.fetchOne(db.cachedStatement(sql: "SELECT bytes_confirmed FROM job WHERE id = ?"),
-                               arguments: [id.rawValue])
-        }
-        try db.cachedStatement(sql: """
-            UPDATE job_attempt SET ended_at = ?, end_offset = ?, outcome = ?, error = ?
-            WHERE job_id = ? AND number = ?
-            """).execute(arguments: [now, endOffset, outcome, error, id.rawValue, attempt])
         let job = try Self.apply(event, to: id, in: db, now: now) { job in
             job.rateBytesPerSecond = 0
             change(&job)
             if case .succeed = event, job.patch != nil { job.patchState = .pending }
+        }
+        // An upload ends at the file's size (its last confirmation is written here, not before); any other end
+        // at what the destination confirmed. A job the event removed took its attempts with it.
+        if let job {
+            let endOffset = if case .succeed = event { job.size } else { job.bytesConfirmed }
+            try db.cachedStatement(sql: """
+                UPDATE job_attempt SET ended_at = ?, end_offset = ?, outcome = ?, error = ?
+                WHERE job_id = ? AND number = ?
+                """).execute(arguments: [StoredDate(now), endOffset, outcome, error, id.rawValue, attempt])
         }
         // The patch is owed from the moment the job is uploaded: same transaction, so a crash cannot lose it.
         if case .succeed = event, let job, job.patch != nil {
@@ -304,7 +325,7 @@ public struct QueueStore: Sendable {
     }
 
     /// The earliest time a waiting job becomes runnable, if any job waits on time: the first due retry, read from
-    /// the `job_runnable` index (only retryable failures have a time; a permanent one has none).
+    /// the `job_retry` index (only retryable failures have a time; a permanent one has none).
     static func nextDueDate(_ db: Database) throws -> Date? {
         try Date.fetchOne(db.cachedStatement(sql: "SELECT MIN(next_attempt_at) FROM job WHERE state = 'failed'"))
     }

@@ -91,11 +91,13 @@ extension QueueStore {
         var report = PruneReport()
         let consumer = try setting(Self.completionConsumerSetting) != nil
         let selection = """
-            SELECT id FROM job WHERE state = ? AND updated_at < ? AND patch_state IN (?, ?)
+            SELECT id FROM job WHERE state = 'uploaded' AND updated_at < ? AND patch_state IN (?, ?)
             AND id NOT IN (SELECT job_id FROM file_release WHERE action = ?)
             \(consumer ? "AND id IN (SELECT job_id FROM completion_ack)" : "") ORDER BY updated_at LIMIT ?
             """
-        let arguments: StatementArguments = [JobState.uploaded.rawValue, cutoff, PatchState.none.rawValue,
+        // The state is a literal: the `job_uploaded` index holds only those rows, and SQLite uses a partial index
+        // only when the query's own text implies its condition.
+        let arguments: StatementArguments = [cutoff, PatchState.none.rawValue,
                                              PatchState.done.rawValue, FileRelease.Action.policy.rawValue]
         if dryRun {
             return try writer.read { db in

@@ -9,23 +9,29 @@ extension QueueStore {
     /// A nil gate lets any destination through (tests, and hosts without a scheduler view).
     func claim(limit: Int = 1, gate: ClaimGate? = nil, now: Date = Date()) throws -> [(Job, JobAttempt)] {
         guard limit > 0 else { return [] }
-        return try writer.write { db in
-            try Self.promoteDueRetries(db, now: now)
-            let gate = try gate ?? Self.anyDestination(db)
-            guard let query = Self.claimQuery(gate) else { return [] }
-            var claimed: [(Job, JobAttempt)] = []
-            while claimed.count < limit {
-                guard let id = try String.fetchOne(db.cachedStatement(sql: query.sql), arguments: query.arguments),
-                      let job = try Self.apply(.claim, to: JobID(trusted: id), in: db, now: now,
-                                               change: { $0.rateBytesPerSecond = 0 })
-                else { break }
-                let attempt = JobAttempt(jobID: job.id, number: job.attempts, startedAt: now, endedAt: nil,
-                                         startOffset: job.bytesConfirmed, endOffset: nil, outcome: nil, error: nil)
-                try attempt.insert(db)
-                claimed.append((job, attempt))
-            }
-            return claimed
+        return try writer.write { db in try Self.claim(limit: limit, gate: gate, now: now, in: db) }
+    }
+
+    /// `claim` in a transaction the caller holds (the scheduler's round, with the transfer ends it records).
+    static func claim(limit: Int, gate: ClaimGate?, now: Date, in db: Database) throws -> [(Job, JobAttempt)] {
+        guard limit > 0 else { return [] }
+        try promoteDueRetries(db, now: now)
+        let gate = try gate ?? anyDestination(db)
+        guard let query = claimQuery(gate) else { return [] }
+        var claimed: [(Job, JobAttempt)] = []
+        while claimed.count < limit {
+            guard let id = try String.fetchOne(db.cachedStatement(sql: query.sql), arguments: query.arguments),
+                  let job = try apply(.claim, to: JobID(trusted: id), in: db, now: now,
+                                      change: { $0.rateBytesPerSecond = 0 })
+            else { break }
+            let attempt = JobAttempt(jobID: job.id, number: job.attempts, startedAt: now, endedAt: nil,
+                                     startOffset: job.bytesConfirmed, endOffset: nil, outcome: nil, error: nil)
+            try db.cachedStatement(sql: """
+                INSERT INTO job_attempt (job_id, number, started_at, start_offset) VALUES (?, ?, ?, ?)
+                """).execute(arguments: [job.id.rawValue, attempt.number, StoredDate(now), attempt.startOffset])
+            claimed.append((job, attempt))
         }
+        return claimed
     }
 
     /// Claims the next runnable job, if any (see `claim`).
@@ -85,17 +91,21 @@ extension QueueStore {
         var nextDue: Date?
     }
 
-    /// Reads what a scheduler round needs: a few indexed lookups in one read transaction, not one per question.
+    /// Reads what a scheduler round needs: three indexed lookups on the writer's connection, each its own
+    /// snapshot (they need not agree with each other). A pooled read transaction cost three times the lookups
+    /// themselves, every round.
     func roundView() throws -> RoundView {
-        try writer.read { db in
-            RoundView(
-                linkOverride: try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM setting WHERE key = ?"),
-                                                  arguments: [LinkMonitor.overrideSetting]),
-                cancelRequests: try String.fetchAll(db.cachedStatement(sql: """
-                    SELECT id FROM job INDEXED BY job_cancel WHERE cancel_requested = 1 AND state != 'uploaded'
-                    """)).map { JobID(trusted: $0) },
-                nextDue: try Self.nextDueDate(db))
-        }
+        try writer.writeWithoutTransaction(Self.roundView)
+    }
+
+    static func roundView(_ db: Database) throws -> RoundView {
+        RoundView(
+            linkOverride: try String.fetchOne(db.cachedStatement(sql: "SELECT value FROM setting WHERE key = ?"),
+                                              arguments: [LinkMonitor.overrideSetting]),
+            cancelRequests: try String.fetchAll(db.cachedStatement(sql: """
+                SELECT id FROM job INDEXED BY job_cancel WHERE cancel_requested = 1 AND state != 'uploaded'
+                """)).map { JobID(trusted: $0) },
+            nextDue: try Self.nextDueDate(db))
     }
 
     /// Destinations of runnable jobs (what the scheduler compares with its config once, at start).
@@ -103,14 +113,14 @@ extension QueueStore {
         try writer.read { db in Set(try Self.anyDestination(db).doors.keys) }
     }
 
-    /// Makes retryable failures whose time has come pending again (through the `job_runnable` index: only the due
+    /// Makes retryable failures whose time has come pending again (through the `job_retry` index: only the due
     /// ones are read).
     static func promoteDueRetries(_ db: Database, now: Date) throws {
         // States are literals in cached statements: a bound value compared with the claim indexes' `state =
         // 'pending'` makes SQLite compile the statement again at every use.
         let due = try Job.fetchAll(db.cachedStatement(sql: """
             SELECT * FROM job WHERE state = 'failed' AND next_attempt_at <= ? AND permanent = 0
-            """), arguments: [now])
+            """), arguments: [StoredDate(now)])
         for job in due {
             // SQLite compared millisecond texts and found it due; the state machine must agree even when `now`
             // is a fraction of a millisecond before the stored time.
@@ -135,18 +145,21 @@ extension QueueStore {
     /// Records the holds in force: those that ended are removed, new ones added with the time they began, and
     /// those that go on keep theirs. A handful of rows, written only when something changed.
     func recordHolds(_ holds: QueueHolds, now: Date = Date()) throws {
-        try writer.write { db in
-            let recorded = try Self.holds(db)
-            for gone in recorded.entries.subtracting(holds.entries) {
-                try db.execute(sql: "DELETE FROM hold WHERE scope = ? AND reason = ?",
-                               arguments: [gone.scope, gone.reason.rawValue])
-            }
-            for new in holds.entries.subtracting(recorded.entries) {
-                try db.execute(sql: """
-                    INSERT INTO hold (scope, reason, metered_below, since) VALUES (?, ?, ?, ?)
-                    ON CONFLICT (scope, reason) DO UPDATE SET metered_below = excluded.metered_below
-                    """, arguments: [new.scope, new.reason.rawValue, new.meteredBelow, now])
-            }
+        try writer.write { db in try Self.recordHolds(holds, now: now, in: db) }
+    }
+
+    /// `recordHolds` in a transaction the caller holds.
+    static func recordHolds(_ holds: QueueHolds, now: Date, in db: Database) throws {
+        let recorded = try Self.holds(db)
+        for gone in recorded.entries.subtracting(holds.entries) {
+            try db.execute(sql: "DELETE FROM hold WHERE scope = ? AND reason = ?",
+                           arguments: [gone.scope, gone.reason.rawValue])
+        }
+        for new in holds.entries.subtracting(recorded.entries) {
+            try db.execute(sql: """
+                INSERT INTO hold (scope, reason, metered_below, since) VALUES (?, ?, ?, ?)
+                ON CONFLICT (scope, reason) DO UPDATE SET metered_below = excluded.metered_below
+                """, arguments: [new.scope, new.reason.rawValue, new.meteredBelow, now])
         }
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import Synchronization
 
@@ -135,7 +136,7 @@ actor Scheduler {
             }
         }
         await stopAll()
-        await recordUnsettled()
+        do { try recordUnsettled(then: { _ in }) } catch { storeFailed(error) }
         for cleanup in cleanups.values { await cleanup.value }
         try? bookTraffic()
         // No runner, no holds: what a stopped queue shows is that nothing moves it.
@@ -147,12 +148,12 @@ actor Scheduler {
     /// reads).
     func round() async throws {
         try followClockStep()
-        await recordUnsettled()
         let view = try store.roundView()
         nextDue = view.nextDue
         try followLink(override: view.linkOverride)
         try handleCancelRequests(view.cancelRequests)
         startDueProbes()
+        // What ended is recorded in the transaction that claims for the free slots: one commit per round.
         try fillSlots()
         // A cancel being recorded in the background is unsettled too until it is written.
         for action in health.succeeded(unsettled: unsettled.count + recordingCancels.count, at: .now) { perform(action) }
@@ -222,20 +223,24 @@ actor Scheduler {
     }
 
     /// Records the transfer ends that wait: those that came in since the last round, and those the database
-    /// could not take before. All but cancels go in one transaction (the group commit of concurrent transfers:
-    /// one flush to disk for all of them); one whose job changed meanwhile (gone, no longer `uploading`) is dropped
-    /// with a word. The round goes on whatever happens here, so an end that cannot be recorded never stops the
-    /// scheduling.
-    private func recordUnsettled() async {
-        guard !unsettled.isEmpty else { return }
+    /// could not take before; then runs `next` in the same transaction (the round's claims). All but cancels go
+    /// in that transaction (the group commit of concurrent transfers: one flush to disk for all of them, and for
+    /// the claims that replace them); one whose job changed meanwhile (gone, no longer `uploading`) is dropped
+    /// with a word. What `next` throws costs the ends nothing: they are committed, then the error is thrown.
+    /// When the transaction itself fails, each end is kept for a later round and said once, and the error thrown.
+    private func recordUnsettled<Next>(then next: (Database) throws -> Next) throws -> Next {
         let links = links.compactMapValues { $0.linkClass }
         let (together, alone) = unsettled.values.sorted { $0.job.id.rawValue < $1.job.id.rawValue }
             .reduce(into: ([Settlement](), [Settlement]())) { parts, settlement in
                 if SettlementRecorder.isGroupable(settlement) { parts.0.append(settlement) } else { parts.1.append(settlement) }
             }
-        if !together.isEmpty {
+        let result: Result<Next, any Error>
+        if together.isEmpty {
+            result = .success(try store.writer.write { db in try next(db) })
+        } else {
             do {
-                let leftovers = try recorder.record(together: together, links: links)
+                let leftovers: SettlementRecorder.Leftovers
+                (leftovers, result) = try recorder.record(together: together, links: links, then: next)
                 for settlement in together {
                     let id = settlement.job.id
                     if let error = leftovers.kept[id] {
@@ -253,7 +258,6 @@ actor Scheduler {
                 }
             } catch {
                 // The database cannot take writes: they wait, and so do the others. Each is told of once.
-                storeFailed(error)
                 let new = together.map(\.job.id).filter { !toldUnrecorded.contains($0) }
                 toldUnrecorded.formUnion(new)
                 for id in new {
@@ -262,7 +266,7 @@ actor Scheduler {
                         sending the file again: \(error)
                         """, metadata: ["uploadq.job": "\(id)"])
                 }
-                return
+                throw error
             }
         }
         // A cancel drops what the transfer left at the destination (a request that may take its time) before it
@@ -285,6 +289,7 @@ actor Scheduler {
                 self.cleanupFinished(id)
             }
         }
+        return try result.get()
     }
 
     /// A cancelled transfer's end the database could not take: kept, and tried again by a later round.
@@ -410,9 +415,10 @@ actor Scheduler {
         }
     }
 
-    /// Claims jobs for the free slots (all of them in one transaction, each by one indexed query through the
-    /// gate of the current link and circuits), then records the holds that explain why the others wait: a handful
-    /// of rows, written when they change. Nothing here reads or writes the waiting jobs one by one.
+    /// Records the transfer ends that wait, claims jobs for the free slots (each by one indexed query through
+    /// the gate of the current link and circuits) and records the holds that explain why the others wait (a
+    /// handful of rows, written when they change): all in one transaction. Nothing here reads or writes the
+    /// waiting jobs one by one.
     private func fillSlots() throws {
         let limit = configuration.limits.concurrency
         let openCircuits = Set(breakers.filter { $0.value.isOpen }.keys)
@@ -422,25 +428,34 @@ actor Scheduler {
         }
         let gate = ClaimGate.make(destinations: configuration.destinations, links: links, openCircuits: openCircuits,
                                   strays: strays ?? [])
-        var slotsFull = workers.count >= limit
-        if !slotsFull {
-            let claimed = try store.claim(limit: limit - workers.count, gate: gate)
-            for (job, attempt) in claimed {
-                events.emit(.stateChanged(job.id, .uploading))
-                logger.info("upload started", metadata: [
-                    "uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)",
-                    "attempt": "\(attempt.number)", "offset": "\(job.bytesConfirmed)",
-                ])
-                transfers[job.id] = job
-                workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
+        let free = max(0, limit - workers.count)
+        let (destinations, links, recorded) = (configuration.destinations, links, recordedHolds)
+        if free == 0 && unsettled.isEmpty {
+            // Every slot busy and nothing to record: no transaction, unless the holds changed.
+            let holds = QueueHolds.make(destinations: destinations, links: links, openCircuits: openCircuits,
+                                        slotsFull: true)
+            if holds != recorded {
+                try store.recordHolds(holds)
+                recordedHolds = holds
             }
-            slotsFull = workers.count >= limit
+            return
         }
-        let holds = QueueHolds.make(destinations: configuration.destinations, links: links,
-                                    openCircuits: openCircuits, slotsFull: slotsFull)
-        if holds != recordedHolds {
-            try store.recordHolds(holds)
-            recordedHolds = holds
+        let (claimed, holds) = try recordUnsettled { db in
+            let claimed = try QueueStore.claim(limit: free, gate: gate, now: Date(), in: db)
+            let holds = QueueHolds.make(destinations: destinations, links: links, openCircuits: openCircuits,
+                                        slotsFull: claimed.count >= free)
+            if holds != recorded { try QueueStore.recordHolds(holds, now: Date(), in: db) }
+            return (claimed, holds)
+        }
+        recordedHolds = holds
+        for (job, attempt) in claimed {
+            events.emit(.stateChanged(job.id, .uploading))
+            logger.info("upload started", metadata: [
+                "uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)",
+                "attempt": "\(attempt.number)", "offset": "\(job.bytesConfirmed)",
+            ])
+            transfers[job.id] = job
+            workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
         }
     }
 

@@ -49,32 +49,59 @@ struct SettlementRecorder: Sendable {
     }
 
     /// Records the ends of transfers in one transaction: the group commit of concurrent transfers, one commit
-    /// (one flush to disk) for all of them. Each goes in a savepoint of its own, so one that fails is rolled back
-    /// alone and returned (`Leftovers`), never costing the others. Listeners hear of each only once all are on
-    /// disk. Throws, recording none, when the transaction itself fails (a full disk at the commit). Cancels do not
-    /// belong here (`isGroupable`).
-    func record(together batch: [Settlement], links: [String: LinkStatus.LinkClass]) throws -> Leftovers {
-        let (effects, leftovers) = try store.writer.write { db in
-            var effects: [() -> Void] = []
-            var leftovers = Leftovers()
-            for settlement in batch {
-                do {
-                    var told: [() -> Void] = []
-                    try db.inSavepoint {
-                        told = try write(settlement, link: links[settlement.job.destination], in: db)
-                        return .commit
-                    }
-                    effects += told
-                } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
-                    leftovers.dropped[settlement.job.id] = error
-                } catch {
-                    leftovers.kept[settlement.job.id] = error
+    /// (one flush to disk) for all of them; then runs `next` in the same transaction (the scheduler's claims for
+    /// the slots they freed). Listeners hear of each end only once all are on disk. Cancels do not belong here
+    /// (`isGroupable`).
+    ///
+    /// Nothing one end or `next` throws costs the others: when anything fails, the transaction is rolled back and
+    /// written again with each end, and `next`, in a savepoint of its own. An end that fails there is rolled back
+    /// alone and returned (`Leftovers`); what `next` throws is returned after the ends are committed. Throws,
+    /// recording none, when the transaction itself fails (a full disk at the commit).
+    func record<Next>(together batch: [Settlement], links: [String: LinkStatus.LinkClass],
+                      then next: (Database) throws -> Next) throws -> (Leftovers, Result<Next, any Error>) {
+        let written: (effects: [() -> Void], leftovers: Leftovers, value: Result<Next, any Error>)
+        do {
+            // The common case: everything goes in, and no savepoint (each a statement SQLite parses, and a
+            // journal of its own) is needed.
+            written = try store.writer.write { db in
+                var effects: [() -> Void] = []
+                for settlement in batch {
+                    effects += try write(settlement, link: links[settlement.job.destination], in: db)
                 }
+                return (effects, Leftovers(), .success(try next(db)))
             }
-            return (effects, leftovers)
+        } catch {
+            written = try store.writer.write { db in
+                var effects: [() -> Void] = []
+                var leftovers = Leftovers()
+                for settlement in batch {
+                    do {
+                        var told: [() -> Void] = []
+                        try db.inSavepoint {
+                            told = try write(settlement, link: links[settlement.job.destination], in: db)
+                            return .commit
+                        }
+                        effects += told
+                    } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
+                        leftovers.dropped[settlement.job.id] = error
+                    } catch {
+                        leftovers.kept[settlement.job.id] = error
+                    }
+                }
+                let value: Result<Next, any Error>
+                try db.execute(sql: "SAVEPOINT next")
+                do {
+                    value = .success(try next(db))
+                } catch {
+                    value = .failure(error)
+                    try db.execute(sql: "ROLLBACK TO SAVEPOINT next")
+                }
+                try db.execute(sql: "RELEASE SAVEPOINT next")
+                return (effects, leftovers, value)
+            }
         }
-        for effect in effects { effect() }
-        return leftovers
+        for effect in written.effects { effect() }
+        return (written.leftovers, written.value)
     }
 
     /// Writes one transfer end in `db`; returns what to tell once it is committed (events, log lines).

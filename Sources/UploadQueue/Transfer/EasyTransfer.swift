@@ -187,17 +187,28 @@ final class EasyTransfer: @unchecked Sendable {
     }
 
     fileprivate func receiveHeader(_ buffer: UnsafeMutablePointer<CChar>, length: Int) {
-        let line = String(decoding: UnsafeRawBufferPointer(start: buffer, count: length), as: UTF8.self)
-            .trimmingCharacters(in: .whitespacesAndNewlines)
-        if line.hasPrefix("HTTP/") {
+        // Read from the bytes: every response passes here, and Foundation's trimming cost more than the request.
+        let line = Self.trimmed(UnsafeRawBufferPointer(start: buffer, count: length)[...])
+        if line.starts(with: "HTTP/".utf8) {
             // A new status line: interim (1xx) or redirect headers before it do not belong to the final answer.
             responseHeaders.removeAll()
             return
         }
-        guard let colon = line.firstIndex(of: ":") else { return }
-        let name = String(line[..<colon]).trimmingCharacters(in: .whitespaces)
-        let value = String(line[line.index(after: colon)...]).trimmingCharacters(in: .whitespaces)
-        responseHeaders.append(HTTPHeader(name, value))
+        guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
+        let name = Self.trimmed(line[..<colon])
+        let value = Self.trimmed(line[(colon + 1)...])
+        responseHeaders.append(HTTPHeader(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+    }
+
+    /// `bytes` without the spaces, tabs and line ends around them (RFC 9110 §5.6.3 optional whitespace, and the
+    /// header line's CRLF).
+    private static func trimmed(_ bytes: Slice<UnsafeRawBufferPointer>) -> Slice<UnsafeRawBufferPointer> {
+        func blank(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        var start = bytes.startIndex
+        var end = bytes.endIndex
+        while start < end, blank(bytes[start]) { start += 1 }
+        while end > start, blank(bytes[end - 1]) { end -= 1 }
+        return bytes[start..<end]
     }
 
     fileprivate func receiveBody(_ buffer: UnsafeMutablePointer<CChar>, length: Int) {
