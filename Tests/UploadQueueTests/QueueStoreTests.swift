@@ -207,7 +207,10 @@ struct QueueStoreTests {
     func storedDateText() {
         var generator = SystemRandomNumberGenerator()
         var dates = [Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 951_782_400.9999),  // 2000-02-29
-                     Date(timeIntervalSince1970: 4_107_542_399.999), Date(timeIntervalSince1970: 1_800_000_000.0005)]
+                     Date(timeIntervalSince1970: 4_107_542_399.999), Date(timeIntervalSince1970: 1_800_000_000.0005),
+                     // Outside what the fast path takes: the formatter's own text.
+                     Date(timeIntervalSince1970: -1.0005), Date(timeIntervalSince1970: -12_219_292_800),
+                     Date(timeIntervalSince1970: 253_402_300_800), Date.distantFuture, Date.distantPast]
         for _ in 0..<20_000 {
             // 1970 to 2200, with sub-millisecond parts, and some right at a millisecond's edge.
             let seconds = Double.random(in: 0..<7_258_118_400, using: &generator)

@@ -6,7 +6,9 @@
 #   SIZE_MIB=4096 RUNS=1 contrib/bench/put-vs-curl.sh
 #
 # "transfer" runs `uploadq daemon --exit-when-idle` on a job enqueued beforehand with --mode reference (the PUT
-# alone); "drop-to-uploaded" also counts `uploadq enqueue`, which hashes the file (SHA-256) at intake.
+# alone). "end to end" is the whole command as a user times it: `uploadq enqueue` (which hashes the file, SHA-256,
+# at intake) then the drain, against `openssl dgst -sha256` then `curl -T` on the same file (the same work: a
+# content identity and the upload), and against `curl -T` alone.
 # Needs: the release build (made here, with the Swift runtime linked statically as contrib/run-daemon.sh does),
 # nginx and the test-server virtualenv (contrib/test-servers/setup.sh).
 set -euo pipefail
@@ -42,8 +44,16 @@ for run in $(seq 1 "$runs"); do
     fi
 
     drop=$(config "drop-$run")
-    measure put "uploadq drop→uploaded" sh -c "'$binary' enqueue '$file' --mode reference --destination dav --config '$drop' >/dev/null \
-        && '$binary' daemon --exit-when-idle --log-level warning --config '$drop'"
+    peer() {
+        measure "end to end" "openssl dgst + curl -T" sh -c "openssl dgst -sha256 '$file' > /dev/null \
+            && curl -sS --fail -T '$file' '$UPLOADQ_TEST_DAV_URL/bench/e2e-curl-$run.bin'"
+    }
+    ours() {
+        measure "end to end" "uploadq enqueue + drain" sh -c "'$binary' enqueue '$file' --mode reference \
+            --destination dav --config '$drop' > /dev/null \
+            && '$binary' daemon --exit-when-idle --log-level warning --config '$drop'"
+    }
+    if [ $((run % 2)) -eq 1 ]; then peer; ours; else ours; peer; fi
     for name in "transfer-$run" "drop-$run"; do
         stored=$(find "$UPLOADQ_TEST_DAV_ROOT/bench/$name" -type f)
         cmp -s "$stored" "$file" || { echo "bench: $name stored a different file" >&2; exit 1; }
@@ -52,3 +62,13 @@ for run in $(seq 1 "$runs"); do
 done
 
 table "PUT $size_mib MiB to nginx DAV on loopback, median of $runs"
+# The whole command against `curl -T` alone, which computes no content identity.
+python3 - "$results" <<'PY'
+import statistics, sys
+walls = {}
+for line in open(sys.argv[1]):
+    group, label, times = line.rstrip("\n").split("|")
+    walls.setdefault(label, []).append(float(times.split()[0]))
+ours, curl = statistics.median(walls["uploadq enqueue + drain"]), statistics.median(walls["curl -T"])
+print(f"end to end: uploadq enqueue + drain {ours:.2f} s = {ours / curl:.2f}× curl -T alone ({curl:.2f} s)")
+PY

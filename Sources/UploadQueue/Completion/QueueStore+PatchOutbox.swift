@@ -92,7 +92,7 @@ extension QueueStore {
     func unacknowledgedCompletions() throws -> [Job] {
         try writer.read { db in
             try Job.fetchAll(db, sql: """
-                SELECT * FROM job WHERE state = 'uploaded'
+                SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded'
                 AND id NOT IN (SELECT job_id FROM completion_ack) ORDER BY updated_at, id
                 """)
         }

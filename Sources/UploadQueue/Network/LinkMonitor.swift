@@ -63,7 +63,12 @@ final class LinkMonitor: Sendable {
             return LinkStatus(linkClass: .unmetered, source: .default, reason: "local directory")
         }
         let interface: String?
-        if let host = hosts[destination.name] ?? Self.host(of: destination), let address = cachedAddress(of: host) {
+        // The cache answers for the configured destinations only (the patch step asks about ad-hoc ones).
+        let configured = configuration.destinations[destination.name].map {
+            $0.url == destination.url && $0.transferProtocol == destination.transferProtocol
+        } ?? false
+        let host = configured ? hosts[destination.name] : Self.host(of: destination)
+        if let host, let address = cachedAddress(of: host) {
             interface = table.interface(for: address)
         } else {
             interface = table.defaultInterface

@@ -184,7 +184,7 @@ extension Job: FetchableRecord, PersistableRecord {
     private static func badColumn(_ column: Columns, in row: Row) -> DatabaseError {
         DatabaseError(resultCode: .SQLITE_MISMATCH, message: """
             job \((try? row.decode(String.self, forColumn: Columns.id)) ?? "?"): column \(column.rawValue) holds a value this version \
-            cannot read; run the version of uploadq that wrote it
+            cannot read (a newer version's, or a damaged row); run the version of uploadq that wrote it
             """)
     }
 }

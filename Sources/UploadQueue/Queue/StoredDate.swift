@@ -22,10 +22,15 @@ struct StoredDate: DatabaseValueConvertible, Equatable, Sendable {
 
     /// The stored text of `date`.
     static func text(_ date: Date) -> String {
-        // As Foundation hands a date to ICU: milliseconds since 1970 as a double, rounded to whole ones.
-        let milliseconds = Int64(((date.timeIntervalSinceReferenceDate + 978_307_200) * 1000).rounded())
-        let (days, inDay) = milliseconds.quotientAndRemainder(dividingBy: 86_400_000)
-        let (day, time) = inDay < 0 ? (days - 1, inDay + 86_400_000) : (days, inDay)
+        // As Foundation hands a date to ICU: milliseconds since 1970 as a double, rounded half up.
+        let exact = (date.timeIntervalSinceReferenceDate + 978_307_200) * 1000
+        // Before 1970 (where ICU's calendar and rounding differ from these few lines) and from the year 10000
+        // on, the formatter itself: no date the queue writes is there.
+        guard exact.isFinite, exact >= 0, exact < 253_402_300_800_000 else {
+            return String.fromDatabaseValue(date.databaseValue) ?? ""
+        }
+        let milliseconds = Int64((exact + 0.5).rounded(.down))
+        let (day, time) = milliseconds.quotientAndRemainder(dividingBy: 86_400_000)
         let (year, month, dayOfMonth) = civil(daysSince1970: day)
         var bytes: [UInt8] = []
         bytes.reserveCapacity(23)

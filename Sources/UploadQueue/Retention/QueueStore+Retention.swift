@@ -91,7 +91,8 @@ extension QueueStore {
         var report = PruneReport()
         let consumer = try setting(Self.completionConsumerSetting) != nil
         let selection = """
-            SELECT id FROM job WHERE state = 'uploaded' AND updated_at < ? AND patch_state IN (?, ?)
+            SELECT id FROM job INDEXED BY job_uploaded WHERE state = 'uploaded' AND updated_at < ?
+            AND patch_state IN (?, ?)
             AND id NOT IN (SELECT job_id FROM file_release WHERE action = ?)
             \(consumer ? "AND id IN (SELECT job_id FROM completion_ack)" : "") ORDER BY updated_at LIMIT ?
             """

@@ -81,7 +81,7 @@ extension QueueStore {
         return ClaimGate(doors: Dictionary(uniqueKeysWithValues: names.map { ($0, .open) }))
     }
 
-    /// What a scheduler round reads, in one read transaction.
+    /// What a scheduler round reads before it decides (`roundView()`).
     struct RoundView: Sendable {
         /// The hand-set link class (`uploadq link`), if any.
         var linkOverride: String?
@@ -119,7 +119,7 @@ extension QueueStore {
         // States are literals in cached statements: a bound value compared with the claim indexes' `state =
         // 'pending'` makes SQLite compile the statement again at every use.
         let due = try Job.fetchAll(db.cachedStatement(sql: """
-            SELECT * FROM job WHERE state = 'failed' AND next_attempt_at <= ? AND permanent = 0
+            SELECT * FROM job INDEXED BY job_retry WHERE state = 'failed' AND next_attempt_at <= ? AND permanent = 0
             """), arguments: [StoredDate(now)])
         for job in due {
             // SQLite compared millisecond texts and found it due; the state machine must agree even when `now`

@@ -136,25 +136,39 @@ actor Scheduler {
             }
         }
         await stopAll()
-        do { try recordUnsettled(then: { _ in }) } catch { storeFailed(error) }
+        if !unsettled.isEmpty {
+            do { try recordUnsettled(then: { _ in }) } catch { storeFailed(error) }
+        }
         for cleanup in cleanups.values { await cleanup.value }
         try? bookTraffic()
         // No runner, no holds: what a stopped queue shows is that nothing moves it.
         try? store.recordHolds(QueueHolds())
     }
 
-    /// One round of the loop: follow the clock and the link, record what finished, handle cancels and probes,
-    /// fill the free slots. Its cost does not grow with the number of jobs that wait (a test counts the rows it
-    /// reads).
+    /// One round of the loop: follow the clock and the link, handle cancels and probes, then record what
+    /// finished and fill the free slots, in one transaction. Its cost does not grow with the number of jobs that
+    /// wait (a test counts the rows it reads).
     func round() async throws {
-        try followClockStep()
-        let view = try store.roundView()
+        let view: QueueStore.RoundView
+        do {
+            try followClockStep()
+            view = try store.roundView()
+            try followLink(override: view.linkOverride)
+        } catch {
+            // What ended is recorded all the same (what cannot be is said, and kept, by `recordUnsettled`).
+            if !unsettled.isEmpty { _ = try? recordUnsettled(then: { _ in }) }
+            throw error
+        }
         nextDue = view.nextDue
-        try followLink(override: view.linkOverride)
-        try handleCancelRequests(view.cancelRequests)
+        let cancelsWaitForEnds = handleCancelRequests(view.cancelRequests)
         startDueProbes()
-        // What ended is recorded in the transaction that claims for the free slots: one commit per round.
         try fillSlots()
+        // A cancel request for a transfer whose end was only now recorded is handled by the next round, at once.
+        if cancelsWaitForEnds { wake.signal() }
+        if ContinuousClock.now - trafficBookedAt >= .seconds(1) {
+            try bookTraffic()
+            trafficBookedAt = .now
+        }
         // A cancel being recorded in the background is unsettled too until it is written.
         for action in health.succeeded(unsettled: unsettled.count + recordingCancels.count, at: .now) { perform(action) }
     }
@@ -226,8 +240,9 @@ actor Scheduler {
     /// could not take before; then runs `next` in the same transaction (the round's claims). All but cancels go
     /// in that transaction (the group commit of concurrent transfers: one flush to disk for all of them, and for
     /// the claims that replace them); one whose job changed meanwhile (gone, no longer `uploading`) is dropped
-    /// with a word. What `next` throws costs the ends nothing: they are committed, then the error is thrown.
-    /// When the transaction itself fails, each end is kept for a later round and said once, and the error thrown.
+    /// with a word. What `next` throws costs the ends nothing: they are committed, then the error is thrown (after
+    /// the cancels are handed over). When the transaction itself fails, each end is kept for a later round and
+    /// said once, and the error thrown.
     private func recordUnsettled<Next>(then next: (Database) throws -> Next) throws -> Next {
         let links = links.compactMapValues { $0.linkClass }
         let (together, alone) = unsettled.values.sorted { $0.job.id.rawValue < $1.job.id.rawValue }
@@ -236,7 +251,7 @@ actor Scheduler {
             }
         let result: Result<Next, any Error>
         if together.isEmpty {
-            result = .success(try store.writer.write { db in try next(db) })
+            result = Result { try store.writer.write { db in try next(db) } }
         } else {
             do {
                 let leftovers: SettlementRecorder.Leftovers
@@ -309,9 +324,9 @@ actor Scheduler {
     private func followLink(override: String?) throws {
         monitor.setOverride(override)
         let changes = monitor.changes()
-        // Booked under the class the bytes went over: before a change, else once a second (one write, not one per
-        // round).
-        if !changes.isEmpty || ContinuousClock.now - trafficBookedAt >= .seconds(1) {
+        // Booked under the class the bytes went over: before a change, else once a second at the end of a round
+        // (one write, not one per round, and after the transfer ends are recorded).
+        if !changes.isEmpty {
             try bookTraffic()
             trafficBookedAt = .now
         }
@@ -389,9 +404,15 @@ actor Scheduler {
     }
 
     /// Stops flagged transfers running here; flagged jobs that are not running (they left a remote upload
-    /// behind) leave the queue at once and their remote upload is dropped in the background.
-    private func handleCancelRequests(_ requests: [JobID]) throws {
-        for id in requests where unsettled[id] == nil && cleanups[id] == nil {
+    /// behind) leave the queue at once and their remote upload is dropped in the background. Returns whether a
+    /// request waits for its transfer's end to be recorded (this round records it).
+    private func handleCancelRequests(_ requests: [JobID]) -> Bool {
+        var waiting = false
+        for id in requests where cleanups[id] == nil {
+            guard unsettled[id] == nil else {
+                waiting = true
+                continue
+            }
             if workers[id] != nil {
                 if stopReasons[id] != .cancel { _ = cancelRunning(id) }
                 continue
@@ -413,6 +434,7 @@ actor Scheduler {
                 }
             }
         }
+        return waiting
     }
 
     /// Records the transfer ends that wait, claims jobs for the free slots (each by one indexed query through
@@ -440,14 +462,16 @@ actor Scheduler {
             }
             return
         }
-        let (claimed, holds) = try recordUnsettled { db in
+        let (claimed, holds, due) = try recordUnsettled { db in
             let claimed = try QueueStore.claim(limit: free, gate: gate, now: Date(), in: db)
             let holds = QueueHolds.make(destinations: destinations, links: links, openCircuits: openCircuits,
                                         slotsFull: claimed.count >= free)
             if holds != recorded { try QueueStore.recordHolds(holds, now: Date(), in: db) }
-            return (claimed, holds)
+            // Read after the ends just recorded: a failure among them may be due before the next poll.
+            return (claimed, holds, try QueueStore.nextDueDate(db))
         }
         recordedHolds = holds
+        nextDue = due
         for (job, attempt) in claimed {
             events.emit(.stateChanged(job.id, .uploading))
             logger.info("upload started", metadata: [

@@ -50,28 +50,30 @@ struct SettlementRecorder: Sendable {
 
     /// Records the ends of transfers in one transaction: the group commit of concurrent transfers, one commit
     /// (one flush to disk) for all of them; then runs `next` in the same transaction (the scheduler's claims for
-    /// the slots they freed). Listeners hear of each end only once all are on disk. Cancels do not belong here
+    /// the slots they freed). Listeners hear of each end only once it is on disk. Cancels do not belong here
     /// (`isGroupable`).
     ///
-    /// Nothing one end or `next` throws costs the others: when anything fails, the transaction is rolled back and
-    /// written again with each end, and `next`, in a savepoint of its own. An end that fails there is rolled back
-    /// alone and returned (`Leftovers`); what `next` throws is returned after the ends are committed. Throws,
-    /// recording none, when the transaction itself fails (a full disk at the commit).
+    /// When the database as a whole refuses (busy, full, failing), that error is thrown and nothing is recorded.
+    /// When something in the transaction fails on its own account (a job that changed meanwhile, a row that cannot
+    /// be read), it is rolled back and the ends are written again in a transaction of their own, each in a
+    /// savepoint: what fails there is rolled back alone and returned (`Leftovers`); then `next` runs in another
+    /// transaction, and what it throws is returned too.
     func record<Next>(together batch: [Settlement], links: [String: LinkStatus.LinkClass],
                       then next: (Database) throws -> Next) throws -> (Leftovers, Result<Next, any Error>) {
-        let written: (effects: [() -> Void], leftovers: Leftovers, value: Result<Next, any Error>)
         do {
             // The common case: everything goes in, and no savepoint (each a statement SQLite parses, and a
             // journal of its own) is needed.
-            written = try store.writer.write { db in
+            let (effects, value) = try store.writer.write { db in
                 var effects: [() -> Void] = []
                 for settlement in batch {
                     effects += try write(settlement, link: links[settlement.job.destination], in: db)
                 }
-                return (effects, Leftovers(), .success(try next(db)))
+                return (effects, try next(db))
             }
-        } catch {
-            written = try store.writer.write { db in
+            for effect in effects { effect() }
+            return (Leftovers(), .success(value))
+        } catch where !Self.refusesAnyWrite(error) {
+            let (effects, leftovers) = try store.writer.write { db in
                 var effects: [() -> Void] = []
                 var leftovers = Leftovers()
                 for settlement in batch {
@@ -88,20 +90,22 @@ struct SettlementRecorder: Sendable {
                         leftovers.kept[settlement.job.id] = error
                     }
                 }
-                let value: Result<Next, any Error>
-                try db.execute(sql: "SAVEPOINT next")
-                do {
-                    value = .success(try next(db))
-                } catch {
-                    value = .failure(error)
-                    try db.execute(sql: "ROLLBACK TO SAVEPOINT next")
-                }
-                try db.execute(sql: "RELEASE SAVEPOINT next")
-                return (effects, leftovers, value)
+                return (effects, leftovers)
             }
+            for effect in effects { effect() }
+            return (leftovers, Result { try store.writer.write { db in try next(db) } })
         }
-        for effect in written.effects { effect() }
-        return (written.leftovers, written.value)
+    }
+
+    /// Whether `error` is the database refusing writes as a whole (busy past its timeout, a full disk, an I/O
+    /// error, a read-only or damaged file): trying the same work again in smaller pieces cannot help, and would
+    /// only wait out the busy timeout twice.
+    static func refusesAnyWrite(_ error: any Error) -> Bool {
+        guard let error = error as? DatabaseError else { return false }
+        let whole: [ResultCode] = [.SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_NOMEM,
+                                      .SQLITE_READONLY, .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_CANTOPEN,
+                                      .SQLITE_PROTOCOL, .SQLITE_INTERRUPT, .SQLITE_ABORT]
+        return whole.contains(error.resultCode)
     }
 
     /// Writes one transfer end in `db`; returns what to tell once it is committed (events, log lines).
