@@ -63,7 +63,11 @@ public enum FileName {
         guard let schemeEnd = url.range(of: "://")?.upperBound else { return url.utf8.count <= urlLimit ? url : nil }
         let pathStart = url[schemeEnd...].firstIndex(of: "/") ?? url.endIndex
         let queryStart = url[pathStart...].firstIndex { $0 == "?" || $0 == "#" } ?? url.endIndex
+        // Decoding only shortens a segment: none can be too long when the whole path is not (the common case,
+        // checked for every transfer).
+        if url[pathStart..<queryStart].utf8.count <= componentLimit { return url.utf8.count <= urlLimit ? url : nil }
         let segments = url[pathStart..<queryStart].split(separator: "/", omittingEmptySubsequences: false).map { segment in
+            guard segment.utf8.count > componentLimit else { return String(segment) }
             let decoded = String(segment).removingPercentEncoding ?? String(segment)
             guard decoded.utf8.count > componentLimit else { return String(segment) }
             return PercentEncoding.unreserved(fitting(decoded, jobID: jobID))
