@@ -112,7 +112,7 @@ struct ClaimQueryTests {
             return job
         }
         let store = try QueueStoreTests.store(with: jobs)
-        func plans(of work: () throws -> Void) throws -> [String] {
+        func plans(of work: () throws -> Void) throws -> [(sql: String, plan: [String])] {
             // The statements the functions run, as they run them (one connection: reads and writes alike).
             let executed = Mutex<[String]>([])
             try store.writer.writeWithoutTransaction { db in
@@ -124,23 +124,26 @@ struct ClaimQueryTests {
             try store.writer.writeWithoutTransaction { db in db.trace(options: [], nil) }
             let reads = executed.withLock { $0 }.filter { $0.contains("FROM job ") }
             return try store.writer.read { db in
-                try reads.flatMap { sql in
-                    try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { "\($0["detail"] as String) [\(sql)]" }
+                try reads.map { sql in
+                    (sql: sql, plan: try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String })
                 }
             }
         }
-        let scheduling = try plans {
+        let traced = try plans {
             _ = try store.roundView()
             _ = try store.claim(limit: 1, gate: ClaimGate(doors: [:]))
-        }
-        let history = try plans {
             _ = try store.pruneHistory(before: Date(), dryRun: true)
             _ = try store.unacknowledgedCompletions()
         }
-        for (plan, index) in [(scheduling, "job_retry"), (history, "job_uploaded")] {
-            #expect(plan.contains { $0.contains("INDEX \(index)") }, "\(plan)")
-            #expect(!plan.contains { $0.hasPrefix("SCAN job ") && !$0.hasPrefix("SCAN job USING") }, "\(plan)")
-            #expect(!plan.contains { $0.contains("job_state_id") }, "\(plan)")
+        // Each statement over failed or uploaded jobs, on its own: the index of exactly those rows, and no walk of
+        // the job table or of an index over every job.
+        for (state, index, least) in [("failed", "job_retry", 2), ("uploaded", "job_uploaded", 2)] {
+            let statements = traced.filter { $0.sql.contains("state = '\(state)'") }
+            #expect(statements.count >= least, "\(state): \(traced.map(\.sql))")
+            for (sql, plan) in statements {
+                let jobLines = plan.filter { $0.hasPrefix("SCAN job") || $0.hasPrefix("SEARCH job") }
+                #expect(!jobLines.isEmpty && jobLines.allSatisfy { $0.contains("INDEX \(index)") }, "\(sql): \(plan)")
+            }
         }
     }
 
@@ -347,5 +350,80 @@ struct SchedulerRoundCostTests {
         #expect(small.0 > 0, "the rounds ran statements")
         #expect(large.0 <= small.0 + small.0 / 4 + 200, "\(link): \(small.0) steps with 200 jobs, \(large.0) with 2,000")
         #expect(large.1 <= small.1 + 50, "\(link): full-scan steps \(small.1) with 200 jobs, \(large.1) with 2,000")
+    }
+}
+
+/// How the round's one transaction behaves when part of it fails: the transfer ends are what must not be lost.
+struct SettlementRecorderTests {
+    static func recorder(_ store: QueueStore) throws -> SettlementRecorder {
+        let configuration = try ConfigurationLoader.parse(QueueHoldsTests.configuration, file: "/etc/uploadq/test.toml",
+                                                          baseDirectory: "/tmp")
+        return SettlementRecorder(configuration: configuration, store: store, events: EventHub(), uploaders: [:],
+                                  cancelled: CancelledFiles(directory: configuration.cancelledDirectory),
+                                  logger: Logger(label: "test"))
+    }
+
+    /// Two claimed jobs and their successful ends.
+    static func ended(_ store: QueueStore) throws -> [Settlement] {
+        try store.claim(limit: 2).map { job, attempt in
+            Settlement(job: job, attempt: attempt.number, result: .success(UploadOutcome(remoteURL: "http://x/\(job.id)")),
+                       stop: nil, at: Date())
+        }
+    }
+
+    @Test("a claim that fails costs the ends nothing: they are committed, and the claim's error is returned")
+    func failingClaim() throws {
+        let store = try QueueStoreTests.store(with: (0..<3).map { QueueHoldsTests.job(serial: $0) })
+        let ends = try Self.ended(store)
+        let (leftovers, claims) = try Self.recorder(store).record(together: ends, links: [:]) { db -> Int in
+            _ = try QueueStore.claim(limit: 1, gate: nil, now: Date(), in: db)
+            throw UploadQueueError(.invalidTransition, "a claim that cannot go on")
+        }
+        #expect(leftovers.dropped.isEmpty && leftovers.kept.isEmpty)
+        #expect(throws: UploadQueueError.self) { try claims.get() }
+        #expect(try store.jobs(state: .uploaded).count == 2)
+        #expect(try store.jobs(state: .pending).count == 1, "the failed claim was rolled back")
+        #expect(try store.attempts(of: ends[0].job.id).first?.outcome == "uploaded")
+    }
+
+    @Test("an end whose job changed meanwhile is dropped alone; the others and the claims go in")
+    func oneBadEnd() throws {
+        let store = try QueueStoreTests.store(with: (0..<3).map { QueueHoldsTests.job(serial: $0) })
+        var ends = try Self.ended(store)
+        // Its row is gone (removed meanwhile): its end cannot be recorded.
+        try store.writer.write { db in try db.execute(sql: "DELETE FROM job WHERE id = ?", arguments: [ends[1].job.id.rawValue]) }
+        ends[1].at = Date()
+        let (leftovers, claims) = try Self.recorder(store).record(together: ends, links: [:]) { db in
+            try QueueStore.claim(limit: 1, gate: nil, now: Date(), in: db).count
+        }
+        #expect(Set(leftovers.dropped.keys) == [ends[1].job.id] && leftovers.kept.isEmpty)
+        #expect(try claims.get() == 1)
+        #expect(try store.jobs(state: .uploaded).map(\.id) == [ends[0].job.id])
+    }
+
+    @Test("a database that refuses writes as a whole (busy) records nothing and is not tried again in pieces")
+    func refusal() throws {
+        let sandbox = try Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        let database = try QueueDatabase.open(path: sandbox.state + "/queue.sqlite")
+        let store = QueueStore(database: database)
+        try store.writer.write { db in for serial in 0..<2 { try QueueHoldsTests.job(serial: serial).insert(db) } }
+        let ends = try Self.ended(store)
+        // Another process holds the write lock for longer than the busy timeout.
+        var holder: OpaquePointer?
+        #expect(sqlite3_open(sandbox.state + "/queue.sqlite", &holder) == SQLITE_OK)
+        defer { sqlite3_close(holder) }
+        #expect(sqlite3_exec(holder, "BEGIN IMMEDIATE", nil, nil, nil) == SQLITE_OK)
+        var calls = 0
+        let started = ContinuousClock.now
+        let error = #expect(throws: (any Error).self) {
+            _ = try Self.recorder(store).record(together: ends, links: [:]) { _ in calls += 1 }
+        }
+        #expect(error.map(SettlementRecorder.refusesAnyWrite) == true, "\(String(describing: error))")
+        let waited = ContinuousClock.now - started
+        sqlite3_exec(holder, "ROLLBACK", nil, nil, nil)
+        #expect(calls == 0)
+        #expect(try store.jobs(state: .uploading).count == 2, "nothing recorded")
+        #expect(waited < .seconds(9), "one busy timeout, not two: \(waited)")
     }
 }

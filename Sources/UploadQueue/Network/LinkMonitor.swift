@@ -66,6 +66,7 @@ final class LinkMonitor: Sendable {
         // The cache answers for the configured destinations only (the patch step asks about ad-hoc ones).
         let configured = configuration.destinations[destination.name].map {
             $0.url == destination.url && $0.transferProtocol == destination.transferProtocol
+                && $0.s3?.endpoint == destination.s3?.endpoint
         } ?? false
         let host = configured ? hosts[destination.name] : Self.host(of: destination)
         if let host, let address = cachedAddress(of: host) {

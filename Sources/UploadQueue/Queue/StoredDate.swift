@@ -26,10 +26,11 @@ struct StoredDate: DatabaseValueConvertible, Equatable, Sendable {
         let exact = (date.timeIntervalSinceReferenceDate + 978_307_200) * 1000
         // Before 1970 (where ICU's calendar and rounding differ from these few lines) and from the year 10000
         // on, the formatter itself: no date the queue writes is there.
-        guard exact.isFinite, exact >= 0, exact < 253_402_300_800_000 else {
+        let rounded = (exact + 0.5).rounded(.down)
+        guard rounded.isFinite, rounded >= 0, rounded < 253_402_300_800_000 else {
             return String.fromDatabaseValue(date.databaseValue) ?? ""
         }
-        let milliseconds = Int64((exact + 0.5).rounded(.down))
+        let milliseconds = Int64(rounded)
         let (day, time) = milliseconds.quotientAndRemainder(dividingBy: 86_400_000)
         let (year, month, dayOfMonth) = civil(daysSince1970: day)
         var bytes: [UInt8] = []

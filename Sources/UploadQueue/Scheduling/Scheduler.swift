@@ -146,8 +146,8 @@ actor Scheduler {
     }
 
     /// One round of the loop: follow the clock and the link, handle cancels and probes, then record what
-    /// finished and fill the free slots, in one transaction. Its cost does not grow with the number of jobs that
-    /// wait (a test counts the rows it reads).
+    /// finished and fill the free slots, in one transaction (and book the traffic once a second). Its cost does
+    /// not grow with the number of jobs that wait (a test counts the rows it reads).
     func round() async throws {
         let view: QueueStore.RoundView
         do {
@@ -155,16 +155,18 @@ actor Scheduler {
             view = try store.roundView()
             try followLink(override: view.linkOverride)
         } catch {
-            // What ended is recorded all the same (what cannot be is said, and kept, by `recordUnsettled`).
-            if !unsettled.isEmpty { _ = try? recordUnsettled(then: { _ in }) }
+            // What ended is recorded all the same (what cannot be is said, and kept, by `recordUnsettled`), unless
+            // the database refuses writes as a whole: then a second try would only wait out its timeout again.
+            if !unsettled.isEmpty, !SettlementRecorder.refusesAnyWrite(error) { _ = try? recordUnsettled(then: { _ in }) }
             throw error
         }
         nextDue = view.nextDue
-        let cancelsWaitForEnds = handleCancelRequests(view.cancelRequests)
+        let cancelsWaiting = handleCancelRequests(view.cancelRequests)
         startDueProbes()
         try fillSlots()
-        // A cancel request for a transfer whose end was only now recorded is handled by the next round, at once.
-        if cancelsWaitForEnds { wake.signal() }
+        // A cancel request whose transfer's end this round recorded is handled by the next round, at once (one
+        // handed to a clean-up, or kept for later, needs no round now).
+        if cancelsWaiting.contains(where: { unsettled[$0] == nil && cleanups[$0] == nil }) { wake.signal() }
         if ContinuousClock.now - trafficBookedAt >= .seconds(1) {
             try bookTraffic()
             trafficBookedAt = .now
@@ -237,12 +239,12 @@ actor Scheduler {
     }
 
     /// Records the transfer ends that wait: those that came in since the last round, and those the database
-    /// could not take before; then runs `next` in the same transaction (the round's claims). All but cancels go
-    /// in that transaction (the group commit of concurrent transfers: one flush to disk for all of them, and for
-    /// the claims that replace them); one whose job changed meanwhile (gone, no longer `uploading`) is dropped
-    /// with a word. What `next` throws costs the ends nothing: they are committed, then the error is thrown (after
-    /// the cancels are handed over). When the transaction itself fails, each end is kept for a later round and
-    /// said once, and the error thrown.
+    /// could not take before; then runs `next` (the round's claims). All but cancels go in one transaction with
+    /// it (the group commit of concurrent transfers: one flush to disk for all of them, and for the claims that
+    /// replace them; see `SettlementRecorder.record`); one whose job changed meanwhile (gone, no longer `uploading`) is dropped
+    /// with a word. What `next` throws on its own account costs the ends nothing: they are committed, then the
+    /// error is thrown (after the cancels are handed over). When the database refuses writes as a whole, each end
+    /// is kept for a later round and said once, and the error thrown.
     private func recordUnsettled<Next>(then next: (Database) throws -> Next) throws -> Next {
         let links = links.compactMapValues { $0.linkClass }
         let (together, alone) = unsettled.values.sorted { $0.job.id.rawValue < $1.job.id.rawValue }
@@ -320,16 +322,13 @@ actor Scheduler {
 
     /// Looks at the link to every destination: stops transfers the new link does not allow (they resume from
     /// their confirmed offset later), makes failures due again for destinations that came back online, sets the
-    /// bandwidth cap of the link class in use, and books the bytes sent so far under the class they went over.
+    /// bandwidth cap of the link class in use, and, when a class changed, books the bytes sent so far under the
+    /// class they went over (else `round()` books them once a second).
     private func followLink(override: String?) throws {
         monitor.setOverride(override)
         let changes = monitor.changes()
-        // Booked under the class the bytes went over: before a change, else once a second at the end of a round
-        // (one write, not one per round, and after the transfer ends are recorded).
-        if !changes.isEmpty {
-            try bookTraffic()
-            trafficBookedAt = .now
-        }
+        // The monitor reports a change once: it is taken in before anything here can fail.
+        let before = links
         var cameBack: Set<String> = []
         for (name, status) in changes {
             let before = links[name]
@@ -365,18 +364,29 @@ actor Scheduler {
             engine?.setSendCap(cap)
             Task { [limiter] in await limiter.setRate(cap) }
         }
+        if !changes.isEmpty {
+            try bookTraffic(under: before)
+            trafficBookedAt = .now
+        }
     }
 
-    /// Moves the engine's byte counts into the database, under each destination's current link class.
-    private func bookTraffic() throws {
+    /// Moves the engine's byte counts into the database, under each destination's link class in `classes` (the
+    /// current ones unless given). Counts the database cannot take go back to the engine for a later booking.
+    private func bookTraffic(under classes: [String: LinkStatus]? = nil) throws {
         guard let engine else { return }
+        let classes = classes ?? links
         let counts = engine.traffic.drain()
         guard !counts.isEmpty else { return }
         // Patches are not a destination: their bytes go under the class of the link as a whole.
-        let overall = counts.keys.contains { links[$0] == nil } ? monitor.overall().linkClass : .unmetered
-        try store.addTraffic(counts.map { name, bytes in
-            (name, (links[name]?.linkClass ?? overall).rawValue, bytes)
-        })
+        let overall = counts.keys.contains { classes[$0] == nil } ? monitor.overall().linkClass : .unmetered
+        do {
+            try store.addTraffic(counts.map { name, bytes in
+                (name, (classes[name]?.linkClass ?? overall).rawValue, bytes)
+            })
+        } catch {
+            for (name, bytes) in counts { engine.traffic.add(name, Int(bytes)) }
+            throw error
+        }
     }
 
     /// Stops a transfer running here because its job was cancelled.
@@ -404,13 +414,13 @@ actor Scheduler {
     }
 
     /// Stops flagged transfers running here; flagged jobs that are not running (they left a remote upload
-    /// behind) leave the queue at once and their remote upload is dropped in the background. Returns whether a
-    /// request waits for its transfer's end to be recorded (this round records it).
-    private func handleCancelRequests(_ requests: [JobID]) -> Bool {
-        var waiting = false
+    /// behind) leave the queue at once and their remote upload is dropped in the background. Returns the
+    /// requests that wait for their transfer's end to be recorded first.
+    private func handleCancelRequests(_ requests: [JobID]) -> [JobID] {
+        var waiting: [JobID] = []
         for id in requests where cleanups[id] == nil {
             guard unsettled[id] == nil else {
-                waiting = true
+                waiting.append(id)
                 continue
             }
             if workers[id] != nil {
@@ -444,8 +454,10 @@ actor Scheduler {
     private func fillSlots() throws {
         let limit = configuration.limits.concurrency
         let openCircuits = Set(breakers.filter { $0.value.isOpen }.keys)
-        if strays == nil || ContinuousClock.now - straysFoundAt >= .seconds(60) {
-            strays = try store.runnableDestinations().subtracting(configuration.destinations.keys)
+        // A read that fails is tried again next round: it must not keep the transfer ends from being recorded.
+        if strays == nil || ContinuousClock.now - straysFoundAt >= .seconds(60),
+           let found = try? store.runnableDestinations() {
+            strays = found.subtracting(configuration.destinations.keys)
             straysFoundAt = .now
         }
         let gate = ClaimGate.make(destinations: configuration.destinations, links: links, openCircuits: openCircuits,

@@ -98,13 +98,14 @@ struct SettlementRecorder: Sendable {
     }
 
     /// Whether `error` is the database refusing writes as a whole (busy past its timeout, a full disk, an I/O
-    /// error, a read-only or damaged file): trying the same work again in smaller pieces cannot help, and would
-    /// only wait out the busy timeout twice.
+    /// error, a read-only or unreadable file): trying the same work again in smaller pieces cannot help, and
+    /// would only wait out the busy timeout twice. Damage (`SQLITE_CORRUPT`) is often one page: the pieces that
+    /// do not touch it still go in.
     static func refusesAnyWrite(_ error: any Error) -> Bool {
         guard let error = error as? DatabaseError else { return false }
         let whole: [ResultCode] = [.SQLITE_BUSY, .SQLITE_LOCKED, .SQLITE_FULL, .SQLITE_IOERR, .SQLITE_NOMEM,
-                                      .SQLITE_READONLY, .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_CANTOPEN,
-                                      .SQLITE_PROTOCOL, .SQLITE_INTERRUPT, .SQLITE_ABORT]
+                                   .SQLITE_READONLY, .SQLITE_NOTADB, .SQLITE_CANTOPEN, .SQLITE_PROTOCOL,
+                                   .SQLITE_INTERRUPT, .SQLITE_ABORT]
         return whole.contains(error.resultCode)
     }
 
