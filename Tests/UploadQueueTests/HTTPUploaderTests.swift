@@ -58,19 +58,63 @@ struct HTTPUploaderTests {
             #expect(job.state == .uploaded, "\(job.lastError ?? "")")
         }
         await running.stop()
-        // "PUT /reuse-N/p3.jpg 201 17 4": the connection's serial and the requests it has carried.
-        let log = try String(contentsOfFile: try TestServers.davAccessLog(), encoding: .utf8)
-        let prefix = "/\(folder)/"
-        var puts: [[String]] = []
-        for line in log.split(separator: "\n") {
-            let fields = line.split(separator: " ").map(String.init)
-            if fields.count == 5, fields[0] == "PUT", fields[1].hasPrefix(prefix) { puts.append(fields) }
-        }
+        // "PUT /reuse-N/p3.jpg 201 17 4 HTTP/1.1": the connection's serial and the requests it has carried.
+        let puts = try Self.loggedPuts(under: folder)
         #expect(puts.count == 12, "\(puts)")
+        #expect(puts.allSatisfy { $0[5] == "HTTP/1.1" }, "\(puts)")
         let connections = Set(puts.map { $0[3] })
         let mostOnOne = puts.compactMap { Int($0[4]) }.max() ?? 0
         #expect(connections.count <= 4, "12 uploads, 2 at a time, over \(connections.count) connections: \(puts)")
         #expect(mostOnOne >= 4, "a connection carried several uploads: \(puts)")
+    }
+
+    /// The PUTs nginx logged under `/FOLDER/`: method, path, status, connection, its request count, protocol,
+    /// end time and duration (seconds).
+    static func loggedPuts(under folder: String) throws -> [[String]] {
+        let log = try String(contentsOfFile: try TestServers.davAccessLog(), encoding: .utf8)
+        return log.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+            .filter { $0.count == 8 && $0[0] == "PUT" && $0[1].hasPrefix("/\(folder)/") }
+    }
+
+    @Test("an HTTPS origin that offers HTTP/2 gets the uploads over it, several at once on one connection")
+    func http2Multiplexed() async throws {
+        let tls = try TestServers.address("UPLOADQ_TEST_DAV_TLS_URL")
+        let caFile = try TestServers.address("UPLOADQ_TEST_CA_FILE")
+        let folder = "h2-\(UInt32.random(in: 0...UInt32.max))"
+        // A bandwidth cap keeps four uploads on the wire together for a while.
+        let sandbox = try Sandbox(destination: "dav", """
+            protocol = "http-put"
+            url = "\(tls)/\(folder)/{name}"
+            ca_file = "\(caFile)"
+            """, concurrency: 4, bandwidth: 8 << 20)
+        let running = try RunningQueue(sandbox)
+        var ids: [JobID] = []
+        for index in 0..<12 {
+            let path = try sandbox.makeFile(sandbox.root + "/p\(index).jpg", size: 1_000_000, seed: UInt64(700 + index))
+            ids.append(try await running.enqueue(path, to: "dav"))
+        }
+        for id in ids {
+            let job = try await running.settled(id)
+            #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+            #expect(try sha256(ofFile: try TestServers.davRoot() + "/\(folder)/\(job.originalName)") == job.sha256)
+        }
+        await running.stop()
+        let puts = try Self.loggedPuts(under: folder)
+        #expect(puts.count == 12, "\(puts)")
+        #expect(puts.allSatisfy { $0[5] == "HTTP/2.0" }, "\(puts)")
+        // Requests on one connection that were under way at the same moment: streams of one HTTP/2 connection
+        // (without multiplexing each would have had a connection of its own).
+        let spans = puts.compactMap { fields -> (connection: String, start: Double, end: Double)? in
+            guard let end = Double(fields[6]), let took = Double(fields[7]) else { return nil }
+            return (fields[3], end - took, end)
+        }
+        let shared = spans.contains { one in
+            spans.contains { other in
+                other.connection == one.connection && other.start < one.start && one.start < other.end - 0.05
+            }
+        }
+        #expect(shared, "no two uploads overlapped on one connection: \(puts)")
+        #expect(Set(puts.map { $0[3] }).count <= 2, "12 uploads, 4 at a time: \(puts)")
     }
 
     @Test("an interrupted PUT is sent again whole, with its Idempotency-Key and never Content-Range (22)")

@@ -183,8 +183,8 @@ extension Job: FetchableRecord, PersistableRecord {
     /// The error for a stored value this version cannot read (a newer version's state, a damaged row).
     private static func badColumn(_ column: Columns, in row: Row) -> DatabaseError {
         DatabaseError(resultCode: .SQLITE_MISMATCH, message: """
-            job \((try? row.decode(String.self, forColumn: Columns.id)) ?? "?"): column \(column.rawValue) holds a value this version \
-            cannot read (a newer version's, or a damaged row); run the version of uploadq that wrote it
+            job \((try? row.decode(String.self, forColumn: Columns.id)) ?? "?"): column \(column.rawValue) holds a value \
+            this version cannot read (a newer version's, or a damaged row); run the version of uploadq that wrote it
             """)
     }
 }

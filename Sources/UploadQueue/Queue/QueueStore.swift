@@ -327,7 +327,9 @@ public struct QueueStore: Sendable {
     /// The earliest time a waiting job becomes runnable, if any job waits on time: the first due retry, read from
     /// the `job_retry` index (only retryable failures have a time; a permanent one has none).
     static func nextDueDate(_ db: Database) throws -> Date? {
-        try Date.fetchOne(db.cachedStatement(sql: "SELECT MIN(next_attempt_at) FROM job INDEXED BY job_retry WHERE state = 'failed'"))
+        try Date.fetchOne(db.cachedStatement(sql: """
+            SELECT MIN(next_attempt_at) FROM job INDEXED BY job_retry WHERE state = 'failed'
+            """))
     }
 
     /// Moves the stored due times (retries, patch deliveries, owed releases) written between `from` and

@@ -157,7 +157,9 @@ actor Scheduler {
         } catch {
             // What ended is recorded all the same (what cannot be is said, and kept, by `recordUnsettled`), unless
             // the database refuses writes as a whole: then a second try would only wait out its timeout again.
-            if !unsettled.isEmpty, !SettlementRecorder.refusesAnyWrite(error) { _ = try? recordUnsettled(then: { _ in }) }
+            if !unsettled.isEmpty, !SettlementRecorder.refusesAnyWrite(error) {
+                _ = try? recordUnsettled(then: { _ in })
+            }
             throw error
         }
         nextDue = view.nextDue
@@ -241,10 +243,10 @@ actor Scheduler {
     /// Records the transfer ends that wait: those that came in since the last round, and those the database
     /// could not take before; then runs `next` (the round's claims). All but cancels go in one transaction with
     /// it (the group commit of concurrent transfers: one flush to disk for all of them, and for the claims that
-    /// replace them; see `SettlementRecorder.record`); one whose job changed meanwhile (gone, no longer `uploading`) is dropped
-    /// with a word. What `next` throws on its own account costs the ends nothing: they are committed, then the
-    /// error is thrown (after the cancels are handed over). When the database refuses writes as a whole, each end
-    /// is kept for a later round and said once, and the error thrown.
+    /// replace them; see `SettlementRecorder.record`); one whose job changed meanwhile (gone, no longer
+    /// `uploading`) is dropped with a word. What `next` throws on its own account costs the ends nothing: they are
+    /// committed, then the error is thrown (after the cancels are handed over). When the database refuses writes
+    /// as a whole, each end is kept for a later round and said once, and the error thrown.
     private func recordUnsettled<Next>(then next: (Database) throws -> Next) throws -> Next {
         let links = links.compactMapValues { $0.linkClass }
         let (together, alone) = unsettled.values.sorted { $0.job.id.rawValue < $1.job.id.rawValue }

@@ -197,7 +197,8 @@ final class EasyTransfer: @unchecked Sendable {
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
         let name = Self.trimmed(line[..<colon])
         let value = Self.trimmed(line[(colon + 1)...])
-        responseHeaders.append(HTTPHeader(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+        responseHeaders.append(HTTPHeader(String(decoding: name, as: UTF8.self),
+                                          String(decoding: value, as: UTF8.self)))
     }
 
     /// `bytes` without the spaces, tabs and line ends around them (RFC 9110 §5.6.3 optional whitespace, and the
