@@ -2,6 +2,7 @@
 # Benchmark: S3 uploads to moto_server on loopback, uploadq against `aws s3 cp` and rclone: one large file
 # (256 MiB, 8 MiB parts) and many small ones (500 × 256 KiB, 4 at once). Prints wall, CPU and peak RSS with
 # ratios against the aws cli. moto is a Python server: all three wait on it alike; the ratios are what count.
+# "uploadq enqueue + drain" is the whole command as a user times it (with the intake's SHA-256 of each file).
 #   contrib/bench/s3-vs-peers.sh            LARGE_MIB=256 SMALL_COUNT=500 RUNS=3
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -43,7 +44,7 @@ TOML
 
 for run in $(seq 1 "$runs"); do
     for kind in large small; do
-        for tool in aws rclone uploadq; do
+        for tool in aws rclone uploadq uploadq-e2e; do
             bucket="b-$kind-$tool-$run"
             curl -sf -X PUT "$endpoint/$bucket" > /dev/null
             case "$tool-$kind" in
@@ -59,6 +60,17 @@ for run in $(seq 1 "$runs"); do
                 cfg=$(config "$bucket")
                 "$binary" enqueue "$work"/small/* --mode reference --destination s3 --config "$cfg" > /dev/null
                 measure small "uploadq transfer" "$binary" daemon --exit-when-idle --log-level warning --config "$cfg" ;;
+            # End to end, as a user times it: the enqueue (SHA-256 of each file) and the drain in one command.
+            uploadq-e2e-large)
+                cfg=$(config "$bucket")
+                measure large "uploadq enqueue + drain" sh -c "'$binary' enqueue '$large' --mode reference \
+                    --destination s3 --config '$cfg' > /dev/null \
+                    && '$binary' daemon --exit-when-idle --log-level warning --config '$cfg'" ;;
+            uploadq-e2e-small)
+                cfg=$(config "$bucket")
+                measure small "uploadq enqueue + drain" sh -c "'$binary' enqueue '$work'/small/* --mode reference \
+                    --destination s3 --config '$cfg' > /dev/null \
+                    && '$binary' daemon --exit-when-idle --log-level warning --config '$cfg'" ;;
             esac
             count=$(curl -sf -H "Authorization: AWS4-HMAC-SHA256 Credential=AKIDBENCH/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00" \
                 "$endpoint/$bucket?list-type=2&max-keys=1000" | grep -o "<Key>" | wc -l)
