@@ -47,17 +47,8 @@ struct HTTPUploaderTests {
             protocol = "http-put"
             url = "\(dav)/\(folder)/{name}"
             """, concurrency: 2)
-        let running = try RunningQueue(sandbox)
-        var ids: [JobID] = []
-        for index in 0..<12 {
-            let path = try sandbox.makeFile(sandbox.root + "/p\(index).jpg", size: 8_192, seed: UInt64(500 + index))
-            ids.append(try await running.enqueue(path, to: "dav"))
-        }
-        for id in ids {
-            let job = try await running.settled(id)
-            #expect(job.state == .uploaded, "\(job.lastError ?? "")")
-        }
-        await running.stop()
+        let jobs = try await Self.uploadTwelve(sandbox, size: 8_192, seed: 500)
+        #expect(jobs.allSatisfy { $0.state == .uploaded }, "\(jobs.map { $0.lastError ?? "" })")
         // "PUT /reuse-N/p3.jpg 201 17 4 HTTP/1.1": the connection's serial and the requests it has carried.
         let puts = try Self.loggedPuts(under: folder)
         #expect(puts.count == 12, "\(puts)")
@@ -66,6 +57,21 @@ struct HTTPUploaderTests {
         let mostOnOne = puts.compactMap { Int($0[4]) }.max() ?? 0
         #expect(connections.count <= 4, "12 uploads, 2 at a time, over \(connections.count) connections: \(puts)")
         #expect(mostOnOne >= 4, "a connection carried several uploads: \(puts)")
+    }
+
+    /// Enqueues twelve files `p0.jpg`… of `size` bytes to the sandbox's `dav` destination, waits until each is
+    /// settled, stops the queue, and returns the jobs as they ended.
+    static func uploadTwelve(_ sandbox: Sandbox, size: Int, seed: UInt64) async throws -> [Job] {
+        let running = try RunningQueue(sandbox)
+        var ids: [JobID] = []
+        for index in 0..<12 {
+            let path = try sandbox.makeFile(sandbox.root + "/p\(index).jpg", size: size, seed: seed + UInt64(index))
+            ids.append(try await running.enqueue(path, to: "dav"))
+        }
+        var jobs: [Job] = []
+        for id in ids { jobs.append(try await running.settled(id)) }
+        await running.stop()
+        return jobs
     }
 
     /// The PUTs nginx logged under `/FOLDER/`: method, path, status, connection, its request count, protocol,
@@ -87,18 +93,10 @@ struct HTTPUploaderTests {
             url = "\(tls)/\(folder)/{name}"
             ca_file = "\(caFile)"
             """, concurrency: 4, bandwidth: 8 << 20)
-        let running = try RunningQueue(sandbox)
-        var ids: [JobID] = []
-        for index in 0..<12 {
-            let path = try sandbox.makeFile(sandbox.root + "/p\(index).jpg", size: 1_000_000, seed: UInt64(700 + index))
-            ids.append(try await running.enqueue(path, to: "dav"))
-        }
-        for id in ids {
-            let job = try await running.settled(id)
+        for job in try await Self.uploadTwelve(sandbox, size: 1_000_000, seed: 700) {
             #expect(job.state == .uploaded, "\(job.lastError ?? "")")
             #expect(try sha256(ofFile: try TestServers.davRoot() + "/\(folder)/\(job.originalName)") == job.sha256)
         }
-        await running.stop()
         let puts = try Self.loggedPuts(under: folder)
         #expect(puts.count == 12, "\(puts)")
         #expect(puts.allSatisfy { $0[5] == "HTTP/2.0" }, "\(puts)")

@@ -13,6 +13,21 @@ table() {
     python3 "$root/contrib/bench/table.py" "$results" "$1"
 }
 
+# `compare LABEL PEER_LABEL PEER_TEXT`: LABEL's median wall time against PEER_LABEL's, whatever their groups (the
+# whole command against a peer of another group).
+compare() {
+    python3 - "$results" "$@" <<'PY'
+import statistics, sys
+results, ours_label, peer_label, peer_text = sys.argv[1:5]
+walls = {}
+for line in open(results):
+    group, label, times = line.rstrip("\n").split("|")
+    walls.setdefault(label, []).append(float(times.split()[0]))
+ours, peer = statistics.median(walls[ours_label]), statistics.median(walls[peer_label])
+print(f"{ours_label}: {ours:.2f} s = {ours / peer:.2f}× {peer_text} ({peer:.2f} s)")
+PY
+}
+
 # The release binary, a scratch directory removed at exit, and an empty results file.
 bench_workspace() {
     binary="$root/.build/release/uploadq"

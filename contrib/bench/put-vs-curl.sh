@@ -63,12 +63,4 @@ done
 
 table "PUT $size_mib MiB to nginx DAV on loopback, median of $runs"
 # The whole command against `curl -T` alone, which computes no content identity.
-python3 - "$results" <<'PY'
-import statistics, sys
-walls = {}
-for line in open(sys.argv[1]):
-    group, label, times = line.rstrip("\n").split("|")
-    walls.setdefault(label, []).append(float(times.split()[0]))
-ours, curl = statistics.median(walls["uploadq enqueue + drain"]), statistics.median(walls["curl -T"])
-print(f"end to end: uploadq enqueue + drain {ours:.2f} s = {ours / curl:.2f}× curl -T alone ({curl:.2f} s)")
-PY
+compare "uploadq enqueue + drain" "curl -T" "curl -T alone"

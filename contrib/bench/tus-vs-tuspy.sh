@@ -40,12 +40,4 @@ TOML
     [ "$uploaded" -ge "$((run * 3))" ] || { echo "bench: an upload is missing on the tus server" >&2; exit 1; }
 done
 table "tus: $size_mb MB to tuspyserver on loopback, 8 MiB chunks, median of $runs"
-python3 - "$results" <<'PY'
-import statistics, sys
-walls = {}
-for line in open(sys.argv[1]):
-    group, label, times = line.rstrip("\n").split("|")
-    walls.setdefault(label, []).append(float(times.split()[0]))
-ours, peer = statistics.median(walls["uploadq enqueue + drain"]), statistics.median(walls["tuspy"])
-print(f"end to end: uploadq enqueue + drain {ours:.2f} s = {ours / peer:.2f}× tuspy's whole command ({peer:.2f} s)")
-PY
+compare "uploadq enqueue + drain" "tuspy" "tuspy's whole command"
