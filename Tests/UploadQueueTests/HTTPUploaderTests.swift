@@ -59,15 +59,17 @@ struct HTTPUploaderTests {
         #expect(mostOnOne >= 4, "a connection carried several uploads: \(puts)")
     }
 
-    /// Enqueues twelve files `p0.jpg`… of `size` bytes to the sandbox's `dav` destination, waits until each is
-    /// settled, stops the queue, and returns the jobs as they ended.
+    /// Enqueues twelve files `p0.jpg`… of `size` bytes to the sandbox's `dav` destination, all before the queue
+    /// starts (so that its slots fill at once, however slow the machine), waits until each is settled, stops the
+    /// queue, and returns the jobs as they ended.
     static func uploadTwelve(_ sandbox: Sandbox, size: Int, seed: UInt64) async throws -> [Job] {
-        let running = try RunningQueue(sandbox)
+        let intake = try UploadQueue(configuration: try sandbox.configuration())
         var ids: [JobID] = []
         for index in 0..<12 {
             let path = try sandbox.makeFile(sandbox.root + "/p\(index).jpg", size: size, seed: seed + UInt64(index))
-            ids.append(try await running.enqueue(path, to: "dav"))
+            ids.append(try await intake.enqueue(path, destination: "dav", metadata: [:], mode: .copy))
         }
+        let running = try RunningQueue(sandbox)
         var jobs: [Job] = []
         for id in ids { jobs.append(try await running.settled(id)) }
         await running.stop()
