@@ -427,3 +427,58 @@ struct SettlementRecorderTests {
         #expect(waited < .seconds(9), "one busy timeout, not two: \(waited)")
     }
 }
+
+/// A queue written by the version before the scale work (migrations up to v6), with jobs in it, upgrades in place.
+struct ScaleUpgradeTests {
+    @Test("a v6 queue with jobs upgrades: tally, metered limits and indexes made from its rows, reasons cleared, jobs claimable")
+    func upgradeFromV6() throws {
+        let sandbox = try Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        let path = sandbox.state + "/queue.sqlite"
+        let database = try DatabaseQueue(path: path)
+        try QueueDatabase.migrator.migrate(database, upTo: "v6-source-after-upload")
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        let rows: [(state: String, reason: String?, onMetered: String?, size: Int64, permanent: Bool)] = [
+            ("pending", "metered-link", "allow-below:1MiB", 1000, false),
+            ("pending", "concurrency", nil, 2000, false),
+            ("failed", nil, nil, 4000, true),
+            ("uploaded", nil, "defer", 8000, false),
+        ]
+        var ids: [JobID] = []
+        try database.write { db in
+            for (index, row) in rows.enumerated() {
+                let id = JobID.generate(at: base.addingTimeInterval(Double(index)))
+                ids.append(id)
+                try db.execute(sql: """
+                    INSERT INTO job (id, state, waiting_reason, permanent, file, source_path, original_name, mode, size,
+                    sha256, content_type, mtime_ns, inode, device, destination, meta, on_metered, intake_complete,
+                    created_at, updated_at)
+                    VALUES (?, ?, ?, ?, '/tmp/f', '/tmp/f', 'f.jpg', 'copy', ?, ?, 'image/jpeg', 0, 1, 1, 'dav', '{}', ?, 1,
+                    ?, ?)
+                    """, arguments: [id.rawValue, row.state, row.reason, row.permanent, row.size, "sha-\(index)",
+                                     row.onMetered, base, base])
+            }
+        }
+        try database.close()
+
+        let store = QueueStore(database: try QueueDatabase.open(path: path))
+        let (tally, indexes, reasons) = try store.writer.read { db in
+            (try Row.fetchAll(db, sql: "SELECT state, jobs, bytes FROM job_tally WHERE jobs > 0 ORDER BY state")
+                .map { "\($0["state"] as String) \($0["jobs"] as Int) \($0["bytes"] as Int64)" },
+             Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'job'")),
+             try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job WHERE waiting_reason IS NOT NULL"))
+        }
+        #expect(tally == ["failed 1 4000", "pending 2 3000", "uploaded 1 8000"])
+        #expect(reasons == 0, "reasons are derived from holds now")
+        #expect(indexes.isSuperset(of: ["job_claim", "job_claim_metered_allowed", "job_claim_metered_deferred",
+                                        "job_cancel", "job_intake", "job_state_id", "job_retry", "job_uploaded"]),
+                "\(indexes)")
+        #expect(indexes.isDisjoint(with: ["job_runnable", "job_finished", "job_summary"]), "\(indexes)")
+        let jobs = try store.jobs(ids)
+        #expect(jobs[ids[0]]?.meteredBelow == Int64(1 << 20))
+        #expect(jobs[ids[1]]?.meteredBelow == nil)
+        #expect(jobs[ids[3]]?.meteredBelow == Int64(0))
+        // Both pending jobs are claimable through the new indexes (one by its own metered limit, one by policy).
+        #expect(Set(try store.claim(limit: 4).map(\.0.id)) == [ids[0], ids[1]])
+    }
+}
