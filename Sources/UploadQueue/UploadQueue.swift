@@ -229,9 +229,6 @@ public actor UploadQueue {
         }
         let engine = TransferEngine()
         engine.setSendCap(configuration.bandwidth.unmetered)
-        // Large body reads only where no cap can ever apply (a cap that starts mid-transfer would turn them into
-        // long silences the stall detector takes for a dead link).
-        engine.largeReads = configuration.bandwidth.metered == 0 && configuration.bandwidth.unmetered == 0
         defer { engine.shutdown() }
         let uploaders = configuration.destinations.mapValues { Self.uploader(for: $0, engine: engine) }
         let configuration = self.configuration

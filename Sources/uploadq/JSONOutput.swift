@@ -21,7 +21,8 @@ enum JSONOutput {
             "original_name": job.originalName,
             "mode": job.mode.rawValue,
             "size": job.size,
-            "sha256": job.sha256,
+            // Null until the upload for a destination that hashes while sending.
+            "sha256": job.sha256.isEmpty ? NSNull() : job.sha256,
             "content_type": job.contentType,
             "destination": job.destination,
             "priority": job.priority,

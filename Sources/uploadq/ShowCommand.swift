@@ -39,7 +39,7 @@ struct ShowCommand: AsyncParsableCommand {
             "file:         \(job.file)",
             "source:       \(job.sourcePath) (\(job.mode.rawValue))",
             "size:         \(job.size) bytes (\(TextOutput.bytes(job.size)))",
-            "sha256:       \(job.sha256)",
+            "sha256:       \(job.sha256.isEmpty ? "(taken while the file is sent)" : job.sha256)",
             "content type: \(job.contentType)",
             "destination:  \(job.destination)",
             "confirmed:    \(job.bytesConfirmed) bytes",

@@ -159,6 +159,13 @@ struct ConfigurationTests {
         ("[destinations.t]\nprotocol = \"http-post\"\nurl = \"https://h/\"\npublic_url_template = \"{url}\"\n",
          "destinations.t.public_url_template", 4),
         ("[destinations.t]\nprotocol = \"s4\"\nurl = \"https://h/\"\n", "destinations.t.protocol", 2),
+        ("[destinations.t]\nprotocol = \"tus\"\nurl = \"https://h/\"\nsha256 = \"later\"\n", "destinations.t.sha256", 4),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/{sha256}\"\nsha256 = \"while-sending\"\n",
+         "destinations.t.sha256", 4),
+        ("[destinations.t]\nprotocol = \"http-put\"\nurl = \"https://h/\"\nsha256 = \"while-sending\"\n"
+            + "public_url_template = \"https://cdn/{sha256}\"\n", "destinations.t.sha256", 4),
+        ("[destinations.x]\nprotocol = \"file\"\nurl = \"file://x\"\nname_template = \"{sha256}\"\n"
+            + "sha256 = \"while-sending\"\n", "destinations.x.sha256", 5),
         ("[destinations.t]\nprotocol = \"s3\"\nbucket = \"b-1\"\nurl = \"https://h/\"\n", "destinations.t.url", 4),
     ])
     func impossibleValues(text: String, key: String, line: Int) throws {
@@ -186,6 +193,7 @@ struct ConfigurationTests {
             [destinations.dav]
             protocol = "http-put"
             url = "https://files.example.com/photos/{date}/{job_id}-{name}"
+            sha256 = "while-sending"
             token_command = ["bin/get-token", "--audience", "files"]
             token_command_timeout = "3s"
             [destinations.api]
@@ -206,6 +214,7 @@ struct ConfigurationTests {
         #expect(dav.transferProtocol == .httpPut && dav.urlTemplate?.isConstant == false)
         #expect(dav.http.credentials == .command(["/srv/q/bin/get-token", "--audience", "files"], timeout: .seconds(3)))
         #expect(dav.http.stall == StallDetection())
+        #expect(dav.hashTiming == .whileSending && photos.hashTiming == .atIntake)
         let api = try #require(configuration.destinations["api"])
         #expect(api.transferProtocol == .httpPost && api.formField == "photo")
         #expect(api.http.credentials == .environment("API_TOKEN"))
@@ -267,6 +276,7 @@ struct ConfigurationTests {
         ("bucket = \"photos\"\npublic_url_template = \"https://cdn/{upload_id}\"", "public_url_template"),
         ("endpoint = \"http://127.0.0.1:9000\"", "bucket"),
         ("bucket = \"photos\"\nendpoint = \"https://admin:hunter2@s3.example.com\"", "endpoint"),
+        ("bucket = \"photos\"\nsha256 = \"while-sending\"\nkey_template = \"{sha256}\"", "sha256"),
     ])
     func s3Mistakes(lines: String, key: String) {
         let error = failure("[destinations.s]\nprotocol = \"s3\"\n\(lines)\n")

@@ -2,7 +2,9 @@
 # Benchmark: S3 uploads to moto_server on loopback, uploadq against `aws s3 cp` and rclone: one large file
 # (256 MiB, 8 MiB parts) and many small ones (500 × 256 KiB, 4 at once). Prints wall, CPU and peak RSS with
 # ratios against the aws cli. moto is a Python server: all three wait on it alike; the ratios are what count.
-# "uploadq enqueue + drain" is the whole command as a user times it (with the intake's SHA-256 of each file).
+# "uploadq enqueue + drain" is the whole command as a user times it (with the intake's SHA-256 of each file);
+# "uploadq, sha256 while sending" the same with `sha256 = "while-sending"` (a multipart upload hashes the file
+# beside its parts; a PutObject, signed with the digest, hashes its file just before it is sent).
 #   contrib/bench/s3-vs-peers.sh            LARGE_MIB=256 SMALL_COUNT=500 RUNS=3
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -27,7 +29,7 @@ mkdir -p "$work/small"
 for index in $(seq 1 "$small_count"); do head -c 262144 /dev/urandom > "$work/small/p$index.jpg"; done
 cat "$large" "$work"/small/* > /dev/null
 
-config() { # bucket → an uploadq config for it
+config() { # bucket [sha256 timing] → an uploadq config for it
     cat > "$work/$1.toml" <<TOML
 state_dir = "state-$1"
 [limits]
@@ -38,13 +40,14 @@ endpoint = "$endpoint"
 bucket = "$1"
 part_size = "8MiB"
 multipart_threshold = "8MiB"
+sha256 = "${2:-at-intake}"
 TOML
     echo "$work/$1.toml"
 }
 
 for run in $(seq 1 "$runs"); do
     for kind in large small; do
-        for tool in aws rclone uploadq uploadq-e2e; do
+        for tool in aws rclone uploadq uploadq-e2e uploadq-streamed; do
             bucket="b-$kind-$tool-$run"
             curl -sf -X PUT "$endpoint/$bucket" > /dev/null
             case "$tool-$kind" in
@@ -69,6 +72,16 @@ for run in $(seq 1 "$runs"); do
             uploadq-e2e-small)
                 cfg=$(config "$bucket")
                 measure small "uploadq enqueue + drain" sh -c "'$binary' enqueue '$work'/small/* --mode reference \
+                    --destination s3 --config '$cfg' > /dev/null \
+                    && '$binary' daemon --exit-when-idle --log-level warning --config '$cfg'" ;;
+            uploadq-streamed-large)
+                cfg=$(config "$bucket" while-sending)
+                measure large "uploadq, sha256 while sending" sh -c "'$binary' enqueue '$large' --mode reference \
+                    --destination s3 --config '$cfg' > /dev/null \
+                    && '$binary' daemon --exit-when-idle --log-level warning --config '$cfg'" ;;
+            uploadq-streamed-small)
+                cfg=$(config "$bucket" while-sending)
+                measure small "uploadq, sha256 while sending" sh -c "'$binary' enqueue '$work'/small/* --mode reference \
                     --destination s3 --config '$cfg' > /dev/null \
                     && '$binary' daemon --exit-when-idle --log-level warning --config '$cfg'" ;;
             esac

@@ -184,6 +184,20 @@ public struct Destination: Sendable, Equatable {
     /// default: if that request is cut off after the server stored the file, its upload URL is never learnt and
     /// the file is sent again as a second upload.
     public var tusCreationWithUpload = false
+    /// When a job's SHA-256 (its content identity) is computed: at intake by default, or while the file is sent.
+    public var hashTiming: HashTiming = .atIntake
+
+    /// When a destination's jobs get their SHA-256.
+    ///
+    /// `whileSending` reads the file once instead of twice: the digest is taken from the bytes as they go out
+    /// and recorded with the upload, so a job's `sha256` is empty until then. Intake hashes anyway when a live job
+    /// of the same size goes to the destination (de-duplication needs it then).
+    public enum HashTiming: String, Sendable, Equatable, CaseIterable {
+        /// `enqueue` reads the whole file to hash it before the job exists.
+        case atIntake = "at-intake"
+        /// The upload hashes what it sends (`http-put`, `http-post`, `tus`, `file`).
+        case whileSending = "while-sending"
+    }
 
     /// A destination with every setting given; see `localDirectory` and `tus` for the common cases.
     public init(name: String, transferProtocol: TransferProtocol = .file, url: String, directory: String = "",

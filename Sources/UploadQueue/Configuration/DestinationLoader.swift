@@ -43,9 +43,11 @@ enum DestinationLoader {
             }
         }
         let chunkSize = try table.byteCount("chunk_size", minimum: 4096) ?? (8 << 20)
-        return Destination(name: name, transferProtocol: .file, url: url,
-                           directory: ConfigurationLoader.absolutePath(path, base: baseDirectory), nameTemplate: template,
-                           chunkSize: chunkSize)
+        var destination = Destination(name: name, transferProtocol: .file, url: url,
+                                      directory: ConfigurationLoader.absolutePath(path, base: baseDirectory),
+                                      nameTemplate: template, chunkSize: chunkSize)
+        destination.hashTiming = try hashTiming(&table, templates: [("name_template", template.usesSHA256)])
+        return destination
     }
 
     private static func network(name: String, transferProtocol: Destination.TransferProtocol, url: String,
@@ -78,7 +80,29 @@ enum DestinationLoader {
         destination.publicURLTemplate = try publicURLTemplate(&table, placeholders: ["url", "upload_id"])
         destination.circuitBreaker = try circuitBreaker(&table)
         destination.onMetered = try onMetered(&table)
+        destination.hashTiming = try hashTiming(&table, templates: [
+            ("url", urlTemplate.usesSHA256),
+            ("public_url_template", destination.publicURLTemplate?.usesSHA256 ?? false),
+        ])
         return destination
+    }
+
+    /// `sha256 = "at-intake" | "while-sending"`. A template that names `{sha256}` needs the digest before the
+    /// first byte goes out, so it keeps the hash at intake.
+    private static func hashTiming(_ table: inout ConfigurationTable, templates: [(key: String, usesSHA256: Bool)])
+        throws(ConfigurationError) -> Destination.HashTiming
+    {
+        guard let text = try table.string("sha256") else { return .atIntake }
+        guard let timing = Destination.HashTiming(rawValue: text) else {
+            throw table.error("sha256", "\"\(text)\" is not one of at-intake, while-sending")
+        }
+        if timing == .whileSending, let template = templates.first(where: \.usesSHA256) {
+            throw table.error("sha256", """
+                while-sending leaves a job without its SHA-256 until it is sent, and \(template.key) names {sha256}: \
+                use sha256 = "at-intake", or take {sha256} out of \(template.key)
+                """)
+        }
+        return timing
     }
 
     /// `source_after_upload = "keep" | "delete" | "move:DIR"` (a relative `DIR` against the config's folder).
@@ -109,6 +133,7 @@ enum DestinationLoader {
         if table.has("url") {
             throw table.error("url", "an s3 destination is given by endpoint and bucket, not url")
         }
+
         for key in ["token_env", "token_file", "token_command"] where table.has(key) {
             throw table.error(key, "s3 destinations sign with access keys: use access_key_env and secret_key_env, "
                 + "or credentials_file and profile")
@@ -171,6 +196,10 @@ enum DestinationLoader {
         destination.publicURLTemplate = try publicURLTemplate(&table, placeholders: ["url", "key"])
         destination.circuitBreaker = try circuitBreaker(&table)
         destination.onMetered = try onMetered(&table)
+        destination.hashTiming = try hashTiming(&table, templates: [
+            ("key_template", settings.keyTemplate.usesSHA256),
+            ("public_url_template", destination.publicURLTemplate?.usesSHA256 ?? false),
+        ])
         return destination
     }
 

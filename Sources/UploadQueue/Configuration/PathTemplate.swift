@@ -16,6 +16,9 @@ public struct PathTemplate: Sendable, Equatable, CustomStringConvertible {
     let parts: [Part]
     public let description: String
 
+    /// Whether the template names `{sha256}` (which a job hashed while sending does not have before it is sent).
+    var usesSHA256: Bool { parts.contains(.sha256) }
+
     /// `{job_id}-{name}`: unique per job and still readable.
     public static let defaultFileName = try! PathTemplate("{job_id}-{name}")
 

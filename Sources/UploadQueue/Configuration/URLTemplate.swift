@@ -32,6 +32,9 @@ public struct URLTemplate: Sendable, Equatable, CustomStringConvertible {
     /// each segment encoded, `/` kept).
     static let verbatimExtras: Set<String> = ["url", "key"]
 
+    /// Whether the template names `{sha256}`.
+    var usesSHA256: Bool { parts.contains(.sha256) }
+
     /// True when the template has no placeholder: the same URL for every job.
     var isConstant: Bool { parts.allSatisfy { if case .literal = $0 { true } else { false } } }
 

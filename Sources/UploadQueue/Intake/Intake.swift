@@ -217,6 +217,10 @@ struct Intake: Sendable {
             let begun = try blobs.beginCopy(descriptor: descriptor, sourcePath: path, to: id)
             copy = begun.0
             sha256 = begun.1
+        } else if configuration.destinations[destination]?.hashTiming == .whileSending {
+            // Hashed by the upload, from the bytes it sends: the file is read once. De-duplication hashes it here
+            // after all when a job of the same size goes to the destination (`insertUnlessDuplicate`).
+            sha256 = ""
         } else {
             sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: path)
         }
@@ -291,6 +295,9 @@ struct Intake: Sendable {
             return try store.writer.write { db -> [Job?] in
                 try jobs.map { job in try Self.insertUnlessDuplicate(job, in: db) }
             }
+        } catch let error as UploadQueueError {
+            // A file de-duplication had to hash, and could not: its own error.
+            throw error
         } catch {
             throw .database("cannot write the jobs", error, job: jobs.first?.id, path: jobs.first?.sourcePath,
                             databasePath: configuration.databasePath)
@@ -298,9 +305,28 @@ struct Intake: Sendable {
     }
 
     private static func insertUnlessDuplicate(_ job: Job, in db: Database) throws -> Job? {
+        var job = job
+        if job.sha256.isEmpty {
+            // Hashed while sending, unless a live job of the same size goes to the destination: only then can it
+            // be a duplicate, and only its digest can tell.
+            let sameSize = try Bool.fetchOne(db.cachedStatement(sql: """
+                SELECT EXISTS (SELECT 1 FROM job INDEXED BY job_identity WHERE destination = ? AND size = ?
+                AND NOT (state = 'failed' AND permanent = 1))
+                """), arguments: [job.destination, job.size]) ?? false
+            guard sameSize else {
+                try job.insert(db)
+                return nil
+            }
+            try hashSameSizeJobs(as: job, in: db)
+            guard let sha256 = try ContentIdentity.digest(of: job) else {
+                throw UploadQueueError(.sourceUnstable, "the file changed while it was read; it is still being written",
+                                       path: job.sourcePath)
+            }
+            job.sha256 = sha256
+        }
         // A cached statement: thousands of files in a batch would otherwise each compile the same query.
         let statement = try db.cachedStatement(sql: """
-            SELECT * FROM job WHERE destination = ? AND sha256 = ? AND size = ?
+            SELECT * FROM job INDEXED BY job_identity WHERE destination = ? AND sha256 = ? AND size = ?
             AND NOT (state = ? AND permanent = 1) ORDER BY id
             """)
         let existing = try Job.fetchAll(statement, arguments: [job.destination, job.sha256, job.size,
@@ -310,6 +336,21 @@ struct Intake: Sendable {
         if let existing { return existing }
         try job.insert(db)
         return nil
+    }
+
+    /// Hashes the live jobs of `job`'s destination and size that wait to be hashed while sending, and records
+    /// their digests: `job` is about to be compared with them. Each is hashed once (then it has its digest); one
+    /// whose file changed or went keeps none, and is no duplicate of anything (its upload fails on the change).
+    private static func hashSameSizeJobs(as job: Job, in db: Database) throws {
+        let unhashed = try Job.fetchAll(db.cachedStatement(sql: """
+            SELECT * FROM job INDEXED BY job_identity WHERE destination = ? AND size = ? AND sha256 = ''
+            AND NOT (state = 'failed' AND permanent = 1)
+            """), arguments: [job.destination, job.size])
+        for other in unhashed {
+            guard let sha256 = try ContentIdentity.digest(of: other) else { continue }
+            try db.cachedStatement(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''")
+                .execute(arguments: [sha256, other.id.rawValue])
+        }
     }
 
     /// Completes `move` intakes a crash interrupted: the row is there, the file is still at its source, or

@@ -14,7 +14,7 @@ struct HTTPPostUploader: Uploader {
             let form = MultipartForm(boundary: "uploadq-\(job.id.rawValue)-\(UInt64.random(in: 0...UInt64.max))")
             let body = form.body(fields: job.meta.sorted { $0.key < $1.key }, fileField: destination.formField,
                                  fileName: job.originalName, contentType: job.contentType,
-                                 file: .file(descriptor: source.descriptor, offset: 0, length: job.size))
+                                 file: .source(source, offset: 0, length: job.size))
             return WholeFileSender.Request(
                 method: "POST", url: destination.urlTemplate?.expand(for: job) ?? destination.url,
                 headers: [HTTPHeader("Content-Type", "multipart/form-data; boundary=\(form.boundary)")], body: body)

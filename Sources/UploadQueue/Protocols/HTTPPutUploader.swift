@@ -12,7 +12,7 @@ struct HTTPPutUploader: Uploader {
             WholeFileSender.Request(
                 method: "PUT", url: template?.expand(for: job) ?? sender.destination.url,
                 headers: [HTTPHeader("Content-Type", job.contentType)],
-                body: .file(descriptor: source.descriptor, offset: 0, length: job.size))
+                body: .source(source, offset: 0, length: job.size))
         }
     }
 

@@ -46,8 +46,8 @@ struct LocalDirectoryUploader: Uploader {
             throw needsPerson ? .permanent("io", message + "; fix it, then `uploadq retry`")
                 : code == .fileWriteOutOfSpace ? .targetFull(message) : .transient("io", message)
         }
-        if try alreadyDelivered(job, at: target) {
-            return UploadOutcome(remoteURL: Self.fileURL(target))
+        if try await alreadyDelivered(source, at: target) {
+            return UploadOutcome(remoteURL: Self.fileURL(target), sha256: try await source.sentDigest())
         }
 
         let temporary = temporaryPath(for: job)
@@ -62,6 +62,8 @@ struct LocalDirectoryUploader: Uploader {
             offset = 0
         }
         try await context.resumed(offset)
+        // A job hashed while sending: the part an earlier attempt copied is read once here, the rest as it is copied.
+        try source.hashPrefix(upTo: offset)
 
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: sliceSize, alignment: 16)
         defer { buffer.deallocate() }
@@ -104,7 +106,7 @@ struct LocalDirectoryUploader: Uploader {
         } catch {
             throw .transient("io", "re-reading \(temporary): \(error.message)")
         }
-        guard written == job.sha256 else {
+        guard try await written == source.sentDigest() ?? job.sha256 else {
             _ = ftruncate(output, 0)
             throw .transient("verification", "the copy at \(temporary) does not match the source's SHA-256; "
                 + "it was discarded and will be written again")
@@ -113,25 +115,28 @@ struct LocalDirectoryUploader: Uploader {
         if uploadq_rename_noreplace(AT_FDCWD, temporary, AT_FDCWD, target) != 0 {
             let code = errno
             guard code == EEXIST else { throw .system("rename", path: target, errno: code) }
-            guard try alreadyDelivered(job, at: target) else {
+            guard try await alreadyDelivered(source, at: target) else {
                 throw .permanent("target-exists", "\(target) already exists with other content; "
                     + "move it away or change name_template, then `uploadq retry \(job.id)`")
             }
             unlink(temporary)
         }
         do { try syncDirectory(directory) } catch { throw .transient("io", error.message) }
-        return UploadOutcome(remoteURL: Self.fileURL(target))
+        return UploadOutcome(remoteURL: Self.fileURL(target), sha256: try await source.sentDigest())
     }
 
-    /// True when the final name already holds exactly this job's content (a crash after the rename).
-    private func alreadyDelivered(_ job: Job, at target: String) throws(TransferFailure) -> Bool {
+    /// True when the final name already holds exactly this job's content (a crash after the rename). A job hashed
+    /// while sending has its source read whole for it.
+    private func alreadyDelivered(_ source: SourceFile, at target: String) async throws(TransferFailure) -> Bool {
+        let job = source.job
         let descriptor = open(target, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else { return false }
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0, Int64(info.st_size) == job.size else { return false }
+        let expected = try await source.sentDigest() ?? job.sha256
         do {
-            return try SHA256Digest.ofFile(descriptor: descriptor, path: target) == job.sha256
+            return try SHA256Digest.ofFile(descriptor: descriptor, path: target) == expected
         } catch {
             throw .transient("io", "reading \(target): \(error.message)")
         }

@@ -51,6 +51,8 @@ struct S3MultipartUploader: Uploader {
         if current == nil, job.size < client.settings.multipartThreshold {
             return try await putObject(context, source: source, client: client)
         }
+        // Parts go in any order, several at once: a job hashed while sending is hashed beside them.
+        source.hashBesideUpload()
         var plan: S3PartPlan
         var state: S3ResumeState
         if let previous = current {
@@ -138,16 +140,18 @@ struct S3MultipartUploader: Uploader {
 
     // MARK: Single request
 
-    /// One PutObject, its payload signed with the SHA-256 intake already computed (the store checks it).
+    /// One PutObject, its payload signed with the SHA-256 intake computed (the store checks it); a job hashed
+    /// while sending is hashed first (a file below `multipart_threshold`: a short read).
     private func putObject(_ context: TransferContext, source: SourceFile, client: S3Client)
         async throws(TransferFailure) -> UploadOutcome
     {
         let job = context.job
         let key = try objectKey(for: job, client: client)
         try await context.resumed(0)
+        let payloadHash = try await source.sentDigest() ?? job.sha256
         let response = try await client.send("PUT", key: key, headers: objectHeaders(job),
                                              body: .file(descriptor: source.descriptor, offset: 0, length: job.size),
-                                             payloadHash: job.sha256, paced: true, progress: { context.sent($0) })
+                                             payloadHash: payloadHash, paced: true, progress: { context.sent($0) })
         guard response.status == 200 else {
             throw client.failure(for: response, request: "PUT \(client.describe(client.target(key: key)))")
         }
@@ -351,12 +355,15 @@ struct S3MultipartUploader: Uploader {
     private func finished(_ context: TransferContext, key: String, source: SourceFile, client: S3Client)
         async throws(TransferFailure) -> UploadOutcome
     {
+        // The digest of a job hashed while sending (taken beside the parts) is checked with the file.
+        let sha256 = try await source.sentDigest()
         try source.verifyUnchanged()
         try await context.confirmed(context.job.size, nil)
         let url = client.objectURL(key)
-        guard let template = destination.publicURLTemplate else { return UploadOutcome(remoteURL: url) }
+        guard let template = destination.publicURLTemplate else { return UploadOutcome(remoteURL: url, sha256: sha256) }
         return UploadOutcome(remoteURL: template.expand(for: context.job,
-                                                        extra: ["url": url, "key": SigV4Signer.encodePath(key)]))
+                                                        extra: ["url": url, "key": SigV4Signer.encodePath(key)]),
+                             sha256: sha256)
     }
 
     // MARK: Cancel and probe

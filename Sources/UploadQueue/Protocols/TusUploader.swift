@@ -51,6 +51,8 @@ struct TusUploader: Uploader {
             (state, offset) = try await create(job: job, source: source, server: server, context: context)
         }
         try await context.resumed(offset)
+        // A job hashed while sending: what an earlier attempt sent is read once here, the rest as it goes out.
+        try source.hashPrefix(upTo: offset)
 
         var resyncedSinceProgress = false
         var recreated = false
@@ -68,7 +70,7 @@ struct TusUploader: Uploader {
             }
             let start = offset
             let response = try await client.send("PATCH", state.uploadURL, headers: headers,
-                                                 body: .file(descriptor: source.descriptor, offset: offset, length: length),
+                                                 body: .source(source, offset: offset, length: length),
                                                  paced: true, progress: { context.sent(start + $0) })
             switch response.status {
             case 200, 204:
@@ -110,6 +112,7 @@ struct TusUploader: Uploader {
                         "the upload \(redacted(state.uploadURL)) disappeared during a resync; a new one starts next time")
                 }
                 offset = found
+                try source.hashPrefix(upTo: offset)
                 try await context.confirmed(offset, state.json)
             case 460:
                 checksumFailures += 1
@@ -136,7 +139,8 @@ struct TusUploader: Uploader {
         }
         if job.size == 0 { try await context.confirmed(0, state.json) }
         try await ensureUnchanged(source, state: state, context: context)
-        return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: state.uploadURL))
+        return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: state.uploadURL),
+                             sha256: try await source.sentDigest())
     }
 
     /// Asks the server where an earlier upload stands: its offset, or nil when it is gone (404/410/403) or does
@@ -188,7 +192,7 @@ struct TusUploader: Uploader {
                 headers.append(HTTPHeader("Upload-Checksum",
                     try await FileRangeDigest.tusChecksum(of: source, offset: 0, length: job.size)))
             }
-            body = .file(descriptor: source.descriptor, offset: 0, length: job.size)
+            body = .source(source, offset: 0, length: job.size)
         }
         let response = try await client.send("POST", endpoint, headers: headers, body: body, paced: withData,
                                              progress: { context.sent($0) })

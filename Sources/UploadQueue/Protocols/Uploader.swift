@@ -5,7 +5,8 @@ import Foundation
 /// One implementation per protocol. An uploader persists its resume state through `TransferContext` before bytes
 /// move and after each confirmed chunk, and stops at the next safe point when its task is cancelled.
 protocol Uploader: Sendable {
-    /// Uploads the job's file and returns where it now lives.
+    /// Uploads the job's file and returns where it now lives, with the file's SHA-256 for a job that has none yet
+    /// (hashed while sending).
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome
 
     /// Drops what a cancelled job left at the destination (partial uploads), where the protocol allows. It runs to
@@ -20,6 +21,8 @@ protocol Uploader: Sendable {
 struct UploadOutcome: Sendable, Equatable {
     /// The job's `remote_url`.
     var remoteURL: String
+    /// For a job hashed while sending: the SHA-256 of the bytes sent, recorded with the upload.
+    var sha256: String? = nil
 }
 
 /// What an uploader gets for one attempt: the job, the shared bandwidth cap, and ways to report progress.

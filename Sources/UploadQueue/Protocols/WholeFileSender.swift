@@ -39,7 +39,11 @@ struct WholeFileSender: Sendable {
         guard response.isSuccess else {
             throw client.failure(for: response, request: "\(request.method) \(URLRedaction.redact(request.url))")
         }
+        // The digest of a job hashed while sending: read once more only for what the request did not read itself
+        // (nothing, unless it was cut short).
+        let sha256: String?
         do {
+            sha256 = try await source.sentDigest()
             try source.verifyUnchanged()
         } catch {
             if request.method == "PUT" {
@@ -50,7 +54,7 @@ struct WholeFileSender: Sendable {
         }
         try await context.confirmed(job.size, nil)
         let stored = response.location(resolvedAgainst: request.url) ?? request.url
-        return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored))
+        return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored), sha256: sha256)
     }
 
     /// A `HEAD` on the URL's fixed part (before its first placeholder) tells whether the server is up.

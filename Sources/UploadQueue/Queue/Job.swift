@@ -22,6 +22,8 @@ public struct Job: Sendable, Equatable, Codable {
     public internal(set) var originalName: String
     public internal(set) var mode: IntakeMode
     public internal(set) var size: Int64
+    /// The lowercase hex SHA-256 of the content; empty until the upload for a destination that hashes while
+    /// sending (`sha256 = "while-sending"`), then the digest of the bytes that were sent.
     public internal(set) var sha256: String
     public internal(set) var contentType: String
     /// Modification time of the file at intake, in nanoseconds since 1970: a `reference` file must keep it.
@@ -73,12 +75,13 @@ public struct Job: Sendable, Equatable, Codable {
     }
 
     /// This job with the columns a state change may write (`QueueStore.apply`) taken from `other`: the state
-    /// machine's, progress and outcome, cancel and intake flags, patch state and update time.
+    /// machine's, progress and outcome (with the SHA-256 of a job hashed while sending), cancel and intake flags, patch state and update time.
     func withChangeableColumns(of other: Job) -> Job {
         var job = self
         job.lifecycle = other.lifecycle
         job.rateBytesPerSecond = other.rateBytesPerSecond
         job.remoteURL = other.remoteURL
+        job.sha256 = other.sha256
         job.bytesConfirmed = other.bytesConfirmed
         job.cancelRequested = other.cancelRequested
         job.intakeComplete = other.intakeComplete

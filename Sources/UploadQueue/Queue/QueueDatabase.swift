@@ -228,6 +228,12 @@ public struct QueueDatabase: Sendable {
         migrator.registerMigration("v8-lean-indexes") { db in
             try QueueDatabase.migrateToLeanIndexes(db)
         }
+        migrator.registerMigration("v9-identity-index") { db in
+            // De-duplication looks jobs up by destination and size first (a job hashed while sending has no
+            // digest yet), then by digest: one index serves both.
+            try db.execute(sql: "DROP INDEX IF EXISTS job_content")
+            try db.execute(sql: "CREATE INDEX job_identity ON job(destination, size, sha256)")
+        }
         return migrator
     }
 }

@@ -121,6 +121,7 @@ public struct QueueStore: Sendable {
         write(.lastError, job.lastError, before.lastError)
         write(.rateBytesPerSecond, job.rateBytesPerSecond, before.rateBytesPerSecond)
         write(.remoteURL, job.remoteURL, before.remoteURL)
+        write(.sha256, job.sha256, before.sha256)
         write(.bytesConfirmed, job.bytesConfirmed, before.bytesConfirmed)
         write(.cancelRequested, job.cancelRequested, before.cancelRequested)
         write(.intakeComplete, job.intakeComplete, before.intakeComplete)

@@ -117,12 +117,16 @@ struct SettlementRecorder: Sendable {
         let at = settlement.at
         switch settlement.result {
         case .success(let outcome):
-            let release = FileRelease.owed(for: job, policy: configuration.retention,
-                                           source: sourceAfterUpload(for: job), now: at)
+            // A job hashed while sending gets its SHA-256 with the upload, in the same write.
+            var uploaded = job
+            if uploaded.sha256.isEmpty, let sha256 = outcome.sha256 { uploaded.sha256 = sha256 }
+            let release = FileRelease.owed(for: uploaded, policy: configuration.retention,
+                                           source: sourceAfterUpload(for: uploaded), now: at)
             try QueueStore.finish(job.id, attempt: attempt, event: .succeed, outcome: "uploaded", error: nil, now: at,
                                   release: release, in: db) {
                 $0.remoteURL = outcome.remoteURL
                 $0.bytesConfirmed = $0.size
+                if $0.sha256.isEmpty { $0.sha256 = uploaded.sha256 }
             }
             return [{
                 events.emit(.stateChanged(job.id, .uploaded))

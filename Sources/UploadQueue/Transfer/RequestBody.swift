@@ -8,6 +8,9 @@ indirect enum RequestBody: Sendable {
     case bytes([UInt8])
     /// `length` bytes of the open file `descriptor` from `offset`; the caller keeps the descriptor open.
     case file(descriptor: Int32, offset: Int64, length: Int64)
+    /// `length` bytes of the job's file from `offset`: what is read feeds the file's digest when the job is hashed
+    /// while sending.
+    case source(SourceFile, offset: Int64, length: Int64)
     case sequence([RequestBody])
 
     /// Total bytes the body sends.
@@ -15,7 +18,7 @@ indirect enum RequestBody: Sendable {
         switch self {
         case .empty: 0
         case .bytes(let bytes): Int64(bytes.count)
-        case .file(_, _, let length): length
+        case .file(_, _, let length), .source(_, _, let length): length
         case .sequence(let parts): parts.reduce(0) { $0 + $1.length }
         }
     }
@@ -77,19 +80,14 @@ final class RequestBodyReader {
                     room.baseAddress!.copyMemory(from: source.baseAddress! + Int(within), byteCount: count)
                 }
             case .file(let descriptor, let offset, let segmentLength):
-                let want = Int(min(Int64(room.count), segmentLength - within))
-                var got: Int
-                repeat {
-                    got = pread(descriptor, room.baseAddress, want, off_t(offset + within))
-                } while got < 0 && errno == EINTR
-                if got <= 0 {
-                    // Hand over what was read; the next call reports the failure.
-                    if written > 0 { return written }
-                    failureIsIO = got < 0
-                    failure = got < 0 ? "reading the file failed: \(String(cString: strerror(errno)))"
-                        : "the file ended \(segmentLength - within) bytes early (it shrank while being sent)"
-                    return nil
-                }
+                guard let got = readFile(descriptor, into: room, at: offset + within, length: segmentLength - within,
+                                         written: written) else { return written > 0 ? written : nil }
+                count = got
+            case .source(let source, let offset, let segmentLength):
+                guard let got = readFile(source.descriptor, into: room, at: offset + within,
+                                         length: segmentLength - within, written: written)
+                else { return written > 0 ? written : nil }
+                source.digest?.take(UnsafeRawBufferPointer(rebasing: room[0..<got]), at: offset + within)
                 count = got
             case .empty, .sequence:
                 count = 0
@@ -98,6 +96,24 @@ final class RequestBodyReader {
             position += Int64(count)
         }
         return written
+    }
+
+    /// Reads up to `length` bytes of `descriptor` at `offset` into `room`; nil when nothing could be read (the
+    /// failure is noted for the next call when bytes were already handed over in this one).
+    private func readFile(_ descriptor: Int32, into room: UnsafeMutableRawBufferPointer, at offset: Int64,
+                          length: Int64, written: Int) -> Int? {
+        let want = Int(min(Int64(room.count), length))
+        var got: Int
+        repeat {
+            got = pread(descriptor, room.baseAddress, want, off_t(offset))
+        } while got < 0 && errno == EINTR
+        guard got <= 0 else { return got }
+        // Hand over what was read; the next call reports the failure.
+        if written > 0 { return nil }
+        failureIsIO = got < 0
+        failure = got < 0 ? "reading the file failed: \(String(cString: strerror(errno)))"
+            : "the file ended \(length) bytes early (it shrank while being sent)"
+        return nil
     }
 
     private func segmentIndex(containing offset: Int64) -> Int? {

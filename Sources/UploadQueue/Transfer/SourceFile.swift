@@ -7,11 +7,14 @@ import Foundation
 final class SourceFile: Sendable {
     let descriptor: Int32
     let path: String
-    private let job: Job
+    let job: Job
+    /// For a job without its SHA-256 yet (hashed while sending): the digest of what the upload reads.
+    let digest: ContentDigest?
 
     init(job: Job) throws(TransferFailure) {
         self.job = job
         self.path = job.file
+        digest = job.sha256.isEmpty ? ContentDigest() : nil
         let descriptor = open(job.file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else {
             let code = errno
@@ -45,12 +48,43 @@ final class SourceFile: Sendable {
         }
     }
 
-    /// Reads up to `buffer.count` bytes at `offset`; returns how many were read.
+    /// Reads up to `buffer.count` bytes at `offset` (taken into the digest when there is one); returns how many
+    /// were read.
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(TransferFailure) -> Int {
+        let count = try readUnhashed(into: buffer, at: offset)
+        digest?.take(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: offset)
+        return count
+    }
+
+    /// `read` without the digest.
+    func readUnhashed(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(TransferFailure) -> Int {
         while true {
             let count = pread(descriptor, buffer.baseAddress, buffer.count, off_t(offset))
             if count >= 0 { return count }
             if errno != EINTR { throw .system("read", path: path, errno: errno) }
         }
+    }
+
+    /// Hashes what an earlier process sent (the bytes before `offset`) so that the digest of a resumed upload
+    /// goes on from where this one starts (a thread hashing beside the upload reads them anyway).
+    func hashPrefix(upTo offset: Int64) throws(TransferFailure) {
+        guard let digest, !digest.isHashingBeside else { return }
+        try digest.catchUp(to: offset, from: self)
+    }
+
+    /// For an upload that reads its file out of order (S3 parts, several at once) of a job hashed while
+    /// sending: hashes the file beside the upload, on a thread of its own (see `ContentDigest`).
+    func hashBesideUpload() {
+        digest?.hashBeside(self, size: job.size)
+    }
+
+    /// The SHA-256 of the file as sent, for a job hashed while sending (nil for one hashed at intake): read for
+    /// whatever the upload did not read itself, and checked against the intake's fingerprint afterwards, so it
+    /// is the digest of the file that was enqueued.
+    func sentDigest() async throws(TransferFailure) -> String? {
+        guard let digest else { return nil }
+        let hex = try await digest.finish(size: job.size, from: self)
+        try verifyUnchanged()
+        return hex
     }
 }

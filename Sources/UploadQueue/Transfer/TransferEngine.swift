@@ -13,11 +13,6 @@ final class TransferEngine: Sendable {
     private let multi: MultiHandle
     /// Body bytes sent per `TransferOptions.trafficLabel`.
     let traffic = TrafficCounter()
-    /// Whether uncapped large bodies may be read in 512 KiB pieces (only when no send cap can start later).
-    var largeReads: Bool {
-        get { inbox.largeReads.load(ordering: .relaxed) }
-        set { inbox.largeReads.store(newValue, ordering: .relaxed) }
-    }
 
     /// Starts the engine thread.
     init() {
@@ -115,7 +110,6 @@ final class EngineInbox: Sendable {
 
     private let state = Mutex(State())
     let sendCap = Atomic<Int64>(0)
-    let largeReads = Atomic<Bool>(false)
     /// When the engine thread last went round its loop (milliseconds of the monotonic clock); it goes round at
     /// least once a second.
     let heartbeat = Atomic<Int64>(monotonicMilliseconds())
@@ -185,8 +179,7 @@ final class EngineLoop: @unchecked Sendable {
             transfer.complete(.failure(TransferError(code: .cancelled, message: "cancelled", curlCode: nil)))
             return
         }
-        guard let handle = transfer.makeHandle(capped: inbox.sendCap.load(ordering: .relaxed) > 0,
-                                               largeReads: inbox.largeReads.load(ordering: .relaxed)) else {
+        guard let handle = transfer.makeHandle(capped: inbox.sendCap.load(ordering: .relaxed) > 0) else {
             transfer.complete(.failure(TransferError(code: .other, message: "libcurl could not make a handle", curlCode: nil)))
             return
         }
