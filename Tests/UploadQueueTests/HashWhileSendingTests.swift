@@ -122,6 +122,85 @@ struct HashWhileSendingTests {
         #expect(try digest(d.id) == (try sha256(ofFile: twin)))
     }
 
+    @Test("a copy of a waiting job's content is that job: the waiting one is hashed at this intake, once")
+    func copyModeFindsUnhashedJob() async throws {
+        let sandbox = try sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/a.jpg", size: 120_000, seed: 83)
+        let first = try await queue.enqueue(EnqueueRequest(path: path, mode: .reference))
+        #expect(try queue.store.job(first.id)?.sha256 == "")
+        // `copy` hashes as it copies: the new job has its digest, the waiting one has none yet.
+        let copied = try await queue.enqueue(EnqueueRequest(path: path, mode: .copy))
+        #expect(copied.deduplicated && copied.id == first.id)
+        #expect(try queue.store.job(first.id)?.sha256 == (try sha256(ofFile: path)))
+    }
+
+    @Test("one batch: files of one size are compared among themselves; a waiting job whose file went is skipped")
+    func batch() async throws {
+        let sandbox = try sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let gone = try sandbox.makeFile(sandbox.root + "/gone.jpg", size: 64_000, seed: 84)
+        let waiting = try await queue.enqueue(EnqueueRequest(path: gone, mode: .reference))
+        try FileManager.default.removeItem(atPath: gone)
+        let a = try sandbox.makeFile(sandbox.root + "/a.jpg", size: 64_000, seed: 85)
+        let twin = sandbox.root + "/a-twin.jpg"
+        try FileManager.default.copyItem(atPath: a, toPath: twin)
+        let b = try sandbox.makeFile(sandbox.root + "/b.jpg", size: 64_000, seed: 86)
+        let results = await queue.enqueue(batch: [a, twin, b].map { EnqueueRequest(path: $0, mode: .reference) })
+        let accepted = try results.map { try $0.get() }
+        #expect(!accepted[0].deduplicated && accepted[1].deduplicated && accepted[1].id == accepted[0].id)
+        #expect(!accepted[2].deduplicated && accepted[2].id != accepted[0].id)
+        #expect(try queue.store.job(accepted[0].id)?.sha256 == (try sha256(ofFile: a)))
+        #expect(try queue.store.job(accepted[2].id)?.sha256 == (try sha256(ofFile: b)))
+        // The job whose file went keeps no digest and held nothing up.
+        #expect(try queue.store.job(waiting.id)?.sha256 == "")
+    }
+
+    @Test("a job left without its digest whose destination now names files by it is hashed before it is copied")
+    func templateNeedsDigest() async throws {
+        let sandbox = try Sandbox(destination: "photos", """
+            protocol = "file"
+            url = "file://photos"
+            sha256 = "while-sending"
+            """)
+        let path = try sandbox.makeFile(sandbox.root + "/p.jpg", size: 150_000, seed: 87)
+        let id = try await UploadQueue(configuration: try sandbox.configuration())
+            .enqueue(path, destination: "photos", mode: .reference)
+        let text = try String(contentsOfFile: sandbox.configPath, encoding: .utf8)
+        try text.replacingOccurrences(of: "sha256 = \"while-sending\"", with: "name_template = \"{sha256}.jpg\"")
+            .write(toFile: sandbox.configPath, atomically: true, encoding: .utf8)
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        try await queue.run(exitWhenIdle: true)
+        let job = try #require(try queue.store.job(id))
+        let digest = try sha256(ofFile: path)
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(job.sha256 == digest)
+        #expect(try sha256(ofFile: sandbox.root + "/photos/\(digest).jpg") == digest)
+    }
+
+    @Test("the bytes a request body reads from the job's file are hashed as they are read: nothing is read twice")
+    func bodyReadsAreHashed() throws {
+        let sandbox = try sandbox()
+        let size = 300_000
+        let path = try sandbox.makeFile(sandbox.root + "/body.bin", size: size, seed: 88)
+        let fingerprint = try FileFingerprint.of(path: path)
+        var job = try Self.job(path: path, size: Int64(size))
+        job.inode = fingerprint.inode
+        job.device = fingerprint.device
+        job.modifiedNanoseconds = fingerprint.modifiedNanoseconds
+        let source = try SourceFile(job: job)
+        let reader = RequestBodyReader(.sequence([.bytes(Array("head".utf8)), .source(source, offset: 0,
+                                                                                        length: Int64(size))]))
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
+        defer { buffer.deallocate() }
+        // libcurl reads a while, rewinds (a dead kept-alive connection), and reads it all.
+        _ = reader.read(into: buffer)
+        _ = reader.read(into: buffer)
+        #expect(reader.seek(to: 0))
+        while let count = reader.read(into: buffer), count > 0 {}
+        #expect(source.digest?.hashedUpTo == Int64(size), "hashed as it was read, before any catching up")
+    }
+
     @Test("a job without its digest moved to S3 is hashed before its PutObject, which is signed with the digest")
     func destinationChanged() async throws {
         let bucket = try await S3TestBucket.make()

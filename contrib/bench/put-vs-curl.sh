@@ -9,7 +9,7 @@
 # alone). "end to end" is the whole command as a user times it: `uploadq enqueue` (which hashes the file, SHA-256,
 # at intake) then the drain, against `openssl dgst -sha256` then `curl -T` on the same file (the same work: a
 # content identity and the upload), and against `curl -T` alone; "uploadq, sha256 while sending" is the same with
-# the destination's `sha256 = "while-sending"` (the upload hashes the file beside the sending).
+# the destination's `sha256 = "while-sending"` (the upload hashes the bytes it reads to send them).
 # Needs: the release build (made here, with the Swift runtime linked statically as contrib/run-daemon.sh does),
 # nginx and the test-server virtualenv (contrib/test-servers/setup.sh).
 set -euo pipefail

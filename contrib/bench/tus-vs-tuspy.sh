@@ -2,7 +2,7 @@
 # Benchmark: one file (500 MB by default) to tuspyserver on loopback in 8 MiB chunks, uploadq against tuspy (the
 # Python tus client) on the same file, server and chunk size. Prints wall, CPU and peak RSS with ratios, and
 # uploadq's whole command as a user times it (enqueue with SHA-256, then the drain) against tuspy's, at intake and
-# with `sha256 = "while-sending"` (the upload hashes the file beside the sending).
+# with `sha256 = "while-sending"` (the upload hashes the bytes it reads to send them).
 #   contrib/bench/tus-vs-tuspy.sh            SIZE_MB=500 RUNS=3
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -53,7 +53,7 @@ uploader.upload()
     "$binary" enqueue "$file" --mode reference --destination tus --config "$transfer" > /dev/null
     tus uploadq "$binary" daemon --exit-when-idle --log-level warning --config "$transfer"
     # End to end, as a user times it: tuspy's whole command is its upload; uploadq's adds the intake's SHA-256,
-    # or takes it beside the sending (`sha256 = "while-sending"`).
+    # or takes it from the bytes it sends (`sha256 = "while-sending"`).
     tus "uploadq enqueue + drain" sh -c "$(drain "$(config "e2e-$run")")"
     tus "uploadq, sha256 while sending" sh -c "$(drain "$(config "streamed-$run" while-sending)")"
 done

@@ -195,7 +195,8 @@ public struct Destination: Sendable, Equatable {
     public enum HashTiming: String, Sendable, Equatable, CaseIterable {
         /// `enqueue` reads the whole file to hash it before the job exists.
         case atIntake = "at-intake"
-        /// The upload hashes what it sends (`http-put`, `http-post`, `tus`, `file`).
+        /// The upload hashes the bytes it reads to send them (an S3 multipart upload: beside its parts; a
+        /// `PutObject`: just before it, since its signature needs the digest).
         case whileSending = "while-sending"
     }
 
@@ -217,6 +218,13 @@ public struct Destination: Sendable, Equatable {
         self.formField = formField
         self.circuitBreaker = circuitBreaker
         self.s3 = s3
+    }
+
+    /// Whether a name this destination makes for a job (`url`, `name_template`, `key_template`,
+    /// `public_url_template`) uses its SHA-256, which a job hashed while sending does not have before it is sent.
+    var namesUseSHA256: Bool {
+        (transferProtocol == .file && nameTemplate.usesSHA256) || urlTemplate?.usesSHA256 == true
+            || publicURLTemplate?.usesSHA256 == true || s3?.keyTemplate.usesSHA256 == true
     }
 
     /// The job's `remote_url` for an upload the server placed at `serverURL`: `public_url_template` filled with

@@ -1,11 +1,109 @@
 import Foundation
+import GRDB
 
-/// The SHA-256 of a job's file taken at intake after all, for a job hashed while sending that de-duplication must
-/// compare with another of the same size.
+/// De-duplication for jobs hashed while sending (`sha256 = "while-sending"`), which enter the queue without a
+/// digest: only a job of the same size to the same destination can be a duplicate, so intake hashes a file, and
+/// the waiting jobs of its size, only when there is one.
+///
+/// The hashing is done before the insert's transaction (`takeDigestsForComparison`), never inside it: a file may
+/// take seconds to read, and the queue's write lock is the scheduler's too. The transaction then checks that
+/// nothing it depends on came meanwhile (`checkComparable`); if something did, intake starts over.
 enum ContentIdentity {
+    /// How many times intake takes the digests and tries the insert while jobs of the same size keep coming.
+    static let attempts = 3
+
+    /// Thrown inside the insert's transaction when a job of the same size came after the digests were taken.
+    struct QueueChanged: Error {}
+
+    /// What `takeDigestsForComparison` found: the jobs without a digest it looked at (hashed and recorded, or
+    /// left without one because their file changed or went).
+    struct Examined {
+        var unhashed: Set<JobID> = []
+    }
+
+    /// Takes the digests the insert of `jobs` compares, outside any transaction: a job's own when it has none
+    /// and another job of its size goes to its destination (in the queue or in the batch), and those of the
+    /// queue's jobs of that size without one, which are recorded (so each is hashed once). Another job's file
+    /// that changed or cannot be read keeps no digest: it is nobody's duplicate, and its upload fails on it.
+    static func takeDigestsForComparison(_ jobs: inout [Job], store: QueueStore, databasePath: String)
+        throws(UploadQueueError) -> Examined
+    {
+        struct Key: Hashable {
+            let destination: String
+            let size: Int64
+        }
+        var inBatch: [Key: Int] = [:]
+        for job in jobs { inBatch[Key(destination: job.destination, size: job.size), default: 0] += 1 }
+        let snapshot = jobs
+        let found: [(sameSize: Bool, unhashed: [Job])]
+        do {
+            found = try store.writer.read { db in
+                try snapshot.map { job in
+                    let unhashed = try Job.fetchAll(db.cachedStatement(sql: """
+                        SELECT * FROM job INDEXED BY job_identity WHERE destination = ? AND size = ? AND sha256 = ''
+                        AND NOT (state = 'failed' AND permanent = 1)
+                        """), arguments: [job.destination, job.size])
+                    guard job.sha256.isEmpty, unhashed.isEmpty else { return (!unhashed.isEmpty, unhashed) }
+                    return (try sameSizeExists(job, in: db), [])
+                }
+            }
+        } catch {
+            throw .database("cannot read the queue", error, job: jobs.first?.id, path: jobs.first?.sourcePath,
+                            databasePath: databasePath)
+        }
+        var examined = Examined()
+        for index in jobs.indices {
+            let (sameSize, unhashed) = found[index]
+            let key = Key(destination: jobs[index].destination, size: jobs[index].size)
+            if jobs[index].sha256.isEmpty, sameSize || inBatch[key, default: 0] > 1 {
+                guard let sha256 = try digest(of: jobs[index]) else {
+                    throw UploadQueueError(.sourceUnstable, "the file changed or went away while it was read",
+                                           path: jobs[index].sourcePath)
+                }
+                jobs[index].sha256 = sha256
+            }
+            for other in unhashed where !examined.unhashed.contains(other.id) {
+                examined.unhashed.insert(other.id)
+                // Another job's file: its trouble is its own, not this intake's.
+                guard let sha256 = (try? digest(of: other)) ?? nil else { continue }
+                do {
+                    try store.writer.write { db in
+                        try db.cachedStatement(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''")
+                            .execute(arguments: [sha256, other.id.rawValue])
+                    }
+                } catch {
+                    throw .database("cannot record a digest", error, job: other.id, databasePath: databasePath)
+                }
+            }
+        }
+        return examined
+    }
+
+    /// Inside the insert's transaction: throws `QueueChanged` when a job the digests taken before did not
+    /// account for came meanwhile (one of `job`'s size, for a job without a digest; one of its size without a
+    /// digest, for a job with one).
+    static func checkComparable(_ job: Job, examined: Examined, in db: Database) throws {
+        if job.sha256.isEmpty {
+            if try sameSizeExists(job, in: db) { throw QueueChanged() }
+            return
+        }
+        let unhashed = try String.fetchAll(db.cachedStatement(sql: """
+            SELECT id FROM job INDEXED BY job_identity WHERE destination = ? AND size = ? AND sha256 = ''
+            AND NOT (state = 'failed' AND permanent = 1)
+            """), arguments: [job.destination, job.size])
+        if unhashed.contains(where: { !examined.unhashed.contains(JobID(trusted: $0)) }) { throw QueueChanged() }
+    }
+
+    /// Whether a live job of `job`'s size goes to its destination.
+    private static func sameSizeExists(_ job: Job, in db: Database) throws -> Bool {
+        try Bool.fetchOne(db.cachedStatement(sql: """
+            SELECT EXISTS (SELECT 1 FROM job INDEXED BY job_identity WHERE destination = ? AND size = ?
+            AND NOT (state = 'failed' AND permanent = 1))
+            """), arguments: [job.destination, job.size]) ?? false
+    }
+
     /// The digest of the job's file (at its source until a `move` intake completes), or nil when the file is gone
-    /// or is no longer the one enqueued (size, inode or mtime moved, or it changed while it was read): such a job
-    /// is nobody's duplicate, and its upload fails on the change.
+    /// or is no longer the one enqueued (size, inode or mtime moved, or it changed while it was read).
     static func digest(of job: Job) throws(UploadQueueError) -> String? {
         let path = job.intakeComplete ? job.file : job.sourcePath
         let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)

@@ -288,41 +288,40 @@ struct Intake: Sendable {
     }
 
     /// Inserts the jobs in one transaction; for each, the live job that already carries the same content (and
-    /// patch target) to the same destination, or nil when it was inserted.
+    /// patch target) to the same destination, or nil when it was inserted. The digests de-duplication needs are
+    /// taken first, outside the transaction (`ContentIdentity`): hashing a file must not hold the queue's write
+    /// lock. If the queue changed meanwhile (a job of the same size came), the whole is done again.
     private func insertUnlessDuplicate(_ jobs: [Job]) throws(UploadQueueError) -> [Job?] {
         guard !jobs.isEmpty else { return [] }
-        do {
-            return try store.writer.write { db -> [Job?] in
-                try jobs.map { job in try Self.insertUnlessDuplicate(job, in: db) }
+        for _ in 0..<ContentIdentity.attempts {
+            var jobs = jobs
+            let examined = try ContentIdentity.takeDigestsForComparison(&jobs, store: store,
+                                                                        databasePath: configuration.databasePath)
+            do {
+                return try store.writer.write { db -> [Job?] in
+                    try jobs.map { job in try Self.insertUnlessDuplicate(job, examined: examined, in: db) }
+                }
+            } catch is ContentIdentity.QueueChanged {
+                continue
+            } catch {
+                throw .database("cannot write the jobs", error, job: jobs.first?.id, path: jobs.first?.sourcePath,
+                                databasePath: configuration.databasePath)
             }
-        } catch let error as UploadQueueError {
-            // A file de-duplication had to hash, and could not: its own error.
-            throw error
-        } catch {
-            throw .database("cannot write the jobs", error, job: jobs.first?.id, path: jobs.first?.sourcePath,
-                            databasePath: configuration.databasePath)
         }
+        throw UploadQueueError(.io, """
+            not taken: jobs of the same size kept arriving while its digest was compared (\(ContentIdentity.attempts) \
+            times); enqueue it again
+            """, path: jobs.first?.sourcePath)
     }
 
-    private static func insertUnlessDuplicate(_ job: Job, in db: Database) throws -> Job? {
-        var job = job
+    private static func insertUnlessDuplicate(_ job: Job, examined: ContentIdentity.Examined, in db: Database)
+        throws -> Job?
+    {
+        try ContentIdentity.checkComparable(job, examined: examined, in: db)
         if job.sha256.isEmpty {
-            // Hashed while sending, unless a live job of the same size goes to the destination: only then can it
-            // be a duplicate, and only its digest can tell.
-            let sameSize = try Bool.fetchOne(db.cachedStatement(sql: """
-                SELECT EXISTS (SELECT 1 FROM job INDEXED BY job_identity WHERE destination = ? AND size = ?
-                AND NOT (state = 'failed' AND permanent = 1))
-                """), arguments: [job.destination, job.size]) ?? false
-            guard sameSize else {
-                try job.insert(db)
-                return nil
-            }
-            try hashSameSizeJobs(as: job, in: db)
-            guard let sha256 = try ContentIdentity.digest(of: job) else {
-                throw UploadQueueError(.sourceUnstable, "the file changed while it was read; it is still being written",
-                                       path: job.sourcePath)
-            }
-            job.sha256 = sha256
+            // Hashed while sending: no live job of its size goes to the destination, so none can be its duplicate.
+            try job.insert(db)
+            return nil
         }
         // A cached statement: thousands of files in a batch would otherwise each compile the same query.
         let statement = try db.cachedStatement(sql: """
@@ -336,21 +335,6 @@ struct Intake: Sendable {
         if let existing { return existing }
         try job.insert(db)
         return nil
-    }
-
-    /// Hashes the live jobs of `job`'s destination and size that wait to be hashed while sending, and records
-    /// their digests: `job` is about to be compared with them. Each is hashed once (then it has its digest); one
-    /// whose file changed or went keeps none, and is no duplicate of anything (its upload fails on the change).
-    private static func hashSameSizeJobs(as job: Job, in db: Database) throws {
-        let unhashed = try Job.fetchAll(db.cachedStatement(sql: """
-            SELECT * FROM job INDEXED BY job_identity WHERE destination = ? AND size = ? AND sha256 = ''
-            AND NOT (state = 'failed' AND permanent = 1)
-            """), arguments: [job.destination, job.size])
-        for other in unhashed {
-            guard let sha256 = try ContentIdentity.digest(of: other) else { continue }
-            try db.cachedStatement(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''")
-                .execute(arguments: [sha256, other.id.rawValue])
-        }
     }
 
     /// Completes `move` intakes a crash interrupted: the row is there, the file is still at its source, or

@@ -63,7 +63,7 @@ struct LocalDirectoryUploader: Uploader {
         }
         try await context.resumed(offset)
         // A job hashed while sending: the part an earlier attempt copied is read once here, the rest as it is copied.
-        try source.hashPrefix(upTo: offset)
+        try await source.hashPrefix(upTo: offset)
 
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: sliceSize, alignment: 16)
         defer { buffer.deallocate() }

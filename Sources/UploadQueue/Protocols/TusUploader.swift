@@ -52,7 +52,7 @@ struct TusUploader: Uploader {
         }
         try await context.resumed(offset)
         // A job hashed while sending: what an earlier attempt sent is read once here, the rest as it goes out.
-        try source.hashPrefix(upTo: offset)
+        try await source.hashPrefix(upTo: offset)
 
         var resyncedSinceProgress = false
         var recreated = false
@@ -112,7 +112,7 @@ struct TusUploader: Uploader {
                         "the upload \(redacted(state.uploadURL)) disappeared during a resync; a new one starts next time")
                 }
                 offset = found
-                try source.hashPrefix(upTo: offset)
+                try await source.hashPrefix(upTo: offset)
                 try await context.confirmed(offset, state.json)
             case 460:
                 checksumFailures += 1

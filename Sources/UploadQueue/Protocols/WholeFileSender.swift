@@ -46,7 +46,7 @@ struct WholeFileSender: Sendable {
             sha256 = try await source.sentDigest()
             try source.verifyUnchanged()
         } catch {
-            if request.method == "PUT" {
+            if request.method == "PUT", error.code == "source-changed" {
                 // The server holds a mix of two versions under the job's own URL: remove it rather than keep it.
                 _ = try? await client.send("DELETE", request.url)
             }

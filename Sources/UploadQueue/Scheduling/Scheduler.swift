@@ -549,13 +549,19 @@ actor Scheduler {
     }
 
     private func transfer(_ job: Job, attempt: Int) async {
+        var job = job
         let result: Result<UploadOutcome, TransferFailure>
         if let uploader = uploaders[job.destination] {
-            let context = TransferContext.recording(job: job, attempt: attempt, store: store, events: events,
-                                                    monitor: monitor, limiter: limiter,
-                                                    destination: configuration.destinations[job.destination],
-                                                    logger: logger)
-            do {
+            do throws(TransferFailure) {
+                if job.sha256.isEmpty, configuration.destinations[job.destination]?.namesUseSHA256 == true {
+                    // Enqueued while its destination hashed while sending, and the names it now makes need the
+                    // digest (its config changed): hashed first, and recorded with the upload.
+                    job.sha256 = try await Self.digestFirst(job)
+                }
+                let context = TransferContext.recording(job: job, attempt: attempt, store: store, events: events,
+                                                        monitor: monitor, limiter: limiter,
+                                                        destination: configuration.destinations[job.destination],
+                                                        logger: logger)
                 result = .success(try await uploader.upload(context))
             } catch {
                 result = .failure(error)
@@ -569,6 +575,15 @@ actor Scheduler {
         transfers[job.id] = nil
         stopReasons[job.id] = nil
         wake.signal()
+    }
+
+    /// The SHA-256 of a job's file, read whole (on a thread of its own) and checked against the intake's
+    /// fingerprint.
+    private nonisolated static func digestFirst(_ job: Job) async throws(TransferFailure) -> String {
+        guard let sha256 = try await SourceFile(job: job).sentDigest() else {
+            throw .transient("io", "the SHA-256 of \(job.file) could not be taken")
+        }
+        return sha256
     }
 
     private func settle(_ job: Job, attempt: Int, result: Result<UploadOutcome, TransferFailure>) {

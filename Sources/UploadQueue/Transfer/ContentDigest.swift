@@ -137,7 +137,13 @@ final class ContentDigest: Sendable {
     /// (after the thread beside the upload, if any, is done).
     func finish(size: Int64, from source: SourceFile) async throws(TransferFailure) -> String {
         await waitForBeside()
-        try catchUp(to: size, from: source)
+        if state.withLock({ $0.finished == nil && $0.hashedUpTo < size }) {
+            // What the upload did not read (a resume's prefix, an S3 PutObject's whole file): possibly gigabytes,
+            // read on a thread of its own, not on one of Swift's cooperative threads.
+            try await BlockingWork.runResult { () throws(TransferFailure) in
+                try self.catchUp(to: size, from: source)
+            }.get()
+        }
         let hex: String? = state.withLock { state in
             if let finished = state.finished { return finished }
             guard state.hashedUpTo == size else { return nil }

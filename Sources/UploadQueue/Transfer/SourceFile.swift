@@ -67,9 +67,12 @@ final class SourceFile: Sendable {
 
     /// Hashes what an earlier process sent (the bytes before `offset`) so that the digest of a resumed upload
     /// goes on from where this one starts (a thread hashing beside the upload reads them anyway).
-    func hashPrefix(upTo offset: Int64) throws(TransferFailure) {
-        guard let digest, !digest.isHashingBeside else { return }
-        try digest.catchUp(to: offset, from: self)
+    func hashPrefix(upTo offset: Int64) async throws(TransferFailure) {
+        guard let digest, !digest.isHashingBeside, digest.hashedUpTo < offset else { return }
+        // Possibly gigabytes: read on a thread of its own, not on one of Swift's cooperative threads.
+        try await BlockingWork.runResult { () throws(TransferFailure) in
+            try digest.catchUp(to: offset, from: self)
+        }.get()
     }
 
     /// For an upload that reads its file out of order (S3 parts, several at once) of a job hashed while
