@@ -172,6 +172,40 @@ struct ClaimQueryTests {
         #expect(attempts.count == 1 && attempts[0].number == 1, "each claim opens an attempt")
     }
 
+    @Test("a row this version cannot read is set aside (failed, with why) instead of stopping every claim after it")
+    func unreadableRowSetAside() throws {
+        var first = QueueHoldsTests.job("a", serial: 0)
+        first.priority = 9
+        let good = QueueHoldsTests.job("a", serial: 1)
+        var retry = QueueHoldsTests.job("a", state: .failed, serial: 2)
+        retry.nextAttemptAt = Date(timeIntervalSince1970: 1_700_000_000)
+        var patched = QueueHoldsTests.job("a", serial: 3)
+        patched.patch = PatchTarget(url: "https://app.example/r/1", headers: ["Authorization": "Bearer s3cr3t"])
+        let dated = QueueHoldsTests.job("a", serial: 4)
+        let store = try QueueStoreTests.store(with: [first, good, retry, patched, dated])
+        // A newer version's mode, a due retry damaged the same way, a newer patch state beside a token, a date
+        // that is not one.
+        try store.writer.write { db in
+            try db.execute(sql: "UPDATE job SET mode = 'mirror' WHERE id IN (?, ?)",
+                           arguments: [first.id.rawValue, retry.id.rawValue])
+            try db.execute(sql: "UPDATE job SET patch_state = 'queued' WHERE id = ?", arguments: [patched.id.rawValue])
+            try db.execute(sql: "UPDATE job SET created_at = 'yesterday' WHERE id = ?", arguments: [dated.id.rawValue])
+        }
+        let claimed = try store.claim(limit: 5, gate: ClaimGate(doors: ["a": .open])).map(\.0.id)
+        #expect(claimed == [good.id], "the readable job is claimed although a damaged one comes first")
+        for id in [first.id, retry.id, patched.id, dated.id] {
+            let row = try #require(try store.writer.read { db in
+                try Row.fetchOne(db, sql: "SELECT state, permanent, last_error FROM job WHERE id = ?",
+                                 arguments: [id.rawValue])
+            })
+            let error = row["last_error"] as String? ?? ""
+            #expect(row["state"] as String == "failed" && row["permanent"] as Bool == true, "\(id)")
+            #expect(error.hasPrefix("set aside: this version of uploadq cannot read") && error.contains("retry \(id)"))
+            #expect(!error.contains("s3cr3t"), "no value of the row is repeated")
+        }
+        #expect(try store.claim(limit: 4, gate: ClaimGate(doors: ["a": .open])).isEmpty)
+    }
+
     @Test("status counts the waiting reasons each job shows, from the tally and the holds")
     func countsAgreeWithJobs() throws {
         var jobs: [Job] = []

@@ -20,10 +20,19 @@ extension QueueStore {
         guard let query = claimQuery(gate) else { return [] }
         var claimed: [(Job, JobAttempt)] = []
         while claimed.count < limit {
-            guard let id = try String.fetchOne(db.cachedStatement(sql: query.sql), arguments: query.arguments),
-                  let job = try apply(.claim, to: JobID(trusted: id), in: db, now: now,
-                                      change: { $0.rateBytesPerSecond = 0 })
+            guard let id = try String.fetchOne(db.cachedStatement(sql: query.sql), arguments: query.arguments)
             else { break }
+            let picked: Job?
+            do {
+                picked = try apply(.claim, to: JobID(trusted: id), in: db, now: now,
+                                   change: { $0.rateBytesPerSecond = 0 })
+            } catch {
+                // A row this version cannot read would be the first pick of every round, and hold up the queue.
+                guard let why = unreadableRow(error) else { throw error }
+                try setAside(JobID(trusted: id), why, in: db, now: now)
+                continue
+            }
+            guard let job = picked else { break }
             let attempt = JobAttempt(jobID: job.id, number: job.attempts, startedAt: now, endedAt: nil,
                                      startOffset: job.bytesConfirmed, endOffset: nil, outcome: nil, error: nil)
             try db.cachedStatement(sql: """
@@ -118,15 +127,43 @@ extension QueueStore {
     static func promoteDueRetries(_ db: Database, now: Date) throws {
         // States are literals in cached statements: a bound value compared with the claim indexes' `state =
         // 'pending'` makes SQLite compile the statement again at every use.
-        let due = try Job.fetchAll(db.cachedStatement(sql: """
-            SELECT * FROM job INDEXED BY job_retry WHERE state = 'failed' AND next_attempt_at <= ? AND permanent = 0
+        let due = try Row.fetchAll(db.cachedStatement(sql: """
+            SELECT id, next_attempt_at FROM job INDEXED BY job_retry
+            WHERE state = 'failed' AND next_attempt_at <= ? AND permanent = 0
             """), arguments: [StoredDate(now)])
-        for job in due {
+        for row in due {
+            let id = JobID(trusted: row["id"])
             // SQLite compared millisecond texts and found it due; the state machine must agree even when `now`
             // is a fraction of a millisecond before the stored time.
-            let dueAt = max(now, job.nextAttemptAt ?? now)
-            _ = try apply(.retryDue(now: dueAt), to: job.id, in: db, now: now)
+            let dueAt = max(now, (row["next_attempt_at"] as Date?) ?? now)
+            do {
+                _ = try apply(.retryDue(now: dueAt), to: id, in: db, now: now)
+            } catch {
+                guard let why = unreadableRow(error) else { throw error }
+                try setAside(id, why, in: db, now: now)
+            }
         }
+    }
+
+    /// Why a job's row cannot be read by this version (a value it does not know, a damaged row), or nil when
+    /// `error` is something else. Names the column where it can, never the row's values (its patch headers may
+    /// hold a token).
+    static func unreadableRow(_ error: any Error) -> String? {
+        if let error = error as? DatabaseError, error.resultCode == .SQLITE_MISMATCH { return error.message ?? "\(error)" }
+        if error is RowDecodingError { return "a column holds a value of the wrong type (a damaged row)" }
+        return nil
+    }
+
+    /// Sets aside a job whose row this version cannot read: failed for good, with why, so that the claims go on
+    /// past it (it would otherwise be the first pick of every round). Nothing else in the row is touched.
+    static func setAside(_ id: JobID, _ why: String, in db: Database, now: Date) throws {
+        try db.execute(sql: """
+            UPDATE job SET state = 'failed', permanent = 1, waiting_reason = NULL, next_attempt_at = NULL,
+            last_error = ?, updated_at = ? WHERE id = ?
+            """, arguments: ["""
+                set aside: this version of uploadq cannot read the job's row (\(why)); the other jobs go on. Run the \
+                version that wrote it, or mend the row, then `uploadq retry \(id)`
+                """, StoredDate(now), id.rawValue])
     }
 
     /// The holds in force, as recorded by the runner.
