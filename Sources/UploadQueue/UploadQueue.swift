@@ -88,10 +88,17 @@ public actor UploadQueue {
     }
 
     /// One job, or nil when there is none with this id.
-    public func job(_ id: JobID) throws -> Job? { try store.job(id) }
+    public func job(_ id: JobID) throws -> Job? { try store.job(id, holdsInForce: runnerIsUp) }
 
     /// Jobs newest first, optionally only those in `state`.
-    public func jobs(state: JobState? = nil, limit: Int? = nil) throws -> [Job] { try store.jobs(state: state, limit: limit) }
+    public func jobs(state: JobState? = nil, limit: Int? = nil) throws -> [Job] {
+        try store.jobs(state: state, limit: limit, holdsInForce: runnerIsUp)
+    }
+
+    /// Whether a runner (this process, or a daemon holding the lock) is up: only then do the holds it records say
+    /// why jobs wait. One killed with `kill -9` leaves its holds behind, and a queue nobody runs waits for a runner,
+    /// not for a free slot or a link.
+    private var runnerIsUp: Bool { scheduler != nil || DaemonLock.holder(path: configuration.lockPath) != nil }
 
     /// A job's attempts, oldest first.
     public func attempts(of id: JobID) throws -> [JobAttempt] { try store.attempts(of: id) }
@@ -99,7 +106,8 @@ public actor UploadQueue {
     /// Who runs the queue, the link, and counts, bytes and active transfers.
     public func status() throws -> QueueStatus {
         let pid: Int32? = scheduler != nil ? getpid() : DaemonLock.holder(path: configuration.lockPath)
-        return QueueStatus(runnerPID: pid, link: try link(), summary: try store.summary(), traffic: try store.traffic(),
+        return QueueStatus(runnerPID: pid, link: try link(), summary: try store.summary(holdsInForce: pid != nil),
+                           traffic: try store.traffic(),
                            disk: configuration.freeSpaceGuard.status())
     }
 

@@ -52,6 +52,23 @@ struct QueueHoldsTests {
         }
     }
 
+    @Test("holds a killed runner left behind are not shown while no runner is up")
+    func staleHoldsIgnored() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 90)
+        let id = try await queue.enqueue(path)
+        // What a runner killed with -9 leaves: every slot busy, for ever.
+        try queue.store.recordHolds(QueueHolds([.init(scope: QueueHolds.wholeQueue, reason: .concurrency)]))
+        #expect(try queue.store.job(id)?.waitingReason == .concurrency, "recorded")
+        let shown = try await queue.job(id)
+        let listed = try await queue.jobs()
+        #expect(shown?.waitingReason == nil, "no runner: nothing waits for a slot")
+        #expect(listed.first?.waitingReason == nil)
+        let status = try await queue.status()
+        #expect(status.runnerPID == nil && status.summary.waiting.isEmpty, "\(status.summary.waiting)")
+    }
+
     @Test("a metered hold keeps back what the destination's limit or the job's own policy keeps back")
     func meteredLimit() {
         let holds = QueueHolds([.init(scope: "dav", reason: .meteredLink, meteredBelow: 1024)])

@@ -27,20 +27,21 @@ public struct QueueStore: Sendable {
         try writer.read { db in try Job.fetchAll(db, sql: "SELECT * FROM job WHERE intake_complete = 0") }
     }
 
-    /// One job, or nil; a pending one says why it waits (derived from the holds in force).
-    public func job(_ id: JobID) throws -> Job? {
+    /// One job, or nil; a pending one says why it waits (derived from the holds in force; with `holdsInForce`
+    /// false, when no runner is up, the holds a killed one left are not read).
+    public func job(_ id: JobID, holdsInForce: Bool = true) throws -> Job? {
         try writer.read { db in
-            try Job.fetchOne(db, key: id.rawValue).map { try Self.holds(db).explained($0) }
+            try Job.fetchOne(db, key: id.rawValue).map { (holdsInForce ? try Self.holds(db) : QueueHolds()).explained($0) }
         }
     }
 
-    /// Jobs newest first, optionally of one state; pending ones say why they wait.
-    public func jobs(state: JobState? = nil, limit: Int? = nil) throws -> [Job] {
+    /// Jobs newest first, optionally of one state; pending ones say why they wait (see `job(_:holdsInForce:)`).
+    public func jobs(state: JobState? = nil, limit: Int? = nil, holdsInForce: Bool = true) throws -> [Job] {
         try writer.read { db in
             var request = Job.order(Job.Columns.id.desc)
             if let state { request = request.filter(Job.Columns.state == state.rawValue) }
             if let limit { request = request.limit(limit) }
-            let holds = try Self.holds(db)
+            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
             return try request.fetchAll(db).map(holds.explained)
         }
     }

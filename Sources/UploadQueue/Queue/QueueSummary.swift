@@ -36,8 +36,8 @@ public struct QueueSummary: Sendable, Equatable {
 extension QueueStore {
     /// The summary, read in one short read transaction. Counts come from `job_tally` (kept by triggers) and the
     /// holds, so the history kept costs nothing; a metered hold counts the jobs it keeps back, and the owed
-    /// releases are counted.
-    public func summary() throws -> QueueSummary {
+    /// releases are counted. `holdsInForce: false` (no runner): the holds a killed runner left are not shown.
+    public func summary(holdsInForce: Bool = true) throws -> QueueSummary {
         try writer.read { db in
             var counts = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, 0) })
             var bytes = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, Int64(0)) })
@@ -55,7 +55,7 @@ extension QueueStore {
                 if let patch = PatchState(rawValue: row["patch_state"]), patch != .none { patches[patch, default: 0] += jobs }
                 if state == .pending { pendingByDestination[row["destination"], default: 0] += jobs }
             }
-            let holds = try Self.holds(db)
+            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
             let waiting = try Self.waitingCounts(db, holds: holds, pending: pendingByDestination)
             let active = try Job.filter(Job.Columns.state == JobState.uploading.rawValue).order(Job.Columns.id).fetchAll(db)
                 .map {
