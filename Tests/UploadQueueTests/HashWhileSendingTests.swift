@@ -201,6 +201,26 @@ struct HashWhileSendingTests {
         #expect(source.digest?.hashedUpTo == Int64(size), "hashed as it was read, before any catching up")
     }
 
+    @Test("the insert starts over when a job of the same size came after the digests were taken")
+    func queueChangedMeanwhile() throws {
+        let sandbox = try sandbox()
+        let waiting = try Self.job(path: sandbox.root + "/w.jpg", size: 500)
+        let newcomer = try Self.job(path: sandbox.root + "/n.jpg", size: 500)
+        var hashed = try Self.job(path: sandbox.root + "/h.jpg", size: 500)
+        hashed.sha256 = String(repeating: "a", count: 64)
+        // Seen (and hashed, or found changed) before the transaction: fine. Not seen: start over.
+        #expect(throws: Never.self) {
+            try ContentIdentity.checkComparable(with: [waiting, hashed], examined: .init(unhashed: [waiting.id]))
+        }
+        #expect(throws: ContentIdentity.QueueChanged.self) {
+            try ContentIdentity.checkComparable(with: [waiting, newcomer], examined: .init(unhashed: [waiting.id]))
+        }
+        let store = try QueueStoreTests.store(with: [waiting])
+        #expect(throws: ContentIdentity.QueueChanged.self) {
+            try store.writer.write { db in try ContentIdentity.checkNoneOfItsSize(newcomer, in: db) }
+        }
+    }
+
     @Test("a job without its digest moved to S3 is hashed before its PutObject, which is signed with the digest")
     func destinationChanged() async throws {
         let bucket = try await S3TestBucket.make()

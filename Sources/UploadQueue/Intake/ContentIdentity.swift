@@ -6,10 +6,11 @@ import GRDB
 /// the waiting jobs of its size, only when there is one.
 ///
 /// The hashing is done before the insert's transaction (`takeDigestsForComparison`), never inside it: a file may
-/// take seconds to read, and the queue's write lock is the scheduler's too. The transaction then checks that
-/// nothing it depends on came meanwhile (`checkComparable`); if something did, intake starts over.
+/// take seconds to read, and the queue's write lock is the scheduler's too. The transaction checks that no digest
+/// it needs is missing (`checkNoneOfItsSize`, `checkComparable`); if one is, intake takes the digests and starts
+/// over. Its first try takes none: most intakes need none, and pay only those checks.
 enum ContentIdentity {
-    /// How many times intake takes the digests and tries the insert while jobs of the same size keep coming.
+    /// How many times intake takes the digests and tries the insert again while jobs of the same size keep coming.
     static let attempts = 3
 
     /// Thrown inside the insert's transaction when a job of the same size came after the digests were taken.
@@ -79,19 +80,18 @@ enum ContentIdentity {
         return examined
     }
 
-    /// Inside the insert's transaction: throws `QueueChanged` when a job the digests taken before did not
-    /// account for came meanwhile (one of `job`'s size, for a job without a digest; one of its size without a
-    /// digest, for a job with one).
-    static func checkComparable(_ job: Job, examined: Examined, in db: Database) throws {
-        if job.sha256.isEmpty {
-            if try sameSizeExists(job, in: db) { throw QueueChanged() }
-            return
+    /// Inside the insert's transaction, for a job without a digest: throws `QueueChanged` when a live job of its
+    /// size came since the digests were taken.
+    static func checkNoneOfItsSize(_ job: Job, in db: Database) throws {
+        if try sameSizeExists(job, in: db) { throw QueueChanged() }
+    }
+
+    /// Inside the insert's transaction, for a job with a digest, given the live jobs of its size that have its
+    /// digest or none: throws `QueueChanged` when one without a digest came since the digests were taken.
+    static func checkComparable(with candidates: [Job], examined: Examined) throws {
+        if candidates.contains(where: { $0.sha256.isEmpty && !examined.unhashed.contains($0.id) }) {
+            throw QueueChanged()
         }
-        let unhashed = try String.fetchAll(db.cachedStatement(sql: """
-            SELECT id FROM job INDEXED BY job_identity WHERE destination = ? AND size = ? AND sha256 = ''
-            AND NOT (state = 'failed' AND permanent = 1)
-            """), arguments: [job.destination, job.size])
-        if unhashed.contains(where: { !examined.unhashed.contains(JobID(trusted: $0)) }) { throw QueueChanged() }
     }
 
     /// Whether a live job of `job`'s size goes to its destination.

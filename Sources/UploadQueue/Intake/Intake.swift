@@ -288,15 +288,17 @@ struct Intake: Sendable {
     }
 
     /// Inserts the jobs in one transaction; for each, the live job that already carries the same content (and
-    /// patch target) to the same destination, or nil when it was inserted. The digests de-duplication needs are
-    /// taken first, outside the transaction (`ContentIdentity`): hashing a file must not hold the queue's write
-    /// lock. If the queue changed meanwhile (a job of the same size came), the whole is done again.
+    /// patch target) to the same destination, or nil when it was inserted. The first try assumes no digest is
+    /// missing (the common case: no job hashed while sending shares a size with another); when the transaction
+    /// finds one that is (`ContentIdentity.QueueChanged`), the digests are taken outside it, where hashing a file
+    /// holds no lock, and the whole is done again.
     private func insertUnlessDuplicate(_ jobs: [Job]) throws(UploadQueueError) -> [Job?] {
         guard !jobs.isEmpty else { return [] }
-        for _ in 0..<ContentIdentity.attempts {
+        for attempt in 0...ContentIdentity.attempts {
             var jobs = jobs
-            let examined = try ContentIdentity.takeDigestsForComparison(&jobs, store: store,
-                                                                        databasePath: configuration.databasePath)
+            let examined = attempt == 0 ? ContentIdentity.Examined()
+                : try ContentIdentity.takeDigestsForComparison(&jobs, store: store,
+                                                               databasePath: configuration.databasePath)
             do {
                 return try store.writer.write { db -> [Job?] in
                     try jobs.map { job in try Self.insertUnlessDuplicate(job, examined: examined, in: db) }
@@ -317,21 +319,24 @@ struct Intake: Sendable {
     private static func insertUnlessDuplicate(_ job: Job, examined: ContentIdentity.Examined, in db: Database)
         throws -> Job?
     {
-        try ContentIdentity.checkComparable(job, examined: examined, in: db)
         if job.sha256.isEmpty {
-            // Hashed while sending: no live job of its size goes to the destination, so none can be its duplicate.
+            // Hashed while sending: no live job of its size goes to the destination (unless one came since the
+            // digests were taken), so none can be its duplicate.
+            try ContentIdentity.checkNoneOfItsSize(job, in: db)
             try job.insert(db)
             return nil
         }
-        // A cached statement: thousands of files in a batch would otherwise each compile the same query.
+        // The jobs of its content, and those of its size without a digest yet, in one seek. A cached statement:
+        // thousands of files in a batch would otherwise each compile the same query.
         let statement = try db.cachedStatement(sql: """
-            SELECT * FROM job INDEXED BY job_identity WHERE destination = ? AND sha256 = ? AND size = ?
-            AND NOT (state = ? AND permanent = 1) ORDER BY id
+            SELECT * FROM job INDEXED BY job_identity WHERE destination = ? AND size = ? AND sha256 IN (?, '')
+            AND NOT (state = 'failed' AND permanent = 1) ORDER BY id
             """)
-        let existing = try Job.fetchAll(statement, arguments: [job.destination, job.sha256, job.size,
-                                                               JobState.failed.rawValue])
+        let candidates = try Job.fetchAll(statement, arguments: [job.destination, job.size, job.sha256])
+        try ContentIdentity.checkComparable(with: candidates, examined: examined)
+        let existing = candidates
             // The same photo for another record (another patch target) is a job of its own.
-            .first { $0.patch == job.patch }
+            .first { $0.sha256 == job.sha256 && $0.patch == job.patch }
         if let existing { return existing }
         try job.insert(db)
         return nil
