@@ -158,14 +158,7 @@ struct HashWhileSendingTests {
 
     @Test("a job left without its digest whose destination now names files by it is hashed before it is copied")
     func templateNeedsDigest() async throws {
-        let sandbox = try Sandbox(destination: "photos", """
-            protocol = "file"
-            url = "file://photos"
-            sha256 = "while-sending"
-            """)
-        let path = try sandbox.makeFile(sandbox.root + "/p.jpg", size: 150_000, seed: 87)
-        let id = try await UploadQueue(configuration: try sandbox.configuration())
-            .enqueue(path, destination: "photos", mode: .reference)
+        let (sandbox, path, id) = try await Self.enqueuedWithoutDigest(size: 150_000, seed: 87)
         let text = try String(contentsOfFile: sandbox.configPath, encoding: .utf8)
         try text.replacingOccurrences(of: "sha256 = \"while-sending\"", with: "name_template = \"{sha256}.jpg\"")
             .write(toFile: sandbox.configPath, atomically: true, encoding: .utf8)
@@ -183,12 +176,7 @@ struct HashWhileSendingTests {
         let sandbox = try sandbox()
         let size = 300_000
         let path = try sandbox.makeFile(sandbox.root + "/body.bin", size: size, seed: 88)
-        let fingerprint = try FileFingerprint.of(path: path)
-        var job = try Self.job(path: path, size: Int64(size))
-        job.inode = fingerprint.inode
-        job.device = fingerprint.device
-        job.modifiedNanoseconds = fingerprint.modifiedNanoseconds
-        let source = try SourceFile(job: job)
+        let source = try Self.source(path: path, size: Int64(size))
         let reader = RequestBodyReader(.sequence([.bytes(Array("head".utf8)), .source(source, offset: 0,
                                                                                         length: Int64(size))]))
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 << 10, alignment: 16)
@@ -224,14 +212,7 @@ struct HashWhileSendingTests {
     @Test("a job without its digest moved to S3 is hashed before its PutObject, which is signed with the digest")
     func destinationChanged() async throws {
         let bucket = try await S3TestBucket.make()
-        let sandbox = try Sandbox(destination: "photos", """
-            protocol = "file"
-            url = "file://photos"
-            sha256 = "while-sending"
-            """)
-        let path = try sandbox.makeFile(sandbox.root + "/p.jpg", size: 200_000, seed: 78)
-        let id = try await UploadQueue(configuration: try sandbox.configuration())
-            .enqueue(path, destination: "photos", mode: .reference)
+        let (sandbox, path, id) = try await Self.enqueuedWithoutDigest(size: 200_000, seed: 78)
         // The admin moves the destination to S3 (hashing at intake), whose PutObject is signed with the SHA-256.
         let text = try String(contentsOfFile: sandbox.configPath, encoding: .utf8)
         let head = try #require(text.range(of: "[destinations.photos]"))
@@ -275,12 +256,7 @@ struct HashWhileSendingTests {
         let sandbox = try sandbox()
         let path = try sandbox.makeFile(sandbox.root + "/r.bin", size: 1000, seed: 79)
         let content = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        let fingerprint = try FileFingerprint.of(path: path)
-        var job = try Self.job(path: path, size: 1000)
-        job.inode = fingerprint.inode
-        job.device = fingerprint.device
-        job.modifiedNanoseconds = fingerprint.modifiedNanoseconds
-        let source = try SourceFile(job: job)
+        let source = try Self.source(path: path, size: 1000)
         let digest = try #require(source.digest)
         for (offset, end) in reads {
             content[offset..<end].withUnsafeBytes { digest.take($0, at: Int64(offset)) }
@@ -295,12 +271,7 @@ struct HashWhileSendingTests {
         let sandbox = try sandbox()
         let size = 3 << 20 + 12_345
         let path = try sandbox.makeFile(sandbox.root + "/big.bin", size: size, seed: 80)
-        let fingerprint = try FileFingerprint.of(path: path)
-        var job = try Self.job(path: path, size: Int64(size))
-        job.inode = fingerprint.inode
-        job.device = fingerprint.device
-        job.modifiedNanoseconds = fingerprint.modifiedNanoseconds
-        let source = try SourceFile(job: job)
+        let source = try Self.source(path: path, size: Int64(size))
         let digest = try #require(source.digest)
         source.hashBesideUpload()
         #expect(digest.isHashingBeside)
@@ -311,6 +282,30 @@ struct HashWhileSendingTests {
         let sent = try await source.sentDigest()
         #expect(sent == (try sha256(ofFile: path)))
         #expect(digest.hashedUpTo == Int64(size))
+    }
+
+    /// The open file of a pending reference job for `path` (with the file's fingerprint) that has no digest.
+    static func source(path: String, size: Int64) throws -> SourceFile {
+        let fingerprint = try FileFingerprint.of(path: path)
+        var job = try job(path: path, size: size)
+        job.inode = fingerprint.inode
+        job.device = fingerprint.device
+        job.modifiedNanoseconds = fingerprint.modifiedNanoseconds
+        return try SourceFile(job: job)
+    }
+
+    /// A job enqueued (reference) to a `file` destination "photos" that hashes while sending; the config the
+    /// test then changes, the file and the job.
+    static func enqueuedWithoutDigest(size: Int, seed: UInt64) async throws -> (Sandbox, String, JobID) {
+        let sandbox = try Sandbox(destination: "photos", """
+            protocol = "file"
+            url = "file://photos"
+            sha256 = "while-sending"
+            """)
+        let path = try sandbox.makeFile(sandbox.root + "/p.jpg", size: size, seed: seed)
+        let id = try await UploadQueue(configuration: try sandbox.configuration())
+            .enqueue(path, destination: "photos", mode: .reference)
+        return (sandbox, path, id)
     }
 
     /// A pending reference job for `path` with no digest.
