@@ -98,7 +98,7 @@ public actor UploadQueue {
     /// Whether a runner (this process, or a daemon holding the lock) is up: only then do the holds it records say
     /// why jobs wait. One killed with `kill -9` leaves its holds behind, and a queue nobody runs waits for a runner,
     /// not for a free slot or a link.
-    private var runnerIsUp: Bool { scheduler != nil || DaemonLock.holder(path: configuration.lockPath) != nil }
+    public var runnerIsUp: Bool { scheduler != nil || DaemonLock.holder(path: configuration.lockPath) != nil }
 
     /// A job's attempts, oldest first.
     public func attempts(of id: JobID) throws -> [JobAttempt] { try store.attempts(of: id) }

@@ -24,7 +24,8 @@ struct ProgressView {
         var drawnLines = 0
         while true {
             let unfinished = ids.filter { finished[$0] == nil }
-            let found = try queue.store.jobs(unfinished)
+            // A daemon killed meanwhile leaves its holds: they say nothing then.
+            let found = try queue.store.jobs(unfinished, holdsInForce: await queue.runnerIsUp)
             var bars: [String] = []
             for id in ids {
                 guard let job = finished[id] ?? found[id] else {

@@ -193,17 +193,25 @@ struct HashWhileSendingTests {
     func queueChangedMeanwhile() throws {
         let sandbox = try sandbox()
         let waiting = try Self.job(path: sandbox.root + "/w.jpg", size: 500)
+        let gone = try Self.job(path: sandbox.root + "/g.jpg", size: 500)
         let newcomer = try Self.job(path: sandbox.root + "/n.jpg", size: 500)
         var hashed = try Self.job(path: sandbox.root + "/h.jpg", size: 500)
         hashed.sha256 = String(repeating: "a", count: 64)
-        // Seen (and hashed, or found changed) before the transaction: fine. Not seen: start over.
-        #expect(throws: Never.self) {
-            try ContentIdentity.checkComparable(with: [waiting, hashed], examined: .init(unhashed: [waiting.id]))
+        let store = try QueueStoreTests.store(with: [waiting, gone, newcomer, hashed])
+        // Seen before the transaction (hashed, or found gone): its digest is recorded now, or it is nobody's
+        // duplicate. Not seen: start over.
+        let digest = String(repeating: "b", count: 64)
+        let examined = ContentIdentity.Examined(digests: [waiting.id: digest], unreadable: [gone.id])
+        let compared = try store.writer.write { db in
+            try ContentIdentity.withDigests([waiting, gone, hashed], examined: examined, in: db)
         }
+        #expect(compared.map(\.id) == [waiting.id, hashed.id] && compared.first?.sha256 == digest)
+        #expect(try store.job(waiting.id)?.sha256 == digest, "recorded in the insert's transaction")
         #expect(throws: ContentIdentity.QueueChanged.self) {
-            try ContentIdentity.checkComparable(with: [waiting, newcomer], examined: .init(unhashed: [waiting.id]))
+            try store.writer.write { db in
+                try ContentIdentity.withDigests([newcomer], examined: examined, in: db)
+            }
         }
-        let store = try QueueStoreTests.store(with: [waiting])
         #expect(throws: ContentIdentity.QueueChanged.self) {
             try store.writer.write { db in try ContentIdentity.checkNoneOfItsSize(newcomer, in: db) }
         }

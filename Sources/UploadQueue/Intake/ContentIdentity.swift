@@ -7,7 +7,7 @@ import GRDB
 ///
 /// The hashing is done before the insert's transaction (`takeDigestsForComparison`), never inside it: a file may
 /// take seconds to read, and the queue's write lock is the scheduler's too. The transaction checks that no digest
-/// it needs is missing (`checkNoneOfItsSize`, `checkComparable`); if one is, intake takes the digests and starts
+/// it needs is missing (`checkNoneOfItsSize`, `withDigests`); if one is, intake takes the digests and starts
 /// over. Its first try takes none: most intakes need none, and pay only those checks.
 enum ContentIdentity {
     /// How many times intake takes the digests and tries the insert again while jobs of the same size keep coming.
@@ -16,16 +16,19 @@ enum ContentIdentity {
     /// Thrown inside the insert's transaction when a job of the same size came after the digests were taken.
     struct QueueChanged: Error {}
 
-    /// What `takeDigestsForComparison` found: the jobs without a digest it looked at (hashed and recorded, or
-    /// left without one because their file changed or went).
+    /// What `takeDigestsForComparison` found about the queue's jobs without a digest: the digests it took (the
+    /// insert's transaction records them), and the jobs whose file changed or went (they keep none).
     struct Examined {
-        var unhashed: Set<JobID> = []
+        var digests: [JobID: String] = [:]
+        var unreadable: Set<JobID> = []
+
+        func hasSeen(_ id: JobID) -> Bool { digests[id] != nil || unreadable.contains(id) }
     }
 
     /// Takes the digests the insert of `jobs` compares, outside any transaction: a job's own when it has none
     /// and another job of its size goes to its destination (in the queue or in the batch), and those of the
-    /// queue's jobs of that size without one, which are recorded (so each is hashed once). Another job's file
-    /// that changed or cannot be read keeps no digest: it is nobody's duplicate, and its upload fails on it.
+    /// queue's jobs of that size without one (the insert records them, so each is hashed once). Another job's
+    /// file that changed or cannot be read gets no digest: it is nobody's duplicate, and its upload fails on it.
     static func takeDigestsForComparison(_ jobs: inout [Job], store: QueueStore, databasePath: String)
         throws(UploadQueueError) -> Examined
     {
@@ -63,17 +66,12 @@ enum ContentIdentity {
                 }
                 jobs[index].sha256 = sha256
             }
-            for other in unhashed where !examined.unhashed.contains(other.id) {
-                examined.unhashed.insert(other.id)
+            for other in unhashed where !examined.hasSeen(other.id) {
                 // Another job's file: its trouble is its own, not this intake's.
-                guard let sha256 = (try? digest(of: other)) ?? nil else { continue }
-                do {
-                    try store.writer.write { db in
-                        try db.cachedStatement(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''")
-                            .execute(arguments: [sha256, other.id.rawValue])
-                    }
-                } catch {
-                    throw .database("cannot record a digest", error, job: other.id, databasePath: databasePath)
+                if let sha256 = (try? digest(of: other)) ?? nil {
+                    examined.digests[other.id] = sha256
+                } else {
+                    examined.unreadable.insert(other.id)
                 }
             }
         }
@@ -87,10 +85,20 @@ enum ContentIdentity {
     }
 
     /// Inside the insert's transaction, for a job with a digest, given the live jobs of its size that have its
-    /// digest or none: throws `QueueChanged` when one without a digest came since the digests were taken.
-    static func checkComparable(with candidates: [Job], examined: Examined) throws {
-        if candidates.contains(where: { $0.sha256.isEmpty && !examined.unhashed.contains($0.id) }) {
-            throw QueueChanged()
+    /// digest or none: those with a digest, the ones taken for them recorded now. Throws `QueueChanged` when one
+    /// without a digest came since the digests were taken.
+    static func withDigests(_ candidates: [Job], examined: Examined, in db: Database) throws -> [Job] {
+        try candidates.compactMap { candidate in
+            guard candidate.sha256.isEmpty else { return candidate }
+            guard let sha256 = examined.digests[candidate.id] else {
+                if examined.unreadable.contains(candidate.id) { return nil }
+                throw QueueChanged()
+            }
+            try db.cachedStatement(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''")
+                .execute(arguments: [sha256, candidate.id.rawValue])
+            var hashed = candidate
+            hashed.sha256 = sha256
+            return hashed
         }
     }
 
@@ -102,13 +110,20 @@ enum ContentIdentity {
             """), arguments: [job.destination, job.size]) ?? false
     }
 
-    /// The digest of the job's file (at its source until a `move` intake completes), or nil when the file is gone
-    /// or is no longer the one enqueued (size, inode or mtime moved, or it changed while it was read).
+    /// The digest of the job's file (at its source until a `move` intake completes, or already in `blobs/` when
+    /// it is being completed), or nil when the file is gone or is no longer the one enqueued (size, inode or mtime
+    /// moved, or it changed while it was read).
     static func digest(of job: Job) throws(UploadQueueError) -> String? {
-        let path = job.intakeComplete ? job.file : job.sourcePath
-        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)
-        guard descriptor >= 0 else { return nil }
-        defer { close(descriptor) }
+        for path in job.intakeComplete ? [job.file] : [job.sourcePath, job.file] {
+            let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW)
+            guard descriptor >= 0 else { continue }
+            defer { close(descriptor) }
+            return try digest(of: job, descriptor: descriptor, path: path)
+        }
+        return nil
+    }
+
+    private static func digest(of job: Job, descriptor: Int32, path: String) throws(UploadQueueError) -> String? {
         let before = try FileFingerprint.of(descriptor: descriptor, path: path)
         guard before.size == job.size, before.inode == job.inode, before.device == job.device,
               before.modifiedNanoseconds == job.modifiedNanoseconds else { return nil }

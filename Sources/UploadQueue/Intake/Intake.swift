@@ -294,8 +294,9 @@ struct Intake: Sendable {
     /// holds no lock, and the whole is done again.
     private func insertUnlessDuplicate(_ jobs: [Job]) throws(UploadQueueError) -> [Job?] {
         guard !jobs.isEmpty else { return [] }
+        // Digests taken by one attempt serve the next.
+        var jobs = jobs
         for attempt in 0...ContentIdentity.attempts {
-            var jobs = jobs
             let examined = attempt == 0 ? ContentIdentity.Examined()
                 : try ContentIdentity.takeDigestsForComparison(&jobs, store: store,
                                                                databasePath: configuration.databasePath)
@@ -332,8 +333,8 @@ struct Intake: Sendable {
             SELECT * FROM job INDEXED BY job_identity WHERE destination = ? AND size = ? AND sha256 IN (?, '')
             AND NOT (state = 'failed' AND permanent = 1) ORDER BY id
             """)
-        let candidates = try Job.fetchAll(statement, arguments: [job.destination, job.size, job.sha256])
-        try ContentIdentity.checkComparable(with: candidates, examined: examined)
+        let candidates = try ContentIdentity.withDigests(
+            try Job.fetchAll(statement, arguments: [job.destination, job.size, job.sha256]), examined: examined, in: db)
         let existing = candidates
             // The same photo for another record (another patch target) is a job of its own.
             .first { $0.sha256 == job.sha256 && $0.patch == job.patch }

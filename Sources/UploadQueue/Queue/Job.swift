@@ -127,15 +127,26 @@ extension Job: FetchableRecord, PersistableRecord {
     /// `Decodable` path cost more than the SQL around it (a profile of 5,000 small files put it at a quarter of
     /// the scheduler's time). Writes still go through `Encodable`; a test checks both ways agree.
     public init(row: Row) throws {
+        /// A column's value; one of the wrong type is a bad row (`badColumn`), a column the table lacks is not.
+        func decoded<Value: DatabaseValueConvertible>(_ column: Columns, as type: Value.Type = Value.self) throws
+            -> Value
+        {
+            do {
+                return try row.decode(type, forColumn: column)
+            } catch {
+                guard row.hasColumn(column.rawValue) else { throw error }
+                throw Self.badColumn(column, in: row)
+            }
+        }
         func text(_ column: Columns) throws -> String {
-            try row.decode(String.self, forColumn: column)
+            try decoded(column)
         }
         func value<Value: RawRepresentable<String>>(_ column: Columns, as: Value.Type) throws -> Value {
             guard let value = Value(rawValue: try text(column)) else { throw Self.badColumn(column, in: row) }
             return value
         }
         func json<Value: Decodable>(_ column: Columns, as type: Value.Type) throws -> Value? {
-            guard let stored = try row.decode(String?.self, forColumn: column) else { return nil }
+            guard let stored = try decoded(column, as: String?.self) else { return nil }
             do {
                 return try JSONDecoder().decode(type, from: Data(stored.utf8))
             } catch {
@@ -144,43 +155,43 @@ extension Job: FetchableRecord, PersistableRecord {
         }
         id = JobID(trusted: try text(.id))
         state = try value(.state, as: JobState.self)
-        waitingReason = try row.decode(String?.self, forColumn: Columns.waitingReason).map { stored in
+        waitingReason = try decoded(.waitingReason, as: String?.self).map { stored in
             guard let reason = WaitingReason(rawValue: stored) else { throw Self.badColumn(.waitingReason, in: row) }
             return reason
         }
-        permanent = try row.decode(forColumn: Columns.permanent)
-        attempts = try row.decode(forColumn: Columns.attempts)
-        failures = try row.decode(forColumn: Columns.failures)
-        nextAttemptAt = try row.decode(forColumn: Columns.nextAttemptAt)
-        lastError = try row.decode(forColumn: Columns.lastError)
+        permanent = try decoded(.permanent)
+        attempts = try decoded(.attempts)
+        failures = try decoded(.failures)
+        nextAttemptAt = try decoded(.nextAttemptAt)
+        lastError = try decoded(.lastError)
         file = try text(.file)
         sourcePath = try text(.sourcePath)
         originalName = try text(.originalName)
         mode = try value(.mode, as: IntakeMode.self)
-        size = try row.decode(forColumn: Columns.size)
+        size = try decoded(.size)
         sha256 = try text(.sha256)
         contentType = try text(.contentType)
-        modifiedNanoseconds = try row.decode(forColumn: Columns.modifiedNanoseconds)
-        inode = try row.decode(forColumn: Columns.inode)
-        device = try row.decode(forColumn: Columns.device)
+        modifiedNanoseconds = try decoded(.modifiedNanoseconds)
+        inode = try decoded(.inode)
+        device = try decoded(.device)
         destination = try text(.destination)
-        priority = try row.decode(forColumn: Columns.priority)
-        remoteURL = try row.decode(forColumn: Columns.remoteURL)
-        bytesConfirmed = try row.decode(forColumn: Columns.bytesConfirmed)
-        rateBytesPerSecond = try row.decode(forColumn: Columns.rateBytesPerSecond)
+        priority = try decoded(.priority)
+        remoteURL = try decoded(.remoteURL)
+        bytesConfirmed = try decoded(.bytesConfirmed)
+        rateBytesPerSecond = try decoded(.rateBytesPerSecond)
         // Most jobs carry no metadata: the empty object is not worth a JSON decoder.
         let storedMeta = try text(.meta)
         meta = storedMeta == "{}" ? [:] : try json(.meta, as: [String: String].self) ?? [:]
         patch = try json(.patch, as: PatchTarget.self)
         patchState = try value(.patchState, as: PatchState.self)
-        onMetered = try row.decode(forColumn: Columns.onMetered)
-        meteredBelow = try row.decode(forColumn: Columns.meteredBelow)
-        sourceAfterUpload = try row.decode(forColumn: Columns.sourceAfterUpload)
-        resumeState = try row.decode(forColumn: Columns.resumeState)
-        intakeComplete = try row.decode(forColumn: Columns.intakeComplete)
-        cancelRequested = try row.decode(forColumn: Columns.cancelRequested)
-        createdAt = try row.decode(forColumn: Columns.createdAt)
-        updatedAt = try row.decode(forColumn: Columns.updatedAt)
+        onMetered = try decoded(.onMetered)
+        meteredBelow = try decoded(.meteredBelow)
+        sourceAfterUpload = try decoded(.sourceAfterUpload)
+        resumeState = try decoded(.resumeState)
+        intakeComplete = try decoded(.intakeComplete)
+        cancelRequested = try decoded(.cancelRequested)
+        createdAt = try decoded(.createdAt)
+        updatedAt = try decoded(.updatedAt)
     }
 
     /// The error for a stored value this version cannot read (a newer version's state, a damaged row).

@@ -46,10 +46,11 @@ public struct QueueStore: Sendable {
         }
     }
 
-    /// The jobs of `ids` that exist, by id, read in one transaction; pending ones say why they wait.
-    public func jobs(_ ids: some Collection<JobID>) throws -> [JobID: Job] {
+    /// The jobs of `ids` that exist, by id, read in one transaction; pending ones say why they wait (see
+    /// `job(_:holdsInForce:)`).
+    public func jobs(_ ids: some Collection<JobID>, holdsInForce: Bool = true) throws -> [JobID: Job] {
         try writer.read { db in
-            let holds = try Self.holds(db)
+            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
             let statement = try db.cachedStatement(sql: "SELECT * FROM job WHERE id = ?")
             var found: [JobID: Job] = [:]
             for id in ids {
@@ -132,6 +133,14 @@ public struct QueueStore: Sendable {
         let assignments = columns.map { "\($0.rawValue) = ?" }.joined(separator: ", ")
         try db.cachedStatement(sql: "UPDATE job SET \(assignments) WHERE id = ?")
             .execute(arguments: StatementArguments(values + [job.id.rawValue]))
+    }
+
+    /// Records the SHA-256 of a job that had none (taken before its upload, which needed it first); a digest
+    /// already there is left as it is.
+    func recordDigest(_ id: JobID, sha256: String) throws {
+        try writer.write { db in
+            try db.execute(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''", arguments: [sha256, id.rawValue])
+        }
     }
 
     /// Records that the start offset of the running attempt was corrected by the uploader (after it looked at

@@ -135,7 +135,8 @@ extension QueueStore {
             let id = JobID(trusted: row["id"])
             // SQLite compared millisecond texts and found it due; the state machine must agree even when `now`
             // is a fraction of a millisecond before the stored time.
-            let dueAt = max(now, (row["next_attempt_at"] as Date?) ?? now)
+            // (A stored time that is no date is left to `apply`, which sets the row aside.)
+            let dueAt = max(now, ((try? row.decode(Date?.self, forColumn: "next_attempt_at")) ?? nil) ?? now)
             do {
                 _ = try apply(.retryDue(now: dueAt), to: id, in: db, now: now)
             } catch {
@@ -145,13 +146,13 @@ extension QueueStore {
         }
     }
 
-    /// Why a job's row cannot be read by this version (a value it does not know, a damaged row), or nil when
-    /// `error` is something else. Names the column where it can, never the row's values (its patch headers may
-    /// hold a token).
+    /// Why a job's row cannot be read by this version (a value it does not know, a damaged row: what
+    /// `Job.init(row:)` throws, naming the column, never the row's values, whose patch headers may hold a token),
+    /// or nil when `error` is something else. A column missing from the table is not a bad row but a schema this
+    /// version does not know: it is not taken for one (it would set every job aside).
     static func unreadableRow(_ error: any Error) -> String? {
-        if let error = error as? DatabaseError, error.resultCode == .SQLITE_MISMATCH { return error.message ?? "\(error)" }
-        if error is RowDecodingError { return "a column holds a value of the wrong type (a damaged row)" }
-        return nil
+        guard let error = error as? DatabaseError, error.resultCode == .SQLITE_MISMATCH else { return nil }
+        return error.message ?? "\(error)"
     }
 
     /// Sets aside a job whose row this version cannot read: failed for good, with why, so that the claims go on

@@ -557,6 +557,9 @@ actor Scheduler {
                     // Enqueued while its destination hashed while sending, and the names it now makes need the
                     // digest (its config changed): hashed first, and recorded with the upload.
                     job.sha256 = try await Self.digestFirst(job)
+                    // Kept at once: an attempt that fails does not cost the next one the read. (One the database
+                    // cannot take now is taken again then.)
+                    try? store.recordDigest(job.id, sha256: job.sha256)
                 }
                 let context = TransferContext.recording(job: job, attempt: attempt, store: store, events: events,
                                                         monitor: monitor, limiter: limiter,
