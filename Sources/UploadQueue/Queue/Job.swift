@@ -75,7 +75,8 @@ public struct Job: Sendable, Equatable, Codable {
     }
 
     /// This job with the columns a state change may write (`QueueStore.apply`) taken from `other`: the state
-    /// machine's, progress and outcome (with the SHA-256 of a job hashed while sending), cancel and intake flags, patch state and update time.
+    /// machine's, progress and outcome (with the SHA-256 of a job hashed while sending), cancel and intake flags,
+    /// patch state and update time.
     func withChangeableColumns(of other: Job) -> Job {
         var job = self
         job.lifecycle = other.lifecycle

@@ -31,7 +31,8 @@ public struct QueueStore: Sendable {
     /// false, when no runner is up, the holds a killed one left are not read).
     public func job(_ id: JobID, holdsInForce: Bool = true) throws -> Job? {
         try writer.read { db in
-            try Job.fetchOne(db, key: id.rawValue).map { (holdsInForce ? try Self.holds(db) : QueueHolds()).explained($0) }
+            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
+            return try Job.fetchOne(db, key: id.rawValue).map(holds.explained)
         }
     }
 
@@ -139,7 +140,8 @@ public struct QueueStore: Sendable {
     /// already there is left as it is.
     func recordDigest(_ id: JobID, sha256: String) throws {
         try writer.write { db in
-            try db.execute(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''", arguments: [sha256, id.rawValue])
+            try db.execute(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''",
+                           arguments: [sha256, id.rawValue])
         }
     }
 

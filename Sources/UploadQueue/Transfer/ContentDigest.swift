@@ -77,9 +77,10 @@ final class ContentDigest: Sendable {
                 let position = self.hashedUpTo
                 guard position < size else { break }
                 let want = Int(min(Int64(buffer.count), size - position))
-                guard let count = try? source.readUnhashed(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]),
-                                                           at: position), count > 0 else { break }
-                self.state.withLock { self.append(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: position, to: &$0) }
+                let room = UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want])
+                guard let count = try? source.readUnhashed(into: room, at: position), count > 0 else { break }
+                let read = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
+                self.state.withLock { self.append(read, at: position, to: &$0) }
             }
             let waiter = self.state.withLock { state in
                 state.besideDone = true
