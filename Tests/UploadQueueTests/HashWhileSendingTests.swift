@@ -292,6 +292,28 @@ struct HashWhileSendingTests {
         #expect(digest.hashedUpTo == Int64(size))
     }
 
+    @Test("a catch-up read stops when its upload's task is cancelled (a stop does not wait for gigabytes)")
+    func catchUpStops() async throws {
+        let sandbox = try sandbox()
+        let size = 2 << 20
+        let path = try sandbox.makeFile(sandbox.root + "/long.bin", size: size, seed: 89)
+        let source = try Self.source(path: path, size: Int64(size))
+        let digest = try #require(source.digest)
+        let task = Task { () async -> TransferFailure? in
+            // Cancelled before it starts: the handler stops the read at its first block.
+            withUnsafeCurrentTask { $0?.cancel() }
+            do throws(TransferFailure) {
+                try await source.hashPrefix(upTo: Int64(size))
+                return nil
+            } catch {
+                return error
+            }
+        }
+        let failure = await task.value
+        #expect(failure?.kind == .interrupted, "\(String(describing: failure))")
+        #expect(digest.hashedUpTo == 0)
+    }
+
     /// The open file of a pending reference job for `path` (with the file's fingerprint) that has no digest.
     static func source(path: String, size: Int64) throws -> SourceFile {
         let fingerprint = try FileFingerprint.of(path: path)

@@ -34,6 +34,9 @@ final class ContentDigest: Sendable {
     /// Whether a thread hashes beside the upload; `take` then leaves the bytes to it, without waiting for the lock
     /// the thread holds while it hashes.
     private let beside = Atomic<Bool>(false)
+    /// Set when the task that waits for a catch-up is cancelled (a stop, a cancel, a link change): the read stops
+    /// at its next block instead of going through gigabytes first.
+    private let stopped = Atomic<Bool>(false)
 
     init() {
         guard let pointer = uploadq_sha256_new() else {
@@ -115,6 +118,22 @@ final class ContentDigest: Sendable {
         state.hashedUpTo = end
     }
 
+    /// Stops a catch-up under way, and any later one (`interrupted`): the upload it serves is ending.
+    func stop() {
+        stopped.store(true, ordering: .releasing)
+    }
+
+    /// `catchUp` on a thread of its own (possibly gigabytes: not on one of Swift's cooperative threads), stopped
+    /// when the calling task is cancelled.
+    func catchUpAside(to offset: Int64, from source: SourceFile) async throws(TransferFailure) {
+        let result = await withTaskCancellationHandler {
+            await BlockingWork.runResult { () throws(TransferFailure) in try self.catchUp(to: offset, from: source) }
+        } onCancel: {
+            self.stop()
+        }
+        try result.get()
+    }
+
     /// Hashes the file's bytes from where the prefix ends up to `offset` (what an earlier process sent before a
     /// resume), reading them from `source`.
     func catchUp(to offset: Int64, from source: SourceFile) throws(TransferFailure) {
@@ -122,6 +141,7 @@ final class ContentDigest: Sendable {
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 256 << 10, alignment: 16)
         defer { buffer.deallocate() }
         while true {
+            if stopped.load(ordering: .acquiring) { throw .interrupted }
             let (position, finished) = state.withLock { ($0.hashedUpTo, $0.finished != nil) }
             guard !finished, position < offset else { return }
             let want = Int(min(Int64(buffer.count), offset - position))
@@ -139,11 +159,8 @@ final class ContentDigest: Sendable {
     func finish(size: Int64, from source: SourceFile) async throws(TransferFailure) -> String {
         await waitForBeside()
         if state.withLock({ $0.finished == nil && $0.hashedUpTo < size }) {
-            // What the upload did not read (a resume's prefix, an S3 PutObject's whole file): possibly gigabytes,
-            // read on a thread of its own, not on one of Swift's cooperative threads.
-            try await BlockingWork.runResult { () throws(TransferFailure) in
-                try self.catchUp(to: size, from: source)
-            }.get()
+            // What the upload did not read (a resume's prefix, an S3 PutObject's whole file).
+            try await catchUpAside(to: size, from: source)
         }
         let hex: String? = state.withLock { state in
             if let finished = state.finished { return finished }

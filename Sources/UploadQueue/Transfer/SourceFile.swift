@@ -69,10 +69,7 @@ final class SourceFile: Sendable {
     /// goes on from where this one starts (a thread hashing beside the upload reads them anyway).
     func hashPrefix(upTo offset: Int64) async throws(TransferFailure) {
         guard let digest, !digest.isHashingBeside, digest.hashedUpTo < offset else { return }
-        // Possibly gigabytes: read on a thread of its own, not on one of Swift's cooperative threads.
-        try await BlockingWork.runResult { () throws(TransferFailure) in
-            try digest.catchUp(to: offset, from: self)
-        }.get()
+        try await digest.catchUpAside(to: offset, from: self)
     }
 
     /// For an upload that reads its file out of order (S3 parts, several at once) of a job hashed while
