@@ -95,6 +95,11 @@ public actor UploadQueue {
         try store.jobs(state: state, limit: limit, holdsInForce: runnerIsUp)
     }
 
+    /// Jobs newest first as `jobs(state:limit:)`, with the rows this version cannot read left out and named apart.
+    public func listing(state: JobState? = nil, limit: Int? = nil) throws -> JobListing {
+        try store.listing(state: state, limit: limit, holdsInForce: runnerIsUp)
+    }
+
     /// Whether a runner (this process, or a daemon holding the lock) is up: only then do the holds it records say
     /// why jobs wait. One killed with `kill -9` leaves its holds behind, and a queue nobody runs waits for a runner,
     /// not for a free slot or a link.

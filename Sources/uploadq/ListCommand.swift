@@ -20,12 +20,16 @@ struct ListCommand: AsyncParsableCommand {
 
     func run() async throws {
         let queue = try options.openQueue()
-        let jobs = try await queue.jobs(state: state.flatMap(JobState.init(rawValue:)), limit: limit)
+        let listing = try await queue.listing(state: state.flatMap(JobState.init(rawValue:)), limit: limit)
+        // A row this version cannot read is said on stderr; the others are listed all the same.
+        for unreadable in listing.unreadable {
+            printError("uploadq: \(unreadable.reason)")
+        }
         if json {
-            try JSONOutput.print(jobs.map(JSONOutput.job))
+            try JSONOutput.print(listing.jobs.map(JSONOutput.job))
             return
         }
-        for job in jobs {
+        for job in listing.jobs {
             print("\(job.id)  \(job.state.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) "
                 + "\(TextOutput.bytes(job.size).padding(toLength: 10, withPad: " ", startingAt: 0)) "
                 + "\(job.destination)  \(job.originalName)  \(TextOutput.note(for: job))")

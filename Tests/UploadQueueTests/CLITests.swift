@@ -22,6 +22,21 @@ struct CLITests {
         return output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
+    @Test("list leaves out a row this version cannot read, names it on stderr, and lists the others")
+    func listWithUnreadableRow() throws {
+        let first = try enqueue(100, seed: 11)
+        let second = try enqueue(200, seed: 12)
+        let queue = try QueueDatabase.open(path: try sandbox.configuration().databasePath)
+        try queue.writer.write { db in
+            try db.execute(sql: "UPDATE job SET mode = 'mirror' WHERE id = ?", arguments: [first])
+        }
+        let list = try uploadq("list", "--json")
+        #expect(list.status == 0, "\(list.stderr)")
+        let jobs = try #require(try list.json() as? [[String: Any]])
+        #expect(jobs.compactMap { $0["id"] as? String } == [second])
+        #expect(list.stderr.contains(first) && list.stderr.contains("column mode"), "\(list.stderr)")
+    }
+
     @Test("enqueue prints one id per line; list shows the jobs newest first; show --json has the contract's keys")
     func enqueueListShow() throws {
         let first = try enqueue(100, seed: 1, "--meta", "record=r1", "--priority", "3")

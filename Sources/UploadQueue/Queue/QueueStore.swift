@@ -47,6 +47,36 @@ public struct QueueStore: Sendable {
         }
     }
 
+    /// Jobs newest first, optionally of one state (as `jobs(state:limit:holdsInForce:)`), and apart, the rows
+    /// among them this version cannot read: one damaged or newer row does not take the whole list down with it.
+    public func listing(state: JobState? = nil, limit: Int? = nil, holdsInForce: Bool = true) throws -> JobListing {
+        try writer.read { db in
+            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
+            var sql = "SELECT * FROM job"
+            var arguments: StatementArguments = []
+            if let state {
+                sql += " WHERE state = ?"
+                _ = arguments.append(contentsOf: [state.rawValue])
+            }
+            sql += " ORDER BY id DESC"
+            if let limit {
+                sql += " LIMIT ?"
+                _ = arguments.append(contentsOf: [limit])
+            }
+            var listing = JobListing()
+            let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
+            while let row = try rows.next() {
+                do {
+                    listing.jobs.append(holds.explained(try Job(row: row)))
+                } catch {
+                    guard let reason = Self.unreadableRow(error) else { throw error }
+                    listing.unreadable.append(.init(id: JobID(trusted: row["id"] as String? ?? "?"), reason: reason))
+                }
+            }
+            return listing
+        }
+    }
+
     /// The jobs of `ids` that exist, by id, read in one transaction; pending ones say why they wait (see
     /// `job(_:holdsInForce:)`).
     public func jobs(_ ids: some Collection<JobID>, holdsInForce: Bool = true) throws -> [JobID: Job] {
@@ -388,4 +418,19 @@ public enum CancelOutcome: String, Sendable, Equatable {
     case removed
     /// The job is transferring; its worker stops it and removes it.
     case requested
+}
+
+/// What `uploadq list` shows: the jobs, and the rows this version cannot read, apart.
+public struct JobListing: Sendable {
+    /// A job row this version cannot read: its id and which column holds what.
+    public struct UnreadableJob: Sendable, Equatable {
+        public let id: JobID
+        /// Names the column, never the row's values.
+        public let reason: String
+    }
+
+    /// The jobs read, newest first.
+    public var jobs: [Job] = []
+    /// The rows left out, newest first.
+    public var unreadable: [UnreadableJob] = []
 }
