@@ -94,8 +94,7 @@ enum ContentIdentity {
                 if examined.unreadable.contains(candidate.id) { return nil }
                 throw QueueChanged()
             }
-            try db.cachedStatement(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''")
-                .execute(arguments: [sha256, candidate.id.rawValue])
+            try QueueStore.recordDigest(candidate.id, sha256: sha256, in: db)
             var hashed = candidate
             hashed.sha256 = sha256
             return hashed

@@ -37,18 +37,17 @@ public struct QueueStore: Sendable {
     }
 
     /// Jobs newest first, optionally of one state; pending ones say why they wait (see `job(_:holdsInForce:)`).
+    /// A row this version cannot read is an error (`listing` leaves it out instead).
     public func jobs(state: JobState? = nil, limit: Int? = nil, holdsInForce: Bool = true) throws -> [Job] {
-        try writer.read { db in
-            var request = Job.order(Job.Columns.id.desc)
-            if let state { request = request.filter(Job.Columns.state == state.rawValue) }
-            if let limit { request = request.limit(limit) }
-            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
-            return try request.fetchAll(db).map(holds.explained)
+        let listing = try listing(state: state, limit: limit, holdsInForce: holdsInForce)
+        if let unreadable = listing.unreadable.first {
+            throw DatabaseError(resultCode: .SQLITE_MISMATCH, message: unreadable.reason)
         }
+        return listing.jobs
     }
 
-    /// Jobs newest first, optionally of one state (as `jobs(state:limit:holdsInForce:)`), and apart, the rows
-    /// among them this version cannot read: one damaged or newer row does not take the whole list down with it.
+    /// Jobs newest first, optionally of one state, and apart, the rows among them this version cannot read: one
+    /// damaged or newer row does not take the whole list down with it.
     public func listing(state: JobState? = nil, limit: Int? = nil, holdsInForce: Bool = true) throws -> JobListing {
         try writer.read { db in
             let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
@@ -169,10 +168,13 @@ public struct QueueStore: Sendable {
     /// Records the SHA-256 of a job that had none (taken before its upload, which needed it first); a digest
     /// already there is left as it is.
     func recordDigest(_ id: JobID, sha256: String) throws {
-        try writer.write { db in
-            try db.execute(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''",
-                           arguments: [sha256, id.rawValue])
-        }
+        try writer.write { db in try Self.recordDigest(id, sha256: sha256, in: db) }
+    }
+
+    /// `recordDigest` in a transaction the caller holds (an intake that compared the job with its own).
+    static func recordDigest(_ id: JobID, sha256: String, in db: Database) throws {
+        try db.cachedStatement(sql: "UPDATE job SET sha256 = ? WHERE id = ? AND sha256 = ''")
+            .execute(arguments: [sha256, id.rawValue])
     }
 
     /// Records that the start offset of the running attempt was corrected by the uploader (after it looked at
