@@ -7,13 +7,14 @@ import Testing
 /// from a spool sidecar; and the library's completions, delivered again after a restart until acknowledged.
 @Suite(.serialized)
 struct PatchTests {
-    func sandbox(_ extra: String = "", retry: String = "300ms") throws -> Sandbox {
+    func sandbox(_ extra: String = "", retry: String = "300ms", patch patchKeys: String = "") throws -> Sandbox {
         try Sandbox(config: """
             \(extra)
             [patch]
             method = "PATCH"
             body = '{"photo_url": "{{url}}", "sha256": "{{sha256}}", "size": {{size}}, "note": "{{meta.note}}"}'
             headers = { "X-Client" = "uploadq-test" }
+            \(patchKeys)
             """, retryInterval: retry)
     }
 
@@ -144,7 +145,8 @@ struct PatchTests {
     @Test("a sidecar with a patch target drives spool → upload → PATCH")
     func sidecarPatch() async throws {
         let recorder = try RecorderSession()
-        let sandbox = try sandbox()
+        // A sidecar may name a patch target only under a prefix the admin allowed.
+        let sandbox = try sandbox(patch: "allowed_urls = [\"\(recorder.url("/records/"))\"]")
         try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)
         let sidecar: [String: Any] = ["meta": ["note": "from the field"],
                                       "patch": ["url": recorder.url("/records/r-9"), "method": "PUT",

@@ -11,7 +11,7 @@ final class Sandbox: @unchecked Sendable {
     var configPath: String { root + "/uploadq.toml" }
 
     init(config extra: String = "", bandwidth: Int64 = 0, concurrency: Int = 4, quietPeriod: String = "300ms",
-         retryInterval: String = "1s", limits: String = "") throws {
+         retryInterval: String = "1s", limits: String = "", spool spoolKeys: String = "") throws {
         let template = FileManager.default.temporaryDirectory.path + "/uploadq-test-XXXXXX"
         var bytes = Array(template.utf8CString)
         guard let made = mkdtemp(&bytes) else { throw UploadQueueError(.io, "mkdtemp failed") }
@@ -23,6 +23,7 @@ final class Sandbox: @unchecked Sendable {
             destination = "default"
             quiet_period = "\(quietPeriod)"
             rescan_interval = "2s"
+            \(spoolKeys)
             [limits]
             concurrency = \(concurrency)
             \(limits)

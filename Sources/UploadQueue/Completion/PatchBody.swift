@@ -99,6 +99,9 @@ public struct PatchSettings: Sendable, Equatable {
     public var http: HTTPSettings
     /// Patches are tiny: by default they go on a metered link too.
     public var onMetered: MeteredPolicy
+    /// `allowed_urls`: the prefixes under which a spool sidecar may name a patch target (none by default: a
+    /// sidecar's patch target is refused). The CLI and the library may name any URL.
+    public var allowedURLs: [PatchURLPrefix] = []
 
     /// `PATCH` with `{"photo_url": "{{url}}"}`, no credentials, allowed on metered links.
     public init(method: String = "PATCH", body: PatchBody = .standard, http: HTTPSettings = HTTPSettings(),

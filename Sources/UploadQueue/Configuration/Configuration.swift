@@ -64,6 +64,11 @@ public struct Configuration: Sendable, Equatable {
         public var quietPeriod: Duration
         /// Full rescans on a timer, in case an event was missed (network file systems, lost events).
         public var rescanInterval: Duration
+        /// `sidecar_destinations`: the destinations a sidecar may pick; nil lets it pick any configured one.
+        public var sidecarDestinations: Set<String>?
+        /// `sidecar_may_allow_metered`: whether a sidecar may let its file go on a metered link where its
+        /// destination would not (by default a sidecar may only make `on_metered` stricter).
+        public var sidecarMayAllowMetered = false
 
         /// A spool with the default quiet period (1 s) and rescan interval (30 s).
         public init(directory: String, destination: String = "default", quietPeriod: Duration = .seconds(1),

@@ -115,6 +115,13 @@ public enum ConfigurationLoader {
             }
             value.quietPeriod = try table.duration("quiet_period") ?? value.quietPeriod
             value.rescanInterval = try table.duration("rescan_interval", minimum: .milliseconds(100)) ?? value.rescanInterval
+            if let names = try table.stringArray("sidecar_destinations") {
+                for name in names where destinations[name] == nil {
+                    throw table.error("sidecar_destinations", "no destination named \"\(name)\" (define [destinations.\(name)])")
+                }
+                value.sidecarDestinations = Set(names)
+            }
+            value.sidecarMayAllowMetered = try table.boolean("sidecar_may_allow_metered") ?? false
             spool = value
             try table.rejectUnknownKeys()
         }
@@ -135,6 +142,13 @@ public enum ConfigurationLoader {
             }
             patch.http = try DestinationLoader.httpSettings(&table, baseDirectory: baseDirectory)
             patch.onMetered = try DestinationLoader.onMetered(&table, default: .allow)
+            for text in try table.stringArray("allowed_urls") ?? [] {
+                guard let prefix = PatchURLPrefix(text) else {
+                    throw table.error("allowed_urls", "\"\(URLRedaction.redact(text))\" is not an http:// or https:// "
+                        + "URL prefix (a scheme, a host, an optional port and path; no user, query, fragment or dot segments)")
+                }
+                patch.allowedURLs.append(prefix)
+            }
             try table.rejectUnknownKeys()
         }
         var metrics = Configuration.Metrics()

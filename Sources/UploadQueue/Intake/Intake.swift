@@ -12,32 +12,6 @@ struct Intake: Sendable {
     let blobs: BlobStore
     let contentTypes: ContentTypeDetector
 
-    /// Refuses a patch target now rather than at delivery: an http(s) URL, a method token, a body template with
-    /// known placeholders, one-line headers.
-    static func check(_ patch: PatchTarget) throws(UploadQueueError) {
-        let lowered = patch.url.lowercased()
-        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://"), URL(string: patch.url)?.host != nil else {
-            throw UploadQueueError(.invalidArgument, "patch URL \"\(URLRedaction.redact(patch.url))\" is not an "
-                + "http:// or https:// URL")
-        }
-        if let method = patch.method, !PatchSettings.isMethod(method) {
-            throw UploadQueueError(.invalidArgument, "patch method \"\(method)\" is not an HTTP method (PATCH, PUT, POST…)")
-        }
-        if let body = patch.body {
-            do {
-                _ = try PatchBody(body)
-            } catch {
-                throw UploadQueueError(.invalidArgument, error.message)
-            }
-        }
-        for (name, value) in patch.headers ?? [:] {
-            let valid = !name.isEmpty && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }
-            guard valid, !value.contains(where: \.isNewline) else {
-                throw UploadQueueError(.invalidArgument, "patch header \"\(name)\" is not a valid header")
-            }
-        }
-    }
-
     /// A file read, hashed and (for copies) written to a temporary blob, with its job row ready to insert.
     private struct Prepared {
         var job: Job
@@ -168,7 +142,7 @@ struct Intake: Sendable {
         if let policy = request.onMetered, MeteredPolicy(policy) == nil {
             throw UploadQueueError(.invalidArgument, "on_metered \"\(policy)\" is not one of defer, allow, allow-below:SIZE")
         }
-        if let patch = request.patch { try Self.check(patch) }
+        if let patch = request.patch { try PatchAuthority.check(patch) }
         // Resolved now, for good: a destination switched to `delete` later never deletes a file enqueued before.
         var sourceAfterUpload = request.mode == .reference
             ? request.sourceAfterUpload ?? configuration.destinations[destination]?.sourceAfterUpload

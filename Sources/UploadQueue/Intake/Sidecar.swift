@@ -13,6 +13,57 @@ struct Sidecar: Sendable, Equatable {
     var priority: Int?
     var onMetered: String?
 
+    /// The largest sidecar read: a few keys fit in far less, and anything larger is not one.
+    static let maximumSize = 64 * 1024
+
+    /// Reads and parses the sidecar at `path`; nil when there is none.
+    ///
+    /// Whoever writes into the spool writes its sidecars, so the read trusts nothing: it follows no symbolic
+    /// link, never blocks on a FIFO, takes only a regular file of at most `maximumSize` bytes, and reads no more
+    /// than that even from a file that grows meanwhile.
+    static func read(at path: String) throws(SidecarError) -> Sidecar? {
+        let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let code = errno
+            if code == ENOENT { return nil }
+            if code == ELOOP { throw SidecarError(message: "is a symbolic link; write the sidecar itself into the spool") }
+            throw SidecarError(message: "cannot be opened (\(String(cString: strerror(code))))")
+        }
+        defer { close(descriptor) }
+        let fingerprint: FileFingerprint
+        do {
+            fingerprint = try FileFingerprint.of(descriptor: descriptor, path: path)
+        } catch {
+            throw SidecarError(message: "cannot be examined (\(error.message))")
+        }
+        guard fingerprint.isRegularFile else {
+            throw SidecarError(message: "is a \(fingerprint.typeName); a sidecar is a regular file")
+        }
+        let tooLarge = SidecarError(message: """
+            is larger than \(maximumSize / 1024) KiB; a sidecar holds a few keys
+            """)
+        guard fingerprint.size <= maximumSize else { throw tooLarge }
+        var bytes = [UInt8](repeating: 0, count: maximumSize + 1)
+        var count = 0
+        while count < bytes.count {
+            let got = bytes.withUnsafeMutableBytes { buffer in
+                Foundation.read(descriptor, buffer.baseAddress! + count, buffer.count - count)
+            }
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw SidecarError(message: "cannot be read (\(String(cString: strerror(errno))))")
+            }
+            if got == 0 { break }
+            count += got
+        }
+        guard count <= maximumSize else { throw tooLarge }
+        do {
+            return try Sidecar(json: Data(bytes[0..<count]))
+        } catch {
+            throw SidecarError(message: "is unusable: \(error.message)")
+        }
+    }
+
     /// Parses sidecar JSON; the error text says which key is wrong.
     init(json data: Data) throws(SidecarError) {
         let object: Any
@@ -38,7 +89,7 @@ struct Sidecar: Sendable, Equatable {
             case "patch":
                 let target = try Self.patchTarget(value)
                 do {
-                    try Intake.check(target)
+                    try PatchAuthority.check(target)
                 } catch {
                     throw SidecarError(message: error.message)
                 }

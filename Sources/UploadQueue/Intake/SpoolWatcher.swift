@@ -23,6 +23,8 @@ public actor SpoolWatcher: Service {
     }
 
     private let spool: Configuration.Spool
+    /// What the spool's sidecars may choose.
+    private let policy: SidecarPolicy
     private let queue: UploadQueue
     private let logger: Logger
     private var candidates: [String: Candidate] = [:]
@@ -40,6 +42,7 @@ public actor SpoolWatcher: Service {
 
     public init(spool: Configuration.Spool, queue: UploadQueue, logger: Logger) {
         self.spool = spool
+        policy = SidecarPolicy(configuration: queue.configuration, spool: spool)
         self.queue = queue
         self.logger = logger
     }
@@ -259,15 +262,14 @@ public actor SpoolWatcher: Service {
             return
         }
         let sidecarPath = path + Sidecar.suffix
-        var sidecar: Sidecar?
-        if let data = FileManager.default.contents(atPath: sidecarPath) {
-            do {
-                sidecar = try Sidecar(json: data)
-            } catch {
-                reject(name, reason: "its sidecar \(name)\(Sidecar.suffix) is unusable: \(error.message); "
-                    + "fix the sidecar and put both files back")
-                return
-            }
+        let sidecar: Sidecar?
+        do throws(SidecarError) {
+            sidecar = try Sidecar.read(at: sidecarPath)
+            if let sidecar, let why = policy.refusal(of: sidecar) { throw SidecarError(message: why) }
+        } catch {
+            reject(name, reason: "its sidecar \(name)\(Sidecar.suffix) \(error.message); fix the sidecar and put both "
+                + "files back")
+            return
         }
         var request = EnqueueRequest(path: path, destination: sidecar?.destination ?? spool.destination,
                                      meta: sidecar?.meta ?? [:], patch: sidecar?.patch, priority: sidecar?.priority ?? 0,
@@ -332,8 +334,10 @@ public actor SpoolWatcher: Service {
             target = (rejectedDirectory as NSString).appendingPathComponent("\(name).\(suffix)")
             suffix += 1
         }
+        // Whatever the sidecar is (a link, a FIFO): moved as it is, never opened.
         let sidecar = source + Sidecar.suffix
-        if FileManager.default.fileExists(atPath: sidecar) {
+        var info = stat()
+        if lstat(sidecar, &info) == 0 {
             rename(sidecar, target + Sidecar.suffix)
         }
         let text = "\(reason)\nrejected at \(ISO8601DateFormatter().string(from: Date()))\n"

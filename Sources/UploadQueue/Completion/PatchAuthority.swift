@@ -1,0 +1,77 @@
+import Foundation
+
+/// What a patch target may be: well formed for everyone, and for a spool sidecar also within what the admin
+/// allowed.
+///
+/// A patch request carries the `[patch]` token and headers. The CLI and the library are the admin's own callers
+/// and may name any URL. A sidecar is written by whoever can write into the spool, so its target must lie under
+/// one of `[patch] allowed_urls`, use a method that writes a record, and leave the credentials and the request's
+/// framing to uploadq.
+enum PatchAuthority {
+    /// Refuses a patch target now rather than at delivery: an http(s) URL, a method token, a body template with
+    /// known placeholders, one-line headers.
+    static func check(_ patch: PatchTarget) throws(UploadQueueError) {
+        let lowered = patch.url.lowercased()
+        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://"), URL(string: patch.url)?.host != nil else {
+            throw UploadQueueError(.invalidArgument, "patch URL \"\(URLRedaction.redact(patch.url))\" is not an "
+                + "http:// or https:// URL")
+        }
+        if let method = patch.method, !PatchSettings.isMethod(method) {
+            throw UploadQueueError(.invalidArgument, "patch method \"\(method)\" is not an HTTP method (PATCH, PUT, POST…)")
+        }
+        if let body = patch.body {
+            do {
+                _ = try PatchBody(body)
+            } catch {
+                throw UploadQueueError(.invalidArgument, error.message)
+            }
+        }
+        for (name, value) in patch.headers ?? [:] {
+            let valid = !name.isEmpty && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }
+            guard valid, !value.contains(where: \.isNewline) else {
+                throw UploadQueueError(.invalidArgument, "patch header \"\(name)\" is not a valid header")
+            }
+        }
+    }
+
+    /// The methods a sidecar's patch may use: those that write a record.
+    static let sidecarMethods: Set<String> = ["PATCH", "PUT", "POST"]
+
+    /// Headers a sidecar's patch may not set, lowercased: the credentials (uploadq adds the `[patch]` ones), the
+    /// host, and the request's framing. Any `Proxy-*` header is refused too.
+    static let reservedHeaders: Set<String> = [
+        "authorization", "cookie", "host", "content-length", "transfer-encoding", "connection", "upgrade", "te",
+        "trailer", "expect", "keep-alive", "idempotency-key",
+    ]
+
+    /// Why a spool sidecar may not name `patch` under `settings` (said of the sidecar: "names the patch target
+    /// …"), or nil when it may (see the type's doc).
+    static func sidecarRefusal(_ patch: PatchTarget, settings: PatchSettings) -> String? {
+        let url = URLRedaction.redact(patch.url)
+        if settings.allowedURLs.isEmpty {
+            return """
+                names the patch target \(url), and a sidecar may name one only under a prefix listed in [patch] \
+                allowed_urls, where none is listed
+                """
+        }
+        guard settings.allowedURLs.contains(where: { $0.admits(patch.url) }) else {
+            return """
+                names the patch target \(url), which is not under any of [patch] allowed_urls \
+                (\(settings.allowedURLs.map(\.description).joined(separator: ", ")))
+                """
+        }
+        if let method = patch.method, !sidecarMethods.contains(method) {
+            return "names the patch method \(method); a sidecar may use PATCH, PUT or POST"
+        }
+        for name in (patch.headers ?? [:]).keys.sorted() {
+            let lowered = name.lowercased()
+            if reservedHeaders.contains(lowered) || lowered.hasPrefix("proxy-") {
+                return """
+                    sets the patch header \(name); credentials, the host and the request's framing come from the \
+                    config, not from a sidecar
+                    """
+            }
+        }
+        return nil
+    }
+}

@@ -1,0 +1,239 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// The spool is untrusted input: sidecars are read without trusting what they are, and carry only the authority
+/// the config gives (destinations, `on_metered`, patch targets).
+@Suite(.serialized)
+struct SpoolTrustTests {
+    // MARK: reading a sidecar
+
+    @Test("a sidecar that is a FIFO, a link to /dev/zero, a directory or 10 MiB is refused at once, without reading it")
+    func hostileSidecarFiles() throws {
+        let sandbox = try Sandbox()
+        let root = sandbox.root
+        #expect(mkfifo(root + "/fifo.jpg.uploadq.json", 0o600) == 0)
+        #expect(symlink("/dev/zero", root + "/zero.jpg.uploadq.json") == 0)
+        try FileManager.default.createDirectory(atPath: root + "/dir.jpg.uploadq.json", withIntermediateDirectories: false)
+        try sandbox.makeFile(root + "/big.jpg.uploadq.json", size: 10 << 20, seed: 1)
+
+        let started = ContinuousClock.now
+        func refusal(_ name: String) -> String {
+            do {
+                _ = try Sidecar.read(at: root + "/" + name)
+                return "read"
+            } catch {
+                return error.message
+            }
+        }
+        #expect(refusal("fifo.jpg.uploadq.json").contains("is a FIFO"))
+        #expect(refusal("zero.jpg.uploadq.json").contains("symbolic link"))
+        #expect(refusal("dir.jpg.uploadq.json").contains("is a directory"))
+        #expect(refusal("big.jpg.uploadq.json").contains("larger than 64 KiB"))
+        #expect(ContinuousClock.now - started < .seconds(2), "nothing blocked")
+    }
+
+    @Test("a regular sidecar up to 64 KiB is read; none at all is no sidecar")
+    func ordinarySidecar() throws {
+        let sandbox = try Sandbox()
+        let path = sandbox.root + "/a.jpg.uploadq.json"
+        #expect(try Sidecar.read(at: path) == nil)
+        // Padded with spaces to exactly the limit: still a sidecar.
+        let json = #"{"priority": 3}"#
+        try Data((json + String(repeating: " ", count: Sidecar.maximumSize - json.utf8.count)).utf8)
+            .write(to: URL(fileURLWithPath: path))
+        #expect(try Sidecar.read(at: path)?.priority == 3)
+        try Data((json + String(repeating: " ", count: Sidecar.maximumSize + 1 - json.utf8.count)).utf8)
+            .write(to: URL(fileURLWithPath: path))
+        #expect(throws: SidecarError.self) { try Sidecar.read(at: path) }
+    }
+
+    // MARK: what a sidecar may choose
+
+    func policy(spool spoolKeys: String = "", patch: String = "") throws -> SidecarPolicy {
+        let configuration = try ConfigurationLoader.parse("""
+            [spool]
+            dir = "/tmp/spool"
+            destination = "open"
+            \(spoolKeys)
+            [destinations.open]
+            protocol = "http-put"
+            url = "http://127.0.0.1:9/open/{name}"
+            on_metered = "allow"
+            [destinations.careful]
+            protocol = "http-put"
+            url = "http://127.0.0.1:9/careful/{name}"
+            on_metered = "allow-below:1MiB"
+            [destinations.frugal]
+            protocol = "http-put"
+            url = "http://127.0.0.1:9/frugal/{name}"
+            on_metered = "defer"
+            [patch]
+            token_env = "UPLOADQ_TEST_TOKEN"
+            \(patch)
+            """, file: "/etc/uploadq/test.toml", baseDirectory: "/tmp")
+        return SidecarPolicy(configuration: configuration, spool: try #require(configuration.spool))
+    }
+
+    func sidecar(_ json: String) throws -> Sidecar {
+        try Sidecar(json: Data(json.utf8))
+    }
+
+    @Test("sidecar_destinations: a sidecar picks only among those listed; by default any configured one")
+    func destinations() throws {
+        let open = try policy()
+        #expect(open.refusal(of: try sidecar(#"{"destination": "frugal"}"#)) == nil)
+        let narrow = try policy(spool: #"sidecar_destinations = ["careful"]"#)
+        #expect(narrow.refusal(of: try sidecar(#"{"destination": "careful"}"#)) == nil)
+        let why = try #require(narrow.refusal(of: try sidecar(#"{"destination": "open"}"#)))
+        #expect(why.contains("\"open\"") && why.contains("sidecar_destinations") && why.contains("\"careful\""))
+        #expect(narrow.refusal(of: try sidecar(#"{"priority": 1}"#)) == nil, "the spool's own destination needs no listing")
+    }
+
+    @Test("on_metered: a sidecar may make it stricter, never looser, unless sidecar_may_allow_metered")
+    func meteredOnlyStricter() throws {
+        let strict = try policy()
+        // careful allows below 1 MiB: defer and smaller limits are stricter; allow and larger limits are looser.
+        for (chosen, allowed) in [("defer", true), ("allow-below:512KiB", true), ("allow-below:1MiB", true),
+                                  ("allow-below:2MiB", false), ("allow", false)] {
+            let verdict = strict.refusal(of: try sidecar(#"{"destination": "careful", "on_metered": "\#(chosen)"}"#))
+            #expect((verdict == nil) == allowed, "\(chosen): \(verdict ?? "allowed")")
+        }
+        let why = try #require(strict.refusal(of: try sidecar(#"{"destination": "frugal", "on_metered": "allow"}"#)))
+        #expect(why.contains("looser") && why.contains("sidecar_may_allow_metered"))
+        // The spool's default destination is the baseline when the sidecar names none.
+        #expect(strict.refusal(of: try sidecar(#"{"on_metered": "allow"}"#)) == nil, "open allows everything already")
+        let trusting = try policy(spool: "sidecar_may_allow_metered = true")
+        #expect(trusting.refusal(of: try sidecar(#"{"destination": "frugal", "on_metered": "allow"}"#)) == nil)
+    }
+
+    @Test("patch targets: none from a sidecar unless allowed_urls lists their prefix; no credentials or framing headers")
+    func patchTargets() throws {
+        func patch(_ url: String, method: String? = nil, headers: [String: String] = [:]) throws -> Sidecar {
+            var fields: [String: Any] = ["url": url]
+            if let method { fields["method"] = method }
+            if !headers.isEmpty { fields["headers"] = headers }
+            return try Sidecar(json: JSONSerialization.data(withJSONObject: ["patch": fields]))
+        }
+        let none = try policy()
+        let refused = try #require(none.refusal(of: try patch("https://api.example.com/photos/1")))
+        #expect(refused.contains("allowed_urls") && refused.contains("none is listed"))
+
+        let allowed = try policy(patch: #"allowed_urls = ["https://api.example.com/photos/", "http://127.0.0.1:8080/r"]"#)
+        #expect(allowed.refusal(of: try patch("https://api.example.com/photos/1")) == nil)
+        #expect(allowed.refusal(of: try patch("https://API.example.com:443/photos/1?x=1", method: "PUT")) == nil)
+        #expect(allowed.refusal(of: try patch("http://127.0.0.1:8080/r/7", method: "POST")) == nil)
+        for url in ["https://api.example.com/admin/1", "http://api.example.com/photos/1", "https://api.example.com:8443/photos/1",
+                    "https://evil.example.com/photos/1", "https://api.example.com/photos/../admin",
+                    "https://api.example.com/photos/%2e%2e/admin", "https://api.example.com/photos/..%2Fadmin",
+                    "https://user@api.example.com/photos/1", "http://127.0.0.1:8080/records/7"] {
+            let why = allowed.refusal(of: try patch(url))
+            #expect(why?.contains("not under any of [patch] allowed_urls") == true, "\(url): \(why ?? "allowed")")
+        }
+        #expect(allowed.refusal(of: try patch("https://api.example.com/photos/1", method: "DELETE"))?.contains("DELETE") == true)
+        for header in ["Authorization", "cookie", "Host", "Proxy-Authorization", "Content-Length", "Transfer-Encoding"] {
+            let why = allowed.refusal(of: try patch("https://api.example.com/photos/1", headers: [header: "x"]))
+            #expect(why?.contains(header) == true, "\(header): \(why ?? "allowed")")
+        }
+        #expect(allowed.refusal(of: try patch("https://api.example.com/photos/1", headers: ["X-Record": "r-1"])) == nil)
+    }
+
+    @Test("allowed_urls prefixes: segment boundaries, default ports, and no way out by normalisation")
+    func prefixes() throws {
+        let prefix = try #require(PatchURLPrefix("https://api.example.com/photos"))
+        #expect(prefix.description == "https://api.example.com/photos")
+        #expect(prefix.admits("https://api.example.com/photos"))
+        #expect(prefix.admits("https://api.example.com/photos/1"))
+        #expect(!prefix.admits("https://api.example.com/photos-old/1"))
+        #expect(!prefix.admits("https://api.example.com/photos/./1"))
+        #expect(!prefix.admits("https://api.example.com/photos\\..\\admin"))
+        #expect(try #require(PatchURLPrefix("http://h:80")).admits("http://h/anything"))
+        #expect(try #require(PatchURLPrefix("http://h:8080/")).description == "http://h:8080/")
+        for bad in ["ftp://h/", "https:///x", "https://u:p@h/", "https://h/x?y=1", "https://h/a/../b", "h/x", ""] {
+            #expect(PatchURLPrefix(bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("config: sidecar_destinations must name configured destinations; allowed_urls must be URL prefixes")
+    func configuration() throws {
+        #expect(throws: ConfigurationError.self) { try policy(spool: #"sidecar_destinations = ["nowhere"]"#) }
+        do {
+            _ = try policy(patch: #"allowed_urls = ["https://h/a?q=1"]"#)
+            Issue.record("a prefix with a query was accepted")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "patch.allowed_urls" && error.message.contains("URL prefix"))
+        }
+    }
+
+    // MARK: end to end, with the real daemon
+
+    @Test("hostile sidecars and a patch target outside allowed_urls are rejected with a reason; intake goes on, RSS flat")
+    func daemonRejects() async throws {
+        let allowedRecorder = try RecorderSession()
+        let otherRecorder = try RecorderSession()
+        let sandbox = try Sandbox(config: """
+            [patch]
+            allowed_urls = ["\(allowedRecorder.url("/records/"))"]
+            """)
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        let spool = sandbox.spool
+        let rejected = spool + "/.rejected"
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        try FileManager.default.createDirectory(atPath: spool, withIntermediateDirectories: true)
+
+        func drop(_ name: String, sidecar: (String) throws -> Void, seed: UInt64) throws {
+            try sidecar(spool + "/" + name + Sidecar.suffix)
+            try sandbox.makeFile(sandbox.root + "/" + name, size: 1000, seed: seed)
+            #expect(rename(sandbox.root + "/" + name, spool + "/" + name) == 0)
+        }
+        // A first file and its patch warm the daemon up (libcurl, SQLite's cache): the RSS is measured after.
+        let inside: [String: Any] = ["patch": ["url": allowedRecorder.url("/records/r-2"), "method": "PUT"]]
+        try drop("inside.jpg", sidecar: { try JSONSerialization.data(withJSONObject: inside).write(to: URL(fileURLWithPath: $0)) },
+                 seed: 5)
+        let warm = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.patchState == .done }
+        #expect(warm, "daemon log:\n\(daemon.log.suffix(4000))")
+        let rssBefore = try Self.residentKiB(daemon.pid)
+        try drop("fifo.jpg", sidecar: { #expect(mkfifo($0, 0o600) == 0) }, seed: 1)
+        try drop("zero.jpg", sidecar: { #expect(symlink("/dev/zero", $0) == 0) }, seed: 2)
+        try drop("big.jpg", sidecar: { try sandbox.makeFile($0, size: 32 << 20, seed: 3) }, seed: 3)
+        let outside: [String: Any] = ["patch": ["url": otherRecorder.url("/records/r-1")]]
+        try drop("outside.jpg", sidecar: { try JSONSerialization.data(withJSONObject: outside).write(to: URL(fileURLWithPath: $0)) },
+                 seed: 4)
+        try drop("plain.jpg", sidecar: { _ in }, seed: 6)
+
+        let settled = try await eventually(timeout: .seconds(30)) {
+            let jobs = try store.jobs()
+            return Set(jobs.map(\.originalName)) == ["inside.jpg", "plain.jpg"]
+                && jobs.first { $0.originalName == "inside.jpg" }?.patchState == .done
+                && ["fifo.jpg", "zero.jpg", "big.jpg", "outside.jpg"].allSatisfy {
+                    FileManager.default.fileExists(atPath: rejected + "/\($0).reason.txt")
+                }
+        }
+        #expect(settled, "daemon log:\n\(daemon.log.suffix(4000))")
+        #expect(daemon.isRunning)
+        func reason(_ name: String) throws -> String {
+            try String(contentsOfFile: rejected + "/\(name).reason.txt", encoding: .utf8)
+        }
+        #expect(try reason("fifo.jpg").contains("FIFO"))
+        #expect(try reason("zero.jpg").contains("symbolic link"))
+        #expect(try reason("big.jpg").contains("larger than 64 KiB"))
+        #expect(try reason("outside.jpg").contains("allowed_urls"))
+        // Each sidecar went along with its file, as it was (the FIFO is still a FIFO, the link still a link).
+        var info = stat()
+        #expect(lstat(rejected + "/fifo.jpg" + Sidecar.suffix, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+        #expect(lstat(rejected + "/zero.jpg" + Sidecar.suffix, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK)
+        #expect(try await otherRecorder.requests().isEmpty, "nothing went to the target outside allowed_urls")
+        #expect(try await allowedRecorder.requests().count == 1)
+        let rssAfter = try Self.residentKiB(daemon.pid)
+        #expect(rssAfter - rssBefore < 8 * 1024, "RSS grew from \(rssBefore) to \(rssAfter) KiB")
+        #expect(daemon.terminate() < .seconds(5))
+    }
+
+    /// The resident set size of process `pid`, in KiB (`VmRSS` of `/proc/PID/status`).
+    static func residentKiB(_ pid: Int32) throws -> Int {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("VmRSS:") })
+        return try #require(Int(line.split(separator: " ", omittingEmptySubsequences: true)[1]))
+    }
+}
