@@ -50,7 +50,8 @@ openssl x509 -req -in "$work/tls/server.csr" -CA "$work/tls/ca.pem" -CAkey "$wor
     -days 2 -extfile "$work/tls/ext.cnf" -out "$work/tls/server.pem" 2> /dev/null
 user=""
 [ "$(id -u)" -eq 0 ] && user="user root root;"
-sed -e "s|@WORK@|$work|g" -e "s|@PORT@|$dav_port|g" -e "s|@TLS_PORT@|$tls_port|g" -e "s|@USER@|$user|g" "$here/nginx.conf.in" > "$work/nginx.conf"
+sed -e "s|@WORK@|$work|g" -e "s|@PORT@|$dav_port|g" -e "s|@TLS_PORT@|$tls_port|g" -e "s|@TUS_PORT@|$tus_port|g" \
+    -e "s|@USER@|$user|g" "$here/nginx.conf.in" > "$work/nginx.conf"
 
 "$python" "$here/tus_server.py" "$tus_port" "$work/tus" > "$work/tus.log" 2>&1 & pids+=($!)
 "$nginx" -c "$work/nginx.conf" -p "$work" -e "$work/nginx-error.log" > "$work/nginx.log" 2>&1 & pids+=($!)

@@ -33,7 +33,8 @@ actor PatchDispatcher {
         self.monitor = monitor
         self.logger = logger
         target = Destination(name: "[patch]", transferProtocol: .httpPost, url: "", http: configuration.patch.http)
-        client = DestinationClient(destination: target, engine: engine)
+        // Patch URLs come from the admin's own callers, or from a sidecar within `[patch] allowed_urls`.
+        client = DestinationClient(destination: target, engine: engine, scope: .everyURL)
     }
 
     /// Sends due patches until the task is cancelled.

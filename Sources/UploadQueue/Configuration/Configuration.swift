@@ -191,6 +191,9 @@ public struct Destination: Sendable, Equatable {
     public var tusCreationWithUpload = false
     /// When a job's SHA-256 (its content identity) is computed: at intake by default, or while the file is sent.
     public var hashTiming: HashTiming = .atIntake
+    /// `trusted_origins`: origins besides the URL's own that get the destination's token and headers (an upload
+    /// URL a tus server hands out on another host). Any other origin gets neither.
+    public var trustedOrigins: [URLOrigin] = []
 
     /// When a destination's jobs get their SHA-256.
     ///

@@ -77,6 +77,7 @@ enum DestinationLoader {
             }
         }
         destination.http = try httpSettings(&table, baseDirectory: baseDirectory)
+        destination.trustedOrigins = try trustedOrigins(&table)
         destination.publicURLTemplate = try publicURLTemplate(&table, placeholders: ["url", "upload_id"])
         destination.circuitBreaker = try circuitBreaker(&table)
         destination.onMetered = try onMetered(&table)
@@ -85,6 +86,23 @@ enum DestinationLoader {
             ("public_url_template", destination.publicURLTemplate?.usesSHA256 ?? false),
         ])
         return destination
+    }
+
+    /// `trusted_origins = ["https://files.example.com"]`: each an origin alone (a scheme, a host, a port), no path.
+    private static func trustedOrigins(_ table: inout ConfigurationTable) throws(ConfigurationError) -> [URLOrigin] {
+        var origins: [URLOrigin] = []
+        for text in try table.stringArray("trusted_origins") ?? [] {
+            let afterScheme = text.range(of: "://").map { text[$0.upperBound...] } ?? ""
+            let path = afterScheme.drop { !"/?#".contains($0) }
+            guard let origin = URLOrigin(url: text), path.isEmpty || path == "/", !afterScheme.contains("@") else {
+                throw table.error("trusted_origins", """
+                    "\(URLRedaction.redact(text))" is not an origin: write the scheme, the host and a port if not the \
+                    default, such as "https://files.example.com:8443", nothing after it
+                    """)
+            }
+            origins.append(origin)
+        }
+        return origins
     }
 
     /// `sha256 = "at-intake" | "while-sending"`. A template that names `{sha256}` needs the digest before the

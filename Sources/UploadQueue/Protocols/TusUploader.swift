@@ -211,6 +211,8 @@ struct TusUploader: Uploader {
         guard let uploadURL = response.location(resolvedAgainst: endpoint) else {
             throw badReply("POST", endpoint, "Location \"\(location.prefix(200))\" is not a usable URL")
         }
+        // Before it is kept: an upload URL on plain http behind an https endpoint is never used.
+        try client.check(uploadURL)
         var state = TusResumeState(uploadURL: uploadURL)
         state.expires = response.header("Upload-Expires")
         var offset: Int64 = 0

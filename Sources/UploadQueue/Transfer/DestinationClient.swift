@@ -1,28 +1,46 @@
 import Foundation
 
-/// Sends requests to one destination: its headers and bearer token added, a 401 answered by refreshing the token
-/// once, and transport errors turned into transfer failures.
+/// Sends requests to one destination: its headers and bearer token added where they may go (`CredentialScope`),
+/// a 401 answered by refreshing the token once, and transport errors turned into transfer failures.
 struct DestinationClient: Sendable {
     let destination: Destination
     let engine: TransferEngine
     let tokens: TokenProvider?
+    /// Which URLs get the destination's credentials.
+    let scope: CredentialScope
 
-    init(destination: Destination, engine: TransferEngine) {
+    /// A client for `destination`; its credentials go where `scope` says (by default the destination's own
+    /// origin and its `trusted_origins`).
+    init(destination: Destination, engine: TransferEngine, scope: CredentialScope? = nil) {
         self.destination = destination
         self.engine = engine
         tokens = destination.http.credentials.map { TokenProvider(source: $0, destination: destination.name) }
+        self.scope = scope ?? CredentialScope(destination: destination)
+    }
+
+    /// Refuses a URL a server handed over that this client would not send to (see `CredentialScope`): a
+    /// permanent failure, before anything is kept or sent.
+    func check(_ url: String) throws(TransferFailure) {
+        if case .refused(let why) = scope.verdict(for: url) { throw .permanent("insecure-url", why) }
     }
 
     /// Sends one request and returns the response whatever its status (after at most one token refresh); throws
-    /// when no response came.
+    /// when no response came. The destination's headers and token go only to the URLs its scope trusts.
     func send(_ method: String, _ url: String, headers: [HTTPHeader] = [], body: RequestBody = .empty,
               paced: Bool = false, progress: (@Sendable (Int64) -> Void)? = nil) async throws(TransferFailure)
         -> HTTPResponse
     {
-        var token = try await tokens?.token()
+        let credentials: Bool
+        switch scope.verdict(for: url) {
+        case .withCredentials: credentials = true
+        case .withoutCredentials: credentials = false
+        case .refused(let why): throw .permanent("insecure-url", why)
+        }
+        var token = credentials ? try await tokens?.token() : nil
         var refreshed = false
         while true {
-            var fields = destination.http.headers.sorted { $0.key < $1.key }.map { HTTPHeader($0.key, $0.value) }
+            var fields = credentials
+                ? destination.http.headers.sorted { $0.key < $1.key }.map { HTTPHeader($0.key, $0.value) } : []
             if let token { fields.append(HTTPHeader("Authorization", "Bearer \(token)")) }
             fields += headers
             let request = HTTPRequest(method: method, url: url, headers: fields, body: body,

@@ -1,0 +1,133 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// A destination's token and headers go only to its own origin and to those the admin trusts; an https destination
+/// is never taken to plain http.
+@Suite(.serialized)
+struct OriginTrustTests {
+    @Test("origins: scheme, lowercased host and port (the scheme's default when none), from URLs and templates")
+    func origins() throws {
+        let origin = try #require(URLOrigin(url: "https://Files.Example.com/up/{name}?x={meta.y}"))
+        #expect(origin == URLOrigin(url: "https://files.example.com:443"))
+        #expect(origin.description == "https://files.example.com")
+        #expect(URLOrigin(url: "http://h:8080/x")?.port == 8080)
+        #expect(URLOrigin(url: "http://h:8080/x")?.description == "http://h:8080")
+        #expect(URLOrigin(url: "http://user:pw@h/x") == URLOrigin(url: "http://h/"), "user info is not the origin")
+        #expect(URLOrigin(url: "http://[::1]:9000/x")?.host == "[::1]")
+        #expect(URLOrigin(url: "http://h/x") != URLOrigin(url: "https://h/x"))
+        for bad in ["ftp://h/", "h/x", "https://", "http://h:0/", "http://h:99999/", "http://h:8o/", "file:///tmp"] {
+            #expect(URLOrigin(url: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("credentials go to the configured origin and the trusted ones; elsewhere without; never https → http")
+    func verdicts() throws {
+        var destination = Destination(name: "t", transferProtocol: .tus, url: "https://tus.example.com/files/")
+        destination.trustedOrigins = [try #require(URLOrigin(url: "https://store.example.com"))]
+        let scope = CredentialScope(destination: destination)
+        #expect(scope.verdict(for: "https://tus.example.com/files/abc") == .withCredentials)
+        #expect(scope.verdict(for: "https://TUS.example.com:443/files/abc") == .withCredentials)
+        #expect(scope.verdict(for: "https://store.example.com/u/1") == .withCredentials)
+        #expect(scope.verdict(for: "https://tus.example.com:8443/files/abc") == .withoutCredentials)
+        #expect(scope.verdict(for: "https://elsewhere.example.net/files/abc") == .withoutCredentials)
+        guard case .refused(let why) = scope.verdict(for: "http://tus.example.com/files/abc?token=s3cret") else {
+            Issue.record("an https destination was taken to http")
+            return
+        }
+        #expect(why.contains("does not downgrade") && why.contains("trusted_origins") && !why.contains("s3cret"))
+        // Listed by the admin, even plain http is trusted.
+        destination.trustedOrigins.append(try #require(URLOrigin(url: "http://tus.example.com")))
+        #expect(CredentialScope(destination: destination).verdict(for: "http://tus.example.com/x") == .withCredentials)
+        // A plain-http destination may be sent anywhere plain, without credentials off its origin.
+        let plain = CredentialScope(destination: Destination(name: "p", transferProtocol: .httpPut,
+                                                             url: "http://a.example.com/{name}"))
+        #expect(plain.verdict(for: "http://b.example.com/x") == .withoutCredentials)
+        #expect(CredentialScope.everyURL.verdict(for: "http://anywhere.example.com/") == .withCredentials)
+    }
+
+    @Test("trusted_origins: each an origin alone; a path, user info or another scheme is refused naming the key")
+    func configuration() throws {
+        func load(_ origins: String) throws -> Destination {
+            let configuration = try ConfigurationLoader.parse("""
+                [destinations.t]
+                protocol = "tus"
+                url = "https://tus.example.com/files/"
+                trusted_origins = [\(origins)]
+                """, file: "/etc/uploadq/test.toml", baseDirectory: "/tmp")
+            return try #require(configuration.destinations["t"])
+        }
+        #expect(try load(#""https://a.example.com", "http://b.example.com:8080/""#).trustedOrigins
+                    == [URLOrigin(url: "https://a.example.com"), URLOrigin(url: "http://b.example.com:8080")])
+        for bad in [#""https://a.example.com/files""#, #""https://u@a.example.com""#, #""ftp://a""#, #""a.example.com""#] {
+            do {
+                _ = try load(bad)
+                Issue.record("\(bad) was taken as an origin")
+            } catch let error as ConfigurationError {
+                #expect(error.key == "destinations.t.trusted_origins", "\(error)")
+            }
+        }
+    }
+
+    /// A tus destination through fault proxy A, whose creation answers point at proxy B (another port, another
+    /// origin) in front of the same tuspyserver: B records what reaches it.
+    func crossOrigin(trusting: Bool) async throws -> (job: Job, a: [[String: Any]], b: [[String: Any]]) {
+        let tus = try TestServers.authority(try TestServers.tusEndpoint())
+        let a = try await FaultProxy.start(upstream: tus)
+        let b = try await FaultProxy.start(upstream: tus)
+        let bAuthority = try TestServers.authority(b.url("/"))
+        try await a.add(["method": "POST", "action": "rewrite", "location": "authority:\(bAuthority)"])
+        let sandbox = try Sandbox(destination: "tus", """
+            protocol = "tus"
+            url = "\(a.url("/files/"))"
+            chunk_size = 262144
+            token_env = "UPLOADQ_TEST_ORIGIN_TOKEN"
+            headers = { "X-Api-Key" = "k-secret" }
+            \(trusting ? "trusted_origins = [\"http://\(bAuthority)\"]" : "")
+            """)
+        setenv("UPLOADQ_TEST_ORIGIN_TOKEN", "t-secret", 1)
+        let (job, _) = try await sandbox.uploadOne("c.bin", size: 600_000, seed: 90, to: "tus")
+        return (job, try await a.requests(), try await b.requests())
+    }
+
+    @Test("a tus Location on another origin is used without the token and headers; with trusted_origins, with them")
+    func foreignLocation() async throws {
+        func credentials(_ request: [String: Any]) -> [String?] {
+            let headers = request["headers"] as? [String: String] ?? [:]
+            return [headers["authorization"], headers["x-api-key"]]
+        }
+        let untrusted = try await crossOrigin(trusting: false)
+        #expect(untrusted.job.state == .uploaded, "\(untrusted.job.lastError ?? "")")
+        #expect(try sha256(ofFile: try TestServers.tusStoredFile(uploadURL: try #require(untrusted.job.remoteURL)))
+                == untrusted.job.sha256)
+        let post = try #require(untrusted.a.first { $0["method"] as? String == "POST" })
+        #expect(credentials(post) == ["Bearer t-secret", "k-secret"], "the configured origin gets them")
+        let patches = untrusted.b.filter { $0["method"] as? String == "PATCH" }
+        #expect(patches.count == 3)
+        #expect(patches.allSatisfy { credentials($0) == [nil, nil] }, "\(patches.map(credentials))")
+
+        let trusted = try await crossOrigin(trusting: true)
+        #expect(trusted.job.state == .uploaded, "\(trusted.job.lastError ?? "")")
+        let trustedPatches = trusted.b.filter { $0["method"] as? String == "PATCH" }
+        #expect(!trustedPatches.isEmpty && trustedPatches.allSatisfy { credentials($0) == ["Bearer t-secret", "k-secret"] })
+    }
+
+    @Test("an https tus endpoint whose Location is plain http fails for good, before anything is sent there")
+    func downgradeRefused() async throws {
+        let tls = try TestServers.address("UPLOADQ_TEST_DAV_TLS_URL")
+        let caFile = try TestServers.address("UPLOADQ_TEST_CA_FILE")
+        let sandbox = try Sandbox(destination: "tus", """
+            protocol = "tus"
+            url = "\(tls)/tus-behind-tls/"
+            ca_file = "\(caFile)"
+            token_env = "UPLOADQ_TEST_ORIGIN_TOKEN"
+            """)
+        setenv("UPLOADQ_TEST_ORIGIN_TOKEN", "t-secret", 1)
+        let (job, attempts) = try await sandbox.uploadOne("d.bin", size: 300_000, seed: 91, to: "tus")
+        #expect(job.state == .failed && job.permanent, "\(job.state) \(job.lastError ?? "")")
+        #expect(job.lastError?.contains("does not downgrade") == true, "\(job.lastError ?? "")")
+        #expect(attempts.count == 1, "not retried")
+        #expect(job.resumeState == nil || !(job.resumeState ?? "").contains("http://"), "the http upload URL was not kept")
+        #expect(job.bytesConfirmed == 0)
+    }
+}
