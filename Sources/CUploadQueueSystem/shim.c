@@ -12,6 +12,8 @@
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 #include <sys/vfs.h>
+#include <sys/stat.h>
+#include <dirent.h>
 #include <signal.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -114,6 +116,19 @@ int uploadq_netlink_route_socket(void) {
 
 int uploadq_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }
 
+// NFS, SMB, CIFS, SMB2, FUSE, 9p, Ceph, AFS: their files change on other machines too, where neither inotify nor
+// leases see the writers.
+static int is_network_type(unsigned long type) {
+    return type == 0x6969UL || type == 0x517BUL || type == 0xFF534D42UL || type == 0xFE534D42UL ||
+        type == 0x65735546UL || type == 0x01021997UL || type == 0x00C36400UL || type == 0x5346414FUL;
+}
+
+int uploadq_is_network_fs(const char *path) {
+    struct statfs fs;
+    if (statfs(path, &fs) != 0) return -1;
+    return is_network_type((unsigned long)fs.f_type);
+}
+
 int uploadq_open_for_writing(const char *path) {
     // A writer opening the file while we hold the lease makes the kernel signal us (SIGIO, whose default action
     // ends the process): the daemon has no use for SIGIO, so it is ignored.
@@ -126,13 +141,9 @@ int uploadq_open_for_writing(const char *path) {
     if (fd < 0) return -1;
     // Network and FUSE file systems refuse leases for reasons of their own: no answer there.
     struct statfs fs;
-    if (fstatfs(fd, &fs) == 0) {
-        unsigned long type = (unsigned long)fs.f_type;
-        if (type == 0x6969UL || type == 0x517BUL || type == 0xFF534D42UL || type == 0xFE534D42UL ||
-            type == 0x65735546UL) {
-            close(fd);
-            return -1;
-        }
+    if (fstatfs(fd, &fs) == 0 && is_network_type((unsigned long)fs.f_type)) {
+        close(fd);
+        return -1;
     }
     int answer;
     if (fcntl(fd, F_SETLEASE, F_RDLCK) == 0) {
@@ -143,4 +154,56 @@ int uploadq_open_for_writing(const char *path) {
     }
     close(fd);
     return answer;
+}
+
+int uploadq_writer_scan(const char *path) {
+    struct stat target;
+    if (stat(path, &target) != 0) return -1;
+    DIR *proc = opendir("/proc");
+    if (!proc) return -1;
+    int found = 0, hidden = 0;
+    char name[96];
+    struct dirent *process;
+    while (!found && (process = readdir(proc)) != NULL) {
+        if (process->d_name[0] < '0' || process->d_name[0] > '9') continue;
+        snprintf(name, sizeof name, "/proc/%s/fd", process->d_name);
+        DIR *fds = opendir(name);
+        if (!fds) {
+            // Gone meanwhile (ENOENT) is no writer; another user's process (EACCES) may be one.
+            if (errno != ENOENT) hidden = 1;
+            continue;
+        }
+        struct dirent *descriptor;
+        while ((descriptor = readdir(fds)) != NULL) {
+            if (descriptor->d_name[0] < '0' || descriptor->d_name[0] > '9') continue;
+            snprintf(name, sizeof name, "/proc/%s/fd/%s", process->d_name, descriptor->d_name);
+            struct stat info;
+            if (stat(name, &info) != 0 || info.st_ino != target.st_ino || info.st_dev != target.st_dev) continue;
+            snprintf(name, sizeof name, "/proc/%s/fdinfo/%s", process->d_name, descriptor->d_name);
+            FILE *fdinfo = fopen(name, "re");
+            if (!fdinfo) {
+                hidden = 1;
+                continue;
+            }
+            char line[128];
+            unsigned int flags = 0;
+            int known = 0;
+            while (fgets(line, sizeof line, fdinfo)) {
+                if (sscanf(line, "flags: %o", &flags) == 1) {
+                    known = 1;
+                    break;
+                }
+            }
+            fclose(fdinfo);
+            if (!known) {
+                hidden = 1;
+            } else if ((flags & O_ACCMODE) != O_RDONLY) {
+                found = 1;
+                break;
+            }
+        }
+        closedir(fds);
+    }
+    closedir(proc);
+    return found ? 1 : (hidden ? 2 : 0);
 }

@@ -81,9 +81,12 @@ final class DaemonProcess: Sendable {
     var terminationStatus: Int32 { child.wait() }
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
-    /// Waits until the daemon holds the queue (its lock file names it).
+    /// Waits until the daemon holds the queue (its lock file names it), then for its spool watcher to have made
+    /// the spool (which it does once the queue runs, a moment later): a file dropped before would find no folder.
     func waitUntilReady(_ sandbox: Sandbox) async -> Bool {
-        await eventually { DaemonLock.holder(path: sandbox.state + "/daemon.lock") == self.pid }
+        guard await eventually({ DaemonLock.holder(path: sandbox.state + "/daemon.lock") == self.pid }) else { return false }
+        _ = await eventually(timeout: .seconds(5)) { FileManager.default.fileExists(atPath: sandbox.spool + "/.rejected") }
+        return true
     }
 
     func kill9() {

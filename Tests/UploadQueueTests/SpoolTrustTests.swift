@@ -1,3 +1,4 @@
+import CUploadQueueSystem
 import Foundation
 import Testing
 @testable import UploadQueue
@@ -165,6 +166,75 @@ struct SpoolTrustTests {
         }
     }
 
+    // MARK: files still being written
+
+    @Test("the writer check: a lease's answer decides; without one, /proc; where /proc cannot see all, the events")
+    func writerDecision() {
+        var scanned = 0
+        func scan(_ answer: Int32) -> () -> Int32 { { scanned += 1; return answer } }
+        #expect(WriterCheck.decide(lease: 1, scan: scan(0), eventsSayOpen: false))
+        #expect(!WriterCheck.decide(lease: 0, scan: scan(1), eventsSayOpen: true), "a lease granted: nobody writes")
+        #expect(scanned == 0, "no scan while leases answer")
+        #expect(WriterCheck.decide(lease: -1, scan: scan(1), eventsSayOpen: false))
+        #expect(!WriterCheck.decide(lease: -1, scan: scan(0), eventsSayOpen: true), "every process seen, none writes")
+        #expect(WriterCheck.decide(lease: -1, scan: scan(2), eventsSayOpen: true), "some unseen: the events decide")
+        #expect(!WriterCheck.decide(lease: -1, scan: scan(2), eventsSayOpen: false))
+        #expect(WriterCheck.decide(lease: -1, scan: scan(-1), eventsSayOpen: true))
+        // Network file systems: only a file renamed in is taken after the ordinary quiet period.
+        let quiet = Duration.milliseconds(300), network = Duration.seconds(30)
+        #expect(WriterCheck.requiredQuiet(quietPeriod: quiet, networkQuietPeriod: network, onNetworkFileSystem: true,
+                                          renamedIn: false) == network)
+        #expect(WriterCheck.requiredQuiet(quietPeriod: quiet, networkQuietPeriod: network, onNetworkFileSystem: true,
+                                          renamedIn: true) == quiet)
+        #expect(WriterCheck.requiredQuiet(quietPeriod: quiet, networkQuietPeriod: network, onNetworkFileSystem: false,
+                                          renamedIn: false) == quiet)
+    }
+
+    @Test("/proc finds a process holding a file open for writing, and not one holding it open to read")
+    func writerScan() throws {
+        let sandbox = try Sandbox()
+        let path = try sandbox.makeFile(sandbox.root + "/w.jpg", size: 10, seed: 1)
+        #expect(uploadq_writer_scan(path) != 1)
+        let reader = open(path, O_RDONLY)
+        #expect(uploadq_writer_scan(path) != 1, "a reader is no writer")
+        let writer = open(path, O_WRONLY | O_APPEND)
+        #expect(uploadq_writer_scan(path) == 1)
+        close(writer)
+        close(reader)
+        #expect(uploadq_writer_scan(path) != 1)
+        #expect(uploadq_writer_scan(sandbox.root + "/missing") == -1)
+        // Root sees every process: "nobody writes" is a complete answer.
+        if getuid() == 0 { #expect(uploadq_writer_scan(path) == 0) }
+    }
+
+    @Test("a writer that pauses 90 s mid-file keeps it out; once it closes, the whole file is uploaded, once")
+    func pausingWriter() async throws {
+        let sandbox = try Sandbox()
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        let path = sandbox.spool + "/slow.jpg"
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        let writer = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        let first = Data(repeating: 0x41, count: 100_000), second = Data(repeating: 0x42, count: 100_000)
+        writer.write(first)
+        // Longer than the 60 s after which a quiet writer's file used to be taken anyway.
+        for _ in 0..<18 {
+            try await Task.sleep(for: .seconds(5))
+            #expect(try store.jobs().isEmpty, "slow.jpg was taken while its writer held it open")
+        }
+        writer.write(second)
+        try writer.close()
+        let taken = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
+        #expect(taken, "daemon log:\n\(daemon.log.suffix(4000))")
+        let jobs = try store.jobs()
+        #expect(jobs.count == 1 && jobs.first?.size == Int64(first.count + second.count))
+        let remote = try #require(jobs.first?.remoteURL.flatMap(URL.init(string:)))
+        #expect(try Data(contentsOf: remote) == first + second)
+        #expect(daemon.terminate() < .seconds(5))
+    }
+
     // MARK: end to end, with the real daemon
 
     @Test("hostile sidecars and a patch target outside allowed_urls are rejected with a reason; intake goes on, RSS flat")
@@ -201,12 +271,16 @@ struct SpoolTrustTests {
         try drop("outside.jpg", sidecar: { try JSONSerialization.data(withJSONObject: outside).write(to: URL(fileURLWithPath: $0)) },
                  seed: 4)
         try drop("plain.jpg", sidecar: { _ in }, seed: 6)
+        // A hard link to a file of another user (and group): it could be one its dropper cannot read.
+        let foreign = try sandbox.makeFile(sandbox.root + "/foreign.jpg", size: 1000, seed: 7)
+        #expect(chown(foreign, 65_534, 65_534) == 0)
+        #expect(link(foreign, spool + "/foreign.jpg") == 0)
 
         let settled = try await eventually(timeout: .seconds(30)) {
             let jobs = try store.jobs()
             return Set(jobs.map(\.originalName)) == ["inside.jpg", "plain.jpg"]
                 && jobs.first { $0.originalName == "inside.jpg" }?.patchState == .done
-                && ["fifo.jpg", "zero.jpg", "big.jpg", "outside.jpg"].allSatisfy {
+                && ["fifo.jpg", "zero.jpg", "big.jpg", "outside.jpg", "foreign.jpg"].allSatisfy {
                     FileManager.default.fileExists(atPath: rejected + "/\($0).reason.txt")
                 }
         }
@@ -219,6 +293,8 @@ struct SpoolTrustTests {
         #expect(try reason("zero.jpg").contains("symbolic link"))
         #expect(try reason("big.jpg").contains("larger than 64 KiB"))
         #expect(try reason("outside.jpg").contains("allowed_urls"))
+        #expect(try reason("foreign.jpg").contains("hard links") && (try reason("foreign.jpg")).contains("65534"))
+        #expect(FileManager.default.fileExists(atPath: foreign), "the other link keeps the file")
         // Each sidecar went along with its file, as it was (the FIFO is still a FIFO, the link still a link).
         var info = stat()
         #expect(lstat(rejected + "/fifo.jpg" + Sidecar.suffix, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)

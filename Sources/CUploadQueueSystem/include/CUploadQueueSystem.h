@@ -54,6 +54,15 @@ int uploadq_md5_finish(void *context, unsigned char *digest);
 /// CAP_LEASE, or a file system without leases).
 int uploadq_open_for_writing(const char *path);
 
+/// Whether `path` lies on a network or FUSE file system (NFS, SMB/CIFS, FUSE, 9p, Ceph, AFS): 1 or 0; -1 when
+/// statfs fails.
+int uploadq_is_network_fs(const char *path);
+
+/// Looks through /proc for a process holding `path` open for writing, for when leases give no answer: 1 when one
+/// does, 0 when none does and every process could be looked at, 2 when none was found but some processes (other
+/// users') could not be looked at, -1 when `path` or /proc cannot be read.
+int uploadq_writer_scan(const char *path);
+
 /// syncfs(2): flushes the file system holding `fd` (one flush for a batch of new files instead of one fsync each).
 int uploadq_syncfs(int fd);
 

@@ -64,6 +64,9 @@ public struct Configuration: Sendable, Equatable {
         public var quietPeriod: Duration
         /// Full rescans on a timer, in case an event was missed (network file systems, lost events).
         public var rescanInterval: Duration
+        /// `network_quiet_period`: on a network file system, how long a file not renamed in must stay unchanged
+        /// (writers on other machines are seen by no event, lease or process list).
+        public var networkQuietPeriod: Duration = .seconds(30)
         /// `sidecar_destinations`: the destinations a sidecar may pick; nil lets it pick any configured one.
         public var sidecarDestinations: Set<String>?
         /// `sidecar_may_allow_metered`: whether a sidecar may let its file go on a metered link where its

@@ -115,6 +115,7 @@ public enum ConfigurationLoader {
             }
             value.quietPeriod = try table.duration("quiet_period") ?? value.quietPeriod
             value.rescanInterval = try table.duration("rescan_interval", minimum: .milliseconds(100)) ?? value.rescanInterval
+            value.networkQuietPeriod = try table.duration("network_quiet_period") ?? value.networkQuietPeriod
             if let names = try table.stringArray("sidecar_destinations") {
                 for name in names where destinations[name] == nil {
                     throw table.error("sidecar_destinations", "no destination named \"\(name)\" (define [destinations.\(name)])")

@@ -9,6 +9,9 @@ struct FileFingerprint: Sendable, Equatable {
     var device: Int64
     var mode: UInt32
     var links: Int
+    /// The owning user and group.
+    var owner: UInt32
+    var group: UInt32
 
     init(_ info: stat) {
         size = Int64(info.st_size)
@@ -18,6 +21,8 @@ struct FileFingerprint: Sendable, Equatable {
         device = Int64(bitPattern: UInt64(info.st_dev))
         mode = info.st_mode
         links = Int(info.st_nlink)
+        owner = info.st_uid
+        group = info.st_gid
     }
 
     /// The fingerprint of an open descriptor.

@@ -174,6 +174,10 @@ struct Intake: Sendable {
         guard before.isRegularFile else {
             throw UploadQueueError(.notRegularFile, "is a \(before.typeName), not a regular file", path: path)
         }
+        if let examined = request.examined, examined.inode != before.inode || examined.device != before.device {
+            // Replaced (a writer that renames a new version over it): looked at again, as one still being written.
+            throw UploadQueueError(.sourceUnstable, "was replaced by another file while it was being taken", path: path)
+        }
 
         let id = JobID.generate(at: now)
         let copies = request.mode == .copy || (request.mode == .move && before.links > 1)

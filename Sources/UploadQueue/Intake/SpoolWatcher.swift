@@ -20,6 +20,9 @@ public actor SpoolWatcher: Service {
         var failures = 0
         /// Refused for lack of room (logged once).
         var waitingForRoom = false
+        /// Renamed into the spool whole (and not written since): on a network file system, taken after the
+        /// ordinary quiet period.
+        var renamedIn = false
     }
 
     private let spool: Configuration.Spool
@@ -31,8 +34,8 @@ public actor SpoolWatcher: Service {
     /// Signalled when an event changes a candidate, so the timer looks at its due time again.
     private let candidatesChanged = WakeSignal()
     private var rejectedDirectory: String { (spool.directory as NSString).appendingPathComponent(".rejected") }
-    /// How long a file that was opened for writing but never closed may sit unchanged before it is taken anyway.
-    private var abandonedWriterTimeout: Duration { max(.seconds(60), spool.quietPeriod * 10) }
+    /// Whether the spool lies on a network file system (looked at when the watch starts).
+    private var onNetworkFileSystem = false
     private var watchHealthy = false
     /// Why the intake is paused (the disk is below `min_free_space`), while it is; files then stay in the spool.
     private var diskLow: String?
@@ -61,6 +64,13 @@ public actor SpoolWatcher: Service {
         }
         try BlobStore.makeDirectory(spool.directory)
         try BlobStore.makeDirectory(rejectedDirectory)
+        onNetworkFileSystem = uploadq_is_network_fs(spool.directory) == 1
+        if onNetworkFileSystem {
+            logger.notice("""
+                spool: \(spool.directory) is on a network file system: a file not renamed in is taken once unchanged \
+                for \(max(spool.quietPeriod, spool.networkQuietPeriod)) ([spool] network_quiet_period)
+                """)
+        }
         while !Task.isCancelled {
             let inotify: InotifyWatch?
             do {
@@ -117,13 +127,20 @@ public actor SpoolWatcher: Service {
         }
     }
 
-    /// When a candidate may be taken, as far as time goes: once its quiet period is over (a writer that keeps it
-    /// open: once it is taken as abandoned), not before its back-off ends; at once while it has no fingerprint yet.
+    /// When a candidate may be taken, as far as time goes: once its quiet period is over, not before its back-off
+    /// ends; at once while it has no fingerprint yet. (A writer that keeps it open then keeps it out: `WriterCheck`.)
     private func dueTime(of candidate: Candidate) -> ContinuousClock.Instant {
         guard candidate.fingerprint != nil else { return candidate.notBefore }
-        let quiet = candidate.lastChange + (candidate.writing ? abandonedWriterTimeout : spool.quietPeriod)
-        return max(quiet, candidate.notBefore)
+        return max(candidate.lastChange + requiredQuiet(candidate), candidate.notBefore)
     }
+
+    private func requiredQuiet(_ candidate: Candidate) -> Duration {
+        WriterCheck.requiredQuiet(quietPeriod: spool.quietPeriod, networkQuietPeriod: spool.networkQuietPeriod,
+                                  onNetworkFileSystem: onNetworkFileSystem, renamedIn: candidate.renamedIn)
+    }
+
+    /// How often a file held open by a writer is asked about again.
+    static let heldOpenRecheck = Duration.seconds(1)
 
     /// How often a file that is due but could not be taken is looked at again.
     static let recheckInterval = Duration.milliseconds(200)
@@ -139,8 +156,10 @@ public actor SpoolWatcher: Service {
             note(name, writing: fresh, at: now)
         case .modified(let name):
             note(name, writing: true, at: now)
-        case .closedWrite(let name), .movedIn(let name):
+        case .closedWrite(let name):
             note(name, writing: false, at: now)
+        case .movedIn(let name):
+            note(name, writing: false, moved: true, at: now)
         case .overflow:
             logger.warning("spool: inotify queue overflowed; rescanning")
             scan()
@@ -151,11 +170,12 @@ public actor SpoolWatcher: Service {
         return false
     }
 
-    private func note(_ name: String, writing: Bool, at now: ContinuousClock.Instant) {
+    private func note(_ name: String, writing: Bool, moved: Bool = false, at now: ContinuousClock.Instant) {
         guard Self.isCandidateName(name) else { return }
         var candidate = candidates[name] ?? Candidate(fingerprint: nil, lastChange: now, writing: writing, notBefore: now)
         candidate.writing = writing
         candidate.lastChange = now
+        candidate.renamedIn = moved
         // A file renamed in or closed is measured now, so its quiet period counts from this event (a later look
         // that finds it different starts the period again).
         if !writing {
@@ -244,12 +264,13 @@ public actor SpoolWatcher: Service {
                 candidates[name] = candidate
                 continue
             }
-            let quietFor = now - candidate.lastChange
-            guard quietFor >= spool.quietPeriod else { continue }
-            if candidate.writing && quietFor < abandonedWriterTimeout { continue }
-            // The events may lag behind a busy writer: ask the kernel whether anyone still has it open for
-            // writing (a read lease is refused then). A writer that keeps it open but idle is waited out as above.
-            if quietFor < abandonedWriterTimeout, uploadq_open_for_writing(path) == 1 { continue }
+            guard now - candidate.lastChange >= requiredQuiet(candidate) else { continue }
+            // Whoever still has it open for writing keeps it out, however long they pause (a camera that stalls,
+            // a copy over a slow link): the kernel is asked, not the clock.
+            if WriterCheck.isBeingWritten(path, eventsSayOpen: candidate.writing) {
+                candidates[name]?.notBefore = now + Self.heldOpenRecheck
+                continue
+            }
             await take(name, path: path, fingerprint: fingerprint)
         }
     }
@@ -259,6 +280,10 @@ public actor SpoolWatcher: Service {
             let advice = fingerprint.isSymbolicLink ? "put the file itself in the spool, not a link to it"
                 : "only regular files are uploaded"
             reject(name, reason: "\(name) is a \(fingerprint.typeName); \(advice)")
+            return
+        }
+        if let why = hardLinkRefusal(name, fingerprint) {
+            reject(name, reason: why)
             return
         }
         let sidecarPath = path + Sidecar.suffix
@@ -275,6 +300,8 @@ public actor SpoolWatcher: Service {
                                      meta: sidecar?.meta ?? [:], patch: sidecar?.patch, priority: sidecar?.priority ?? 0,
                                      mode: .move, onMetered: sidecar?.onMetered)
         request.sidecar = sidecar == nil ? nil : sidecarPath
+        // What was checked above (type, links, owner) is what gets taken.
+        request.examined = fingerprint
         do {
             let result = try await queue.accept(request, noFollow: true)
             candidates[name] = nil
@@ -308,6 +335,23 @@ public actor SpoolWatcher: Service {
         } catch {
             backOff(name, error: error)
         }
+    }
+
+    /// Why a file with several hard links may not be taken, or nil. Such a file is copied, not moved, and only
+    /// when it belongs to the spool's owner or to its group: a dropper could otherwise link in a file it cannot
+    /// read itself, and have the daemon send it.
+    private func hardLinkRefusal(_ name: String, _ fingerprint: FileFingerprint) -> String? {
+        guard fingerprint.links > 1 else { return nil }
+        var spoolInfo = stat()
+        guard stat(spool.directory, &spoolInfo) == 0 else {
+            return "\(name) has \(fingerprint.links) hard links, and the spool's owner cannot be read to check it"
+        }
+        if fingerprint.owner == spoolInfo.st_uid || fingerprint.group == spoolInfo.st_gid { return nil }
+        return """
+            \(name) has \(fingerprint.links) hard links and belongs to user \(fingerprint.owner), group \
+            \(fingerprint.group): neither the spool's owner (\(spoolInfo.st_uid)) nor its group (\(spoolInfo.st_gid)). \
+            A hard link could bring in a file its dropper cannot read; copy the file into the spool instead
+            """
     }
 
     private func backOff(_ name: String, error: any Error) {
