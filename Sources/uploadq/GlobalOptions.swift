@@ -68,7 +68,7 @@ extension GlobalOptions {
 
 /// Writes a line to stderr.
 func printError(_ text: String) {
-    FileHandle.standardError.write(Data((text + "\n").utf8))
+    FileHandle.standardError.write(Data((SafeText.escaped(text) + "\n").utf8))
 }
 
 /// Parses a job id argument or fails as a usage error.

@@ -109,10 +109,27 @@ enum JSONOutput {
         ]
     }
 
-    /// Prints one JSON document on stdout.
+    /// Prints one JSON document on stdout. Besides the C0 controls JSON escapes anyway, DEL, the C1 controls and
+    /// the bidirectional formatting characters are written as `\uXXXX` escapes: a terminal showing the document
+    /// shows them as text.
     static func print(_ value: Any) throws {
         let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
-        FileHandle.standardOutput.write(data)
+        FileHandle.standardOutput.write(Data(escapingControls(String(decoding: data, as: UTF8.self)).utf8))
         FileHandle.standardOutput.write(Data("\n".utf8))
+    }
+
+    /// JSON text with the characters `SafeText` escapes written as `\uXXXX` (they occur only inside strings: the
+    /// rest of a JSON document is ASCII).
+    static func escapingControls(_ json: String) -> String {
+        guard json.unicodeScalars.contains(where: SafeText.needsEscape) else { return json }
+        var out = String.UnicodeScalarView()
+        for scalar in json.unicodeScalars {
+            if SafeText.needsEscape(scalar) {
+                out.append(contentsOf: String(format: "\\u%04x", scalar.value).unicodeScalars)
+            } else {
+                out.append(scalar)
+            }
+        }
+        return String(out)
     }
 }

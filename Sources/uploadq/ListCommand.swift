@@ -30,9 +30,9 @@ struct ListCommand: AsyncParsableCommand {
             return
         }
         for job in listing.jobs {
-            print("\(job.id)  \(job.state.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) "
+            print(SafeText.escaped("\(job.id)  \(job.state.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) "
                 + "\(TextOutput.bytes(job.size).padding(toLength: 10, withPad: " ", startingAt: 0)) "
-                + "\(job.destination)  \(job.originalName)  \(TextOutput.note(for: job))")
+                + "\(job.destination)  \(job.originalName)  \(TextOutput.note(for: job))"))
         }
     }
 }

@@ -59,7 +59,7 @@ struct ProgressView {
     }
 
     private func bar(for job: Job) -> String {
-        TransferBar.line(name: job.originalName, confirmed: job.bytesConfirmed, size: job.size,
+        TransferBar.line(name: SafeText.escaped(job.originalName), confirmed: job.bytesConfirmed, size: job.size,
                          rate: job.state == .uploading ? job.rateBytesPerSecond : 0, state: job.state.rawValue)
     }
 }

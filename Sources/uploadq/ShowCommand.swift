@@ -62,6 +62,7 @@ struct ShowCommand: AsyncParsableCommand {
                 + "to \(attempt.endOffset.map(String.init) ?? "…") \(attempt.outcome ?? "running")"
                 + (attempt.error.map { ": \($0)" } ?? ""))
         }
-        print(lines.joined(separator: "\n"))
+        // Names, metadata and server answers come from outside: shown with their control characters escaped.
+        print(lines.map(SafeText.escaped).joined(separator: "\n"))
     }
 }

@@ -30,7 +30,7 @@ struct WatchCommand: AsyncParsableCommand {
         var rounds = 0
         while !interrupted.isSet {
             let status = try await queue.status()
-            var lines = Self.lines(status)
+            var lines = Self.lines(status).map(SafeText.escaped)
             if terminal {
                 // A wrapped line would throw the in-place redraw off: lines are cut to the terminal's width.
                 var size = winsize()

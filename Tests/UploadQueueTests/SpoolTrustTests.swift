@@ -235,6 +235,86 @@ struct SpoolTrustTests {
         #expect(daemon.terminate() < .seconds(5))
     }
 
+    // MARK: names are data
+
+    @Test("control characters, C1 controls and bidi overrides are escaped; other text is kept")
+    func escaping() {
+        #expect(SafeText.escaped("evil\n<0>\u{1B}[2Jname.jpg") == "evil\\n<0>\\x1b[2Jname.jpg")
+        #expect(SafeText.escaped("a\tb\rc\u{7F}\u{9B}d") == "a\\tb\\rc\\x7f\\u{9b}d")
+        #expect(SafeText.escaped("photo\u{202E}gpj.exe") == "photo\\u{202e}gpj.exe")
+        #expect(SafeText.escaped("Été 🌅 фото.jpg") == "Été 🌅 фото.jpg")
+        #expect(SafeText.escaped(bytes: [0x66, 0xFF, 0x5C, 0x2E, 0x0A]) == "f\\xff\\x5c.\\x0a")
+    }
+
+    @Test("a name with a newline, a forged <0> and an escape sequence: escaped in the log, list, show and JSON")
+    func hostileName() async throws {
+        let sandbox = try Sandbox()
+        // As under systemd: each log line starts with its <N> priority, which a name must not forge.
+        let daemon = try DaemonProcess(sandbox: sandbox, environment: ["JOURNAL_STREAM": "8:1234"])
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        let name = "evil\n<0>forged\u{1B}[2J\u{202E}gpj.jpg"
+        try sandbox.makeFile(sandbox.root + "/x", size: 500, seed: 1)
+        #expect(rename(sandbox.root + "/x", sandbox.spool + "/" + name) == 0)
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        let uploaded = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
+        #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
+        #expect(daemon.terminate() < .seconds(5))
+        let log = daemon.log
+        #expect(log.contains("evil\\n<0>forged\\x1b[2J\\u{202e}gpj.jpg"), "\(log.suffix(2000))")
+        #expect(!log.split(separator: "\n").contains { $0.hasPrefix("<0>") || $0.hasPrefix("forged") })
+        #expect(!log.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{202E}" })
+
+        let config = ["--config", sandbox.configPath]
+        let id = try #require(try store.jobs().first?.id)
+        for arguments in [["list"], ["show", id.rawValue], ["list", "--json"], ["show", id.rawValue, "--json"]] {
+            let output = try BinaryRunner.run(arguments + config)
+            #expect(output.status == 0, "\(arguments): \(output.stderr)")
+            #expect(!output.stdout.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{202E}" }, "\(arguments)")
+            #expect(!output.stdout.split(separator: "\n").contains { $0.hasPrefix("<0>") || $0.hasPrefix("forged") },
+                    "\(arguments): \(output.stdout)")
+        }
+        // JSON keeps the name itself, escaped the JSON way.
+        let listed = try #require(try BinaryRunner.run(["list", "--json"] + config).json() as? [[String: Any]])
+        #expect(listed.first?["original_name"] as? String == name)
+    }
+
+    @Test("a name that is not valid UTF-8 is rejected with a reason, not skipped for ever")
+    func undecodableName() async throws {
+        let sandbox = try Sandbox()
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        let raw: [UInt8] = Array("caf".utf8) + [0xE9] + Array(".jpg".utf8)  // Latin-1 "café.jpg"
+        let path = Array(sandbox.spool.utf8) + [UInt8(ascii: "/")] + raw + [0]
+        let descriptor = path.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { open($0.baseAddress!, O_WRONLY | O_CREAT | O_EXCL, 0o644) }
+        }
+        #expect(descriptor >= 0)
+        #expect(write(descriptor, "bytes", 5) == 5)
+        close(descriptor)
+        let reasonPath = Array((sandbox.spool + "/.rejected/").utf8) + raw + Array(".reason.txt".utf8) + [0]
+        let reasonExists = {
+            reasonPath.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { access($0.baseAddress!, F_OK) == 0 }
+            }
+        }
+        let rejected = await eventually(timeout: .seconds(20)) { reasonExists() }
+        #expect(rejected, "daemon log:\n\(daemon.log.suffix(2000))")
+        // Read through its byte path: Foundation would decode it, and look for another name.
+        let reason = reasonPath.withUnsafeBufferPointer { buffer in
+            buffer.withMemoryRebound(to: CChar.self) { name -> String in
+                let file = open(name.baseAddress!, O_RDONLY)
+                guard file >= 0 else { return "" }
+                defer { close(file) }
+                var bytes = [UInt8](repeating: 0, count: 4096)
+                let count = read(file, &bytes, bytes.count)
+                return String(decoding: bytes.prefix(max(count, 0)), as: UTF8.self)
+            }
+        }
+        #expect(reason.contains("caf\\xe9.jpg") && reason.contains("not valid UTF-8"), "\(reason)")
+        #expect(daemon.log.contains("caf\\xe9.jpg"), "\(daemon.log.suffix(2000))")
+        #expect(daemon.terminate() < .seconds(5))
+    }
+
     // MARK: end to end, with the real daemon
 
     @Test("hostile sidecars and a patch target outside allowed_urls are rejected with a reason; intake goes on, RSS flat")

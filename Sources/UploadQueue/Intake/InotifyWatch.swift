@@ -16,6 +16,8 @@ final class InotifyWatch: Sendable {
         case movedIn(String)
         /// The kernel's queue overflowed: events were lost, rescan.
         case overflow
+        /// A name that is not valid UTF-8 appeared: the scan, which reads names as bytes, deals with it.
+        case undecodableName
         /// The directory itself went away or the watch was removed.
         case watchLost
     }
@@ -48,7 +50,11 @@ final class InotifyWatch: Sendable {
                 var record = uploadq_inotify_record()
                 while uploadq_inotify_record_at(buffer.baseAddress, count, offset, &record) == 0 {
                     offset += record.record_length
-                    for event in Self.decode(mask: record.mask, name: String(cString: record.name)) {
+                    guard let name = String(validatingCString: record.name) else {
+                        continuation.yield(.undecodableName)
+                        continue
+                    }
+                    for event in Self.decode(mask: record.mask, name: name) {
                         continuation.yield(event)
                     }
                 }

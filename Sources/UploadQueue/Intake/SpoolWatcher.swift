@@ -42,6 +42,11 @@ public actor SpoolWatcher: Service {
     private var lastSpaceCheck: ContinuousClock.Instant?
     /// Sidecars without their file, and since when this process has seen them so.
     private var straySidecars: [String: ContinuousClock.Instant] = [:]
+    /// Entries that could not be moved to `.rejected/` (said once each): left alone while they stay.
+    private var unmovable: Set<[UInt8]> = []
+    /// How many times a file may fail to be taken, for a reason of its own (it cannot be read), before it is
+    /// rejected rather than tried again for ever.
+    static let triesBeforeRejecting = 5
 
     public init(spool: Configuration.Spool, queue: UploadQueue, logger: Logger) {
         self.spool = spool
@@ -163,6 +168,8 @@ public actor SpoolWatcher: Service {
         case .overflow:
             logger.warning("spool: inotify queue overflowed; rescanning")
             scan()
+        case .undecodableName:
+            scan()
         case .watchLost:
             logger.warning("spool: the watched directory went away; re-creating it", metadata: ["path": "\(spool.directory)"])
             return true
@@ -188,10 +195,20 @@ public actor SpoolWatcher: Service {
     /// Adds every eligible name in the spool (files present at start-up, after an overflow, on the timer), and
     /// sets aside sidecars whose file never came or is long gone.
     private func scan() {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: spool.directory) else { return }
+        guard let entries = SpoolEntries.read(spool.directory) else { return }
+        let names = entries.names
         let now = ContinuousClock.now
-        for name in names where Self.isCandidateName(name) && candidates[name] == nil {
+        unmovable.formIntersection(Set(names.map { Array($0.utf8) } + entries.undecodable))
+        for name in names where Self.isCandidateName(name) && candidates[name] == nil && !unmovable.contains(Array(name.utf8)) {
             candidates[name] = Candidate(fingerprint: nil, lastChange: now, writing: false, notBefore: now)
+        }
+        for raw in entries.undecodable where !unmovable.contains(raw) {
+            // Hidden and temporary names wait to be renamed, whatever their encoding.
+            let visible = String(decoding: raw, as: UTF8.self)
+            guard Self.isCandidateName(visible) || visible.hasSuffix(Sidecar.suffix) && !visible.hasPrefix(".") else {
+                continue
+            }
+            rejectUndecodable(raw)
         }
         // Aged on the monotonic clock from when this process first saw them alone: file times mean nothing
         // after a clock step or a device that was off for a day.
@@ -357,6 +374,12 @@ public actor SpoolWatcher: Service {
     private func backOff(_ name: String, error: any Error) {
         guard var candidate = candidates[name] else { return }
         candidate.failures += 1
+        // A failure of the file's own (it cannot be read), not of the queue: after a few, it is set aside.
+        let path = (spool.directory as NSString).appendingPathComponent(name)
+        if (error as? UploadQueueError)?.path == path, candidate.failures >= Self.triesBeforeRejecting {
+            reject(name, reason: "\(name) could not be taken after \(candidate.failures) tries: \(error)")
+            return
+        }
         let delay = Duration.seconds(min(60, 1 << min(candidate.failures, 6)))
         candidate.notBefore = .now + delay
         candidates[name] = candidate
@@ -372,7 +395,12 @@ public actor SpoolWatcher: Service {
         while uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) != 0 {
             let code = errno
             guard code == EEXIST || code == ENOTEMPTY, suffix < 1000 else {
-                logger.error("spool: cannot move \(name) to .rejected: \(String(cString: strerror(code)))")
+                // Left where it is, and not looked at again while it stays (said once).
+                unmovable.insert(Array(name.utf8))
+                logger.error("""
+                    spool: cannot move \(name) to .rejected (\(String(cString: strerror(code)))); it is left alone until \
+                    it is removed or renamed. It was rejected because: \(reason)
+                    """)
                 return
             }
             target = (rejectedDirectory as NSString).appendingPathComponent("\(name).\(suffix)")
@@ -384,12 +412,47 @@ public actor SpoolWatcher: Service {
         if lstat(sidecar, &info) == 0 {
             rename(sidecar, target + Sidecar.suffix)
         }
-        let text = "\(reason)\nrejected at \(ISO8601DateFormatter().string(from: Date()))\n"
+        let text = "\(SafeText.escaped(reason))\nrejected at \(ISO8601DateFormatter().string(from: Date()))\n"
         if !FileManager.default.createFile(atPath: target + ".reason.txt", contents: Data(text.utf8)) {
             logger.error("spool: cannot write \(target).reason.txt; the reason was: \(reason)")
         }
         try? syncDirectory(rejectedDirectory)
         try? syncDirectory(spool.directory)
         logger.warning("spool: rejected \(name): \(reason)")
+    }
+
+    /// Moves an entry whose name is not valid UTF-8 to `.rejected/` with a reason file beside it. Such a name
+    /// cannot be a job's: it could not be shown, sent as a file name, or told apart from others once decoded.
+    private func rejectUndecodable(_ raw: [UInt8]) {
+        let shown = SafeText.escaped(bytes: raw)
+        switch SpoolEntries.move(raw, from: spool.directory, to: rejectedDirectory) {
+        case .failure(let error):
+            unmovable.insert(raw)
+            logger.error("""
+                spool: the name \(shown) is not valid UTF-8, and it cannot be moved to .rejected (\
+                \(String(cString: strerror(error.code.rawValue)))); it is left alone until it is removed or renamed
+                """)
+        case .success(let given):
+            let reason = """
+                the name \(shown) is not valid UTF-8 (a name from another system's encoding); rename the file with \
+                a UTF-8 name and put it back
+                rejected at \(ISO8601DateFormatter().string(from: Date()))
+
+                """
+            let path = Array(rejectedDirectory.utf8) + [UInt8(ascii: "/")] + given + Array(".reason.txt\0".utf8)
+            let written = path.withUnsafeBufferPointer { buffer in
+                buffer.withMemoryRebound(to: CChar.self) { name -> Bool in
+                    let descriptor = open(name.baseAddress!, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
+                    guard descriptor >= 0 else { return false }
+                    defer { close(descriptor) }
+                    let bytes = Array(reason.utf8)
+                    return write(descriptor, bytes, bytes.count) == bytes.count
+                }
+            }
+            if !written { logger.error("spool: cannot write the reason file for \(shown) in .rejected") }
+            try? syncDirectory(rejectedDirectory)
+            try? syncDirectory(spool.directory)
+            logger.warning("spool: rejected \(shown): its name is not valid UTF-8")
+        }
     }
 }

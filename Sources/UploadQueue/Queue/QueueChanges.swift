@@ -25,6 +25,8 @@ public final class QueueChanges: Sendable {
                         if file.hasPrefix(name) { wake.signal() }
                     case .overflow:
                         wake.signal()
+                    case .undecodableName:
+                        continue
                     case .watchLost:
                         return
                     }

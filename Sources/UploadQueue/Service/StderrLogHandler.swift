@@ -4,7 +4,8 @@ import Logging
 /// Writes one line per log message to unbuffered stderr, journald-friendly.
 ///
 /// Under systemd (`$JOURNAL_STREAM` set) lines start with the `<N>` syslog priority and carry no timestamp
-/// (journald adds its own); elsewhere they start with an RFC 3339 time and the level.
+/// (journald adds its own); elsewhere they start with an RFC 3339 time and the level. Control characters in the
+/// message and metadata are shown escaped (`SafeText`).
 public struct StderrLogHandler: LogHandler {
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
@@ -27,7 +28,9 @@ public struct StderrLogHandler: LogHandler {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
-        let text = fields.isEmpty ? "\(event.message)" : "\(event.message) \(fields)"
+        // One line whatever the message holds: a file name with a newline cannot start a forged line (a journald
+        // `<0>` priority), nor an escape sequence reach a terminal.
+        let text = SafeText.escaped(fields.isEmpty ? "\(event.message)" : "\(event.message) \(fields)")
         let line: String
         if underJournald {
             line = "<\(Self.priority(event.level))>\(text)\n"
