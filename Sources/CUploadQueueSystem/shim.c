@@ -14,6 +14,7 @@
 #include <sys/vfs.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -207,3 +208,7 @@ int uploadq_writer_scan(const char *path) {
     closedir(proc);
     return found ? 1 : (hidden ? 2 : 0);
 }
+
+int uploadq_make_undumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int uploadq_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }

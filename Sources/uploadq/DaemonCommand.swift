@@ -23,6 +23,10 @@ struct DaemonCommand: AsyncParsableCommand {
             throw ValidationError("unknown log level '\(logLevel)'")
         }
         let logger = Logger(label: "uploadq") { StderrLogHandler(label: $0, level: level) }
+        // The daemon holds tokens and keys: no core dump, no ptrace by its user's other processes.
+        for failure in ProcessHardening.apply() {
+            logger.warning("cannot turn core dumps off (\(failure)); the daemon runs on")
+        }
         let notifier = SystemdNotifier()
         // Waiting for room on a full disk keeps systemd's start timeout from killing the start, and says why; any
         // other hang before READY=1 still meets that timeout.

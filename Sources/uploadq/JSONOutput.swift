@@ -26,7 +26,8 @@ enum JSONOutput {
             "content_type": job.contentType,
             "destination": job.destination,
             "priority": job.priority,
-            "remote_url": job.remoteURL ?? NSNull(),
+            // Shown, not used: credentials in its query (a presigned URL) are masked. The library has it whole.
+            "remote_url": job.remoteURL.map(URLRedaction.redact) ?? NSNull(),
             "bytes_confirmed": job.bytesConfirmed,
             "attempts": job.attempts,
             "last_error": job.lastError ?? NSNull(),

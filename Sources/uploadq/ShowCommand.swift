@@ -43,7 +43,7 @@ struct ShowCommand: AsyncParsableCommand {
             "content type: \(job.contentType)",
             "destination:  \(job.destination)",
             "confirmed:    \(job.bytesConfirmed) bytes",
-            "remote url:   \(job.remoteURL ?? "-")",
+            "remote url:   \(job.remoteURL.map(URLRedaction.redact) ?? "-")",
             "attempts:     \(job.attempts)",
             "created:      \(TextOutput.time(job.createdAt))",
             "updated:      \(TextOutput.time(job.updatedAt))",

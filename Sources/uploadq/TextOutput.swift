@@ -21,7 +21,7 @@ enum TextOutput {
             let percent = job.size > 0 ? Int(Double(job.bytesConfirmed) / Double(job.size) * 100) : 0
             return "\(bytes(job.bytesConfirmed)) of \(bytes(job.size)) (\(percent)%)"
         case .uploaded:
-            return job.remoteURL ?? ""
+            return job.remoteURL.map(URLRedaction.redact) ?? ""
         case .failed:
             let kind = job.permanent ? "needs attention" : "retry at \(time(job.nextAttemptAt))"
             return "\(kind): \(job.lastError ?? "unknown error")"

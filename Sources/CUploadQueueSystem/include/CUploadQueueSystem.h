@@ -63,6 +63,13 @@ int uploadq_is_network_fs(const char *path);
 /// users') could not be looked at, -1 when `path` or /proc cannot be read.
 int uploadq_writer_scan(const char *path);
 
+/// Marks the process not dumpable (PR_SET_DUMPABLE 0): no core dump, and no other process of the same user may
+/// ptrace it or read its memory; 0 on success.
+int uploadq_make_undumpable(void);
+
+/// PR_GET_DUMPABLE: 1 when dumpable, 0 when not.
+int uploadq_is_dumpable(void);
+
 /// syncfs(2): flushes the file system holding `fd` (one flush for a batch of new files instead of one fsync each).
 int uploadq_syncfs(int fd);
 

@@ -305,7 +305,8 @@ public enum CredentialSource: Sendable, Equatable {
     /// A file whose first line is the token; read again after a 401.
     case file(String)
     /// A program (no shell) whose standard output is the token; run again after a 401, killed after `timeout`.
-    case command([String], timeout: Duration)
+    /// It gets `PATH`, `HOME`, `LANG` and the daemon's variables named in `passEnvironment` (`pass_env`), no others.
+    case command([String], timeout: Duration, passEnvironment: [String] = [])
 }
 
 /// After `threshold` consecutive transient failures a destination is left alone and probed with a cheap request

@@ -307,10 +307,17 @@ enum DestinationLoader {
                 arguments[0] = ConfigurationLoader.absolutePath(program, base: baseDirectory)
             }
             let timeout = try table.duration("token_command_timeout", minimum: .milliseconds(100)) ?? .seconds(10)
-            settings.credentials = .command(arguments, timeout: timeout)
+            let passed = try table.stringArray("pass_env") ?? []
+            for name in passed where name.isEmpty || name.contains("=") || name.contains("\0") {
+                throw table.error("pass_env", "\"\(name)\" is not an environment variable's name")
+            }
+            settings.credentials = .command(arguments, timeout: timeout, passEnvironment: passed)
         } else if table.has("token_command_timeout") {
             _ = try table.duration("token_command_timeout")
             throw table.error("token_command_timeout", "only applies with token_command")
+        } else if table.has("pass_env") {
+            _ = try table.stringArray("pass_env")
+            throw table.error("pass_env", "only applies with token_command")
         }
         if let path = try table.string("ca_file") {
             let absolute = ConfigurationLoader.absolutePath(path, base: baseDirectory)

@@ -130,7 +130,7 @@ struct SettlementRecorder: Sendable {
             }
             return [{
                 events.emit(.stateChanged(job.id, .uploaded))
-                logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(outcome.remoteURL)"]) { $1 })
+                logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(URLRedaction.redact(outcome.remoteURL))"]) { $1 })
             }]
         case .failure(let failure) where settlement.stop != nil && failure.kind != .permanent:
             let why = settlement.stop == .link

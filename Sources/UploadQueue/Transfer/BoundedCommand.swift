@@ -12,9 +12,22 @@ enum BoundedCommand {
         case exited(status: Int32, stdout: String, stderr: String)
         case timedOut
         case notStarted(String)
+        /// It wrote more than `maximumOutput` bytes on its standard output, and was killed.
+        case tooMuchOutput
     }
 
-    static func run(_ arguments: [String], timeout: Duration) -> Outcome {
+    /// The variables a program run with a scrubbed environment keeps: enough to find programs and files, and to
+    /// speak the admin's language.
+    static let baseVariables = ["PATH", "HOME", "LANG"]
+
+    /// Runs `arguments` (the program's absolute path first) and waits at most `timeout`.
+    ///
+    /// - Parameters:
+    ///   - environment: the variables the program gets; nil passes on the daemon's (less systemd's own).
+    ///   - maximumOutput: the most standard output read; more kills the program (`tooMuchOutput`). Standard error
+    ///     is kept up to the same size, and the rest drained and dropped.
+    static func run(_ arguments: [String], timeout: Duration, environment: [String: String]? = nil,
+                    maximumOutput: Int = 1 << 20) -> Outcome {
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
         guard pipe(&output) == 0, pipe(&errors) == 0 else {
@@ -41,10 +54,11 @@ enum BoundedCommand {
         defer { for pointer in argv { free(pointer) } }
         // systemd's variables are for the daemon alone: a systemd tool (busctl) would report to the service
         // manager as if it were the service (`ERRNO=…`, even `READY=1`).
-        let inherited = ProcessInfo.processInfo.environment.filter { !Self.serviceManagerVariables.contains($0.key) }
-        let environment = inherited.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { for pointer in environment { free(pointer) } }
-        let spawned = posix_spawn(&child, arguments[0], &actions, &attributes, argv, environment)
+        let inherited = environment
+            ?? ProcessInfo.processInfo.environment.filter { !Self.serviceManagerVariables.contains($0.key) }
+        let variables = inherited.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { for pointer in variables { free(pointer) } }
+        let spawned = posix_spawn(&child, arguments[0], &actions, &attributes, argv, variables)
         close(output[1])
         close(errors[1])
         guard spawned == 0 else { return .notStarted(String(cString: strerror(spawned))) }
@@ -78,8 +92,16 @@ enum BoundedCommand {
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 let count = read(entry.fd, &buffer, buffer.count)
                 if count > 0 {
-                    if entry.fd == output[0] { stdout.append(contentsOf: buffer[0..<count]) }
-                    else { stderr.append(contentsOf: buffer[0..<count]) }
+                    if entry.fd == output[0] {
+                        stdout.append(contentsOf: buffer[0..<count])
+                        if stdout.count > maximumOutput {
+                            kill(-child, SIGKILL)
+                            if exitStatus == nil { var status: Int32 = 0; waitpid(child, &status, 0) }
+                            return .tooMuchOutput
+                        }
+                    } else if stderr.count < maximumOutput {
+                        stderr.append(contentsOf: buffer[0..<min(count, maximumOutput - stderr.count)])
+                    }
                 } else if count == 0 || (errno != EINTR && errno != EAGAIN) {
                     open.removeAll { $0 == entry.fd }
                 }

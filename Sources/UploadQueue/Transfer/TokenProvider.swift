@@ -57,8 +57,8 @@ actor TokenProvider {
                     + "fix it, then `uploadq retry`")
             }
             token = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
-        case .command(let arguments, let timeout):
-            token = try runCommand(arguments, timeout: timeout, destination: destination)
+        case .command(let arguments, let timeout, let passed):
+            token = try runCommand(arguments, timeout: timeout, passing: passed, destination: destination)
         }
         let trimmed = token.trimmingCharacters(in: .whitespaces)
         guard !trimmed.isEmpty, !trimmed.contains(where: { $0.isNewline || $0 == "\0" }) else {
@@ -68,22 +68,34 @@ actor TokenProvider {
         return trimmed
     }
 
-    /// Runs the token program (see `BoundedCommand`) and returns its first line of output.
-    private static func runCommand(_ arguments: [String], timeout: Duration, destination: String)
+    /// The most a token program may print: a token is a line; more is a program gone wrong.
+    static let maximumOutput = 64 << 10
+
+    /// Runs the token program (see `BoundedCommand`) with a scrubbed environment (`PATH`, `HOME`, `LANG` and the
+    /// variables in `passing`), and returns its first line of output. What it says on standard error is not
+    /// repeated anywhere: it may hold what the token is made from.
+    private static func runCommand(_ arguments: [String], timeout: Duration, passing: [String], destination: String)
         throws(TransferFailure) -> String
     {
-        switch BoundedCommand.run(arguments, timeout: timeout) {
+        let daemon = ProcessInfo.processInfo.environment
+        let environment = (BoundedCommand.baseVariables + passing).reduce(into: [String: String]()) { kept, name in
+            kept[name] = daemon[name]
+        }
+        switch BoundedCommand.run(arguments, timeout: timeout, environment: environment, maximumOutput: maximumOutput) {
         case .notStarted(let reason):
             throw .permanent("credentials", "destination \"\(destination)\": cannot run token_command \(arguments[0]): "
                 + reason)
         case .timedOut:
             throw .transient("credentials", "destination \"\(destination)\": token_command \(arguments[0]) did not "
                 + "finish within \(timeout) and was killed")
-        case .exited(let status, let stdout, let stderr):
+        case .tooMuchOutput:
+            throw .transient("credentials", "destination \"\(destination)\": token_command \(arguments[0]) printed more "
+                + "than \(maximumOutput / 1024) KiB and was killed; a token is one line")
+        case .exited(let status, let stdout, _):
             guard status == 0 else {
-                let reason = stderr.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
                 throw .transient("credentials", "destination \"\(destination)\": token_command \(arguments[0]) failed "
-                    + "(status \(status))" + (reason.isEmpty ? "" : ": \(reason.prefix(200))"))
+                    + "(status \(status)); run it by hand to see why (what it writes on standard error is not kept: it "
+                    + "may hold secrets)")
             }
             return stdout.split(whereSeparator: \.isNewline).first.map(String.init) ?? ""
         }
@@ -93,7 +105,7 @@ actor TokenProvider {
         switch source {
         case .environment(let name): "token_env \(name)"
         case .file(let path): "token_file \(path)"
-        case .command(let arguments, _): "token_command \(arguments[0])"
+        case .command(let arguments, _, _): "token_command \(arguments[0])"
         }
     }
 }

@@ -1,11 +1,16 @@
-/// Makes a URL safe to log: drops `user:password@` and masks query values that look like credentials.
-enum URLRedaction {
+/// Makes a URL safe to log or print: drops `user:password@` and masks query values that look like credentials
+/// (presigned S3 and GCS URLs, signed CDN URLs, tokens).
+public enum URLRedaction {
     private static let secretParameters: Set<String> = [
         "x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig", "token", "access_token",
         "auth", "key", "apikey", "api_key", "password", "secret",
+        // Google Cloud Storage, CloudFront, OAuth and the like.
+        "x-goog-signature", "x-goog-credential", "x-goog-security-token", "googleaccessid", "key-pair-id", "policy",
+        "client_secret", "session_token", "refresh_token", "id_token", "upload_token", "jwt",
     ]
 
-    static func redact(_ url: String) -> String {
+    /// `url` with its user info dropped and its credential-like query values replaced by `REDACTED`.
+    public static func redact(_ url: String) -> String {
         var text = url
         if let scheme = text.range(of: "://") {
             let afterScheme = text[scheme.upperBound...]

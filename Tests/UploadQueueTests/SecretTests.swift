@@ -1,0 +1,127 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// Secrets stay secret: credentials in URLs are redacted wherever they are shown, token programs run with a
+/// scrubbed environment and bounded output, and the daemon cannot be dumped.
+@Suite(.serialized)
+struct SecretTests {
+    @Test("query values that carry credentials are redacted: AWS, Google, CloudFront and the usual names")
+    func redaction() {
+        let url = "https://b.s3.amazonaws.com/k.jpg?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAX%2F20261124"
+            + "&X-Amz-Signature=deadbeef&X-Amz-Security-Token=tok&x-goog-signature=g00g&Key-Pair-Id=K1&Policy=p0l"
+            + "&token=t0k&sig=s1g&size=7"
+        let redacted = URLRedaction.redact(url)
+        for secret in ["AKIAX", "deadbeef", "=tok", "g00g", "K1", "p0l", "t0k", "s1g"] {
+            #expect(!redacted.contains(secret), "\(secret) in \(redacted)")
+        }
+        #expect(redacted.contains("X-Amz-Algorithm=AWS4-HMAC-SHA256") && redacted.contains("size=7"))
+        #expect(URLRedaction.redact("https://u:pw@h/p") == "https://h/p")
+    }
+
+    @Test("a presigned-looking remote_url is redacted in the log, list, show and their JSON")
+    func presignedRemoteURL() async throws {
+        let folder = "presigned-\(UInt32.random(in: 0...UInt32.max))"
+        let sandbox = try Sandbox(config: """
+            [destinations.dav]
+            protocol = "http-put"
+            url = "\(try TestServers.davURL())/\(folder)/{name}"
+            public_url_template = "https://cdn.example.com/{name}?X-Amz-Credential=AKIASECRET&X-Amz-Signature=5ec2e7"
+            """)
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        let path = try sandbox.makeFile(sandbox.root + "/p.jpg", size: 2000, seed: 1)
+        let id = try BinaryRunner.enqueue(["--config", sandbox.configPath, "--destination", "dav", path])
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        let uploaded = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
+        #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
+        #expect(try store.jobs().first?.remoteURL?.contains("5ec2e7") == true, "the library keeps the real URL")
+        #expect(daemon.terminate() < .seconds(5))
+        #expect(daemon.log.contains("remote_url=https://cdn.example.com/p.jpg?"), "\(daemon.log.suffix(2000))")
+        var shown = daemon.log
+        for arguments in [["list"], ["list", "--json"], ["show", id.rawValue], ["show", id.rawValue, "--json"]] {
+            let output = try BinaryRunner.run(arguments + ["--config", sandbox.configPath])
+            #expect(output.status == 0, "\(arguments): \(output.stderr)")
+            #expect(output.stdout.contains("cdn.example.com"), "\(arguments): \(output.stdout)")
+            shown += output.stdout
+        }
+        #expect(!shown.contains("5ec2e7") && !shown.contains("AKIASECRET"))
+    }
+
+    @Test("a token command gets PATH, HOME, LANG and pass_env only; its standard error never reaches an error")
+    func tokenCommandEnvironment() async throws {
+        setenv("UPLOADQ_TEST_PASSED", "passed-value", 1)
+        setenv("UPLOADQ_TEST_WITHHELD", "withheld-value", 1)
+        let script = #"echo "t-${UPLOADQ_TEST_PASSED:-none}-${UPLOADQ_TEST_WITHHELD:-none}-${PATH:+path}""#
+        for (passEnvironment, expected) in [("", "Bearer t-none-none-path"),
+                                            (#"pass_env = ["UPLOADQ_TEST_PASSED"]"#, "Bearer t-passed-value-none-path")] {
+            let recorder = try RecorderSession()
+            let sandbox = try Sandbox(destination: "api", """
+                protocol = "http-post"
+                url = "\(recorder.url())"
+                token_command = ["/bin/sh", "-c", \(Self.toml(script))]
+                \(passEnvironment)
+                """)
+            let (job, _) = try await sandbox.uploadOne("a.jpg", size: 1000, seed: 2, to: "api")
+            #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+            let sent = try await recorder.requests().map { ($0["headers"] as? [String: String])?["authorization"] }
+            #expect(sent == [expected])
+        }
+
+        let recorder = try RecorderSession()
+        let sandbox = try Sandbox(destination: "api", """
+            protocol = "http-post"
+            url = "\(recorder.url())"
+            token_command = ["/bin/sh", "-c", "echo secret-from-stderr >&2; exit 3"]
+            """, retry: "10s")
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/b.jpg", size: 1000, seed: 3), to: "api")
+        let failed = try await running.wait(id, timeout: .seconds(20)) { $0.state == .failed }
+        await running.stop()
+        let error = failed.lastError ?? ""
+        #expect(error.contains("status 3") && !error.contains("secret-from-stderr"), "\(error)")
+        #expect(try await recorder.requests().isEmpty)
+    }
+
+    @Test("a token command that prints 100 MiB is killed at 64 KiB: a clear transient failure, memory bounded")
+    func tokenCommandFlood() async throws {
+        let started = ContinuousClock.now
+        let outcome = BoundedCommand.run(["/bin/sh", "-c", "head -c 104857600 /dev/zero"], timeout: .seconds(30),
+                                         environment: ["PATH": "/usr/bin:/bin"], maximumOutput: TokenProvider.maximumOutput)
+        #expect(outcome == .tooMuchOutput)
+        #expect(ContinuousClock.now - started < .seconds(5))
+
+        let recorder = try RecorderSession()
+        let sandbox = try Sandbox(destination: "api", """
+            protocol = "http-post"
+            url = "\(recorder.url())"
+            token_command = ["/bin/sh", "-c", "head -c 104857600 /dev/zero"]
+            """, retry: "10s")
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/c.jpg", size: 1000, seed: 4), to: "api")
+        let failed = try await running.wait(id, timeout: .seconds(20)) { $0.state == .failed }
+        await running.stop()
+        #expect(failed.lastError?.contains("more than 64 KiB") == true, "\(failed.lastError ?? "")")
+        #expect(!failed.permanent, "retried: the program may do better next time")
+    }
+
+    @Test("the daemon cannot be dumped: not dumpable, and a core file size limit of zero")
+    func undumpable() async throws {
+        let sandbox = try Sandbox()
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        let limits = try String(contentsOfFile: "/proc/\(daemon.pid)/limits", encoding: .utf8)
+        let core = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") })
+        #expect(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"], "\(core)")
+        #expect(daemon.terminate() < .seconds(5))
+        // In this process: the same call makes it undumpable.
+        #expect(ProcessHardening.isDumpable)
+        #expect(ProcessHardening.apply().isEmpty)
+        #expect(!ProcessHardening.isDumpable)
+    }
+
+    /// `text` as a TOML basic string.
+    static func toml(_ text: String) -> String {
+        "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
+    }
+}
