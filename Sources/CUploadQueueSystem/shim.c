@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <dirent.h>
 #include <sys/prctl.h>
+#include <spawn.h>
 #include <signal.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -212,3 +213,7 @@ int uploadq_writer_scan(const char *path) {
 int uploadq_make_undumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
 
 int uploadq_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
+
+int uploadq_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+}

@@ -1,3 +1,4 @@
+import CUploadQueueSystem
 import Foundation
 import Synchronization
 import Testing
@@ -34,6 +35,9 @@ final class ChildProcess: Sendable {
         }
         posix_spawn_file_actions_adddup2(&actions, output, 1)
         posix_spawn_file_actions_adddup2(&actions, errors, 2)
+        // Nothing else of this process goes along: a test's file still open for writing, inherited by a daemon
+        // another test starts meanwhile, would keep that file out of the spool for the daemon's lifetime.
+        _ = uploadq_spawn_close_from(&actions, 3)
         // `env --chdir` gives the child its working directory (no posix_spawn call for that is portable).
         let argv = (directory.map { ["/usr/bin/env", "--chdir=\($0)", executable] + arguments.dropFirst() }
             ?? arguments).map { strdup($0) } + [nil]

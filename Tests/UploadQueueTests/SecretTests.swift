@@ -105,6 +105,22 @@ struct SecretTests {
         #expect(!failed.permanent, "retried: the program may do better next time")
     }
 
+    @Test("a helper program inherits no descriptor of the daemon beyond its standard three")
+    func noInheritedDescriptors() throws {
+        let sandbox = try Sandbox()
+        let open = Foundation.open(sandbox.root + "/held", O_WRONLY | O_CREAT, 0o600)  // no O_CLOEXEC
+        defer { close(open) }
+        #expect(open > 2)
+        guard case .exited(0, let listed, _) = BoundedCommand.run(["/bin/sh", "-c", "ls /proc/$$/fd"], timeout: .seconds(5))
+        else {
+            Issue.record("the helper did not run")
+            return
+        }
+        let descriptors = Set(listed.split(whereSeparator: \.isNewline).compactMap { Int32($0) })
+        #expect(!descriptors.contains(open), "\(descriptors)")
+        #expect(descriptors.isSubset(of: [0, 1, 2]), "\(descriptors)")
+    }
+
     @Test("the daemon cannot be dumped: not dumpable, and a core file size limit of zero")
     func undumpable() async throws {
         let sandbox = try Sandbox()

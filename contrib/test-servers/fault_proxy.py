@@ -29,6 +29,8 @@ Actions:
            has done the work, the client does not know yet: a window to kill the client in)
   drop     forward, and once the upstream has answered close the connection without passing the answer on
            (the work is done but its answer is lost)
+  trickle  forward `after_bytes` of the body, then read the rest `bytes_per_second` bytes a second (default 2): a
+           server that never stops but never gets anywhere, too slow to finish and too busy to look stalled
 
 `respond` and `close` read the request body first, as a server would, so the client sees the answer (or the
 clean close) instead of a reset. A request for a path that another connection is still sending to (a stalled
@@ -68,7 +70,7 @@ class Rule:
         path = target.split("?", 1)[0]
         if self.times == 0 or length < self.min_length:
             return False
-        if self.action in ("reset", "stall", "truncate") and length <= int(self.spec.get("after_bytes", 0)):
+        if self.action in ("reset", "stall", "truncate", "trickle") and length <= int(self.spec.get("after_bytes", 0)):
             return False  # the body is too short for the cut: the rule would be used up without effect
         if self.method and self.method.upper() != method.upper():
             return False
@@ -202,7 +204,7 @@ class Proxy:
     async def forward_body(self, reader, up_writer, length, rule, entry, digest):
         """Copies the request body; False when a rule cut the connection."""
         cut = None
-        if rule and rule.action in ("reset", "stall", "truncate"):
+        if rule and rule.action in ("reset", "stall", "truncate", "trickle"):
             cut = int(rule.spec.get("after_bytes", 0))
         remaining = length
         sent = 0
@@ -210,7 +212,11 @@ class Proxy:
             want = min(CHUNK, remaining)
             if cut is not None and sent < cut:
                 want = min(want, cut - sent)
-            if cut is not None and sent >= cut:
+            if cut is not None and sent >= cut and rule.action == "trickle":
+                entry["trickled"] = True
+                want = min(remaining, max(1, int(rule.spec.get("bytes_per_second", 2))))
+                await asyncio.sleep(1)
+            elif cut is not None and sent >= cut:
                 if rule.action == "reset":
                     return False
                 if rule.action == "truncate":

@@ -4,6 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <spawn.h>
 
 /// renameat2(2) with RENAME_NOREPLACE: Swift's Glibc module does not export it (it needs _GNU_SOURCE).
 int uploadq_rename_noreplace(int olddirfd, const char *oldpath, int newdirfd, const char *newpath);
@@ -69,6 +70,10 @@ int uploadq_make_undumpable(void);
 
 /// PR_GET_DUMPABLE: 1 when dumpable, 0 when not.
 int uploadq_is_dumpable(void);
+
+/// Adds to `actions` the closing of every descriptor from `lowest` up in the spawned program
+/// (posix_spawn_file_actions_addclosefrom_np, glibc 2.34); 0 on success.
+int uploadq_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 
 /// syncfs(2): flushes the file system holding `fd` (one flush for a batch of new files instead of one fsync each).
 int uploadq_syncfs(int fd);

@@ -17,6 +17,15 @@ enum PatchOutcome: Sendable, Equatable {
 }
 
 extension QueueStore {
+    /// Records that `id`'s patch is owed, in the transaction that marks the job uploaded (so a crash cannot lose
+    /// it); due at once.
+    static func owePatch(_ id: JobID, now: Date, in db: Database) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO patch_outbox (job_id, attempts, next_attempt_at, created_at, updated_at)
+            VALUES (?, 0, ?, ?, ?) ON CONFLICT(job_id) DO NOTHING
+            """).execute(arguments: [id.rawValue, now, now, now])
+    }
+
     /// Uploaded jobs whose patch is pending and due, oldest first.
     func duePatches(now: Date = Date(), limit: Int) throws -> [Job] {
         try writer.read { db in

@@ -329,6 +329,9 @@ enum DestinationLoader {
         settings.connectTimeout = try table.duration("connect_timeout", minimum: .milliseconds(100)) ?? settings.connectTimeout
         settings.stall.window = try table.duration("stall_timeout", minimum: .seconds(1)) ?? settings.stall.window
         settings.stall.minimumRate = try table.byteCount("stall_min_rate", minimum: 1) ?? settings.stall.minimumRate
+        settings.stall.minimumAverageRate = try table.byteCount("min_rate") ?? settings.stall.minimumAverageRate
+        settings.stall.averageWindow = try table.duration("min_rate_window", minimum: .seconds(1))
+            ?? settings.stall.averageWindow
         return settings
     }
 }

@@ -204,24 +204,6 @@ extension Job: FetchableRecord, PersistableRecord {
     }
 }
 
-/// Where and how to patch the app's record once the file is uploaded (delivered by the patch step).
-public struct PatchTarget: Sendable, Equatable, Codable {
-    public var url: String
-    public var method: String?
-    public var body: String?
-    public var headers: [String: String]?
-
-    public init(url: String, method: String? = nil, body: String? = nil, headers: [String: String]? = nil) {
-        self.url = url
-        self.method = method
-        self.body = body
-        self.headers = headers
-    }
-
-    /// The URL safe to show: credentials in it masked.
-    public var displayURL: String { URLRedaction.redact(url) }
-}
-
 /// One try at uploading a job: when, from which offset, how far, and how it ended.
 public struct JobAttempt: Sendable, Equatable, Codable, FetchableRecord, PersistableRecord {
     public static let databaseTableName = "job_attempt"

@@ -272,12 +272,7 @@ public struct QueueStore: Sendable {
                 """).execute(arguments: [StoredDate(now), endOffset, outcome, error, id.rawValue, attempt])
         }
         // The patch is owed from the moment the job is uploaded: same transaction, so a crash cannot lose it.
-        if case .succeed = event, let job, job.patch != nil {
-            try db.cachedStatement(sql: """
-                INSERT INTO patch_outbox (job_id, attempts, next_attempt_at, created_at, updated_at)
-                VALUES (?, 0, ?, ?, ?) ON CONFLICT(job_id) DO NOTHING
-                """).execute(arguments: [id.rawValue, now, now, now])
-        }
+        if case .succeed = event, let job, job.patch != nil { try owePatch(id, now: now, in: db) }
         // So is the release of the queue's copy: a crash after this commit cannot leak the file.
         if case .succeed = event, let release { try release.insert(db, onConflict: .replace) }
         return job

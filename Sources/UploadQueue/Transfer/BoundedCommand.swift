@@ -1,3 +1,4 @@
+import CUploadQueueSystem
 import Foundation
 
 /// Runs a helper program (a `token_command`, `busctl`): directly (no shell) in a process group of its own, its output read with a
@@ -43,6 +44,8 @@ enum BoundedCommand {
         for descriptor in [output[0], output[1], errors[0], errors[1]] {
             posix_spawn_file_actions_addclose(&actions, descriptor)
         }
+        // No other descriptor of the daemon (its database, the spool's files) reaches the program.
+        _ = uploadq_spawn_close_from(&actions, 3)
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

@@ -21,6 +21,14 @@ final class EasyTransfer: @unchecked Sendable {
     private var responseBody: [UInt8] = []
     private var lastReportedSent: Int64 = -1
     private let errorBuffer: UnsafeMutablePointer<CChar>
+    /// The slowest this exchange may go (`min_rate`); set when its handle is made.
+    private var floor: RateFloor?
+    /// Why the floor ended it, if it did.
+    private var belowFloor: RateFloor.Verdict?
+    /// Header bytes received (libcurl counts only the body's): a server that trickles its answer is moving.
+    private var receivedHeaderBytes: Int64 = 0
+    /// The send-rate cap libcurl applies to this exchange (0: none).
+    private var sendSpeed: Int64 = 0
 
     init(request: HTTPRequest, progress: (@Sendable (Int64) -> Void)?, traffic: TrafficCounter? = nil) {
         self.request = request
@@ -47,6 +55,7 @@ final class EasyTransfer: @unchecked Sendable {
 
     func setSendSpeed(_ bytesPerSecond: Int64) {
         guard let handle else { return }
+        sendSpeed = bytesPerSecond
         _ = uploadq_curl_setopt_offset(handle, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(bytesPerSecond))
     }
 
@@ -75,6 +84,10 @@ final class EasyTransfer: @unchecked Sendable {
             // sent: its answer is what counts, not the broken send.
             if status >= 400, [CURLE_SEND_ERROR, CURLE_RECV_ERROR].contains(code), !isCancelled {
                 return .success(response)
+            }
+            if let belowFloor, !isCancelled {
+                return .failure(TransferError(code: .stall, message: Self.describe(belowFloor, url: request.url),
+                                              curlCode: Int(code.rawValue)))
             }
             if isCancelled {
                 return .failure(TransferError(code: .cancelled, message: "cancelled", curlCode: Int(code.rawValue)))
@@ -105,6 +118,8 @@ final class EasyTransfer: @unchecked Sendable {
         _ = uploadq_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout.milliseconds))
         _ = uploadq_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, Int(options.stall.minimumRate))
         _ = uploadq_curl_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(options.stall.window.milliseconds / 1000)))
+        floor = RateFloor(minimumRate: options.stall.minimumAverageRate, window: options.stall.averageWindow,
+                          bodyBytes: reader.length, started: .now)
         if let caFile = options.caFile {
             // The private CA's bundle replaces the default bundle file; the system's CA directory stays trusted.
             _ = uploadq_curl_setopt_string(handle, CURLOPT_CAINFO, caFile)
@@ -186,6 +201,7 @@ final class EasyTransfer: @unchecked Sendable {
     }
 
     fileprivate func receiveHeader(_ buffer: UnsafeMutablePointer<CChar>, length: Int) {
+        receivedHeaderBytes += Int64(length)
         // Read from the bytes: every response passes here, and Foundation's trimming cost more than the request.
         let line = Self.trimmed(UnsafeRawBufferPointer(start: buffer, count: length)[...])
         if line.starts(with: "HTTP/".utf8) {
@@ -218,8 +234,25 @@ final class EasyTransfer: @unchecked Sendable {
         responseBody.append(contentsOf: bytes)
     }
 
-    fileprivate func reportProgress(sent: Int64) -> Int32 {
+    /// The stall message for an exchange the rate floor ended.
+    private static func describe(_ verdict: RateFloor.Verdict, url: String) -> String {
+        switch verdict {
+        case .tooSlow(let bytes, let span, let floor):
+            return "\(URLRedaction.redact(url)): \(bytes) bytes in the last \(span.components.seconds) s, below the "
+                + "floor of \(ByteCountText.text(floor))/s (min_rate); the slot is given back and the transfer retried"
+        case .pastDeadline(let allowance):
+            return "\(URLRedaction.redact(url)): not done after \(allowance.components.seconds) s (ten minutes, and its "
+                + "body's size at the floor of min_rate); the slot is given back and the transfer retried"
+        }
+    }
+
+    fileprivate func reportProgress(sent: Int64, received: Int64) -> Int32 {
         if isCancelled { return 1 }
+        if let verdict = floor?.observe(bytes: sent + received + receivedHeaderBytes, at: .now,
+                                        sendingBody: sent < reader.length, cap: sendSpeed) {
+            belowFloor = verdict
+            return 1
+        }
         if sent != lastReportedSent {
             lastReportedSent = sent
             progress?(sent)
@@ -250,9 +283,10 @@ private let easyWriteCallback: uploadq_curl_data_callback = { buffer, size, coun
     return size * count
 }
 
-private let easyProgressCallback: uploadq_curl_xferinfo_callback = { userdata, _, _, _, uploaded in
+private let easyProgressCallback: uploadq_curl_xferinfo_callback = { userdata, _, downloaded, _, uploaded in
     guard let userdata else { return 0 }
-    return Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().reportProgress(sent: Int64(uploaded))
+    return Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
+        .reportProgress(sent: Int64(uploaded), received: Int64(downloaded))
 }
 
 extension Duration {
