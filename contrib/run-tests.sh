@@ -3,8 +3,9 @@
 # everything (library, uploadq binary, tests) and runs the whole suite with the test servers started on loopback,
 # including the end-to-end tests that drive the real binary, then a short chaos run (random kill -9 of the daemon
 # during mixed uploads; the full run is contrib/chaos/run.sh) and a short field-life soak (spool bursts, link flaps,
-# kills, a full state disk, a clock step; the full run is contrib/soak/run.sh). Arguments go to `swift test` (and
-# skip the chaos and soak runs, as when running one suite).
+# kills, a full state disk, a clock step; the full run is contrib/soak/run.sh), and each libFuzzer target for 30 s
+# (contrib/fuzz/run.sh). Arguments go to `swift test` (and skip the chaos, soak and fuzz runs, as when running one
+# suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 contrib/setup.sh
@@ -16,4 +17,6 @@ contrib/test-servers/run.sh swift test --skip-build "$@"
 if [ "$#" -eq 0 ]; then
     KILLS=6 FILES=24 MAX_MIB=12 BANDWIDTH_MIB=6 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/chaos/run.sh
     SHORT=1 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/soak/run.sh
+    # Every fuzz target for 30 s on its seed corpus (the findings so far are in it); longer: contrib/fuzz/run.sh.
+    contrib/fuzz/run.sh 30
 fi

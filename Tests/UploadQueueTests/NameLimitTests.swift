@@ -7,6 +7,17 @@ import Testing
 struct NameLimitTests {
     let id = JobID.generate(at: Date(timeIntervalSince1970: 1_800_000_000))
 
+    @Test("a name that starts with a combining mark: the slash before it still cuts (found by the templates fuzzer)")
+    func combiningMarkAfterSlash() {
+        let name = "\u{301}" + String(repeating: "é", count: 200) + ".jpg"  // 406 bytes, a mark first
+        let fitted = FileName.fittingPath("2026-11-24/" + name, under: "/srv/photos", jobID: id)
+        let parts = fitted.utf8.split(separator: UInt8(ascii: "/")).map { Array($0) }
+        #expect(parts.count == 4 && parts.allSatisfy { $0.count <= FileName.componentLimit }, "\(parts.map(\.count))")
+        #expect(fitted.hasPrefix("/srv/photos/2026-11-24/\u{301}"))
+        #expect(SigV4Signer.encodePath("a/\u{301}b") == "a/%CC%81b", "the slash is not encoded into the key")
+        #expect(PathSegments.split("a/\u{301}b//c", omittingEmpty: false) == ["a", "\u{301}b", "", "c"])
+    }
+
     @Test("an S3 key past 1,024 bytes keeps its folders and has its last segment shortened; folders that leave no room are refused")
     func objectKeys() throws {
         let folders = String(repeating: "album-é ", count: 60) + "/"

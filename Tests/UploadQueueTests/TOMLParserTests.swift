@@ -27,6 +27,22 @@ struct TOMLParserTests {
         return current[last]?.kind
     }
 
+    @Test("nesting past 32 levels is a syntax error naming the line, not a stack overflow (found by the fuzzer)")
+    func deepNesting() throws {
+        for text in ["I=" + String(repeating: "[", count: 100_000), "t=" + String(repeating: "{a=", count: 50_000),
+                     "a=" + String(repeating: "[", count: 33) + String(repeating: "]", count: 33),
+                     String(repeating: "k.", count: 40) + "k = 1", "[" + String(repeating: "t.", count: 40) + "t]"] {
+            do {
+                _ = try TOMLParser.parse("# config\n" + text)
+                Issue.record("accepted \(text.prefix(40))…")
+            } catch {
+                #expect(error.line == 2 && (error.message.contains("32")), "\(error)")
+            }
+        }
+        let fine = try TOMLParser.parse("a=" + String(repeating: "[", count: 32) + String(repeating: "]", count: 32))
+        #expect(fine["a"] != nil)
+    }
+
     @Test("scalars: strings, integers in every base, floats, booleans, date-times")
     func scalars() throws {
         let table = try parse(#"""

@@ -26,7 +26,7 @@ public enum FileName {
     /// `directory/relative` with every component of `relative` made to fit (`fitting`); the last one leaves room
     /// for `reserve` more bytes (a sidecar's suffix that may follow it).
     static func fittingPath(_ relative: String, under directory: String, jobID: JobID, reserve: Int = 0) -> String {
-        var parts = relative.split(separator: "/", omittingEmptySubsequences: true).map(String.init)
+        var parts = PathSegments.split(relative, omittingEmpty: true)
         for index in parts.indices {
             parts[index] = fitting(parts[index], limit: componentLimit - (index == parts.count - 1 ? reserve : 0),
                                    jobID: jobID)
@@ -66,7 +66,7 @@ public enum FileName {
         // Decoding only shortens a segment: none can be too long when the whole path is not (the common case,
         // checked for every transfer).
         if url[pathStart..<queryStart].utf8.count <= componentLimit { return url.utf8.count <= urlLimit ? url : nil }
-        let segments = url[pathStart..<queryStart].split(separator: "/", omittingEmptySubsequences: false).map { segment in
+        let segments = PathSegments.split(url[pathStart..<queryStart], omittingEmpty: false).map { segment in
             guard segment.utf8.count > componentLimit else { return String(segment) }
             let decoded = String(segment).removingPercentEncoding ?? String(segment)
             guard decoded.utf8.count > componentLimit else { return String(segment) }

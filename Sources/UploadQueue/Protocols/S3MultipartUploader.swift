@@ -399,7 +399,7 @@ struct S3MultipartUploader: Uploader {
                                                           sha256: job.sha256, meta: job.meta, date: job.createdAt,
                                                           escape: Self.keySegment)
         // Empty segments go; a segment made only of dots would be dropped by URL normalisation: it becomes `_`.
-        let key = expanded.split(separator: "/").map { $0.allSatisfy { $0 == "." } ? "_" : String($0) }
+        let key = PathSegments.split(expanded, omittingEmpty: true).map { $0.allSatisfy { $0 == "." } ? "_" : $0 }
             .joined(separator: "/")
         guard let fitted = FileName.fittingKey(key, jobID: job.id) else {
             throw .permanent("name-too-long", """

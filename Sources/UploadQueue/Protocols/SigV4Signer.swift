@@ -79,7 +79,7 @@ struct SigV4Signer: Sendable {
 
     /// An object key (or any path) as a URI path: each segment encoded once, `/` kept.
     static func encodePath(_ path: String) -> String {
-        path.split(separator: "/", omittingEmptySubsequences: false).map { encode(String($0)) }.joined(separator: "/")
+        PathSegments.split(path, omittingEmpty: false).map(encode).joined(separator: "/")
     }
 
     /// RFC 3986 encoding as SigV4 wants it: everything but `A-Z a-z 0-9 - . _ ~` as `%XX`, space as `%20`.

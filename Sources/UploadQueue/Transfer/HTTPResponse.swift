@@ -62,12 +62,52 @@ struct HTTPResponse: Sendable {
     /// The server's clock from its `Date` header; nil when absent or unreadable.
     var date: Date? { header("Date").flatMap(Self.parseHTTPDate) }
 
-    /// An IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
+    /// An HTTP date in any of the three forms a recipient must accept (RFC 9110 §5.6.7): the IMF-fixdate
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`, the obsolete RFC 850 `Sunday, 06-Nov-94 08:49:37 GMT` and asctime
+    /// `Sun Nov  6 08:49:37 1994`; nil for anything else, an impossible day included.
+    ///
+    /// Read by hand: Foundation's `DateFormatter` went through ICU for each header, and leaked memory on some
+    /// inputs (found by the HTTP headers fuzzer).
     static func parseHTTPDate(_ text: String) -> Date? {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "GMT")
-        formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss zzz"
-        return formatter.date(from: text.trimmingCharacters(in: .whitespaces))
+        let words = text.trimmingCharacters(in: .whitespaces).split(separator: " ", omittingEmptySubsequences: true)
+        let months = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
+        func number(_ text: Substring, digits: ClosedRange<Int>) -> Int? {
+            guard digits.contains(text.count), text.allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+            return Int(text)
+        }
+        func month(_ text: Substring) -> Int? { months.firstIndex(of: String(text)).map { $0 + 1 } }
+        var year: Int?, monthNumber: Int?, day: Int?, clock: Substring?
+        if words.count == 6, words[0].hasSuffix(","), words[5] == "GMT" {
+            // IMF-fixdate.
+            (day, monthNumber, year, clock) = (number(words[1], digits: 2...2), month(words[2]),
+                                               number(words[3], digits: 4...4), words[4])
+        } else if words.count == 4, words[0].hasSuffix(","), words[3] == "GMT" {
+            // RFC 850: a two-digit year, read as the nearest one not more than 50 years ahead.
+            let parts = words[1].split(separator: "-", omittingEmptySubsequences: false)
+            if parts.count == 3, let short = number(parts[2], digits: 2...2) {
+                (day, monthNumber, year, clock) = (number(parts[0], digits: 2...2), month(parts[1]),
+                                                   short < 70 ? 2000 + short : 1900 + short, words[2])
+            }
+        } else if words.count == 5 {
+            // asctime: the day padded with a space, which the split took away.
+            (monthNumber, day, clock, year) = (month(words[1]), number(words[2], digits: 1...2), words[3],
+                                               number(words[4], digits: 4...4))
+        }
+        guard let year, let monthNumber, let day, let clock else { return nil }
+        let time = clock.split(separator: ":", omittingEmptySubsequences: false)
+        guard time.count == 3, let hour = number(time[0], digits: 2...2), let minute = number(time[1], digits: 2...2),
+              let second = number(time[2], digits: 2...2), hour < 24, minute < 60, second < 61
+        else { return nil }
+        let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+        let lengths = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+        guard (1...lengths[monthNumber - 1]).contains(day) else { return nil }
+        // Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's days_from_civil).
+        let y = monthNumber <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yearOfEra = y - era * 400
+        let dayOfYear = (153 * (monthNumber + (monthNumber > 2 ? -3 : 9)) + 2) / 5 + day - 1
+        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
+        let days = era * 146_097 + dayOfEra - 719_468
+        return Date(timeIntervalSince1970: TimeInterval(days * 86_400 + hour * 3600 + minute * 60 + second))
     }
 }

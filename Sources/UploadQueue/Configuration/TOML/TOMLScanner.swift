@@ -4,6 +4,13 @@ struct TOMLScanner {
     private(set) var index = 0
     private(set) var line = 1
     private var lineStart = 0
+    /// Arrays and inline tables open around the current value.
+    private var depth = 0
+
+    /// The deepest nesting of arrays and inline tables, and the most parts of a dotted key: far beyond any config,
+    /// and short of the stack a reader that recurses would exhaust (the TOML fuzzer's first finding was a stack
+    /// overflow on `[[[[…`).
+    static let maximumDepth = 32
 
     init(_ text: String) {
         bytes = Array(text.utf8)
@@ -94,6 +101,7 @@ struct TOMLScanner {
             parts.append(try simpleKey())
             skipBlanks()
             guard current == .dot else { return parts }
+            guard parts.count < Self.maximumDepth else { throw error("a key of more than \(Self.maximumDepth) parts") }
             advance()
         }
     }
@@ -119,15 +127,20 @@ struct TOMLScanner {
     /// Any value; `table` parses inline tables (it needs the document builder's key rules).
     mutating func value(inlineTable: (inout TOMLScanner) throws(TOMLSyntaxError) -> TOMLTable) throws(TOMLSyntaxError) -> TOMLValue {
         let startLine = line
+        if current == .openBracket || current == .openBrace {
+            depth += 1
+            defer { depth -= 1 }
+            guard depth <= Self.maximumDepth else {
+                throw error("arrays and inline tables nested more than \(Self.maximumDepth) deep")
+            }
+            return current == .openBracket ? TOMLValue(kind: .array(try array(inlineTable: inlineTable)), line: startLine)
+                : TOMLValue(kind: .table(try inlineTable(&self)), line: startLine)
+        }
         switch current {
         case .quote:
             return TOMLValue(kind: .string(starts(with: "\"\"\"") ? try multilineString(quote: .quote) : try basicString()), line: startLine)
         case .apostrophe:
             return TOMLValue(kind: .string(starts(with: "'''") ? try multilineString(quote: .apostrophe) : try literalString()), line: startLine)
-        case .openBracket:
-            return TOMLValue(kind: .array(try array(inlineTable: inlineTable)), line: startLine)
-        case .openBrace:
-            return TOMLValue(kind: .table(try inlineTable(&self)), line: startLine)
         case nil:
             throw error("expected a value")
         default:
