@@ -14,6 +14,8 @@
 #include <sys/vfs.h>
 #include <sys/stat.h>
 #include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/prctl.h>
 #include <spawn.h>
 #include <signal.h>
@@ -161,6 +163,13 @@ int uploadq_open_for_writing(const char *path) {
 int uploadq_writer_scan(const char *path) {
     struct stat target;
     if (stat(path, &target) != 0) return -1;
+    // Descriptors are matched by the path their link names before anything is asked of the file behind them: a
+    // stat of every open file would reach into each file system, and one on a hung NFS server or a stuck FUSE
+    // daemon would block the spool for good. (A writer in another mount namespace names another path and is not
+    // seen here; the lease sees it.)
+    char real[PATH_MAX];
+    if (!realpath(path, real)) return -1;
+    size_t realLength = strlen(real);
     DIR *proc = opendir("/proc");
     if (!proc) return -1;
     int found = 0, hidden = 0;
@@ -179,6 +188,10 @@ int uploadq_writer_scan(const char *path) {
         while ((descriptor = readdir(fds)) != NULL) {
             if (descriptor->d_name[0] < '0' || descriptor->d_name[0] > '9') continue;
             snprintf(name, sizeof name, "/proc/%s/fd/%s", process->d_name, descriptor->d_name);
+            char linked[PATH_MAX];
+            ssize_t length = readlink(name, linked, sizeof linked);
+            if (length < 0) continue;  // closed meanwhile
+            if ((size_t)length != realLength || memcmp(linked, real, realLength) != 0) continue;
             struct stat info;
             if (stat(name, &info) != 0 || info.st_ino != target.st_ino || info.st_dev != target.st_dev) continue;
             snprintf(name, sizeof name, "/proc/%s/fdinfo/%s", process->d_name, descriptor->d_name);

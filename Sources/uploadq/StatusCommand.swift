@@ -66,6 +66,7 @@ struct StatusCommand: AsyncParsableCommand {
                 + "\(TextOutput.bytes(transfer.bytesConfirmed))/\(TextOutput.bytes(transfer.size)) (\(percent)%) "
                 + "\(TextOutput.bytes(transfer.rateBytesPerSecond))/s")
         }
-        print(lines.joined(separator: "\n"))
+        // Names and the release error come from outside: control characters escaped.
+        print(lines.map(SafeText.escaped).joined(separator: "\n"))
     }
 }

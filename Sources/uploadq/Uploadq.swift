@@ -28,7 +28,11 @@ struct Uploadq: AsyncParsableCommand {
                 FileHandle.standardError.write(Data((fullMessage(for: error) + "\n").utf8))
                 Foundation.exit(CLIExit.usage.rawValue)
             }
-            exit(withError: error)
+            guard code != .success else { exit(withError: error) }  // help and --version, as ArgumentParser prints them
+            // An error may quote a file name or a server's answer: each line with its control characters escaped.
+            let lines = fullMessage(for: error).split(separator: "\n", omittingEmptySubsequences: false)
+            FileHandle.standardError.write(Data((lines.map { SafeText.escaped(String($0)) }.joined(separator: "\n") + "\n").utf8))
+            Foundation.exit(code.rawValue)
         }
     }
 }

@@ -59,6 +59,17 @@ struct OriginTrustTests {
         }
         #expect(try load(#""https://a.example.com", "http://b.example.com:8080/""#).trustedOrigins
                     == [URLOrigin(url: "https://a.example.com"), URLOrigin(url: "http://b.example.com:8080")])
+        // Credentials are bound to one origin: a placeholder may not stand in the host.
+        do {
+            _ = try ConfigurationLoader.parse("""
+                [destinations.t]
+                protocol = "http-put"
+                url = "https://{meta.tenant}.example.com/up/{name}"
+                """, file: "/etc/uploadq/test.toml", baseDirectory: "/tmp")
+            Issue.record("a placeholder in the host was accepted")
+        } catch let error as ConfigurationError {
+            #expect(error.key == "destinations.t.url" && error.message.contains("host"), "\(error)")
+        }
         for bad in [#""https://a.example.com/files""#, #""https://u@a.example.com""#, #""ftp://a""#, #""a.example.com""#] {
             do {
                 _ = try load(bad)

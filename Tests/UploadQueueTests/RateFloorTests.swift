@@ -44,15 +44,35 @@ struct RateFloorTests {
         #expect(capped.observe(bytes: 31 * 300, at: at(36), cap: 512) != nil, "stopped moving")
     }
 
-    @Test("once the body is sent only the deadline applies: ten minutes plus the body at the floor rate")
+    @Test("once the body is sent only the answer's deadline applies: ten minutes from the last byte sent")
     func responsePhaseAndDeadline() {
-        var waiting = RateFloor(minimumRate: 1024, window: .seconds(10), bodyBytes: 1024 * 60, started: start)
-        #expect(waiting.observe(bytes: 1024 * 60, at: at(1)) == nil)
-        for second in stride(from: 2.0, through: 660.0, by: 1.0) {
+        var waiting = RateFloor(minimumRate: 1024, window: .seconds(10), bodyBytes: 5 << 30, started: start)
+        #expect(waiting.observe(bytes: 1024 * 60, at: at(1), sendingBody: false) == nil)
+        for second in stride(from: 2.0, through: 601.0, by: 1.0) {
             #expect(waiting.observe(bytes: 1024 * 60 + Int64(second), at: at(second), sendingBody: false) == nil,
                     "a store answering slowly after the body is not a trickle (at \(second) s)")
         }
-        #expect(waiting.observe(bytes: 1024 * 61, at: at(661), sendingBody: false) == .pastDeadline(.seconds(660)))
+        // However large the body was: its size bought time to send it, not to wait for the answer.
+        #expect(waiting.observe(bytes: 1024 * 61, at: at(602), sendingBody: false) == .pastDeadline(.seconds(600)))
+        var sending = RateFloor(minimumRate: 1024, window: .seconds(10), bodyBytes: 1024 * 60, started: start)
+        for second in stride(from: 0.0, through: 660.0, by: 1.0) {
+            #expect(sending.observe(bytes: Int64(second) * 1100, at: at(second)) == nil)
+        }
+        #expect(sending.observe(bytes: 661 * 1100, at: at(661)) == .pastDeadline(.seconds(660)))
+    }
+
+    @Test("requests in flight together share the floor; a floor that rises starts a new window, not a false stall")
+    func sharedFloor() {
+        // Four uploads on a 2 KiB/s uplink: 512 B/s each, above a quarter of the floor.
+        var shared = RateFloor(minimumRate: 1024, window: .seconds(10), bodyBytes: 1 << 30, started: start)
+        for second in 0...60 {
+            #expect(shared.observe(bytes: Int64(second) * 512, at: at(Double(second)), sharers: 4) == nil)
+        }
+        // Three of them end: the floor is 1 KiB/s again, judged over a window that begins now.
+        for second in 61...70 {
+            #expect(shared.observe(bytes: Int64(second) * 512, at: at(Double(second)), sharers: 1) == nil, "at \(second) s")
+        }
+        #expect(shared.observe(bytes: 71 * 512, at: at(71), sharers: 1) != nil, "512 B/s alone is below the floor")
     }
 
     @Test("a server that reads 2 B/s: the job is retried as a stall, and the other jobs flow meanwhile")

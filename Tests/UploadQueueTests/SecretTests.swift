@@ -68,19 +68,26 @@ struct SecretTests {
             #expect(sent == [expected])
         }
 
+        let (failed, requests) = try await Self.failedUpload(tokenCommand: "echo secret-from-stderr >&2; exit 3")
+        let error = failed.lastError ?? ""
+        #expect(error.contains("status 3") && !error.contains("secret-from-stderr"), "\(error)")
+        #expect(requests.isEmpty)
+    }
+
+    /// Uploads one file with `tokenCommand` (a shell line) as the token program, until the job fails; returns the
+    /// job and what reached the server.
+    static func failedUpload(tokenCommand: String) async throws -> (Job, [[String: Any]]) {
         let recorder = try RecorderSession()
         let sandbox = try Sandbox(destination: "api", """
             protocol = "http-post"
             url = "\(recorder.url())"
-            token_command = ["/bin/sh", "-c", "echo secret-from-stderr >&2; exit 3"]
+            token_command = ["/bin/sh", "-c", \(toml(tokenCommand))]
             """, retry: "10s")
         let running = try RunningQueue(sandbox)
         let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/b.jpg", size: 1000, seed: 3), to: "api")
         let failed = try await running.wait(id, timeout: .seconds(20)) { $0.state == .failed }
         await running.stop()
-        let error = failed.lastError ?? ""
-        #expect(error.contains("status 3") && !error.contains("secret-from-stderr"), "\(error)")
-        #expect(try await recorder.requests().isEmpty)
+        return (failed, try await recorder.requests())
     }
 
     @Test("a token command that prints 100 MiB is killed at 64 KiB: a clear transient failure, memory bounded")
@@ -91,18 +98,10 @@ struct SecretTests {
         #expect(outcome == .tooMuchOutput)
         #expect(ContinuousClock.now - started < .seconds(5))
 
-        let recorder = try RecorderSession()
-        let sandbox = try Sandbox(destination: "api", """
-            protocol = "http-post"
-            url = "\(recorder.url())"
-            token_command = ["/bin/sh", "-c", "head -c 104857600 /dev/zero"]
-            """, retry: "10s")
-        let running = try RunningQueue(sandbox)
-        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/c.jpg", size: 1000, seed: 4), to: "api")
-        let failed = try await running.wait(id, timeout: .seconds(20)) { $0.state == .failed }
-        await running.stop()
+        let (failed, requests) = try await Self.failedUpload(tokenCommand: "head -c 104857600 /dev/zero")
         #expect(failed.lastError?.contains("more than 64 KiB") == true, "\(failed.lastError ?? "")")
         #expect(!failed.permanent, "retried: the program may do better next time")
+        #expect(requests.isEmpty)
     }
 
     @Test("a helper program inherits no descriptor of the daemon beyond its standard three")

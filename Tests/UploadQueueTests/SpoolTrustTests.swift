@@ -69,6 +69,9 @@ struct SpoolTrustTests {
             protocol = "http-put"
             url = "http://127.0.0.1:9/frugal/{name}"
             on_metered = "defer"
+            [destinations.local]
+            protocol = "file"
+            url = "file:///tmp/local"
             [patch]
             token_env = "UPLOADQ_TEST_TOKEN"
             \(patch)
@@ -104,6 +107,8 @@ struct SpoolTrustTests {
         #expect(why.contains("looser") && why.contains("sidecar_may_allow_metered"))
         // The spool's default destination is the baseline when the sidecar names none.
         #expect(strict.refusal(of: try sidecar(#"{"on_metered": "allow"}"#)) == nil, "open allows everything already")
+        #expect(strict.refusal(of: try sidecar(#"{"destination": "local", "on_metered": "allow"}"#)) == nil,
+                "a local directory takes no link")
         let trusting = try policy(spool: "sidecar_may_allow_metered = true")
         #expect(trusting.refusal(of: try sidecar(#"{"destination": "frugal", "on_metered": "allow"}"#)) == nil)
     }
@@ -137,6 +142,13 @@ struct SpoolTrustTests {
             #expect(why?.contains(header) == true, "\(header): \(why ?? "allowed")")
         }
         #expect(allowed.refusal(of: try patch("https://api.example.com/photos/1", headers: ["X-Record": "r-1"])) == nil)
+        for header in ["X-Forwarded-Host", "Forwarded", "X-HTTP-Method-Override", "X-Original-URL"] {
+            let why = allowed.refusal(of: try patch("https://api.example.com/photos/1", headers: [header: "x"]))
+            #expect(why?.contains(header) == true, "\(header): \(why ?? "allowed")")
+        }
+        for url in ["https://api.example.com/photos/..;/admin", "https://api.example.com/photos/%252e%252e%252fadmin"] {
+            #expect(allowed.refusal(of: try patch(url))?.contains("allowed_urls") == true, "\(url)")
+        }
     }
 
     @Test("allowed_urls prefixes: segment boundaries, default ports, and no way out by normalisation")
@@ -149,6 +161,8 @@ struct SpoolTrustTests {
         #expect(!prefix.admits("https://api.example.com/photos/./1"))
         #expect(!prefix.admits("https://api.example.com/photos\\..\\admin"))
         #expect(try #require(PatchURLPrefix("http://h:80")).admits("http://h/anything"))
+        // A port too large for Foundation is not the default port (found by the templates fuzzer).
+        #expect(!(try #require(PatchURLPrefix("https://as."))).admits("https://as.:" + String(repeating: "5", count: 70) + "3?"))
         #expect(try #require(PatchURLPrefix("http://h:8080/")).description == "http://h:8080/")
         for bad in ["ftp://h/", "https:///x", "https://u:p@h/", "https://h/x?y=1", "https://h/a/../b", "h/x", ""] {
             #expect(PatchURLPrefix(bad) == nil, "\(bad)")
@@ -315,6 +329,28 @@ struct SpoolTrustTests {
         #expect(daemon.terminate() < .seconds(5))
     }
 
+    @Test("a spool on a file system of its own: the file and its sidecar are copied in, as examined")
+    func crossDeviceSpool() async throws {
+        let sandbox = try Sandbox()
+        let disk = try TmpfsMount(at: sandbox.spool, size: "8m")
+        #expect(mkdir(disk.path + "/.rejected", 0o700) == 0)
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        try Data(#"{"meta": {"record": "r-7"}}"#.utf8).write(to: URL(fileURLWithPath: disk.path + "/a.jpg" + Sidecar.suffix))
+        let source = try sandbox.makeFile(sandbox.root + "/a.jpg", size: 300_000, seed: 9)
+        let digest = try sha256(ofFile: source)
+        #expect(FileManager.default.createFile(atPath: disk.path + "/.a.jpg.tmp", contents: try Data(contentsOf: URL(fileURLWithPath: source))))
+        #expect(rename(disk.path + "/.a.jpg.tmp", disk.path + "/a.jpg") == 0)
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        let uploaded = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
+        #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
+        #expect(daemon.terminate() < .seconds(5))
+        let job = try #require(try store.jobs().first)
+        #expect(job.meta == ["record": "r-7"] && job.sha256 == digest)
+        #expect(!FileManager.default.fileExists(atPath: disk.path + "/a.jpg"), "moved out of the spool")
+        #expect(!FileManager.default.fileExists(atPath: disk.path + "/a.jpg" + Sidecar.suffix), "its sidecar too")
+    }
+
     // MARK: end to end, with the real daemon
 
     @Test("hostile sidecars and a patch target outside allowed_urls are rejected with a reason; intake goes on, RSS flat")
@@ -355,12 +391,16 @@ struct SpoolTrustTests {
         let foreign = try sandbox.makeFile(sandbox.root + "/foreign.jpg", size: 1000, seed: 7)
         #expect(chown(foreign, 65_534, 65_534) == 0)
         #expect(link(foreign, spool + "/foreign.jpg") == 0)
+        // And to a private file of the spool's owner (the daemon's user: its token file, say).
+        let secret = try sandbox.makeFile(sandbox.root + "/token.txt", size: 100, seed: 8)
+        #expect(chmod(secret, 0o600) == 0)
+        #expect(link(secret, spool + "/private.jpg") == 0)
 
         let settled = try await eventually(timeout: .seconds(30)) {
             let jobs = try store.jobs()
             return Set(jobs.map(\.originalName)) == ["inside.jpg", "plain.jpg"]
                 && jobs.first { $0.originalName == "inside.jpg" }?.patchState == .done
-                && ["fifo.jpg", "zero.jpg", "big.jpg", "outside.jpg", "foreign.jpg"].allSatisfy {
+                && ["fifo.jpg", "zero.jpg", "big.jpg", "outside.jpg", "foreign.jpg", "private.jpg"].allSatisfy {
                     FileManager.default.fileExists(atPath: rejected + "/\($0).reason.txt")
                 }
         }
@@ -375,6 +415,7 @@ struct SpoolTrustTests {
         #expect(try reason("outside.jpg").contains("allowed_urls"))
         #expect(try reason("foreign.jpg").contains("hard links") && (try reason("foreign.jpg")).contains("65534"))
         #expect(FileManager.default.fileExists(atPath: foreign), "the other link keeps the file")
+        #expect(try reason("private.jpg").contains("mode 600"))
         // Each sidecar went along with its file, as it was (the FIFO is still a FIFO, the link still a link).
         var info = stat()
         #expect(lstat(rejected + "/fifo.jpg" + Sidecar.suffix, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)

@@ -38,10 +38,13 @@ enum PatchAuthority {
     static let sidecarMethods: Set<String> = ["PATCH", "PUT", "POST"]
 
     /// Headers a sidecar's patch may not set, lowercased: the credentials (uploadq adds the `[patch]` ones), the
-    /// host, and the request's framing. Any `Proxy-*` header is refused too.
+    /// host, the request's framing, and the rerouting headers. Any `Proxy-*` and `X-Forwarded-*` header is refused
+    /// too.
     static let reservedHeaders: Set<String> = [
         "authorization", "cookie", "host", "content-length", "transfer-encoding", "connection", "upgrade", "te",
         "trailer", "expect", "keep-alive", "idempotency-key",
+        // Headers frameworks and proxies use to reroute a request or change its method, around `allowed_urls`.
+        "forwarded", "x-original-url", "x-rewrite-url", "x-http-method-override", "x-http-method", "x-method-override",
     ]
 
     /// Why a spool sidecar may not name `patch` under `settings` (said of the sidecar: "names the patch target
@@ -65,7 +68,7 @@ enum PatchAuthority {
         }
         for name in (patch.headers ?? [:]).keys.sorted() {
             let lowered = name.lowercased()
-            if reservedHeaders.contains(lowered) || lowered.hasPrefix("proxy-") {
+            if reservedHeaders.contains(lowered) || lowered.hasPrefix("proxy-") || lowered.hasPrefix("x-forwarded-") {
                 return """
                     sets the patch header \(name); credentials, the host and the request's framing come from the \
                     config, not from a sidecar

@@ -6,7 +6,7 @@ import Foundation
 /// The sidecar's URL must have the same scheme, host and port, and a path that lies under the prefix's path at a
 /// segment boundary (`/photos/` admits `/photos/7`, and `/photos` admits `/photos/7` but not `/photos-old/7`).
 /// A URL that could leave the prefix once a server or proxy normalises it is refused: dot segments, encoded
-/// dots, slashes or backslashes, user info.
+/// dots, slashes, backslashes or percent signs, `;` path parameters, user info.
 public struct PatchURLPrefix: Sendable, Equatable, CustomStringConvertible {
     /// `http` or `https`.
     public let scheme: String
@@ -62,12 +62,19 @@ public struct PatchURLPrefix: Sendable, Equatable, CustomStringConvertible {
         else { return nil }
         let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
         guard path.hasPrefix("/") else { return nil }
+        // Encoded dots and slashes, and what servers also normalise: `;` parameters (`..;/` on Tomcat) and `%25`
+        // (decoded twice by some proxies).
         let lowered = path.lowercased()
-        guard !["%2e", "%2f", "%5c"].contains(where: lowered.contains) else { return nil }
+        guard !["%2e", "%2f", "%5c", "%25", ";"].contains(where: lowered.contains) else { return nil }
         let segments = path.split(separator: "/", omittingEmptySubsequences: false)
         guard !segments.contains(where: { $0 == "." || $0 == ".." }) else { return nil }
         let port = components.port ?? (scheme == "https" ? 443 : 80)
         guard (1...65_535).contains(port) else { return nil }
+        // The origin as the credential rules read it must be the same: a port Foundation cannot read (too large)
+        // it leaves out, and would take for the default (found by the templates fuzzer).
+        guard let origin = URLOrigin(url: text), origin.scheme == scheme, origin.host == host, origin.port == port else {
+            return nil
+        }
         return Parts(scheme: scheme, host: host, port: port, path: path, query: components.percentEncodedQuery)
     }
 }

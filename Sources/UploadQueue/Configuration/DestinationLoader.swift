@@ -60,6 +60,15 @@ enum DestinationLoader {
         } catch {
             throw table.error("url", error.message)
         }
+        // The origin is where the destination's credentials may go (`CredentialScope`): one, fixed by the admin.
+        let authority = url.range(of: "://").map { url[$0.upperBound...].prefix { !"/?#".contains($0) } } ?? ""
+        if authority.contains("{") || URLOrigin(url: url) == nil {
+            throw table.error("url", """
+                "\(URLRedaction.redact(url))" must name its host (and port) itself: placeholders may fill the path \
+                and the query, not the host, as the destination's credentials go to that origin alone \
+                (list others in trusted_origins)
+                """)
+        }
         if transferProtocol == .tus, !urlTemplate.isConstant {
             throw table.error("url", "a tus endpoint is one URL for all uploads; placeholders are not allowed here")
         }

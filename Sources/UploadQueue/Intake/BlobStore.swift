@@ -112,10 +112,23 @@ struct BlobStore: Sendable {
                 throw UploadQueueError(.diskLow, "not taken: \(low); the queue takes files again once there is room",
                                        job: id, path: source)
             }
-            let input = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+            // The file examined, and no other: a FIFO renamed in meanwhile must not block the intake, and a file
+            // swapped in must not be copied in its place.
+            let input = open(source, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
             guard input >= 0 else { throw .system("open", path: source, job: id) }
             defer { close(input) }
+            let opened = try FileFingerprint.of(descriptor: input, path: source)
+            guard opened.inode == expected.inode, opened.device == expected.device,
+                  !opened.contentMayDiffer(from: expected) else {
+                throw UploadQueueError(.sourceUnstable, "the file was replaced or changed while it was taken into the "
+                    + "queue; it is looked at again", job: id, path: source)
+            }
             _ = try copy(descriptor: input, sourcePath: source, to: id)
+            if try FileFingerprint.of(descriptor: input, path: source).contentMayDiffer(from: expected) {
+                unlink(destination)
+                throw UploadQueueError(.sourceUnstable, "the file changed while it was copied into the queue; it is "
+                    + "looked at again", job: id, path: source)
+            }
             try unlinkIfUnchanged(source, expected: expected, job: id)
             try syncDirectory((source as NSString).deletingLastPathComponent)
             return try FileFingerprint.of(path: destination)
@@ -150,8 +163,10 @@ struct BlobStore: Sendable {
     func adoptSidecar(_ source: String, for id: JobID) {
         let target = sidecarPath(for: id)
         if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 { return }
-        guard errno == EXDEV, let data = FileManager.default.contents(atPath: source),
-              Self.writeNew(data, to: target, mode: 0o600) else { return }
+        // Read as the spool read it (no link followed, no FIFO waited on, 64 KiB at most): it may have been
+        // swapped since.
+        guard errno == EXDEV, let bytes = try? Sidecar.readBytes(at: source),
+              Self.writeNew(Data(bytes), to: target, mode: 0o600) else { return }
         unlink(source)
     }
 

@@ -22,6 +22,16 @@ struct Sidecar: Sendable, Equatable {
     /// link, never blocks on a FIFO, takes only a regular file of at most `maximumSize` bytes, and reads no more
     /// than that even from a file that grows meanwhile.
     static func read(at path: String) throws(SidecarError) -> Sidecar? {
+        guard let bytes = try readBytes(at: path) else { return nil }
+        do {
+            return try Sidecar(json: Data(bytes))
+        } catch {
+            throw SidecarError(message: "is unusable: \(error.message)")
+        }
+    }
+
+    /// The bytes of the sidecar at `path`, read as `read(at:)` reads them; nil when there is none.
+    static func readBytes(at path: String) throws(SidecarError) -> [UInt8]? {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
@@ -57,11 +67,7 @@ struct Sidecar: Sendable, Equatable {
             count += got
         }
         guard count <= maximumSize else { throw tooLarge }
-        do {
-            return try Sidecar(json: Data(bytes[0..<count]))
-        } catch {
-            throw SidecarError(message: "is unusable: \(error.message)")
-        }
+        return Array(bytes[0..<count])
     }
 
     /// Parses sidecar JSON; the error text says which key is wrong.

@@ -25,10 +25,12 @@ struct SidecarPolicy: Sendable {
                 \(listed.isEmpty ? "it lists none" : listed))
                 """
         }
+        // A local directory takes no link: its policy is moot.
         if let text = sidecar.onMetered, let chosen = MeteredPolicy(text), !spool.sidecarMayAllowMetered,
-           let configured = destinations[destination]?.onMetered, chosen.sizeLimit > configured.sizeLimit {
+           let configured = destinations[destination], configured.transferProtocol != .file,
+           chosen.sizeLimit > configured.onMetered.sizeLimit {
             return """
-                sets on_metered "\(text)", looser than destination "\(destination)"'s "\(configured)"; a sidecar \
+                sets on_metered "\(text)", looser than destination "\(destination)"'s "\(configured.onMetered)"; a sidecar \
                 may only make it stricter, unless [spool] sidecar_may_allow_metered = true
                 """
         }

@@ -42,6 +42,8 @@ public actor SpoolWatcher: Service {
     private var lastSpaceCheck: ContinuousClock.Instant?
     /// Sidecars without their file, and since when this process has seen them so.
     private var straySidecars: [String: ContinuousClock.Instant] = [:]
+    /// When a name that is not UTF-8 last made the spool rescan.
+    private var lastUndecodableScan: ContinuousClock.Instant?
     /// Entries that could not be moved to `.rejected/` (said once each): left alone while they stay.
     private var unmovable: Set<[UInt8]> = []
     /// How many times a file may fail to be taken, for a reason of its own (it cannot be read), before it is
@@ -167,9 +169,15 @@ public actor SpoolWatcher: Service {
             note(name, writing: false, moved: true, at: now)
         case .overflow:
             logger.warning("spool: inotify queue overflowed; rescanning")
+            // The events lost may be the closes that ended the writes: the kernel is asked afresh for each.
+            for name in candidates.keys { candidates[name]?.writing = false }
             scan()
         case .undecodableName:
-            scan()
+            // One event per write to such a name: a rescan at most once a second.
+            if lastUndecodableScan.map({ now - $0 >= .seconds(1) }) ?? true {
+                lastUndecodableScan = now
+                scan()
+            }
         case .watchLost:
             logger.warning("spool: the watched directory went away; re-creating it", metadata: ["path": "\(spool.directory)"])
             return true
@@ -178,7 +186,7 @@ public actor SpoolWatcher: Service {
     }
 
     private func note(_ name: String, writing: Bool, moved: Bool = false, at now: ContinuousClock.Instant) {
-        guard Self.isCandidateName(name) else { return }
+        guard Self.isCandidateName(name), !unmovable.contains(Array(name.utf8)) else { return }
         var candidate = candidates[name] ?? Candidate(fingerprint: nil, lastChange: now, writing: writing, notBefore: now)
         candidate.writing = writing
         candidate.lastChange = now
@@ -363,11 +371,18 @@ public actor SpoolWatcher: Service {
         guard stat(spool.directory, &spoolInfo) == 0 else {
             return "\(name) has \(fingerprint.links) hard links, and the spool's owner cannot be read to check it"
         }
-        if fingerprint.owner == spoolInfo.st_uid || fingerprint.group == spoolInfo.st_gid { return nil }
+        // The spool's owner is often the daemon's user: one of its private files (a token file, 0600) is no
+        // dropper's to send. Taken: a file of the owner's that others may read, or a group-readable one of the
+        // spool's group.
+        let readableByOthers = fingerprint.mode & UInt32(S_IRGRP | S_IROTH) != 0
+        if fingerprint.owner == spoolInfo.st_uid && readableByOthers { return nil }
+        if fingerprint.group == spoolInfo.st_gid && fingerprint.mode & UInt32(S_IRGRP) != 0 { return nil }
         return """
-            \(name) has \(fingerprint.links) hard links and belongs to user \(fingerprint.owner), group \
-            \(fingerprint.group): neither the spool's owner (\(spoolInfo.st_uid)) nor its group (\(spoolInfo.st_gid)). \
-            A hard link could bring in a file its dropper cannot read; copy the file into the spool instead
+            \(name) has \(fingerprint.links) hard links, belongs to user \(fingerprint.owner), group \
+            \(fingerprint.group) (mode \(String(fingerprint.mode & 0o777, radix: 8))): not a file of the spool's \
+            owner (\(spoolInfo.st_uid)) that others may read, nor a group-readable one of its group \
+            (\(spoolInfo.st_gid)). A hard link could bring in a file its dropper cannot read; copy the file into \
+            the spool instead
             """
     }
 
@@ -376,7 +391,9 @@ public actor SpoolWatcher: Service {
         candidate.failures += 1
         // A failure of the file's own (it cannot be read), not of the queue: after a few, it is set aside.
         let path = (spool.directory as NSString).appendingPathComponent(name)
-        if (error as? UploadQueueError)?.path == path, candidate.failures >= Self.triesBeforeRejecting {
+        let denied = [EACCES, EPERM].map { String(cString: strerror($0)) }
+        if let own = error as? UploadQueueError, own.path == path, own.cause.map(denied.contains) == true,
+           candidate.failures >= Self.triesBeforeRejecting {
             reject(name, reason: "\(name) could not be taken after \(candidate.failures) tries: \(error)")
             return
         }

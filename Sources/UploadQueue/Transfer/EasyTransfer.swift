@@ -29,6 +29,11 @@ final class EasyTransfer: @unchecked Sendable {
     private var receivedHeaderBytes: Int64 = 0
     /// The send-rate cap libcurl applies to this exchange (0: none).
     private var sendSpeed: Int64 = 0
+    /// The exchanges in flight with this one (set by the engine): they share the link, and the rate floor.
+    private var sharers = 1
+
+    /// Notes how many exchanges are in flight, this one included.
+    func setSharers(_ count: Int) { sharers = max(1, count) }
 
     init(request: HTTPRequest, progress: (@Sendable (Int64) -> Void)?, traffic: TrafficCounter? = nil) {
         self.request = request
@@ -249,7 +254,7 @@ final class EasyTransfer: @unchecked Sendable {
     fileprivate func reportProgress(sent: Int64, received: Int64) -> Int32 {
         if isCancelled { return 1 }
         if let verdict = floor?.observe(bytes: sent + received + receivedHeaderBytes, at: .now,
-                                        sendingBody: sent < reader.length, cap: sendSpeed) {
+                                        sendingBody: sent < reader.length, cap: sendSpeed, sharers: sharers) {
             belowFloor = verdict
             return 1
         }

@@ -82,7 +82,7 @@ struct HTTPResponse: Sendable {
             (day, monthNumber, year, clock) = (number(words[1], digits: 2...2), month(words[2]),
                                                number(words[3], digits: 4...4), words[4])
         } else if words.count == 4, words[0].hasSuffix(","), words[3] == "GMT" {
-            // RFC 850: a two-digit year, read as the nearest one not more than 50 years ahead.
+            // RFC 850: a two-digit year; 00–69 are read as 20xx, 70–99 as 19xx.
             let parts = words[1].split(separator: "-", omittingEmptySubsequences: false)
             if parts.count == 3, let short = number(parts[2], digits: 2...2) {
                 (day, monthNumber, year, clock) = (number(parts[0], digits: 2...2), month(parts[1]),

@@ -184,6 +184,7 @@ final class EngineLoop: @unchecked Sendable {
             return
         }
         active[handle] = transfer
+        noteSharers()
         let added = curl_multi_add_handle(multi.pointer, handle)
         if added != CURLM_OK {
             finish(transfer, .failure(TransferError(code: .other,
@@ -208,7 +209,13 @@ final class EngineLoop: @unchecked Sendable {
         }
         transfer.releaseHandle()
         transfer.complete(result)
+        noteSharers()
         applySendCap(force: true)
+    }
+
+    /// Tells each exchange in flight how many share the link with it (for its rate floor).
+    private func noteSharers() {
+        for transfer in active.values { transfer.setSharers(active.count) }
     }
 
     /// Splits the shared cap evenly over the paced uploads in flight (libcurl's limit is per handle).
