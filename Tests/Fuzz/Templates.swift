@@ -1,3 +1,4 @@
+import CCurl
 import Foundation
 @testable import UploadQueue
 
@@ -26,11 +27,33 @@ public func fuzzTemplates(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     for part in PathSegments.split(fitted, omittingEmpty: true) {
         precondition(part.utf8.count <= FileName.componentLimit, "a component over 255 bytes: \(part.utf8.count)")
     }
-    // The two URL readers of the trust rules agree on the origin of anything a prefix admits.
+    // The URL readers of the trust rules agree on the origin of anything a prefix admits: ours, and libcurl's,
+    // which is what sends the request (a URL libcurl refuses sends nothing).
     if let prefix = PatchURLPrefix(template), prefix.admits(url) {
         let origin = URLOrigin(url: url)
-        precondition(origin?.scheme == prefix.scheme && origin?.host == prefix.host && origin?.port == prefix.port,
+        precondition(origin?.scheme == prefix.scheme && origin?.port == prefix.port,
                      "\(template) admits \(url), whose origin is \(String(describing: origin))")
+        if let sent = curlOrigin(url) {
+            func bare(_ host: String) -> Substring { host.drop { $0 == "[" }.prefix { $0 != "]" } }
+            precondition(sent.scheme == prefix.scheme && bare(sent.host) == bare(prefix.host) && sent.port == prefix.port,
+                         "\(template) admits \(url), which libcurl sends to \(sent)")
+        }
     }
     return 0
+}
+
+/// The scheme, host and port libcurl reads in `url`; nil when it refuses the URL.
+func curlOrigin(_ url: String) -> (scheme: String, host: String, port: Int)? {
+    guard let handle = curl_url() else { return nil }
+    defer { curl_url_cleanup(handle) }
+    guard curl_url_set(handle, CURLUPART_URL, url, 0) == CURLUE_OK else { return nil }
+    func part(_ what: CURLUPart, _ flags: UInt32 = 0) -> String? {
+        var out: UnsafeMutablePointer<CChar>?
+        guard curl_url_get(handle, what, &out, flags) == CURLUE_OK, let out else { return nil }
+        defer { curl_free(out) }
+        return String(cString: out)
+    }
+    guard let scheme = part(CURLUPART_SCHEME), let host = part(CURLUPART_HOST),
+          let port = part(CURLUPART_PORT, UInt32(CURLU_DEFAULT_PORT)).flatMap({ Int($0) }) else { return nil }
+    return (scheme.lowercased(), host.lowercased(), port)
 }

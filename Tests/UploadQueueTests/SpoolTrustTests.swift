@@ -161,6 +161,7 @@ struct SpoolTrustTests {
         #expect(!prefix.admits("https://api.example.com/photos/./1"))
         #expect(!prefix.admits("https://api.example.com/photos\\..\\admin"))
         #expect(try #require(PatchURLPrefix("http://h:80")).admits("http://h/anything"))
+        #expect(try #require(PatchURLPrefix("http://[::1]:8080/r/")).admits("http://[::1]:8080/r/7"), "IPv6")
         // A port too large for Foundation is not the default port (found by the templates fuzzer).
         #expect(!(try #require(PatchURLPrefix("https://as."))).admits("https://as.:" + String(repeating: "5", count: 70) + "3?"))
         #expect(try #require(PatchURLPrefix("http://h:8080/")).description == "http://h:8080/")

@@ -72,7 +72,9 @@ public struct PatchURLPrefix: Sendable, Equatable, CustomStringConvertible {
         guard (1...65_535).contains(port) else { return nil }
         // The origin as the credential rules read it must be the same: a port Foundation cannot read (too large)
         // it leaves out, and would take for the default (found by the templates fuzzer).
-        guard let origin = URLOrigin(url: text), origin.scheme == scheme, origin.host == host, origin.port == port else {
+        func bare(_ host: String) -> Substring { host.drop { $0 == "[" }.prefix { $0 != "]" } }  // IPv6 brackets
+        guard let origin = URLOrigin(url: text), origin.scheme == scheme, bare(origin.host) == bare(host),
+              origin.port == port else {
             return nil
         }
         return Parts(scheme: scheme, host: host, port: port, path: path, query: components.percentEncodedQuery)
