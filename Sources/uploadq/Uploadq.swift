@@ -30,8 +30,12 @@ struct Uploadq: AsyncParsableCommand {
             }
             guard code != .success else { exit(withError: error) }  // help and --version, as ArgumentParser prints them
             // An error may quote a file name or a server's answer: each line with its control characters escaped.
-            let lines = fullMessage(for: error).split(separator: "\n", omittingEmptySubsequences: false)
-            FileHandle.standardError.write(Data((lines.map { SafeText.escaped(String($0)) }.joined(separator: "\n") + "\n").utf8))
+            // (An exit code thrown after the command said why has no message: nothing more is written.)
+            let message = fullMessage(for: error)
+            if !message.isEmpty {
+                let lines = message.split(separator: "\n", omittingEmptySubsequences: false)
+                FileHandle.standardError.write(Data((lines.map { SafeText.escaped(String($0)) }.joined(separator: "\n") + "\n").utf8))
+            }
             Foundation.exit(code.rawValue)
         }
     }
