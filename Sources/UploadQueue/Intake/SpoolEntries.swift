@@ -32,19 +32,11 @@ struct SpoolEntries {
     /// Moves the entry `name` of `directory` to `target` (a folder), under the same name or, when taken, with
     /// `.1`, `.2`… after it; never replaces anything. Returns the name given there, or the errno of the failure.
     static func move(_ name: [UInt8], from directory: String, to target: String) -> Result<[UInt8], POSIXError> {
-        let source = Array(directory.utf8) + [UInt8(ascii: "/")] + name
         var given = name
         var suffix = 1
         while true {
-            let destination = Array(target.utf8) + [UInt8(ascii: "/")] + given
-            let moved = (source + [0]).withUnsafeBufferPointer { from in
-                (destination + [0]).withUnsafeBufferPointer { to in
-                    from.withMemoryRebound(to: CChar.self) { from in
-                        to.withMemoryRebound(to: CChar.self) { to in
-                            uploadq_rename_noreplace(AT_FDCWD, from.baseAddress, AT_FDCWD, to.baseAddress)
-                        }
-                    }
-                }
+            let moved = withPath(name, in: directory) { from in
+                withPath(given, in: target) { to in uploadq_rename_noreplace(AT_FDCWD, from, AT_FDCWD, to) }
             }
             if moved == 0 { return .success(given) }
             let code = errno
@@ -53,6 +45,26 @@ struct SpoolEntries {
             }
             given = name + Array(".\(suffix)".utf8)
             suffix += 1
+        }
+    }
+
+    /// Calls `body` with `directory/name` as a C string (the name as the bytes it is).
+    static func withPath<Value>(_ name: [UInt8], in directory: String,
+                                _ body: (UnsafePointer<CChar>) -> Value) -> Value {
+        (Array(directory.utf8) + [UInt8(ascii: "/")] + name + [0]).withUnsafeBufferPointer { bytes in
+            bytes.withMemoryRebound(to: CChar.self) { body($0.baseAddress!) }
+        }
+    }
+
+    /// Writes `text` to `directory/name` (a link there is not followed; a file there is replaced); false when
+    /// that cannot be done.
+    static func write(_ text: String, to name: [UInt8], in directory: String) -> Bool {
+        withPath(name, in: directory) { path in
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+            guard descriptor >= 0 else { return false }
+            defer { close(descriptor) }
+            let bytes = Array(text.utf8)
+            return Foundation.write(descriptor, bytes, bytes.count) == bytes.count
         }
     }
 }

@@ -406,70 +406,48 @@ public actor SpoolWatcher: Service {
     /// Moves `name` (and its sidecar) to `.rejected/` with a reason file beside it; never overwrites.
     private func reject(_ name: String, reason: String) {
         candidates[name] = nil
-        let source = (spool.directory as NSString).appendingPathComponent(name)
-        var target = (rejectedDirectory as NSString).appendingPathComponent(name)
-        var suffix = 1
-        while uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) != 0 {
-            let code = errno
-            guard code == EEXIST || code == ENOTEMPTY, suffix < 1000 else {
-                // Left where it is, and not looked at again while it stays (said once).
-                unmovable.insert(Array(name.utf8))
-                logger.error("""
-                    spool: cannot move \(name) to .rejected (\(String(cString: strerror(code)))); it is left alone until \
-                    it is removed or renamed. It was rejected because: \(reason)
-                    """)
-                return
-            }
-            target = (rejectedDirectory as NSString).appendingPathComponent("\(name).\(suffix)")
-            suffix += 1
-        }
-        // Whatever the sidecar is (a link, a FIFO): moved as it is, never opened.
-        let sidecar = source + Sidecar.suffix
-        var info = stat()
-        if lstat(sidecar, &info) == 0 {
-            rename(sidecar, target + Sidecar.suffix)
-        }
-        let text = "\(SafeText.escaped(reason))\nrejected at \(ISO8601DateFormatter().string(from: Date()))\n"
-        if !FileManager.default.createFile(atPath: target + ".reason.txt", contents: Data(text.utf8)) {
-            logger.error("spool: cannot write \(target).reason.txt; the reason was: \(reason)")
-        }
-        try? syncDirectory(rejectedDirectory)
-        try? syncDirectory(spool.directory)
-        logger.warning("spool: rejected \(name): \(reason)")
+        reject(Array(name.utf8), shown: name, reason: reason)
     }
 
     /// Moves an entry whose name is not valid UTF-8 to `.rejected/` with a reason file beside it. Such a name
     /// cannot be a job's: it could not be shown, sent as a file name, or told apart from others once decoded.
     private func rejectUndecodable(_ raw: [UInt8]) {
         let shown = SafeText.escaped(bytes: raw)
+        reject(raw, shown: shown, reason: """
+            the name \(shown) is not valid UTF-8 (a name from another system's encoding); rename the file with a UTF-8 \
+            name and put it back
+            """)
+    }
+
+    /// Moves the entry `raw` (shown as `shown`) and its sidecar to `.rejected/`, under the same name or with `.1`,
+    /// `.2`… after it, with `NAME.reason.txt` beside it. Names are handled as bytes, so any name can go. One that
+    /// cannot be moved is left alone while it stays (said once).
+    private func reject(_ raw: [UInt8], shown: String, reason: String) {
+        let given: [UInt8]
         switch SpoolEntries.move(raw, from: spool.directory, to: rejectedDirectory) {
         case .failure(let error):
             unmovable.insert(raw)
             logger.error("""
-                spool: the name \(shown) is not valid UTF-8, and it cannot be moved to .rejected (\
-                \(String(cString: strerror(error.code.rawValue)))); it is left alone until it is removed or renamed
+                spool: cannot move \(shown) to .rejected (\(String(cString: strerror(error.code.rawValue)))); it is \
+                left alone until it is removed or renamed. It was rejected because: \(reason)
                 """)
-        case .success(let given):
-            let reason = """
-                the name \(shown) is not valid UTF-8 (a name from another system's encoding); rename the file with \
-                a UTF-8 name and put it back
-                rejected at \(ISO8601DateFormatter().string(from: Date()))
-
-                """
-            let path = Array(rejectedDirectory.utf8) + [UInt8(ascii: "/")] + given + Array(".reason.txt\0".utf8)
-            let written = path.withUnsafeBufferPointer { buffer in
-                buffer.withMemoryRebound(to: CChar.self) { name -> Bool in
-                    let descriptor = open(name.baseAddress!, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o644)
-                    guard descriptor >= 0 else { return false }
-                    defer { close(descriptor) }
-                    let bytes = Array(reason.utf8)
-                    return write(descriptor, bytes, bytes.count) == bytes.count
-                }
-            }
-            if !written { logger.error("spool: cannot write the reason file for \(shown) in .rejected") }
-            try? syncDirectory(rejectedDirectory)
-            try? syncDirectory(spool.directory)
-            logger.warning("spool: rejected \(shown): its name is not valid UTF-8")
+            return
+        case .success(let name):
+            given = name
         }
+        // Whatever the sidecar is (a link, a FIFO): moved as it is, never opened.
+        let suffix = Array(Sidecar.suffix.utf8)
+        SpoolEntries.withPath(raw + suffix, in: spool.directory) { sidecar in
+            var info = stat()
+            guard lstat(sidecar, &info) == 0 else { return }
+            SpoolEntries.withPath(given + suffix, in: rejectedDirectory) { target in _ = rename(sidecar, target) }
+        }
+        let text = "\(SafeText.escaped(reason))\nrejected at \(ISO8601DateFormatter().string(from: Date()))\n"
+        if !SpoolEntries.write(text, to: given + Array(".reason.txt".utf8), in: rejectedDirectory) {
+            logger.error("spool: cannot write the reason file for \(shown) in .rejected; the reason was: \(reason)")
+        }
+        try? syncDirectory(rejectedDirectory)
+        try? syncDirectory(spool.directory)
+        logger.warning("spool: rejected \(shown): \(reason)")
     }
 }
