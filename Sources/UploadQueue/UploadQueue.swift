@@ -363,12 +363,12 @@ public actor UploadQueue {
 
     /// The uploader that speaks a destination's protocol.
     static func uploader(for destination: Destination, engine: TransferEngine) -> any Uploader {
-        switch destination.transferProtocol {
-        case .file: LocalDirectoryUploader(destination: destination)
-        case .tus: TusUploader(destination: destination, engine: engine)
-        case .s3: S3MultipartUploader(destination: destination, engine: engine)
-        case .httpPut: HTTPPutUploader(destination: destination, engine: engine)
-        case .httpPost: HTTPPostUploader(destination: destination, engine: engine)
+        switch destination.settings {
+        case .localDirectory(let settings): LocalDirectoryUploader(destination: destination, settings: settings)
+        case .tus(let settings): TusUploader(destination: destination, settings: settings, engine: engine)
+        case .s3(let settings): S3MultipartUploader(destination: destination, settings: settings, engine: engine)
+        case .httpPut(let settings): HTTPPutUploader(destination: destination, settings: settings, engine: engine)
+        case .httpPost(let settings): HTTPPostUploader(destination: destination, settings: settings, engine: engine)
         }
     }
 

@@ -29,7 +29,8 @@ struct ConfigurationTests {
         #expect(configuration.stateDirectory == "/tmp/work/.uploadq")
         #expect(configuration.spool?.directory == "/tmp/work/spool")
         #expect(configuration.spool?.destination == "default")
-        #expect(configuration.destinations["default"]?.directory == "/tmp/work/uploaded")
+        #expect(configuration.destinations["default"]?.settings
+                == .localDirectory(LocalDirectorySettings(directory: "/tmp/work/uploaded")))
         #expect(configuration.limits.concurrency == 4)
         #expect(configuration.retry == RetryPolicy())
     }
@@ -39,7 +40,8 @@ struct ConfigurationTests {
         let configuration = try ConfigurationLoader.load(path: Self.repositoryRoot + "/Config/uploadq.toml")
         #expect(configuration.stateDirectory == Self.repositoryRoot + "/Config/.uploadq")
         #expect(configuration.spool?.directory == Self.repositoryRoot + "/Config/spool")
-        #expect(configuration.destinations["default"]?.directory == Self.repositoryRoot + "/Config/uploaded")
+        #expect(configuration.destinations["default"]?.settings == .localDirectory(LocalDirectorySettings(
+            directory: Self.repositoryRoot + "/Config/uploaded")))
         #expect(configuration.file == Self.repositoryRoot + "/Config/uploadq.toml")
     }
 
@@ -85,8 +87,11 @@ struct ConfigurationTests {
         #expect(configuration.retry.backoff == .exponential)
         #expect(configuration.bandwidth.metered == 1_572_864)
         #expect(configuration.bandwidth.unmetered == 1000)
-        #expect(configuration.destinations["archive"]?.directory == "/var/archive")
-        #expect(configuration.destinations["archive"]?.chunkSize == 65536)
+        guard case .localDirectory(let archive) = configuration.destinations["archive"]?.settings else {
+            Issue.record("archive is not a local directory")
+            return
+        }
+        #expect(archive.directory == "/var/archive" && archive.checkpointSize == 65536)
         #expect(configuration.spool == nil)
     }
 
@@ -203,7 +208,7 @@ struct ConfigurationTests {
             token_env = "API_TOKEN"
             """)
         let photos = try #require(configuration.destinations["photos"])
-        #expect(photos.transferProtocol == .tus && photos.chunkSize == 6 << 20)
+        #expect(photos.settings == .tus(TusSettings(endpoint: photos.url, chunkSize: 6 << 20)))
         #expect(photos.http.headers == ["X-Client": "uploadq", "X-Tenant": "t1"])
         #expect(photos.http.credentials == .file("/srv/q/secrets/token"))
         #expect(photos.http.connectTimeout == .seconds(5))
@@ -211,12 +216,16 @@ struct ConfigurationTests {
         #expect(photos.publicURLTemplate?.description == "https://cdn.example.com/{upload_id}/{name}")
         #expect(photos.circuitBreaker.threshold == 3 && photos.circuitBreaker.probeInterval == .seconds(10))
         let dav = try #require(configuration.destinations["dav"])
-        #expect(dav.transferProtocol == .httpPut && dav.urlTemplate?.isConstant == false)
+        guard case .httpPut(let put) = dav.settings else {
+            Issue.record("dav is not http-put")
+            return
+        }
+        #expect(!put.url.isConstant)
         #expect(dav.http.credentials == .command(["/srv/q/bin/get-token", "--audience", "files"], timeout: .seconds(3)))
         #expect(dav.http.stall == StallDetection())
         #expect(dav.hashTiming == .whileSending && photos.hashTiming == .atIntake)
         let api = try #require(configuration.destinations["api"])
-        #expect(api.transferProtocol == .httpPost && api.formField == "photo")
+        #expect(api.settings == .httpPost(HTTPPostSettings(url: try URLTemplate(api.url), formField: "photo")))
         #expect(api.http.credentials == .environment("API_TOKEN"))
         let minimal = try parse("[destinations.t]\nprotocol = \"tus\"\nurl = \"https://h.example/files/\"\n")
         #expect(minimal.destinations["t"] == (try Destination.tus(name: "t", endpoint: "https://h.example/files/")),
@@ -244,8 +253,10 @@ struct ConfigurationTests {
             profile = "uploads"
             """)
         let archive = try #require(configuration.destinations["archive"])
-        let settings = try #require(archive.s3)
-        #expect(archive.transferProtocol == .s3)
+        guard case .s3(let settings) = archive.settings else {
+            Issue.record("archive is not s3")
+            return
+        }
         #expect(archive.url == "http://127.0.0.1:9000/photos")
         #expect(settings.pathStyle, "an IP address means path style")
         #expect(settings.region == "us-east-1")
@@ -253,7 +264,10 @@ struct ConfigurationTests {
         #expect(settings.partConcurrency == 4)
         #expect(settings.credentials == .environment(accessKey: "MINIO_KEY", secretKey: "MINIO_SECRET", sessionToken: nil))
         #expect(archive.publicURLTemplate?.description == "https://cdn.example.com/{key}")
-        let aws = try #require(configuration.destinations["aws"]?.s3)
+        guard case .s3(let aws) = configuration.destinations["aws"]?.settings else {
+            Issue.record("aws is not s3")
+            return
+        }
         #expect(aws.endpoint == "https://s3.eu-west-1.amazonaws.com")
         #expect(!aws.pathStyle)
         #expect(configuration.destinations["aws"]?.url == "https://my.bucket-1.s3.eu-west-1.amazonaws.com")

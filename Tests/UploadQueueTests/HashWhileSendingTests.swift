@@ -67,7 +67,12 @@ struct HashWhileSendingTests {
         let job = try #require(try queue.store.job(id))
         #expect(job.sha256 == "")
         // What a process that stopped had copied: the first 1,200,000 bytes, under the temporary name.
-        let uploader = LocalDirectoryUploader(destination: try #require(configuration.destinations["default"]))
+        let destination = try #require(configuration.destinations["default"])
+        guard case .localDirectory(let settings) = destination.settings else {
+            Issue.record("default is not a local directory")
+            return
+        }
+        let uploader = LocalDirectoryUploader(destination: destination, settings: settings)
         let partial = uploader.temporaryPath(for: job)
         try FileManager.default.createDirectory(atPath: (partial as NSString).deletingLastPathComponent,
                                                 withIntermediateDirectories: true)

@@ -84,7 +84,7 @@ struct LinkClassifierTests {
 
     @Test("policy: defer waits, allow goes, allow-below by size; offline holds every network job, never a file copy")
     func policy() throws {
-        let dav = Destination(name: "dav", transferProtocol: .httpPut, url: "http://h/{name}")
+        let dav = try Destination.httpPut(name: "dav", url: "http://h/{name}")
         let metered = LinkStatus(linkClass: .metered, source: .override)
         let offline = LinkStatus(linkClass: .offline, source: .interfaceRule)
         var job = try #require(try JSONDecoder().decode(Job.self, from: Data(Self.jobJSON.utf8)))

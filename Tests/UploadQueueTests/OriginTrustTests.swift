@@ -23,7 +23,7 @@ struct OriginTrustTests {
 
     @Test("credentials go to the configured origin and the trusted ones; elsewhere without; never https → http")
     func verdicts() throws {
-        var destination = Destination(name: "t", transferProtocol: .tus, url: "https://tus.example.com/files/")
+        var destination = try Destination.tus(name: "t", endpoint: "https://tus.example.com/files/")
         destination.trustedOrigins = [try #require(URLOrigin(url: "https://store.example.com"))]
         let scope = CredentialScope(destination: destination)
         #expect(scope.verdict(for: "https://tus.example.com/files/abc") == .withCredentials)
@@ -40,8 +40,7 @@ struct OriginTrustTests {
         destination.trustedOrigins.append(try #require(URLOrigin(url: "http://tus.example.com")))
         #expect(CredentialScope(destination: destination).verdict(for: "http://tus.example.com/x") == .withCredentials)
         // A plain-http destination may be sent anywhere plain, without credentials off its origin.
-        let plain = CredentialScope(destination: Destination(name: "p", transferProtocol: .httpPut,
-                                                             url: "http://a.example.com/{name}"))
+        let plain = CredentialScope(destination: try Destination.httpPut(name: "p", url: "http://a.example.com/{name}"))
         #expect(plain.verdict(for: "http://b.example.com/x") == .withoutCredentials)
         #expect(CredentialScope.everyURL.verdict(for: "http://anywhere.example.com/") == .withCredentials)
     }

@@ -102,20 +102,20 @@ struct S3PartsTests {
         // Two parts whose MD5s are those of "a" and "b"; MD5(0cc175b9…‖92eb5ffe…) computed independently.
         let parts = [S3ResumeState.Part(number: 1, etag: "\"0cc175b9c0f1b6a831c399e269772661\"", size: 1),
                      S3ResumeState.Part(number: 2, etag: "\"92eb5ffee6ae2fec3ad71c777531578f\"", size: 1)]
-        #expect(S3MultipartUploader.multipartETag(parts, count: 2) == "96e024ba2074fe77e8e965ba43a704be-2")
-        #expect(S3MultipartUploader.multipartETag(parts, count: 3) == nil)
+        #expect(S3ETag.multipart(parts, count: 2) == "96e024ba2074fe77e8e965ba43a704be-2")
+        #expect(S3ETag.multipart(parts, count: 3) == nil)
         let kms = [S3ResumeState.Part(number: 1, etag: "\"7b0d4ad1d9c1c3a0-kms\"", size: 1)]
-        #expect(S3MultipartUploader.multipartETag(kms, count: 1) == nil)
-        #expect(S3MultipartUploader.plainMD5("\"0CC175B9C0F1B6A831C399E269772661\"") == "0cc175b9c0f1b6a831c399e269772661")
-        #expect(S3MultipartUploader.plainMD5("\"d4c3f3f0b4a4cc5cbc3b3f0dde6d7286-2\"") == nil)
+        #expect(S3ETag.multipart(kms, count: 1) == nil)
+        #expect(S3ETag.plainMD5("\"0CC175B9C0F1B6A831C399E269772661\"") == "0cc175b9c0f1b6a831c399e269772661")
+        #expect(S3ETag.plainMD5("\"d4c3f3f0b4a4cc5cbc3b3f0dde6d7286-2\"") == nil)
     }
 
     @Test("object keys: values stay in their segment, spaces and Unicode stay readable, empty segments go")
     func keySegments() {
-        #expect(S3MultipartUploader.keySegment("../../etc/passwd") == "_._.._etc_passwd")
-        #expect(S3MultipartUploader.keySegment("a\\b\u{7}c") == "a_b_c")
-        #expect(S3MultipartUploader.keySegment("Été (1).jpg") == "Été (1).jpg")
-        #expect(S3MultipartUploader.keySegment(".hidden") == "_hidden")
+        #expect(S3ObjectHeaders.keySegment("../../etc/passwd") == "_._.._etc_passwd")
+        #expect(S3ObjectHeaders.keySegment("a\\b\u{7}c") == "a_b_c")
+        #expect(S3ObjectHeaders.keySegment("Été (1).jpg") == "Été (1).jpg")
+        #expect(S3ObjectHeaders.keySegment(".hidden") == "_hidden")
     }
 
     @Test("shared credentials file: the chosen profile, `profile NAME` sections, comments; errors name no secret")

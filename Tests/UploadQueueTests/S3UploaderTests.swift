@@ -110,7 +110,7 @@ struct S3UploaderTests {
         let destination = try #require(try sandbox.configuration().destinations["s3"])
         let engine = TransferEngine()
         defer { engine.shutdown() }
-        let client = try #require(S3MultipartUploader(destination: destination, engine: engine).client)
+        let client = try S3MultipartUploader(s3: destination, engine: engine).client
 
         // What a killed daemon left: an upload with parts 1 and 2 stored but only part 1 saved, and a part 3
         // holding other bytes of the right size (left by some other writer).
@@ -133,7 +133,7 @@ struct S3UploaderTests {
         job.resumeState = state.json
         let before = try await proxy.requests().count
 
-        var uploader = S3MultipartUploader(destination: destination, engine: engine)
+        var uploader = try S3MultipartUploader(s3: destination, engine: engine)
         uploader.listPageSize = 1
         let recorder = ContextRecorder()
         let outcome = try await uploader.upload(recorder.context(for: job))
@@ -334,5 +334,15 @@ struct S3SignatureTests {
         let requests = try await proxy.requests()
         #expect(requests.count == 1, "no retry storm: \(requests.map { $0["method"] ?? "" })")
         #expect(requests.first?["status"] as? Int == 403)
+    }
+}
+
+extension S3MultipartUploader {
+    /// The uploader for a configured S3 destination (a test's way to reach its client).
+    init(s3 destination: Destination, engine: TransferEngine) throws {
+        guard case .s3(let settings) = destination.settings else {
+            throw ConfigurationError(file: "", line: nil, key: destination.name, message: "not an s3 destination")
+        }
+        self.init(destination: destination, settings: settings, engine: engine)
     }
 }

@@ -15,8 +15,6 @@ actor PatchDispatcher {
     private let monitor: LinkMonitor
     private let logger: Logger
     private let client: DestinationClient
-    /// A stand-in destination for the patch server: its HTTP settings, and its host for the link check.
-    private let target: Destination
     nonisolated let wake = WakeSignal()
     /// Patches sent at once.
     private let parallel = 4
@@ -32,9 +30,8 @@ actor PatchDispatcher {
         self.engine = engine
         self.monitor = monitor
         self.logger = logger
-        target = Destination(name: "[patch]", transferProtocol: .httpPost, url: "", http: configuration.patch.http)
         // Patch URLs come from the admin's own callers, or from a sidecar within `[patch] allowed_urls`.
-        client = DestinationClient(destination: target, engine: engine, scope: .everyURL)
+        client = DestinationClient(name: "[patch]", http: configuration.patch.http, engine: engine, scope: .everyURL)
     }
 
     /// Sends due patches until the task is cancelled.
@@ -96,9 +93,7 @@ actor PatchDispatcher {
     /// Whether a patch may go on the link to `url`'s server: not offline, and on a metered link as
     /// `[patch] on_metered` says (a patch is a few hundred bytes).
     private func linkAllows(_ url: String) -> Bool {
-        var destination = target
-        destination.url = url
-        switch monitor.status(for: destination).linkClass {
+        switch monitor.status(forURL: url).linkClass {
         case .unmetered: return true
         case .offline: return false
         case .metered: return configuration.patch.onMetered.allows(size: 512)

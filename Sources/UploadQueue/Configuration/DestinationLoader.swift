@@ -12,19 +12,23 @@ enum DestinationLoader {
         guard let transferProtocol = Destination.TransferProtocol(rawValue: protocolName) else {
             throw table.error("protocol", "\"\(protocolName)\" is unknown (supported: \(supported))")
         }
-        if transferProtocol == .s3 {
+        switch transferProtocol {
+        case .s3:
             return try s3(name: name, table: &table, baseDirectory: baseDirectory)
+        case .file:
+            return try localDirectory(name: name, url: try url(&table), table: &table, baseDirectory: baseDirectory)
+        case .tus, .httpPut, .httpPost:
+            return try network(name: name, transferProtocol: transferProtocol, url: try url(&table), table: &table,
+                               baseDirectory: baseDirectory)
         }
+    }
+
+    /// `url`, which every protocol but s3 needs.
+    private static func url(_ table: inout ConfigurationTable) throws(ConfigurationError) -> String {
         guard let url = try table.string("url") else {
             throw ConfigurationError(file: table.file, line: table.table.line, key: table.fullKey("url"), message: "missing")
         }
-        switch transferProtocol {
-        case .file:
-            return try localDirectory(name: name, url: url, table: &table, baseDirectory: baseDirectory)
-        case .tus, .httpPut, .httpPost, .s3:
-            return try network(name: name, transferProtocol: transferProtocol, url: url, table: &table,
-                               baseDirectory: baseDirectory)
-        }
+        return url
     }
 
     private static func localDirectory(name: String, url: String, table: inout ConfigurationTable,
@@ -42,10 +46,10 @@ enum DestinationLoader {
                 throw table.error("name_template", error.message)
             }
         }
-        let chunkSize = try table.byteCount("chunk_size", minimum: 4096) ?? (8 << 20)
-        var destination = Destination(name: name, transferProtocol: .file, url: url,
-                                      directory: ConfigurationLoader.absolutePath(path, base: baseDirectory),
-                                      nameTemplate: template, chunkSize: chunkSize)
+        let checkpointSize = try table.byteCount("chunk_size", minimum: 4096) ?? (8 << 20)
+        let settings = LocalDirectorySettings(directory: ConfigurationLoader.absolutePath(path, base: baseDirectory),
+                                              nameTemplate: template, checkpointSize: checkpointSize)
+        var destination = Destination(name: name, url: url, settings: .localDirectory(settings))
         destination.hashTiming = try hashTiming(&table, templates: [("name_template", template.usesSHA256)])
         return destination
     }
@@ -72,19 +76,26 @@ enum DestinationLoader {
         if transferProtocol == .tus, !urlTemplate.isConstant {
             throw table.error("url", "a tus endpoint is one URL for all uploads; placeholders are not allowed here")
         }
-        var destination = Destination(name: name, transferProtocol: transferProtocol, url: url, urlTemplate: urlTemplate)
-        if transferProtocol == .tus {
-            destination.chunkSize = try table.byteCount("chunk_size", minimum: 1024) ?? destination.chunkSize
-            destination.tusCreationWithUpload = try table.boolean("creation_with_upload") ?? false
-        }
-        if transferProtocol == .httpPost {
+        let settings: Destination.ProtocolSettings
+        switch transferProtocol {
+        case .tus:
+            var tus = TusSettings(endpoint: url)
+            tus.chunkSize = try table.byteCount("chunk_size", minimum: 1024) ?? tus.chunkSize
+            tus.creationWithUpload = try table.boolean("creation_with_upload") ?? false
+            settings = .tus(tus)
+        case .httpPost:
+            var post = HTTPPostSettings(url: urlTemplate)
             if let field = try table.string("form_field") {
                 guard !field.isEmpty, !field.contains("\""), !field.contains(where: \.isNewline) else {
                     throw table.error("form_field", "must be a plain field name")
                 }
-                destination.formField = field
+                post.formField = field
             }
+            settings = .httpPost(post)
+        default:
+            settings = .httpPut(HTTPPutSettings(url: urlTemplate))
         }
+        var destination = Destination(name: name, url: url, settings: settings)
         destination.http = try httpSettings(&table, baseDirectory: baseDirectory)
         destination.trustedOrigins = try trustedOrigins(&table)
         destination.publicURLTemplate = try publicURLTemplate(&table, placeholders: ["url", "upload_id"])

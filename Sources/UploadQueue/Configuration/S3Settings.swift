@@ -46,6 +46,18 @@ public struct S3Settings: Sendable, Equatable {
         self.credentials = credentials
     }
 
+    /// The bucket's address: `endpoint/bucket` path-style, `scheme://bucket.host` otherwise.
+    public var bucketURL: String {
+        var url = endpoint
+        while url.hasSuffix("/") { url.removeLast() }
+        if pathStyle {
+            url += "/" + bucket
+        } else if let scheme = url.range(of: "://") {
+            url.insert(contentsOf: bucket + ".", at: scheme.upperBound)
+        }
+        return url
+    }
+
     /// Whether `name` is a bucket name S3 accepts (3–63 of `a-z 0-9 . -`, starting and ending with a letter or
     /// digit).
     public static func isValidBucketName(_ name: String) -> Bool {

@@ -27,7 +27,7 @@ struct SidecarPolicy: Sendable {
         }
         // A local directory takes no link: its policy is moot.
         if let text = sidecar.onMetered, let chosen = MeteredPolicy(text), !spool.sidecarMayAllowMetered,
-           let configured = destinations[destination], configured.transferProtocol != .file,
+           let configured = destinations[destination], configured.isNetwork,
            chosen.sizeLimit > configured.onMetered.sizeLimit {
             return """
                 sets on_metered "\(text)", looser than destination "\(destination)"'s "\(configured.onMetered)"; a sidecar \

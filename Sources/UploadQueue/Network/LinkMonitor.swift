@@ -58,17 +58,25 @@ final class LinkMonitor: Sendable {
         status(for: destination, table: routeTable())
     }
 
+    /// The link to the server of `url` (a patch target): looked up from what `refresh()` learnt when the host is
+    /// one of the destinations', the default route otherwise.
+    func status(forURL url: String) -> LinkStatus {
+        let host = URL(string: url)?.host
+        return status(host: host, table: routeTable())
+    }
+
     private func status(for destination: Destination, table: RouteTable) -> LinkStatus {
-        guard destination.transferProtocol != .file else {
+        guard destination.isNetwork else {
             return LinkStatus(linkClass: .unmetered, source: .default, reason: "local directory")
         }
+        // The cache answers for the configured destinations only (a library caller may pass its own value).
+        let host = configuration.destinations[destination.name] == destination
+            ? hosts[destination.name] : Self.host(of: destination)
+        return status(host: host, table: table)
+    }
+
+    private func status(host: String?, table: RouteTable) -> LinkStatus {
         let interface: String?
-        // The cache answers for the configured destinations only (the patch step asks about ad-hoc ones).
-        let configured = configuration.destinations[destination.name].map {
-            $0.url == destination.url && $0.transferProtocol == destination.transferProtocol
-                && $0.s3?.endpoint == destination.s3?.endpoint
-        } ?? false
-        let host = configured ? hosts[destination.name] : Self.host(of: destination)
         if let host, let address = cachedAddress(of: host) {
             interface = table.interface(for: address)
         } else {
@@ -157,7 +165,7 @@ final class LinkMonitor: Sendable {
         state.withLock { $0.routes = (table, .now) }
         var interfaces: Set<String> = []
         if let main = table.defaultInterface { interfaces.insert(main) }
-        for destination in configuration.destinations.values where destination.transferProtocol != .file {
+        for destination in configuration.destinations.values where destination.isNetwork {
             guard let host = Self.host(of: destination), let address = address(of: host),
                   let interface = table.interface(for: address), interface != "lo" else { continue }
             interfaces.insert(interface)
@@ -228,12 +236,6 @@ final class LinkMonitor: Sendable {
 
     /// The host a destination's requests go to; nil for a local directory.
     static func host(of destination: Destination) -> String? {
-        let url: String
-        switch destination.transferProtocol {
-        case .file: return nil
-        case .s3: url = destination.s3?.endpoint ?? destination.url
-        case .tus, .httpPut, .httpPost: url = destination.urlTemplate?.staticPrefix ?? destination.url
-        }
-        return URL(string: url)?.host
+        destination.serverURL.flatMap { URL(string: $0)?.host }
     }
 }

@@ -45,7 +45,7 @@ public enum MeteredPolicy: Sendable, Equatable, CustomStringConvertible {
 enum LinkPolicy {
     /// nil when the job may go; otherwise `metered-link` or `offline`.
     static func waitingReason(for job: Job, destination: Destination, link: LinkStatus) -> WaitingReason? {
-        guard destination.transferProtocol != .file else { return nil }
+        guard destination.isNetwork else { return nil }
         switch link.linkClass {
         case .unmetered:
             return nil

@@ -3,20 +3,22 @@ import Foundation
 /// Uploads a file with one `POST` as `multipart/form-data`: the job's meta as form fields, then the file.
 struct HTTPPostUploader: Uploader {
     let sender: WholeFileSender
+    let settings: HTTPPostSettings
 
-    init(destination: Destination, engine: TransferEngine) {
+    init(destination: Destination, settings: HTTPPostSettings, engine: TransferEngine) {
+        self.settings = settings
         sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine))
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
-        let destination = sender.destination
+        let settings = settings
         return try await sender.upload(context) { job, source in
             let form = MultipartForm(boundary: "uploadq-\(job.id.rawValue)-\(UInt64.random(in: 0...UInt64.max))")
-            let body = form.body(fields: job.meta.sorted { $0.key < $1.key }, fileField: destination.formField,
+            let body = form.body(fields: job.meta.sorted { $0.key < $1.key }, fileField: settings.formField,
                                  fileName: job.originalName, contentType: job.contentType,
                                  file: .source(source, offset: 0, length: job.size))
             return WholeFileSender.Request(
-                method: "POST", url: destination.urlTemplate?.expand(for: job) ?? destination.url,
+                method: "POST", url: settings.url.expand(for: job),
                 headers: [HTTPHeader("Content-Type", "multipart/form-data; boundary=\(form.boundary)")], body: body)
         }
     }

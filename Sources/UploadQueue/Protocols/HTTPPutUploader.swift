@@ -1,16 +1,18 @@
 /// Uploads a file with one whole-file `PUT` to the destination's URL template (WebDAV, nginx DAV, presigned URLs).
 struct HTTPPutUploader: Uploader {
     let sender: WholeFileSender
+    let settings: HTTPPutSettings
 
-    init(destination: Destination, engine: TransferEngine) {
+    init(destination: Destination, settings: HTTPPutSettings, engine: TransferEngine) {
+        self.settings = settings
         sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine))
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
-        let template = sender.destination.urlTemplate
+        let template = settings.url
         return try await sender.upload(context) { job, source in
             WholeFileSender.Request(
-                method: "PUT", url: template?.expand(for: job) ?? sender.destination.url,
+                method: "PUT", url: template.expand(for: job),
                 headers: [HTTPHeader("Content-Type", job.contentType)],
                 body: .source(source, offset: 0, length: job.size))
         }

@@ -8,15 +8,16 @@ import Foundation
 /// name is never overwritten.
 struct LocalDirectoryUploader: Uploader {
     let destination: Destination
+    let settings: LocalDirectorySettings
     /// Bytes per write; small enough that a bandwidth cap paces smoothly and a stop request is seen quickly.
     var sliceSize = 256 << 10
 
     /// The file's final path: `name_template` filled, every component shortened to 255 bytes by the name rule
     /// (`FileName`), so a long name is a shorter name, not an error retried for ever.
     func finalPath(for job: Job) -> String {
-        let relative = destination.nameTemplate.expand(jobID: job.id, originalName: job.originalName, sha256: job.sha256,
+        let relative = settings.nameTemplate.expand(jobID: job.id, originalName: job.originalName, sha256: job.sha256,
                                                        meta: job.meta, date: job.createdAt)
-        return FileName.fittingPath(relative, under: destination.directory, jobID: job.id)
+        return FileName.fittingPath(relative, under: settings.directory, jobID: job.id)
     }
 
     func temporaryPath(for job: Job) -> String {
@@ -90,7 +91,7 @@ struct LocalDirectoryUploader: Uploader {
             }
             offset += Int64(count)
             context.sent(offset)
-            if offset - lastConfirmed >= destination.chunkSize || ContinuousClock.now - lastConfirmTime >= .seconds(1)
+            if offset - lastConfirmed >= settings.checkpointSize || ContinuousClock.now - lastConfirmTime >= .seconds(1)
                 || offset == job.size {
                 guard fsync(output) == 0 else { throw .system("fsync", path: temporary, errno: errno) }
                 try await context.confirmed(offset, nil)
@@ -148,8 +149,8 @@ struct LocalDirectoryUploader: Uploader {
 
     /// The target directory exists and is writable (or can be made).
     func probe() async -> Bool {
-        (try? FileManager.default.createDirectory(atPath: destination.directory, withIntermediateDirectories: true)) != nil
-            && access(destination.directory, W_OK) == 0
+        (try? FileManager.default.createDirectory(atPath: settings.directory, withIntermediateDirectories: true)) != nil
+            && access(settings.directory, W_OK) == 0
     }
 
     static func fileURL(_ path: String) -> String {

@@ -91,6 +91,27 @@ struct S3Client: Sendable {
     func failure(for response: HTTPResponse, request: String) -> TransferFailure {
         S3ErrorReply.failure(for: response, request: request, destination: destination.name, bucket: settings.bucket)
     }
+    /// An answer that is not what S3 sends (a missing UploadId or ETag, an unreadable list): a fault of the
+    /// store, tried again later.
+    func badReply(_ request: String, _ detail: String) -> TransferFailure {
+        TransferFailure(.transient(retryAfter: nil), code: "bad-reply", "bad S3 reply to \(request): \(detail)",
+                        destinationFault: true)
+    }
+
+    /// A 200 whose body is an `<Error>` (S3 does that for slow operations): tried again later.
+    func errorIn200(_ request: String, _ reply: S3ErrorReply) -> TransferFailure {
+        TransferFailure(.transient(retryAfter: nil), code: "s3-\(reply.code)",
+                        "\(request) answered 200 with an error: \(reply.summary); trying again later",
+                        destinationFault: true)
+    }
+
+    /// The multipart upload is gone from the store: the next attempt starts a new one.
+    func uploadGone(_ request: String) -> TransferFailure {
+        TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
+            "\(request): the multipart upload is gone (NoSuchUpload: aborted, or expired by a lifecycle rule) and no "
+            + "finished object matches; a new upload starts on the next attempt")
+    }
+
 
     /// Whether the bucket answers at all, for the circuit breaker's probe (any status but 5xx, 408 and 429).
     func answers() async -> Bool {

@@ -7,17 +7,19 @@ import Foundation
 /// on 409, a new upload when the old one is gone (404/410).
 struct TusUploader: Uploader {
     let destination: Destination
+    let settings: TusSettings
     let client: DestinationClient
     let discovery = TusDiscovery()
     /// How often one chunk is sent again after the server reported a checksum mismatch (460).
     var checksumRetries = 3
 
-    init(destination: Destination, engine: TransferEngine) {
+    init(destination: Destination, settings: TusSettings, engine: TransferEngine) {
         self.destination = destination
+        self.settings = settings
         client = DestinationClient(destination: destination, engine: engine)
     }
 
-    private var endpoint: String { destination.url }
+    private var endpoint: String { settings.endpoint }
     private static let version = HTTPHeader("Tus-Resumable", "1.0.0")
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
@@ -61,7 +63,7 @@ struct TusUploader: Uploader {
         while offset < job.size {
             if Task.isCancelled { throw .interrupted }
             try context.checkLink()
-            let length = min(destination.chunkSize, job.size - offset)
+            let length = min(settings.chunkSize, job.size - offset)
             var headers = [Self.version, HTTPHeader("Upload-Offset", String(offset)),
                            HTTPHeader("Content-Type", "application/offset+octet-stream")]
             if server.acceptsSHA1Checksums {
@@ -183,8 +185,8 @@ struct TusUploader: Uploader {
         }
         var headers = [Self.version, HTTPHeader("Upload-Length", String(job.size)),
                        HTTPHeader("Upload-Metadata", TusMetadata.header(for: job))]
-        let withData = destination.tusCreationWithUpload && server.supportsCreationWithUpload && job.size > 0
-            && job.size <= destination.chunkSize
+        let withData = settings.creationWithUpload && server.supportsCreationWithUpload && job.size > 0
+            && job.size <= settings.chunkSize
         var body = RequestBody.empty
         if withData {
             headers.append(HTTPHeader("Content-Type", "application/offset+octet-stream"))

@@ -59,6 +59,6 @@ struct WholeFileSender: Sendable {
 
     /// A `HEAD` on the URL's fixed part (before its first placeholder) tells whether the server is up.
     func probe() async -> Bool {
-        await client.answers("HEAD", destination.urlTemplate?.staticPrefix ?? destination.url)
+        await client.answers("HEAD", destination.serverURL ?? destination.url)
     }
 }

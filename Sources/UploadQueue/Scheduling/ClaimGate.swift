@@ -23,7 +23,7 @@ struct ClaimGate: Sendable, Equatable {
         var doors: [String: Door] = [:]
         for name in strays where destinations[name] == nil { doors[name] = .open }
         for (name, destination) in destinations where !openCircuits.contains(name) {
-            guard destination.transferProtocol != .file else {
+            guard destination.isNetwork else {
                 doors[name] = .open
                 continue
             }

@@ -30,7 +30,7 @@ struct QueueHolds: Sendable, Equatable {
     static func make(destinations: [String: Destination], links: [String: LinkStatus], openCircuits: Set<String>,
                      slotsFull: Bool) -> QueueHolds {
         var holds: [Hold] = []
-        for (name, destination) in destinations where destination.transferProtocol != .file {
+        for (name, destination) in destinations where destination.isNetwork {
             switch links[name]?.linkClass {
             case .offline: holds.append(Hold(scope: name, reason: .offline))
             case .metered:

@@ -3,19 +3,28 @@ import Foundation
 /// Sends requests to one destination: its headers and bearer token added where they may go (`CredentialScope`),
 /// a 401 answered by refreshing the token once, and transport errors turned into transfer failures.
 struct DestinationClient: Sendable {
-    let destination: Destination
+    /// The destination's name (or `[patch]`), for messages.
+    let name: String
+    /// Its headers, credentials, TLS and timeouts.
+    let http: HTTPSettings
     let engine: TransferEngine
     let tokens: TokenProvider?
     /// Which URLs get the destination's credentials.
     let scope: CredentialScope
 
-    /// A client for `destination`; its credentials go where `scope` says (by default the destination's own
-    /// origin and its `trusted_origins`).
-    init(destination: Destination, engine: TransferEngine, scope: CredentialScope? = nil) {
-        self.destination = destination
+    /// A client named `name` (a destination, or `[patch]`) whose credentials go where `scope` says.
+    init(name: String, http: HTTPSettings, engine: TransferEngine, scope: CredentialScope) {
+        self.name = name
+        self.http = http
         self.engine = engine
-        tokens = destination.http.credentials.map { TokenProvider(source: $0, destination: destination.name) }
-        self.scope = scope ?? CredentialScope(destination: destination)
+        tokens = http.credentials.map { TokenProvider(source: $0, destination: name) }
+        self.scope = scope
+    }
+
+    /// A client for `destination`: its credentials go to its own origin and its `trusted_origins`.
+    init(destination: Destination, engine: TransferEngine) {
+        self.init(name: destination.name, http: destination.http, engine: engine,
+                  scope: CredentialScope(destination: destination))
     }
 
     /// Refuses a URL a server handed over that this client would not send to (see `CredentialScope`): a
@@ -40,11 +49,11 @@ struct DestinationClient: Sendable {
         var refreshed = false
         while true {
             var fields = credentials
-                ? destination.http.headers.sorted { $0.key < $1.key }.map { HTTPHeader($0.key, $0.value) } : []
+                ? http.headers.sorted { $0.key < $1.key }.map { HTTPHeader($0.key, $0.value) } : []
             if let token { fields.append(HTTPHeader("Authorization", "Bearer \(token)")) }
             fields += headers
             let request = HTTPRequest(method: method, url: url, headers: fields, body: body,
-                                      options: TransferOptions(destination.http, paced: paced, trafficLabel: destination.name))
+                                      options: TransferOptions(http, paced: paced, trafficLabel: name))
             let response: HTTPResponse
             do {
                 response = try await engine.perform(request, progress: progress)
@@ -69,7 +78,7 @@ struct DestinationClient: Sendable {
 
     /// The verdict for an answer the uploader did not expect, with this destination's name and credentials.
     func failure(for response: HTTPResponse, request: String) -> TransferFailure {
-        FailureClassifier.failure(for: response, request: request, destination: destination.name,
+        FailureClassifier.failure(for: response, request: request, destination: name,
                                   credentialsConfigured: tokens != nil)
     }
 }

@@ -1,0 +1,101 @@
+import Foundation
+
+extension Destination {
+    /// What a destination's protocol alone has: each case carries its own settings, so a combination the protocol
+    /// cannot use (a form field on a directory, an S3 destination without a bucket) cannot be written.
+    public enum ProtocolSettings: Sendable, Equatable {
+        /// `protocol = "file"`: a local directory.
+        case localDirectory(LocalDirectorySettings)
+        /// `protocol = "tus"`: tus 1.0 resumable uploads.
+        case tus(TusSettings)
+        /// `protocol = "http-put"`: one whole-file PUT.
+        case httpPut(HTTPPutSettings)
+        /// `protocol = "http-post"`: one whole-file `multipart/form-data` POST.
+        case httpPost(HTTPPostSettings)
+        /// `protocol = "s3"`: a bucket.
+        case s3(S3Settings)
+
+        /// The protocol's name.
+        public var transferProtocol: TransferProtocol {
+            switch self {
+            case .localDirectory: .file
+            case .tus: .tus
+            case .httpPut: .httpPut
+            case .httpPost: .httpPost
+            case .s3: .s3
+            }
+        }
+
+        /// Whether a name the protocol makes for a job (`url`, `name_template`, `key_template`) uses `{sha256}`.
+        var namesUseSHA256: Bool {
+            switch self {
+            case .localDirectory(let directory): directory.nameTemplate.usesSHA256
+            case .tus: false
+            case .httpPut(let put): put.url.usesSHA256
+            case .httpPost(let post): post.url.usesSHA256
+            case .s3(let s3): s3.keyTemplate.usesSHA256
+            }
+        }
+    }
+}
+
+/// `protocol = "file"`: where in the local file system files go, and under which name.
+public struct LocalDirectorySettings: Sendable, Equatable {
+    /// The target directory, resolved.
+    public var directory: String
+    /// The name under the directory; `{job_id}`, `{name}`, `{ext}`, `{date}`, `{sha256}`, `{meta.KEY}`.
+    public var nameTemplate: PathTemplate
+    /// Bytes copied between two durable checkpoints (`chunk_size`): a crash copies at most this much again.
+    public var checkpointSize: Int64
+
+    /// Files named by `nameTemplate` under `directory`, a checkpoint every 8 MiB.
+    public init(directory: String, nameTemplate: PathTemplate = .defaultFileName, checkpointSize: Int64 = 8 << 20) {
+        self.directory = directory
+        self.nameTemplate = nameTemplate
+        self.checkpointSize = checkpointSize
+    }
+}
+
+/// `protocol = "tus"`: the creation endpoint and how the file is cut into PATCH requests.
+public struct TusSettings: Sendable, Equatable {
+    /// The creation URL (`https://host/files/`), one for all uploads.
+    public var endpoint: String
+    /// Bytes per PATCH: a reset sends at most this much again.
+    public var chunkSize: Int64
+    /// Send a file of one chunk or less in the creation request itself (one round trip less). Off by default: if
+    /// that request is cut off after the server stored the file, its upload URL is never learnt and the file is
+    /// sent again as a second upload.
+    public var creationWithUpload: Bool
+
+    /// Uploads created at `endpoint`, 8 MiB per PATCH.
+    public init(endpoint: String, chunkSize: Int64 = 8 << 20, creationWithUpload: Bool = false) {
+        self.endpoint = endpoint
+        self.chunkSize = chunkSize
+        self.creationWithUpload = creationWithUpload
+    }
+}
+
+/// `protocol = "http-put"`: where each file is PUT.
+public struct HTTPPutSettings: Sendable, Equatable {
+    /// The URL, its placeholders filled per job.
+    public var url: URLTemplate
+
+    /// Files PUT to `url`.
+    public init(url: URLTemplate) {
+        self.url = url
+    }
+}
+
+/// `protocol = "http-post"`: where each file is POSTed, and in which form field.
+public struct HTTPPostSettings: Sendable, Equatable {
+    /// The URL, its placeholders filled per job.
+    public var url: URLTemplate
+    /// The form field that carries the file (the job's meta go as fields beside it).
+    public var formField: String
+
+    /// Files POSTed to `url` in the field `formField`.
+    public init(url: URLTemplate, formField: String = "file") {
+        self.url = url
+        self.formField = formField
+    }
+}
