@@ -366,6 +366,7 @@ public actor UploadQueue {
         switch destination.settings {
         case .localDirectory(let settings): LocalDirectoryUploader(destination: destination, settings: settings)
         case .tus(let settings): TusUploader(destination: destination, settings: settings, engine: engine)
+        case .rufh(let settings): RUFHUploader(destination: destination, settings: settings, engine: engine)
         case .s3(let settings): S3MultipartUploader(destination: destination, settings: settings, engine: engine)
         case .httpPut(let settings): HTTPPutUploader(destination: destination, settings: settings, engine: engine)
         case .httpPost(let settings): HTTPPostUploader(destination: destination, settings: settings, engine: engine)

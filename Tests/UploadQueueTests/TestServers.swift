@@ -113,6 +113,41 @@ final class FaultProxy: Sendable {
     }
 }
 
+/// A server of its own on our strict IETF resumable-upload server (contrib/test-servers/rufh_server.py), with the
+/// interop version and limits a test asks for.
+struct RUFHTestServer: Sendable {
+    let id: String
+    /// The creation endpoint.
+    let endpoint: String
+    private let control: String
+
+    /// A new server: `interop` 6, 7 or 8 and settings such as `max_append_size`, `min_append_size`, `max_size`,
+    /// `max_age`, `body_cap`, `quota_full`.
+    static func make(interop: Int, _ settings: [String: Any] = [:]) async throws -> RUFHTestServer {
+        let control = try TestServers.address("UPLOADQ_TEST_RUFH_CONTROL")
+        var body = settings
+        body["interop"] = interop
+        let answer = try #require(try await TestHTTP.json("POST", control + "/servers", body: body) as? [String: Any])
+        return RUFHTestServer(id: try #require(answer["id"] as? String),
+                              endpoint: try #require(answer["endpoint"] as? String), control: control)
+    }
+
+    /// Changes settings or arms faults (`lose_appends`, `conflict_appends`, `expire_all`).
+    func update(_ settings: [String: Any]) async throws {
+        _ = try await TestHTTP.json("POST", "\(control)/servers/\(id)", body: settings)
+    }
+
+    /// Every request: method, path, headers (names as sent), body_bytes, status.
+    func requests() async throws -> [[String: Any]] {
+        try #require(try await TestHTTP.json("GET", "\(control)/servers/\(id)/requests") as? [[String: Any]])
+    }
+
+    /// Every upload by its id: offset, length, complete, sha256, deleted.
+    func uploads() async throws -> [String: [String: Any]] {
+        try #require(try await TestHTTP.json("GET", "\(control)/servers/\(id)/uploads") as? [String: [String: Any]])
+    }
+}
+
 /// A session on the recording server: the requests it got and the answers it gives.
 struct RecorderSession: Sendable {
     let name: String

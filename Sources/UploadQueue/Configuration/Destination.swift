@@ -18,6 +18,8 @@ public struct Destination: Sendable, Equatable {
         case httpPut = "http-put"
         /// One whole-file POST as `multipart/form-data`, the job's meta as form fields.
         case httpPost = "http-post"
+        /// IETF Resumable Uploads for HTTP (the successor of tus), in `chunk_size` appends.
+        case rufh
     }
 
     /// The name after `destinations.`, which jobs refer to.
@@ -87,6 +89,7 @@ public struct Destination: Sendable, Equatable {
         case .localDirectory: nil
         case .s3(let s3): s3.endpoint
         case .tus(let tus): tus.endpoint
+        case .rufh(let rufh): rufh.endpoint
         case .httpPut(let put): put.url.staticPrefix
         case .httpPost(let post): post.url.staticPrefix
         }
@@ -129,6 +132,22 @@ public struct Destination: Sendable, Equatable {
         }
         return Destination(name: name, url: endpoint, settings: .tus(TusSettings(endpoint: endpoint, chunkSize: chunkSize)),
                            http: http)
+    }
+
+    /// An IETF resumable-upload destination at `endpoint` (where uploads are created), speaking draft interop
+    /// version `interopVersion` (6, 7 or 8).
+    public static func rufh(name: String, endpoint: String, interopVersion: Int = 6, chunkSize: Int64 = 8 << 20,
+                            http: HTTPSettings = HTTPSettings()) throws(PathTemplateError) -> Destination {
+        guard try URLTemplate(endpoint).isConstant else {
+            throw PathTemplateError(message: "a resumable-upload endpoint is one URL for all uploads; placeholders "
+                + "are not allowed here")
+        }
+        guard RUFHSettings.interopVersions.contains(interopVersion) else {
+            throw PathTemplateError(message: "interop version \(interopVersion) is not one of 6, 7, 8")
+        }
+        return Destination(name: name, url: endpoint,
+                           settings: .rufh(RUFHSettings(endpoint: endpoint, interopVersion: interopVersion,
+                                                        chunkSize: chunkSize)), http: http)
     }
 
     /// A destination that PUTs each file whole to `url`, a template such as `https://dav.example.com/{date}/{name}`.

@@ -17,7 +17,7 @@ enum DestinationLoader {
             return try s3(name: name, table: &table, baseDirectory: baseDirectory)
         case .file:
             return try localDirectory(name: name, url: try url(&table), table: &table, baseDirectory: baseDirectory)
-        case .tus, .httpPut, .httpPost:
+        case .tus, .httpPut, .httpPost, .rufh:
             return try network(name: name, transferProtocol: transferProtocol, url: try url(&table), table: &table,
                                baseDirectory: baseDirectory)
         }
@@ -73,8 +73,9 @@ enum DestinationLoader {
                 (list others in trusted_origins)
                 """)
         }
-        if transferProtocol == .tus, !urlTemplate.isConstant {
-            throw table.error("url", "a tus endpoint is one URL for all uploads; placeholders are not allowed here")
+        if transferProtocol == .tus || transferProtocol == .rufh, !urlTemplate.isConstant {
+            throw table.error("url", "a \(transferProtocol.rawValue) endpoint is one URL for all uploads; placeholders "
+                + "are not allowed here")
         }
         let settings: Destination.ProtocolSettings
         switch transferProtocol {
@@ -83,6 +84,11 @@ enum DestinationLoader {
             tus.chunkSize = try table.byteCount("chunk_size", minimum: 1024) ?? tus.chunkSize
             tus.creationWithUpload = try table.boolean("creation_with_upload") ?? false
             settings = .tus(tus)
+        case .rufh:
+            var rufh = RUFHSettings(endpoint: url)
+            rufh.interopVersion = Int(try table.integer("interop_version", range: 6...8) ?? 6)
+            rufh.chunkSize = try table.byteCount("chunk_size", minimum: 1024) ?? rufh.chunkSize
+            settings = .rufh(rufh)
         case .httpPost:
             var post = HTTPPostSettings(url: urlTemplate)
             if let field = try table.string("form_field") {

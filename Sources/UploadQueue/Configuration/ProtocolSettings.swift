@@ -14,6 +14,8 @@ extension Destination {
         case httpPost(HTTPPostSettings)
         /// `protocol = "s3"`: a bucket.
         case s3(S3Settings)
+        /// `protocol = "rufh"`: IETF Resumable Uploads for HTTP.
+        case rufh(RUFHSettings)
 
         /// The protocol's name.
         public var transferProtocol: TransferProtocol {
@@ -23,6 +25,7 @@ extension Destination {
             case .httpPut: .httpPut
             case .httpPost: .httpPost
             case .s3: .s3
+            case .rufh: .rufh
             }
         }
 
@@ -30,7 +33,7 @@ extension Destination {
         var namesUseSHA256: Bool {
             switch self {
             case .localDirectory(let directory): directory.nameTemplate.usesSHA256
-            case .tus: false
+            case .tus, .rufh: false
             case .httpPut(let put): put.url.usesSHA256
             case .httpPost(let post): post.url.usesSHA256
             case .s3(let s3): s3.keyTemplate.usesSHA256
@@ -97,5 +100,26 @@ public struct HTTPPostSettings: Sendable, Equatable {
     public init(url: URLTemplate, formField: String = "file") {
         self.url = url
         self.formField = formField
+    }
+}
+
+/// `protocol = "rufh"`: the creation endpoint, the draft's interop version and how the file is cut into appends.
+public struct RUFHSettings: Sendable, Equatable {
+    /// The interop versions uploadq speaks: 6 (drafts -04 and -05, Apple's URLSession since iOS 18.1, tusd), 7
+    /// (-06 to -08) and 8 (-09 to -11).
+    public static let interopVersions = 6...8
+
+    /// Where uploads are created (`POST`), one URL for all uploads.
+    public var endpoint: String
+    /// `Upload-Draft-Interop-Version`, sent on every request.
+    public var interopVersion: Int
+    /// Bytes per append, within the server's `max-append-size`: a reset sends at most this much again.
+    public var chunkSize: Int64
+
+    /// Uploads created at `endpoint` with interop version 6, 8 MiB per append.
+    public init(endpoint: String, interopVersion: Int = 6, chunkSize: Int64 = 8 << 20) {
+        self.endpoint = endpoint
+        self.interopVersion = interopVersion
+        self.chunkSize = chunkSize
     }
 }

@@ -1,0 +1,57 @@
+import Foundation
+
+/// What an IETF resumable-upload job remembers between attempts: the upload URL (persisted before any data is
+/// sent), the limits the server announced, when the server forgets the upload, and a body size the server
+/// refused (413) so the next attempt starts below it.
+struct RUFHResumeState: Sendable, Equatable, Codable {
+    var uploadURL: String
+    /// The interop version the upload was made with: an upload of another version is not continued.
+    var interopVersion: Int
+    /// The server's `Upload-Limit`, as last seen.
+    var limit: UploadLimit?
+    /// When the upload expires on the server (`max-age`/`expires` counted from the answer that gave it), in
+    /// seconds since 1970; nil when the server did not say.
+    var expiresAt: Double?
+    /// The largest request body known to pass, after a 413.
+    var appendCap: Int64?
+
+    enum CodingKeys: String, CodingKey {
+        case uploadURL = "upload_url"
+        case interopVersion = "interop_version"
+        case limit
+        case expiresAt = "expires_at"
+        case appendCap = "append_cap"
+    }
+
+    init(uploadURL: String, interopVersion: Int, limit: UploadLimit? = nil, now: Date = Date()) {
+        self.uploadURL = uploadURL
+        self.interopVersion = interopVersion
+        note(limit, now: now)
+    }
+
+    /// Takes the limits of a newer answer (limits may only grow, `max-age` restarts from it).
+    mutating func note(_ newer: UploadLimit?, now: Date = Date()) {
+        guard let newer else { return }
+        limit = newer
+        if let lifetime = newer.lifetime { expiresAt = now.timeIntervalSince1970 + Double(lifetime) }
+    }
+
+    /// Whether the server has forgotten the upload by now, by its own word (a minute's margin for the clocks
+    /// and the request in flight).
+    func hasExpired(now: Date = Date()) -> Bool {
+        guard let expiresAt else { return false }
+        return now.timeIntervalSince1970 > expiresAt - 60
+    }
+
+    /// The state stored in the job, or nil when there is none (or it belongs to another protocol).
+    init?(json: String?) {
+        guard let json, let decoded = try? JSONDecoder().decode(Self.self, from: Data(json.utf8)) else { return nil }
+        self = decoded
+    }
+
+    var json: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
+    }
+}

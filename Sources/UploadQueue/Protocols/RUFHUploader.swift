@@ -1,0 +1,391 @@
+import Foundation
+import Synchronization
+
+/// Uploads with IETF Resumable Uploads for HTTP (draft-ietf-httpbis-resumable-upload; interop versions 6, 7
+/// and 8): the successor of tus that Apple's URLSession and tusd speak.
+///
+/// Creation is careful: an empty `POST` with `Upload-Complete: ?0` gets the upload URL, which is persisted before
+/// any data goes out, so a creation cut off at any point leaves at most an empty upload, never a second copy.
+/// The file then goes in `PATCH` appends of `chunk_size`, within the server's `Upload-Limit`, the last one with
+/// `Upload-Complete: ?1` and the file's `Repr-Digest`. The server's offset is the truth: `HEAD` on resume (never
+/// while an append is in flight: each attempt sends one request at a time), a resync to the offset a `409`
+/// carries, a new upload when the old one is gone (404/410) or past its `max-age`. A `413` halves the body size,
+/// down to 1 KiB or the server's `min-append-size`, and the size that passed is kept for the next files.
+struct RUFHUploader: Uploader {
+    let destination: Destination
+    let settings: RUFHSettings
+    let client: DestinationClient
+    let discovery = RUFHDiscovery()
+    /// The largest body that passed after a 413 on this destination, for every later file.
+    let learntAppendSize = LearntAppendSize()
+    /// The smallest body a 413 halves down to.
+    static let minimumAppendSize: Int64 = 1024
+
+    init(destination: Destination, settings: RUFHSettings, engine: TransferEngine) {
+        self.destination = destination
+        self.settings = settings
+        client = DestinationClient(destination: destination, engine: engine)
+    }
+
+    private var endpoint: String { settings.endpoint }
+    private var version: HTTPHeader { HTTPHeader("Upload-Draft-Interop-Version", String(settings.interopVersion)) }
+
+    func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
+        do {
+            return try await transfer(context)
+        } catch {
+            if error.destinationFault { await discovery.forget() }
+            throw error
+        }
+    }
+
+    private func transfer(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
+        let job = context.job
+        var previous = RUFHResumeState(json: job.resumeState)
+        if previous?.interopVersion != settings.interopVersion { previous = nil }
+        let source: SourceFile
+        do {
+            source = try SourceFile(job: job)
+        } catch {
+            if error.code == "source-changed", let previous {
+                await cancel(previous.uploadURL)
+                try await context.forgetResumeState()
+            }
+            throw error
+        }
+        try context.checkLink()
+        var state: RUFHResumeState
+        var offset: Int64
+        if let previous, !previous.hasExpired(), let found = try await locate(previous, job: job, context: context) {
+            state = found.state
+            offset = found.offset
+            if found.complete {
+                return try await finished(context, state: state, source: source)
+            }
+        } else {
+            if previous != nil { try await context.forgetResumeState() }
+            (state, offset) = try await create(job: job, context: context)
+            if job.size == 0 { return try await finished(context, state: state, source: source) }
+        }
+        try await context.resumed(offset)
+        // A job hashed while sending: what an earlier attempt sent is read once here, the rest as it goes out.
+        try await source.hashPrefix(upTo: offset)
+
+        var resyncedSinceProgress = false
+        var recreated = false
+        var emptyAcknowledgements = 0
+        while true {
+            if Task.isCancelled { throw .interrupted }
+            try context.checkLink()
+            let preferred = min(settings.chunkSize, state.appendCap ?? .max, learntAppendSize.value ?? .max)
+            let length = (state.limit ?? UploadLimit()).appendLength(remaining: job.size - offset, preferred: preferred)
+            let completes = offset + length == job.size
+            var headers = [version, HTTPHeader("Content-Type", "application/partial-upload"),
+                           HTTPHeader("Upload-Offset", String(offset)),
+                           HTTPHeader("Upload-Complete", StructuredField.text(completes))]
+            if completes, let digest = Self.reprDigest(sha256: job.sha256) { headers.append(digest) }
+            let start = offset
+            let response = try await client.send("PATCH", state.uploadURL, headers: headers,
+                                                 body: .source(source, offset: offset, length: length),
+                                                 paced: true, progress: { context.sent(start + $0) })
+            switch response.status {
+            case 200..<300:
+                state.note(UploadLimit(response))
+                if completes {
+                    guard StructuredField.boolean(response.header("Upload-Complete")) != false else {
+                        throw badReply("PATCH", state.uploadURL, "the completing append was answered HTTP "
+                            + "\(response.status) with Upload-Complete: ?0")
+                    }
+                    return try await finished(context, state: state, source: source)
+                }
+                // Interop 6 answers the new offset; 7 and later may leave it out, meaning all of the body.
+                let acknowledged = try offsetField(response, request: "PATCH", url: state.uploadURL)
+                    ?? (offset + length)
+                guard acknowledged >= offset, acknowledged <= offset + length else {
+                    throw badReply("PATCH", state.uploadURL, "Upload-Offset \(acknowledged) after sending bytes "
+                        + "\(offset) to \(offset + length)")
+                }
+                if acknowledged == offset {
+                    emptyAcknowledgements += 1
+                    guard emptyAcknowledgements < 3 else {
+                        throw badReply("PATCH", state.uploadURL, "the server kept none of the last "
+                            + "\(emptyAcknowledgements) appends (offset stays at \(acknowledged))")
+                    }
+                } else {
+                    emptyAcknowledgements = 0
+                    resyncedSinceProgress = false
+                }
+                offset = acknowledged
+                try await context.confirmed(offset, state.json)
+                try await ensureUnchanged(source, state: state, context: context)
+            case 409:
+                guard !resyncedSinceProgress else {
+                    throw TransferFailure(.transient(retryAfter: nil), code: "offset-conflict",
+                        "PATCH \(redacted(state.uploadURL)) answered 409 again at offset \(offset), also after a "
+                        + "resync; trying again later")
+                }
+                resyncedSinceProgress = true
+                // The 409 says where the server stands (Upload-Offset, or the problem's expected-offset); a
+                // server that says neither is asked with HEAD.
+                let stated = try offsetField(response, request: "PATCH", url: state.uploadURL)
+                    ?? Self.expectedOffset(problem: response.body)
+                if let stated {
+                    guard stated <= job.size else { throw beyondFile(stated, job: job, url: state.uploadURL) }
+                    offset = stated
+                } else {
+                    guard let found = try await locate(state, job: job, context: context) else {
+                        throw TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
+                            "the upload \(redacted(state.uploadURL)) disappeared during a resync; a new one starts "
+                            + "next time")
+                    }
+                    if found.complete { return try await finished(context, state: found.state, source: source) }
+                    (state, offset) = (found.state, found.offset)
+                }
+                try await source.hashPrefix(upTo: offset)
+                try await context.confirmed(offset, state.json)
+            case 413:
+                let smaller = try smallerAppend(after: length, response: response, state: &state)
+                learntAppendSize.lower(to: smaller)
+                try await context.confirmed(offset, state.json)
+            case 404, 410:
+                guard !recreated else {
+                    throw TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
+                        "the new upload \(redacted(state.uploadURL)) is gone again (HTTP \(response.status))",
+                        destinationFault: true)
+                }
+                recreated = true
+                resyncedSinceProgress = false
+                try await context.forgetResumeState()
+                (state, offset) = try await create(job: job, context: context)
+                try await source.hashPrefix(upTo: 0)
+                try await context.resumed(offset)
+            default:
+                throw client.failure(for: response, request: "PATCH \(redacted(state.uploadURL))")
+            }
+        }
+    }
+
+    /// Asks the server where an earlier upload stands; nil when it is gone (404/410/403) or does not match the
+    /// file (another length), and such an upload is forgotten.
+    private func locate(_ state: RUFHResumeState, job: Job, context: TransferContext) async throws(TransferFailure)
+        -> (state: RUFHResumeState, offset: Int64, complete: Bool)?
+    {
+        let response = try await client.send("HEAD", state.uploadURL, headers: [version])
+        switch response.status {
+        case 200, 204:
+            guard let offset = try offsetField(response, request: "HEAD", url: state.uploadURL) else {
+                throw badReply("HEAD", state.uploadURL, "no Upload-Offset in the HTTP \(response.status) answer")
+            }
+            guard let complete = StructuredField.boolean(response.header("Upload-Complete")) else {
+                throw badReply("HEAD", state.uploadURL, "no Upload-Complete (?0 or ?1) in the answer")
+            }
+            if let length = StructuredField.integer(response.header("Upload-Length")), length != job.size {
+                await cancel(state.uploadURL)
+                try await context.forgetResumeState()
+                return nil
+            }
+            guard offset <= job.size, !complete || offset == job.size else {
+                await cancel(state.uploadURL)
+                try await context.forgetResumeState()
+                throw beyondFile(offset, job: job, url: state.uploadURL)
+            }
+            var updated = state
+            updated.note(UploadLimit(response))
+            return (updated, offset, complete)
+        case 403, 404, 410:
+            try await context.forgetResumeState()
+            return nil
+        default:
+            throw client.failure(for: response, request: "HEAD \(redacted(state.uploadURL))")
+        }
+    }
+
+    /// Careful creation: an empty request that only makes the upload, whose URL is persisted before any data is
+    /// sent. An empty file is created complete in the same request.
+    private func create(job: Job, context: TransferContext) async throws(TransferFailure) -> (RUFHResumeState, Int64) {
+        let announced = try await discovery.limit(client, endpoint: endpoint, version: version)
+        if let maximum = announced?.maximumSize, job.size > maximum {
+            throw tooLarge(job, maximum: maximum)
+        }
+        let empty = job.size == 0
+        var headers = [version, HTTPHeader("Upload-Complete", StructuredField.text(empty)),
+                       HTTPHeader("Upload-Length", String(job.size))]
+        if empty, let digest = Self.reprDigest(sha256: job.sha256) { headers.append(digest) }
+        let response = try await client.send("POST", endpoint, headers: headers)
+        guard (200..<300).contains(response.status) else {
+            if response.status == 413, let maximum = UploadLimit(response)?.maximumSize, job.size > maximum {
+                throw tooLarge(job, maximum: maximum)
+            }
+            throw client.failure(for: response, request: "POST \(redacted(endpoint))")
+        }
+        guard let location = response.header("Location"), !location.isEmpty else {
+            if empty { return (RUFHResumeState(uploadURL: endpoint, interopVersion: settings.interopVersion), 0) }
+            throw .permanent("bad-reply", "the server at \(redacted(endpoint)) answered HTTP \(response.status) to "
+                + "an upload creation without a Location; it does not speak resumable uploads (interop version "
+                + "\(settings.interopVersion)); check protocol and interop_version of destination "
+                + "\"\(destination.name)\"")
+        }
+        guard let uploadURL = response.location(resolvedAgainst: endpoint) else {
+            throw badReply("POST", endpoint, "Location \"\(location.prefix(200))\" is not a usable URL")
+        }
+        // Before it is kept: an upload URL on plain http behind an https endpoint is never used.
+        try client.check(uploadURL)
+        let state = RUFHResumeState(uploadURL: uploadURL, interopVersion: settings.interopVersion,
+                                    limit: UploadLimit(response) ?? announced)
+        if let maximum = state.limit?.maximumSize, job.size > maximum {
+            await cancel(uploadURL)
+            throw tooLarge(job, maximum: maximum)
+        }
+        try await context.confirmed(0, state.json)
+        return (state, 0)
+    }
+
+    /// The body size to try after a 413 on `length` bytes: the server's `max-append-size` when its answer gives
+    /// one below, else half, never below 1 KiB or `min-append-size`.
+    private func smallerAppend(after length: Int64, response: HTTPResponse, state: inout RUFHResumeState)
+        throws(TransferFailure) -> Int64
+    {
+        let limit = UploadLimit(response)
+        state.note(limit)
+        let floor = max(Self.minimumAppendSize, state.limit?.minimumAppendSize ?? 0)
+        var next = length / 2
+        if let maximum = limit?.maximumAppendSize, maximum > 0, maximum < length { next = maximum }
+        guard length > floor, next >= 1 else {
+            throw .permanent("too-large", "the server at \(redacted(state.uploadURL)) refuses request bodies of "
+                + "\(length) bytes (HTTP 413), and appends cannot be smaller than \(floor) bytes; raise the limit "
+                + "of the server or the proxy in front of it, then `uploadq retry`")
+        }
+        next = max(next, floor)
+        state.appendCap = next
+        return next
+    }
+
+    /// The upload is complete on the server: the source is checked once more and the job confirmed whole.
+    private func finished(_ context: TransferContext, state: RUFHResumeState, source: SourceFile)
+        async throws(TransferFailure) -> UploadOutcome
+    {
+        let sha256 = try await source.sentDigest()
+        try source.verifyUnchanged()
+        try await context.confirmed(context.job.size, nil)
+        return UploadOutcome(remoteURL: destination.remoteURL(for: context.job, serverURL: state.uploadURL),
+                             sha256: sha256)
+    }
+
+    /// A `reference` file that changed during the upload poisons it: the upload is cancelled and forgotten.
+    private func ensureUnchanged(_ source: SourceFile, state: RUFHResumeState, context: TransferContext)
+        async throws(TransferFailure)
+    {
+        do {
+            try source.verifyUnchanged()
+        } catch {
+            await cancel(state.uploadURL)
+            try? await context.forgetResumeState()
+            throw error
+        }
+    }
+
+    /// `DELETE` on the upload; a server that does not cancel (405) or no longer knows it (404) is fine. Runs to
+    /// the end even when the calling task is being cancelled.
+    private func cancel(_ uploadURL: String) async {
+        let client = self.client
+        let version = self.version
+        await Task { _ = try? await client.send("DELETE", uploadURL, headers: [version]) }.value
+    }
+
+    func discard(_ job: Job) async {
+        guard let state = RUFHResumeState(json: job.resumeState), state.uploadURL != endpoint else { return }
+        await cancel(state.uploadURL)
+    }
+
+    func probe() async -> Bool {
+        await discovery.forget()
+        return await client.answers("OPTIONS", endpoint, headers: [version])
+    }
+
+    /// `Repr-Digest: sha-256=:…:` (RFC 9530) for a job whose SHA-256 is known before its last byte is sent.
+    static func reprDigest(sha256 hex: String) -> HTTPHeader? {
+        guard hex.count == 64 else { return nil }
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex {
+            let next = hex.index(index, offsetBy: 2)
+            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
+            bytes.append(byte)
+            index = next
+        }
+        return HTTPHeader("Repr-Digest", "sha-256=:\(Data(bytes).base64EncodedString()):")
+    }
+
+    /// The `expected-offset` of a `mismatching-upload-offset` problem document (RFC 9457).
+    static func expectedOffset(problem body: [UInt8]) -> Int64? {
+        guard !body.isEmpty, body.count < 65536,
+              let document = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any],
+              let value = document["expected-offset"] as? NSNumber else { return nil }
+        let offset = value.int64Value
+        return offset >= 0 && value.doubleValue == Double(offset) ? offset : nil
+    }
+
+    private func offsetField(_ response: HTTPResponse, request: String, url: String) throws(TransferFailure) -> Int64? {
+        guard let text = response.header("Upload-Offset") else { return nil }
+        guard let offset = StructuredField.integer(text) else {
+            throw badReply(request, url, "Upload-Offset \"\(text.prefix(40))\" is not a non-negative integer")
+        }
+        return offset
+    }
+
+    private func tooLarge(_ job: Job, maximum: Int64) -> TransferFailure {
+        .permanent("too-large", "the file is \(job.size) bytes; the server at \(redacted(endpoint)) takes at most "
+            + "\(maximum) (Upload-Limit max-size); nothing was sent")
+    }
+
+    private func beyondFile(_ offset: Int64, job: Job, url: String) -> TransferFailure {
+        .permanent("offset-beyond-file", "the server reports offset \(offset) for \(redacted(url)) but the file "
+            + "has \(job.size) bytes; that upload was abandoned, `uploadq retry \(job.id)` starts a new one")
+    }
+
+    private func badReply(_ request: String, _ url: String, _ detail: String) -> TransferFailure {
+        TransferFailure(.transient(retryAfter: nil), code: "bad-reply",
+                        "bad resumable-upload reply to \(request) \(redacted(url)): \(detail)", destinationFault: true)
+    }
+
+    private func redacted(_ url: String) -> String { URLRedaction.redact(url) }
+}
+
+/// The `Upload-Limit` a resumable-upload endpoint announces in its `OPTIONS` answer, asked once and asked again
+/// after errors that suggest a change; nil for a server that announces none (interop 6 servers of draft -04).
+actor RUFHDiscovery {
+    private var cached: UploadLimit??
+
+    func limit(_ client: DestinationClient, endpoint: String, version: HTTPHeader) async throws(TransferFailure)
+        -> UploadLimit?
+    {
+        if let cached { return cached }
+        let response = try await client.send("OPTIONS", endpoint, headers: [version])
+        let limit: UploadLimit?
+        switch response.status {
+        case 200..<300: limit = UploadLimit(response)
+        case 404, 405, 501: limit = nil
+        default: throw client.failure(for: response, request: "OPTIONS \(URLRedaction.redact(endpoint))")
+        }
+        cached = .some(limit)
+        return limit
+    }
+
+    func forget() {
+        cached = nil
+    }
+}
+
+/// The request body size a destination's server or proxy took after refusing a larger one (413), shared by its
+/// transfers so each file does not learn it again.
+final class LearntAppendSize: Sendable {
+    private let size = Mutex<Int64?>(nil)
+
+    /// The size learnt, if any.
+    var value: Int64? { size.withLock { $0 } }
+
+    /// Keeps `limit` when it is below what was known.
+    func lower(to limit: Int64) {
+        size.withLock { $0 = min($0 ?? .max, limit) }
+    }
+}

@@ -1,0 +1,316 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// IETF Resumable Uploads for HTTP against our strict server (contrib/test-servers/rufh_server.py), one server of
+/// its own per test, for interop versions 6, 7 and 8: creation, limits, appends, resync, loss, expiry, cancel and
+/// 413s.
+struct RUFHUploaderTests {
+    func sandbox(endpoint: String, interop: Int, chunk: Int = 256 << 10, extra: String = "") throws -> Sandbox {
+        try Sandbox(destination: "rufh", """
+            protocol = "rufh"
+            url = "\(endpoint)"
+            interop_version = \(interop)
+            chunk_size = \(chunk)
+            stall_timeout = "2s"
+            \(extra)
+            """, retry: "300ms")
+    }
+
+    static func header(_ request: [String: Any], _ name: String) -> String? {
+        (request["headers"] as? [String: String])?[name.lowercased()]
+    }
+
+    static func uploadID(_ job: Job) throws -> String {
+        String(try #require(job.remoteURL?.split(separator: "/").last))
+    }
+
+    @Test("careful creation, appends within Upload-Limit, Upload-Complete and Repr-Digest on the last, every request versioned",
+          arguments: [6, 7, 8])
+    func conformance(interop: Int) async throws {
+        let server = try await RUFHTestServer.make(interop: interop, ["max_append_size": 300_000,
+                                                                      "min_append_size": 100_000])
+        // chunk_size above max-append-size: the server's limit wins.
+        let sandbox = try sandbox(endpoint: server.endpoint, interop: interop, chunk: 512 << 10)
+        let running = try RunningQueue(sandbox)
+        let path = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 1_000_000, seed: 61)
+        let id = try await running.enqueue(path, to: "rufh")
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        let upload = try #require(try await server.uploads()[try Self.uploadID(job)])
+        #expect(upload["complete"] as? Bool == true)
+        #expect(upload["sha256"] as? String == job.sha256)
+        let requests = try await server.requests()
+        #expect(requests.allSatisfy { Self.header($0, "Upload-Draft-Interop-Version") == "\(interop)" })
+        #expect(requests.allSatisfy { ($0["status"] as? Int ?? 0) < 400 }, "\(requests.map { $0["status"] ?? 0 })")
+        let posts = requests.filter { $0["method"] as? String == "POST" }
+        #expect(posts.count == 1)
+        #expect(posts.first.map { Self.header($0, "Upload-Complete") } == "?0")
+        #expect(posts.first?["body_bytes"] as? Int == 0, "careful creation sends no data")
+        let patches = requests.filter { $0["method"] as? String == "PATCH" }
+        var offset = 0
+        for (index, patch) in patches.enumerated() {
+            let last = index == patches.count - 1
+            let size = patch["body_bytes"] as? Int ?? -1
+            #expect(Self.header(patch, "Upload-Offset") == "\(offset)")
+            #expect(Self.header(patch, "Content-Type") == "application/partial-upload")
+            #expect(Self.header(patch, "Upload-Complete") == (last ? "?1" : "?0"))
+            #expect(size <= 300_000 && (last || size >= 100_000), "append \(index): \(size) bytes")
+            #expect((Self.header(patch, "Repr-Digest") != nil) == last)
+            offset += size
+        }
+        #expect(offset == 1_000_000)
+        #expect(patches.count == 4, "1,000,000 bytes in appends of at most 300,000")
+    }
+
+    @Test("below min-append-size, chunk_size grows to the server's minimum; an empty file is created complete")
+    func minimumAppendAndEmptyFile() async throws {
+        let server = try await RUFHTestServer.make(interop: 8, ["min_append_size": 150_000])
+        let sandbox = try sandbox(endpoint: server.endpoint, interop: 8, chunk: 64 << 10)
+        let running = try RunningQueue(sandbox)
+        let path = try sandbox.makeFile(sandbox.root + "/a.raw", size: 400_000, seed: 62)
+        let empty = try sandbox.makeFile(sandbox.root + "/empty.txt", size: 0, seed: 0)
+        let id = try await running.enqueue(path, to: "rufh")
+        let emptyID = try await running.enqueue(empty, to: "rufh")
+        let job = try await running.settled(id)
+        let emptyJob = try await running.settled(emptyID)
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(emptyJob.state == .uploaded, "\(emptyJob.lastError ?? "")")
+        let requests = try await server.requests()
+        let sizes = requests.filter { $0["method"] as? String == "PATCH" }.map { $0["body_bytes"] as? Int ?? -1 }
+        #expect(sizes == [150_000, 150_000, 100_000])
+        let creations = requests.filter { $0["method"] as? String == "POST" }
+        #expect(creations.contains { Self.header($0, "Upload-Complete") == "?1" && Self.header($0, "Upload-Length") == "0" })
+        let uploads = try await server.uploads()
+        #expect(uploads.values.filter { $0["complete"] as? Bool == true }.count == 2)
+    }
+
+    @Test("a 409 resyncs to the offset it carries; a lost append is found by the next 409; bytes identical",
+          arguments: [6, 8])
+    func conflictAndLoss(interop: Int) async throws {
+        let server = try await RUFHTestServer.make(interop: interop)
+        let sandbox = try sandbox(endpoint: server.endpoint, interop: interop, chunk: 100_000)
+        let running = try RunningQueue(sandbox)
+        try await server.update(["conflict_appends": 1, "lose_appends": 1])
+        let path = try sandbox.makeFile(sandbox.root + "/b.raw", size: 450_000, seed: 63)
+        let id = try await running.enqueue(path, to: "rufh")
+        let job = try await running.settled(id)
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        let upload = try #require(try await server.uploads()[try Self.uploadID(job)])
+        #expect(upload["sha256"] as? String == job.sha256, "the lost append was sent again")
+        let statuses = try await server.requests().filter { $0["method"] as? String == "PATCH" }.map { $0["status"] as? Int }
+        // Interop 6 answers each append with the offset it kept, so the lost one is seen at once; 7 and later
+        // answer without it, and the next append's 409 tells.
+        #expect(statuses.filter { $0 == 409 }.count == (interop == 6 ? 1 : 2), "\(statuses)")
+        #expect(try running.attempts(id).count == 1, "resyncs happen inside one attempt")
+    }
+
+    @Test("an upload past its max-age, or gone, is started again; the old one is not continued")
+    func expiry() async throws {
+        let server = try await RUFHTestServer.make(interop: 8, ["max_age": 3600])
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(server.endpoint))
+        let endpoint = proxy.url(String(server.endpoint.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" }))
+        let sandbox = try sandbox(endpoint: endpoint, interop: 8, chunk: 100_000)
+        let configuration = try sandbox.configuration()
+        let queue = try UploadQueue(configuration: configuration)
+        let path = try sandbox.makeFile(sandbox.root + "/c.raw", size: 350_000, seed: 64)
+        let id = try await queue.enqueue(path, destination: "rufh")
+        var job = try #require(try queue.store.job(id))
+        let destination = try #require(configuration.destinations["rufh"])
+        guard case .rufh(let settings) = destination.settings else { throw UploadQueueError(.invalidArgument, "not rufh") }
+        let engine = TransferEngine()
+        defer { engine.shutdown() }
+        let uploader = RUFHUploader(destination: destination, settings: settings, engine: engine)
+
+        // The first attempt is cut off at its second append.
+        try await proxy.add(["method": "PATCH", "action": "reset", "after_bytes": 1000, "skip": 1, "times": 1])
+        let first = ContextRecorder()
+        await #expect(throws: TransferFailure.self) { _ = try await uploader.upload(first.context(for: job)) }
+        let kept = try #require(first.states().last ?? nil)
+        let state = try #require(RUFHResumeState(json: kept))
+        #expect(state.expiresAt != nil, "max-age is remembered")
+
+        // The server forgets it: the next attempt asks, gets 404, and makes a new upload.
+        try await server.update(["expire_all": true])
+        job.resumeState = kept
+        let second = ContextRecorder()
+        let outcome = try await uploader.upload(second.context(for: job))
+        #expect(outcome.remoteURL != state.uploadURL)
+        let uploads = try await server.uploads()
+        #expect(uploads.values.filter { $0["complete"] as? Bool == true }.count == 1)
+        #expect(uploads.values.contains { $0["sha256"] as? String == job.sha256 })
+
+        // A record past its max-age is not even asked about.
+        var stale = state
+        stale.expiresAt = Date().timeIntervalSince1970 - 10
+        job.resumeState = stale.json
+        let before = try await server.requests().count
+        _ = try await uploader.upload(ContextRecorder().context(for: job))
+        let after = try await server.requests().dropFirst(before)
+        #expect(!after.contains { $0["method"] as? String == "HEAD" })
+        #expect(after.first?["method"] as? String == "POST")
+    }
+
+    @Test("a file over the announced max-size fails for good, its limit named, before any byte goes out")
+    func tooLarge() async throws {
+        let server = try await RUFHTestServer.make(interop: 7, ["max_size": 500_000])
+        let sandbox = try sandbox(endpoint: server.endpoint, interop: 7)
+        let configuration = try sandbox.configuration()
+        let destination = try #require(configuration.destinations["rufh"])
+        guard case .rufh(let settings) = destination.settings else { throw UploadQueueError(.invalidArgument, "not rufh") }
+        let engine = TransferEngine()
+        defer { engine.shutdown() }
+        let uploader = RUFHUploader(destination: destination, settings: settings, engine: engine)
+        let queue = try UploadQueue(configuration: configuration)
+
+        let big = try await queue.enqueue(try sandbox.makeFile(sandbox.root + "/big.raw", size: 600_000, seed: 65),
+                                          destination: "rufh")
+        let bigJob = try #require(try queue.store.job(big))
+        do {
+            _ = try await uploader.upload(ContextRecorder().context(for: bigJob))
+            Issue.record("a file over max-size was taken")
+        } catch {
+            #expect(error.kind == .permanent && error.code == "too-large")
+            #expect(error.message.contains("500000"), "\(error.message)")
+        }
+        #expect(try await server.requests().allSatisfy { $0["method"] as? String == "OPTIONS" })
+    }
+
+    @Test("cancelling a job in flight sends DELETE to its upload, which the server then forgets")
+    func cancelInFlight() async throws {
+        let server = try await RUFHTestServer.make(interop: 8)
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(server.endpoint))
+        let path = String(server.endpoint.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" })
+        let sandbox = try sandbox(endpoint: proxy.url(path), interop: 8, chunk: 100_000)
+        // The second append hangs: the job is caught mid-upload.
+        try await proxy.add(["method": "PATCH", "action": "stall", "after_bytes": 1000, "seconds": 30, "skip": 1,
+                             "times": 1])
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/s.raw", size: 300_000, seed: 66),
+                                           to: "rufh")
+        _ = try await running.wait(id) { $0.bytesConfirmed >= 100_000 }
+        _ = try await running.queue.cancel(id)
+        _ = try await eventually(timeout: .seconds(20)) {
+            try await server.requests().contains { $0["method"] as? String == "DELETE" }
+        }
+        await running.stop()
+        let uploads = try await server.uploads()
+        #expect(uploads.count == 1 && uploads.values.allSatisfy { $0["deleted"] as? Bool == true })
+    }
+
+    @Test("a 413 above 3 MiB halves the appends until they pass; the next file starts at the learnt size")
+    func bodyCap() async throws {
+        let server = try await RUFHTestServer.make(interop: 8, ["body_cap": 3 << 20])
+        let sandbox = try sandbox(endpoint: server.endpoint, interop: 8, chunk: 8 << 20)
+        let running = try RunningQueue(sandbox)
+        let first = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/v1.mov", size: 40 << 20, seed: 67),
+                                              to: "rufh")
+        let firstJob = try await running.settled(first)
+        let afterFirst = try await server.requests().count
+        let second = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/v2.mov", size: 5 << 20, seed: 68),
+                                               to: "rufh")
+        let secondJob = try await running.settled(second)
+        await running.stop()
+        #expect(firstJob.state == .uploaded, "\(firstJob.lastError ?? "")")
+        #expect(secondJob.state == .uploaded, "\(secondJob.lastError ?? "")")
+        let requests = try await server.requests()
+        let patches = requests.prefix(afterFirst).filter { $0["method"] as? String == "PATCH" }
+        #expect(patches.filter { $0["status"] as? Int == 413 }.count == 2, "8 MiB and 4 MiB refused, 2 MiB passes")
+        #expect(patches.filter { $0["status"] as? Int != 413 }.allSatisfy { ($0["body_bytes"] as? Int ?? 0) <= 2 << 20 })
+        let later = requests.dropFirst(afterFirst).filter { $0["method"] as? String == "PATCH" }
+        #expect(!later.contains { $0["status"] as? Int == 413 }, "the learnt size is kept for the next file")
+        #expect(try await server.uploads()[try Self.uploadID(firstJob)]?["sha256"] as? String == firstJob.sha256)
+    }
+}
+
+/// The real `uploadq daemon` uploading 256 MiB with RUFH through the fault proxy, killed three times mid-append:
+/// the server keeps what arrived of a cut append, so each restart asks it with HEAD and re-sends less than one
+/// chunk.
+@Suite(.serialized)
+struct RUFHCrashTests {
+    static let chunk = 8 << 20
+
+    @Test("kill -9 three times mid-append: resumes from the server's offset, intact, < 1 chunk re-sent per kill")
+    func killDuringUpload() async throws {
+        let server = try await RUFHTestServer.make(interop: 8, ["max_age": 86_400])
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(server.endpoint))
+        let path = String(server.endpoint.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" })
+        let sandbox = try Sandbox(destination: "rufh", """
+            protocol = "rufh"
+            url = "\(proxy.url(path))"
+            interop_version = 8
+            chunk_size = "8MiB"
+            """, bandwidth: 32 << 20)
+        let size = 256 << 20
+        let source = try sandbox.makeRandomFile(sandbox.root + "/video.bin", size: size)
+        let expected = try sha256(ofFile: source)
+        let id = try BinaryRunner.enqueue([source, "--destination", "rufh", "--config", sandbox.configPath])
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        func job() throws -> Job { try #require(try store.job(id)) }
+
+        var daemon: DaemonProcess?
+        for kill in 1...3 {
+            daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-\(kill)")
+            let base = try await proxy.bodyBytes()
+            // Well into an append: 2.5 chunks further than where this run started.
+            let midway = try await eventually(timeout: .seconds(60)) {
+                try await proxy.bodyBytes() - base >= 2 * Self.chunk + Self.chunk / 2
+            }
+            #expect(midway, "daemon log:\n\(daemon?.log.suffix(2000) ?? "")")
+            daemon?.kill9()
+            #expect(RUFHResumeState(json: try job().resumeState) != nil, "the upload URL was saved before its data")
+        }
+        daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-4")
+        let finished = try await eventually(timeout: .seconds(120)) { try job().state == .uploaded }
+        #expect(finished, "daemon log:\n\(daemon?.log.suffix(3000) ?? "")")
+        let done = try job()
+        #expect(done.sha256 == expected)
+        let uploads = try await server.uploads()
+        #expect(uploads.count == 1, "one upload, resumed three times")
+        #expect(uploads.values.first?["sha256"] as? String == expected)
+        let heads = try await proxy.requests().filter { $0["method"] as? String == "HEAD" }
+        #expect(heads.count == 3, "each restart asks the server once")
+        let sent = try await proxy.bodyBytes()
+        print("rufh crash test: \(sent) bytes sent through the proxy for a \(size)-byte file with 3 kills "
+            + "(\(String(format: "%.2f", Double(sent - size) / Double(Self.chunk))) chunks re-sent)")
+        #expect(sent <= size + 3 * Self.chunk, "sent \(sent) bytes for a \(size)-byte file and 3 kills")
+        #expect(daemon?.terminate() ?? .zero < .seconds(5))
+    }
+}
+
+/// The RFC 9651 fields of the draft, read without I/O.
+struct UploadLimitTests {
+    @Test("Upload-Limit: known keys as integers, unknown keys ignored, a wrong type spoils the field")
+    func parse() {
+        let limit = UploadLimit(field: "max-size=1000000, min-append-size=5, max-append-size=100, max-age=60, x=\"y\"")
+        #expect(limit == UploadLimit(maximumSize: 1_000_000, maximumAppendSize: 100, minimumAppendSize: 5, lifetime: 60))
+        #expect(UploadLimit(field: "expires=30")?.lifetime == 30, "interop 6 names it expires")
+        #expect(UploadLimit(field: "min-size=0") == UploadLimit(minimumSize: 0))
+        #expect(UploadLimit(field: "max-size=\"10\"") == nil)
+        #expect(UploadLimit(field: "max-size=-1") == nil)
+        #expect(UploadLimit(field: "max-size=1.5") == nil)
+        #expect(UploadLimit(field: "max-size=, ") == nil)
+        #expect(StructuredField.integer("42") == 42 && StructuredField.integer("-1") == nil)
+        #expect(StructuredField.integer("4 2") == nil && StructuredField.integer("?1") == nil)
+        #expect(StructuredField.boolean("?1") == true && StructuredField.boolean("?0") == false)
+        #expect(StructuredField.boolean("1") == nil && StructuredField.boolean("true") == nil)
+    }
+
+    @Test("append lengths: the preferred size within max-append-size, raised to min-append-size unless the last")
+    func appendLengths() {
+        let limit = UploadLimit(maximumAppendSize: 300, minimumAppendSize: 100)
+        #expect(limit.appendLength(remaining: 1000, preferred: 500) == 300)
+        #expect(limit.appendLength(remaining: 1000, preferred: 50) == 100)
+        #expect(limit.appendLength(remaining: 60, preferred: 50) == 60, "the last append may be small")
+        #expect(limit.appendLength(remaining: 0, preferred: 50) == 0, "an empty completing append")
+        #expect(UploadLimit().appendLength(remaining: 10, preferred: 1 << 20) == 10)
+        #expect(RUFHUploader.expectedOffset(problem: Array(#"{"expected-offset": 100, "provided-offset": 0}"#.utf8)) == 100)
+        #expect(RUFHUploader.expectedOffset(problem: Array(#"{"expected-offset": -3}"#.utf8)) == nil)
+        #expect(RUFHUploader.expectedOffset(problem: Array(#"{"expected-offset": 1.5}"#.utf8)) == nil)
+        #expect(RUFHUploader.reprDigest(sha256: String(repeating: "ab", count: 32))?.value
+                == "sha-256=:\(Data(repeating: 0xAB, count: 32).base64EncodedString()):")
+    }
+}
