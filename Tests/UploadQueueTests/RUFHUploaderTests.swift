@@ -314,3 +314,74 @@ struct UploadLimitTests {
                 == "sha-256=:\(Data(repeating: 0xAB, count: 32).base64EncodedString()):")
     }
 }
+
+/// A destination whose storage is full (HTTP 507): its jobs wait as `quota-full`, one tries again on a doubling
+/// interval, and they all go once the storage takes files again.
+struct QuotaFullTests {
+    @Test("QuotaWatch: full at the first 507, one trial when due, twice the wait after a refused trial, cleared by an upload")
+    func stateMachine() {
+        var watch = QuotaWatch()
+        let policy = CircuitBreakerPolicy(threshold: 5, probeInterval: .seconds(10), maximumProbeInterval: .seconds(300))
+        let start = Date(timeIntervalSince1970: 1_000_000)
+        let (a, b, c) = (JobID(trusted: "a"), JobID(trusted: "b"), JobID(trusted: "c"))
+        #expect(watch.refused("d", job: a, policy: policy, now: start) == .full(until: start.addingTimeInterval(10)))
+        #expect(watch.refused("d", job: b, policy: policy, now: start) == nil, "said once")
+        #expect(watch.fullDestinations == ["d"])
+        #expect(watch.dueTrials(now: start.addingTimeInterval(5)).isEmpty)
+        #expect(watch.dueTrials(now: start.addingTimeInterval(10)) == ["d"])
+        watch.started("d", job: c)
+        #expect(watch.dueTrials(now: start.addingTimeInterval(100)).isEmpty, "one trial at a time")
+        #expect(watch.finished("d", job: a, outcome: .other, now: start.addingTimeInterval(11)) == nil)
+        #expect(watch.refused("d", job: c, policy: policy, now: start.addingTimeInterval(12))
+                == .stillFull(until: start.addingTimeInterval(32)), "the second wait is twice the first")
+        #expect(watch.dueTrials(now: start.addingTimeInterval(32)) == ["d"])
+        watch.started("d", job: a)
+        #expect(watch.finished("d", job: a, outcome: .uploaded, now: start.addingTimeInterval(33)) == .cleared)
+        #expect(watch.fullDestinations.isEmpty)
+        // A trial that fails for another reason lifts the hold too; a due trial with nothing to send as well.
+        _ = watch.refused("e", job: b, policy: policy, now: start)
+        #expect(watch.dueTrials(now: start.addingTimeInterval(10)) == ["e"])
+        #expect(watch.nothingToTry("e") == .cleared)
+        #expect(watch.fullDestinations.isEmpty)
+    }
+
+    @Test("a server answering 507: jobs wait as quota-full, one trial per interval reaches it, all go once it takes files")
+    func quotaFull() async throws {
+        let server = try await RUFHTestServer.make(interop: 8, ["quota_full": true])
+        let sandbox = try Sandbox(destination: "rufh", """
+            protocol = "rufh"
+            url = "\(server.endpoint)"
+            interop_version = 8
+            circuit_probe_interval = "500ms"
+            """, concurrency: 2)
+        let running = try RunningQueue(sandbox)
+        var ids: [JobID] = []
+        for index in 0..<6 {
+            ids.append(try await running.enqueue(try sandbox.makeFile(sandbox.root + "/p\(index).jpg", size: 20_000,
+                                                                      seed: UInt64(70 + index)), to: "rufh"))
+        }
+        let held = try await eventually(timeout: .seconds(10)) {
+            (try await running.queue.status().summary.waiting[.quotaFull] ?? 0) >= 4
+        }
+        #expect(held, "the jobs wait as quota-full")
+        let summary = try await running.queue.status().summary
+        #expect(summary.fullDestinations == ["rufh"])
+        #expect(summary.counts[.failed] == 0, "a full destination fails no job")
+        try await Task.sleep(for: .seconds(3))
+        try await server.update(["quota_full": false])
+        var settled: [Job] = []
+        for id in ids { settled.append(try await running.settled(id, timeout: .seconds(30))) }
+        await running.stop()
+        #expect(settled.allSatisfy { $0.state == .uploaded }, "\(settled.map { $0.lastError ?? "" })")
+        #expect(settled.allSatisfy { $0.failures == 0 })
+        let refused = try await server.requests().filter { $0["status"] as? Int == 507 }
+        let times = refused.compactMap { $0["time"] as? Double }
+        // The first wave (both slots) meets the full storage at once; after it, one trial per wait, each wait at
+        // least the 500 ms interval (then 1 s, 2 s…).
+        let trials = Array(times.dropFirst(2))
+        #expect(trials.count >= 1 && trials.count <= 4, "\(times)")
+        for (earlier, later) in zip(times.dropFirst(1), trials) {
+            #expect(later - earlier >= 0.45, "a trial came too early: \(times)")
+        }
+    }
+}

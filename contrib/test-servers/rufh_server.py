@@ -13,7 +13,7 @@ the control API, so tests with different limits run side by side:
                                                                nothing is stored (the offset stays)
                                       {"conflict_appends": N}  the next N appends get 409 without being looked at
                                       {"expire_all": true}     every upload of the server is gone (404 from now on)
-  GET  /control/servers/ID/requests every request: method, path, headers, body_bytes, status
+  GET  /control/servers/ID/requests every request: method, path, headers, body_bytes, status, time
   GET  /control/servers/ID/uploads  every upload: offset, length, complete, sha256, deleted
 
 It checks every header a client sends and answers 400 (with a problem document) where the draft of its version
@@ -203,7 +203,8 @@ class Connection:
             return True
         if len(parts) >= 3 and parts[0] == "s" and parts[1] in SERVERS and parts[2] == "files":
             server = SERVERS[parts[1]]
-            entry = {"method": method, "path": target, "headers": {k.lower(): v for k, v in headers}, "body_bytes": 0, "status": 0}
+            entry = {"method": method, "path": target, "headers": {k.lower(): v for k, v in headers}, "body_bytes": 0,
+                     "status": 0, "time": time.time()}
             server.requests.append(entry)
             try:
                 status, fields, body = await self.upload_request(server, method, parts[3:], headers, entry)

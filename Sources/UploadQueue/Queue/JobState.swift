@@ -12,6 +12,8 @@ public enum WaitingReason: String, Sendable, Codable, CaseIterable {
     case offline
     case backoff
     case circuitOpen = "circuit-open"
+    /// The destination's storage is full (HTTP 507): one job at a time tries again, on a doubling interval.
+    case quotaFull = "quota-full"
     case concurrency
     case sourceUnstable = "source-unstable"
 }

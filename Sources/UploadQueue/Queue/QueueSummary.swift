@@ -27,6 +27,8 @@ public struct QueueSummary: Sendable, Equatable {
     public var failedAttempts: Int = 0
     /// Destinations whose jobs wait because their circuit is open.
     public var openCircuits: Set<String> = []
+    /// Destinations whose storage said it is full (HTTP 507); their jobs wait as `quota-full`.
+    public var fullDestinations: Set<String> = []
     /// Uploaded copies whose release (delete or archive, by `[retention]`) is still owed.
     public var owedReleases: Int = 0
     /// The last error of an owed release that failed, if any (a full archive disk, a file in the way).
@@ -69,6 +71,7 @@ extension QueueStore {
                 SELECT value FROM queue_counter WHERE name = 'failed_attempts'
                 """) ?? 0
             summary.openCircuits = holds.openCircuits
+            summary.fullDestinations = holds.quotaFull
             summary.owedReleases = try FileRelease.fetchCount(db)
             summary.releaseError = try String.fetchOne(db, sql: """
                 SELECT last_error FROM file_release WHERE last_error IS NOT NULL ORDER BY due_at LIMIT 1
@@ -102,6 +105,8 @@ extension QueueStore {
             guard left > 0 else { continue }
             if holds.hold(.circuitOpen, on: destination) != nil {
                 waiting[.circuitOpen, default: 0] += left
+            } else if holds.hold(.quotaFull, on: destination) != nil {
+                waiting[.quotaFull, default: 0] += left
             } else if slotsFull {
                 waiting[.concurrency, default: 0] += left
             }

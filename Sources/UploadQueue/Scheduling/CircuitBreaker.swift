@@ -76,6 +76,12 @@ struct CircuitBreaker: Sendable, Equatable {
         }
     }
 
+    /// A probe that was started but never sent: the circuit is open again, its probe due at `now`.
+    mutating func abandonProbe(now: Date) {
+        guard state == .probing else { return }
+        state = .open(until: now)
+    }
+
     /// Moves the probe time with a step of the wall clock, so the wait it stands for stays as long as it was.
     mutating func shift(by step: TimeInterval) {
         if case .open(let until) = state { state = .open(until: until.addingTimeInterval(step)) }

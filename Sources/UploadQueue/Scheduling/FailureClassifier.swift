@@ -5,6 +5,7 @@ import Foundation
 /// | what                                               | verdict                                   |
 /// |----------------------------------------------------|-------------------------------------------|
 /// | DNS, connect, timeout, stall, reset, TLS handshake | transient, counts against the destination |
+/// | 507 (storage or quota full)                        | interrupted (`quota-full`): the job waits with the destination's others, never a failure |
 /// | 5xx, 408, 429 (with `Retry-After`)                 | transient, counts against the destination |
 /// | 409, 423 (plain HTTP)                              | transient                                 |
 /// | 401 after the token was refreshed, 403, other 4xx  | permanent, with the status and the server's words |
@@ -45,6 +46,9 @@ enum FailureClassifier {
         let said = response.bodySummary
         let base = "HTTP \(status) from \(request)" + (said.isEmpty ? "" : ": \(said)")
         switch status {
+        case 507:
+            return TransferFailure.quotaFull(base + "; the destination's storage is full: its jobs wait (quota-full) "
+                + "and one of them tries again now and then, until it is taken")
         case 408, 429, 500...599:
             let retryAfter = response.retryAfter(now: now)
             return TransferFailure(.transient(retryAfter: retryAfter), code: "http-\(status)",

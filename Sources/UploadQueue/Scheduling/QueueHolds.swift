@@ -28,7 +28,7 @@ struct QueueHolds: Sendable, Equatable {
     /// The holds the scheduler's view makes: offline and metered links of the destinations that move bytes over the
     /// network, open circuits, and busy slots.
     static func make(destinations: [String: Destination], links: [String: LinkStatus], openCircuits: Set<String>,
-                     slotsFull: Bool) -> QueueHolds {
+                     quotaFull: Set<String> = [], slotsFull: Bool) -> QueueHolds {
         var holds: [Hold] = []
         for (name, destination) in destinations where destination.isNetwork {
             switch links[name]?.linkClass {
@@ -39,6 +39,7 @@ struct QueueHolds: Sendable, Equatable {
             }
         }
         for name in openCircuits { holds.append(Hold(scope: name, reason: .circuitOpen)) }
+        for name in quotaFull { holds.append(Hold(scope: name, reason: .quotaFull)) }
         if slotsFull { holds.append(Hold(scope: wholeQueue, reason: .concurrency)) }
         return QueueHolds(holds)
     }
@@ -53,8 +54,13 @@ struct QueueHolds: Sendable, Equatable {
         Set(entries.filter { $0.reason == .circuitOpen }.map(\.scope))
     }
 
+    /// Destinations whose storage is full.
+    var quotaFull: Set<String> {
+        Set(entries.filter { $0.reason == .quotaFull }.map(\.scope))
+    }
+
     /// Why a job does not move, the strongest cause first: its link is offline, the metered link does not let it
-    /// go, its destination's circuit is open, every slot is busy. nil for a job that is not pending or that
+    /// go, its destination's circuit is open, its storage is full, every slot is busy. nil for a job that is not pending or that
     /// nothing holds (no row carries a reason of its own since migration v7).
     func reason(for job: Job) -> WaitingReason? {
         guard job.state == .pending else { return nil }
@@ -64,6 +70,7 @@ struct QueueHolds: Sendable, Equatable {
             return .meteredLink
         }
         if hold(.circuitOpen, on: job.destination) != nil { return .circuitOpen }
+        if hold(.quotaFull, on: job.destination) != nil { return .quotaFull }
         if hold(.concurrency, on: Self.wholeQueue) != nil, job.intakeComplete, !job.cancelRequested {
             return .concurrency
         }

@@ -67,6 +67,8 @@ actor Scheduler {
     /// One breaker per destination; an open one keeps that destination's jobs pending (`circuit-open`).
     private var breakers: [String: CircuitBreaker]
     private var probes: [String: Task<Void, Never>] = [:]
+    /// Destinations whose storage is full: their jobs wait (`quota-full`), one tries again now and then.
+    private var quotas = QuotaWatch()
     /// Remote clean-ups of cancelled jobs (tus DELETE) still running; a stop waits for them.
     private var cleanups: [JobID: Task<Void, Never>] = [:]
     /// Longest sleep between two looks at the database, in case a wake-up was missed.
@@ -232,6 +234,7 @@ actor Scheduler {
         clockWatch = watch
         clockEraStart = clockEraStart.addingTimeInterval(step.seconds)
         for name in breakers.keys { breakers[name]?.shift(by: step.seconds) }
+        quotas.shift(by: step.seconds)
         for id in unsettled.keys { unsettled[id]?.at.addTimeInterval(step.seconds) }
         logger.warning("""
             the wall clock stepped \(step.seconds > 0 ? "forwards" : "back") by \
@@ -456,33 +459,64 @@ actor Scheduler {
     private func fillSlots() throws {
         let limit = configuration.limits.concurrency
         let openCircuits = Set(breakers.filter { $0.value.isOpen }.keys)
+        let free = max(0, limit - workers.count)
+        // A full destination's trial goes first, so it always has a slot when one is free.
+        let trials = free > 0 ? quotas.dueTrials(now: Date()) : []
+        let quotaFull = quotas.fullDestinations
         // A read that fails is tried again next round: it must not keep the transfer ends from being recorded.
         if strays == nil || ContinuousClock.now - straysFoundAt >= .seconds(60),
            let found = try? store.runnableDestinations() {
             strays = found.subtracting(configuration.destinations.keys)
             straysFoundAt = .now
         }
-        let gate = ClaimGate.make(destinations: configuration.destinations, links: links, openCircuits: openCircuits,
-                                  strays: strays ?? [])
-        let free = max(0, limit - workers.count)
+        let gate = ClaimGate.make(destinations: configuration.destinations, links: links,
+                                  openCircuits: openCircuits.union(quotaFull), strays: strays ?? [])
         let (destinations, links, recorded) = (configuration.destinations, links, recordedHolds)
+        // A trial goes through its destination's own door (its link still counts).
+        let everyDoor = ClaimGate.make(destinations: destinations, links: links, openCircuits: openCircuits).doors
+        let trialGates = trials.map { name in ClaimGate(doors: everyDoor.filter { $0.key == name }) }
         if free == 0 && unsettled.isEmpty {
             // Every slot busy and nothing to record: no transaction, unless the holds changed.
             let holds = QueueHolds.make(destinations: destinations, links: links, openCircuits: openCircuits,
-                                        slotsFull: true)
+                                        quotaFull: quotaFull, slotsFull: true)
             if holds != recorded {
                 try store.recordHolds(holds)
                 recordedHolds = holds
             }
             return
         }
-        let (claimed, holds, due) = try recordUnsettled { db in
-            let claimed = try QueueStore.claim(limit: free, gate: gate, now: Date(), in: db)
-            let holds = QueueHolds.make(destinations: destinations, links: links, openCircuits: openCircuits,
-                                        slotsFull: claimed.count >= free)
-            if holds != recorded { try QueueStore.recordHolds(holds, now: Date(), in: db) }
-            // Read after the ends just recorded: a failure among them may be due before the next poll.
-            return (claimed, holds, try QueueStore.nextDueDate(db))
+        let result: (claimed: [(Job, JobAttempt)], trials: [String: (Job, JobAttempt)], holds: QueueHolds, due: Date?)
+        do {
+            result = try recordUnsettled { db in
+                var trialJobs: [String: (Job, JobAttempt)] = [:]
+                for (name, trialGate) in zip(trials, trialGates) {
+                    trialJobs[name] = try QueueStore.claim(limit: 1, gate: trialGate, now: Date(), in: db).first
+                }
+                let claimed = try QueueStore.claim(limit: free - trialJobs.count, gate: gate, now: Date(), in: db)
+                let holds = QueueHolds.make(destinations: destinations, links: links, openCircuits: openCircuits,
+                                            quotaFull: quotaFull, slotsFull: claimed.count + trialJobs.count >= free)
+                if holds != recorded { try QueueStore.recordHolds(holds, now: Date(), in: db) }
+                // Read after the ends just recorded: a failure among them may be due before the next poll.
+                return (claimed, trialJobs, holds, try QueueStore.nextDueDate(db))
+            }
+        } catch {
+            // The trials did not start: they are due again next round.
+            for name in trials { quotas.trialNotStarted(name) }
+            throw error
+        }
+        let (claimed, holds, due) = (result.trials.values + result.claimed, result.holds, result.due)
+        for name in trials {
+            if let (job, _) = result.trials[name] {
+                quotas.started(name, job: job.id)
+                logger.info("destination \"\(name)\" was full: trying one upload to see whether it takes files again",
+                            metadata: ["uploadq.destination": "\(name)", "uploadq.job": "\(job.id)"])
+            } else if everyDoor[name] == nil {
+                // Its link holds every job now (offline): the trial waits for it.
+                quotas.trialNotStarted(name)
+            } else if quotas.nothingToTry(name) != nil {
+                logger.notice("destination \"\(name)\" was full and has nothing left to try; its hold is lifted",
+                              metadata: ["uploadq.destination": "\(name)"])
+            }
         }
         recordedHolds = holds
         nextDue = due
@@ -548,6 +582,38 @@ actor Scheduler {
         }
     }
 
+    /// Feeds a transfer's end to the quota watch: a 507 holds the destination's jobs (`quota-full`), an upload
+    /// that goes through lifts the hold; one log line per change.
+    private func updateQuota(_ job: Job, result: Result<UploadOutcome, TransferFailure>) {
+        let now = Date()
+        let name = job.destination
+        let change: QuotaWatch.Change?
+        switch result {
+        case .failure(let failure) where failure.code == TransferFailure.quotaFullCode:
+            let policy = configuration.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy()
+            change = quotas.refused(name, job: job.id, policy: policy, now: now)
+        case .failure:
+            change = quotas.finished(name, job: job.id, outcome: .other, now: now)
+        case .success:
+            change = quotas.finished(name, job: job.id, outcome: .uploaded, now: now)
+        }
+        let metadata: Logger.Metadata = ["uploadq.destination": "\(name)"]
+        switch change {
+        case .full(let until):
+            logger.warning("""
+                destination "\(name)" is full (HTTP 507); its jobs wait (quota-full), and one tries again at \(until)
+                """, metadata: metadata)
+        case .stillFull(let until):
+            logger.warning("destination \"\(name)\" is still full; the next try is at \(until)", metadata: metadata)
+        case .cleared:
+            logger.notice("destination \"\(name)\" takes files again; its jobs go on", metadata: metadata)
+        case nil:
+            break
+        }
+        // The hold changes: the next round records it (a lifted one lets the jobs go).
+        if change != nil { wake.signal() }
+    }
+
     private func transfer(_ job: Job, attempt: Int) async {
         var job = job
         let result: Result<UploadOutcome, TransferFailure>
@@ -597,6 +663,7 @@ actor Scheduler {
             updateBreaker(job.destination, failure: failure)
         case .failure: break
         }
+        updateQuota(job, result: result)
         // Recorded by the next round, together with the other transfers that ended meanwhile (it follows at once:
         // the worker's end wakes the loop). Until then its row stays `uploading`, which no claim takes.
         unsettled[job.id] = Settlement(job: job, attempt: attempt, result: result, stop: stop, at: Date())

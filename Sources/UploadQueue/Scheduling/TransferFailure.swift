@@ -46,6 +46,15 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
 
     static let interrupted = TransferFailure(.interrupted, code: "interrupted", "the transfer was stopped")
 
+    /// The destination's storage is full (507, a quota): the job goes back to pending without a failure counted;
+    /// the scheduler holds the destination's jobs as `quota-full` and tries one now and then.
+    static func quotaFull(_ message: String) -> TransferFailure {
+        TransferFailure(.interrupted, code: quotaFullCode, message)
+    }
+
+    /// The code of `quotaFull`.
+    static let quotaFullCode = "quota-full"
+
     /// A failed system call while reading or writing local files: transient unless the file is gone or the
     /// disk refuses for good.
     static func system(_ call: String, path: String, errno code: Int32) -> TransferFailure {

@@ -39,6 +39,8 @@ public enum PrometheusText {
                [([], Int64(summary.failedAttempts))])
         family("uploadq_circuit_open", "gauge", "1 for a destination whose circuit is open (its jobs wait).",
                summary.openCircuits.sorted().map { ([("destination", $0)], 1) })
+        family("uploadq_quota_full", "gauge", "1 for a destination whose storage is full (its jobs wait as quota-full).",
+               summary.fullDestinations.sorted().map { ([("destination", $0)], 1) })
         family("uploadq_patches", "gauge", "Metadata patches by state.",
                PatchState.allCases.filter { $0 != .none }.map { ([("state", $0.rawValue)], Int64(summary.patches[$0] ?? 0)) })
         family("uploadq_owed_releases", "gauge", "Uploaded copies whose release ([retention]) is still owed.",
