@@ -12,6 +12,8 @@ public struct QueueStatus: Sendable, Equatable {
     public var traffic: [String: [String: Int64]]
     /// The queue's disk: room, `min_free_space`, and whether the intake is paused (nil when it cannot be measured).
     public var disk: DiskStatus?
+    /// What destinations' servers taught with 413s (request body sizes), by destination.
+    public var requestLimits: [String: RequestLimit] = [:]
 
     /// Bytes sent per link class, all destinations together.
     public var trafficByClass: [String: Int64] {

@@ -111,9 +111,11 @@ public actor UploadQueue {
     /// Who runs the queue, the link, and counts, bytes and active transfers.
     public func status() throws -> QueueStatus {
         let pid: Int32? = scheduler != nil ? getpid() : DaemonLock.holder(path: configuration.lockPath)
-        return QueueStatus(runnerPID: pid, link: try link(), summary: try store.summary(holdsInForce: pid != nil),
-                           traffic: try store.traffic(),
-                           disk: configuration.freeSpaceGuard.status())
+        var status = QueueStatus(runnerPID: pid, link: try link(), summary: try store.summary(holdsInForce: pid != nil),
+                                 traffic: try store.traffic(),
+                                 disk: configuration.freeSpaceGuard.status())
+        status.requestLimits = try store.requestLimits()
+        return status
     }
 
     /// The link as a whole (the interface of the default route), classified as the daemon does: the hand-set
@@ -243,7 +245,20 @@ public actor UploadQueue {
         let engine = TransferEngine()
         engine.setSendCap(configuration.bandwidth.unmetered)
         defer { engine.shutdown() }
-        let uploaders = configuration.destinations.mapValues { Self.uploader(for: $0, engine: engine) }
+        // What the servers taught with 413s, kept across restarts (and forgotten for destinations no longer there).
+        try? store.forgetRequestLimits(except: configuration.destinations.keys)
+        let learnt = (try? store.requestLimits()) ?? [:]
+        let uploaders = configuration.destinations.mapValues { destination in
+            Self.uploader(for: destination, engine: engine, bodyLimit: RequestBodyLimit(
+                destination: destination.name, learnt: learnt[destination.name] ?? RequestLimit(),
+                persist: { [store, logger] name, value in
+                    do {
+                        try store.recordRequestLimit(name, value)
+                    } catch {
+                        logger.warning("cannot keep what destination \"\(name)\" taught with a 413: \(error)")
+                    }
+                }))
+        }
         let configuration = self.configuration
         let monitor = LinkMonitor(configuration: configuration)
         monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
@@ -362,14 +377,21 @@ public actor UploadQueue {
     }
 
     /// The uploader that speaks a destination's protocol.
-    static func uploader(for destination: Destination, engine: TransferEngine) -> any Uploader {
-        switch destination.settings {
+    /// `bodyLimit` is what the destination's server taught with 413s, shared by its transfers.
+    static func uploader(for destination: Destination, engine: TransferEngine,
+                         bodyLimit: RequestBodyLimit? = nil) -> any Uploader {
+        let limit = bodyLimit ?? RequestBodyLimit(destination: destination.name)
+        return switch destination.settings {
         case .localDirectory(let settings): LocalDirectoryUploader(destination: destination, settings: settings)
-        case .tus(let settings): TusUploader(destination: destination, settings: settings, engine: engine)
-        case .rufh(let settings): RUFHUploader(destination: destination, settings: settings, engine: engine)
+        case .tus(let settings): TusUploader(destination: destination, settings: settings, engine: engine,
+                                             bodyLimit: limit)
+        case .rufh(let settings): RUFHUploader(destination: destination, settings: settings, engine: engine,
+                                               bodyLimit: limit)
         case .s3(let settings): S3MultipartUploader(destination: destination, settings: settings, engine: engine)
-        case .httpPut(let settings): HTTPPutUploader(destination: destination, settings: settings, engine: engine)
-        case .httpPost(let settings): HTTPPostUploader(destination: destination, settings: settings, engine: engine)
+        case .httpPut(let settings): HTTPPutUploader(destination: destination, settings: settings, engine: engine,
+                                                     bodyLimit: limit)
+        case .httpPost(let settings): HTTPPostUploader(destination: destination, settings: settings, engine: engine,
+                                                       bodyLimit: limit)
         }
     }
 

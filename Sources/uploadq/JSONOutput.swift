@@ -69,6 +69,10 @@ enum JSONOutput {
             "bytes": Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0.rawValue, summary.bytes[$0] ?? 0) }),
             "waiting": Dictionary(uniqueKeysWithValues: summary.waiting.map { ($0.key.rawValue, $0.value) }),
             "failed_permanent": summary.permanentFailures,
+            "quota_full": summary.fullDestinations.sorted(),
+            "request_limits": status.requestLimits.mapValues { limit -> [String: Any] in
+                ["chunk_cap": limit.chunkCap ?? NSNull(), "refused_at": limit.refusedAt ?? NSNull()] as [String: Any]
+            },
             "active": summary.active.map { transfer -> [String: Any] in
                 [
                     "id": transfer.id.rawValue, "file": transfer.file, "original_name": transfer.originalName,

@@ -45,6 +45,17 @@ struct StatusCommand: AsyncParsableCommand {
             let waiting = summary.waiting.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
             lines.append("waiting:  \(waiting.joined(separator: ", "))")
         }
+        if !summary.fullDestinations.isEmpty {
+            lines.append("full:     " + summary.fullDestinations.sorted().joined(separator: ", ")
+                + " (HTTP 507: their jobs wait; one tries again now and then)")
+        }
+        for (name, limit) in status.requestLimits.sorted(by: { $0.key < $1.key }) {
+            var learnt: [String] = []
+            if let cap = limit.chunkCap { learnt.append("chunks of at most \(TextOutput.bytes(cap))") }
+            if let refused = limit.refusedAt { learnt.append("refuses whole files of \(TextOutput.bytes(refused)) or more") }
+            guard !learnt.isEmpty else { continue }
+            lines.append("limits:   \(name): \(learnt.joined(separator: ", ")) (learnt from HTTP 413)")
+        }
         if summary.owedReleases > 0 {
             lines.append("releases: \(summary.owedReleases) uploaded cop\(summary.owedReleases == 1 ? "y" : "ies") "
                 + "to release" + (summary.releaseError.map { " (failing: \($0))" } ?? ""))

@@ -5,9 +5,10 @@ struct HTTPPostUploader: Uploader {
     let sender: WholeFileSender
     let settings: HTTPPostSettings
 
-    init(destination: Destination, settings: HTTPPostSettings, engine: TransferEngine) {
+    init(destination: Destination, settings: HTTPPostSettings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil) {
         self.settings = settings
-        sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine))
+        sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine),
+                                 bodyLimit: bodyLimit ?? RequestBodyLimit(destination: destination.name))
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {

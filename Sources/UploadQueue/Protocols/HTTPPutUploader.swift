@@ -3,9 +3,10 @@ struct HTTPPutUploader: Uploader {
     let sender: WholeFileSender
     let settings: HTTPPutSettings
 
-    init(destination: Destination, settings: HTTPPutSettings, engine: TransferEngine) {
+    init(destination: Destination, settings: HTTPPutSettings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil) {
         self.settings = settings
-        sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine))
+        sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine),
+                                 bodyLimit: bodyLimit ?? RequestBodyLimit(destination: destination.name))
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Uploads with IETF Resumable Uploads for HTTP (draft-ietf-httpbis-resumable-upload; interop versions 6, 7
 /// and 8): the successor of tus that Apple's URLSession and tusd speak.
@@ -16,14 +15,15 @@ struct RUFHUploader: Uploader {
     let settings: RUFHSettings
     let client: DestinationClient
     let discovery = RUFHDiscovery()
-    /// The largest body that passed after a 413 on this destination, for every later file.
-    let learntAppendSize = LearntAppendSize()
+    /// What the destination's server taught with 413s, shared by its transfers and kept in the queue.
+    let bodyLimit: RequestBodyLimit
     /// The smallest body a 413 halves down to.
     static let minimumAppendSize: Int64 = 1024
 
-    init(destination: Destination, settings: RUFHSettings, engine: TransferEngine) {
+    init(destination: Destination, settings: RUFHSettings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil) {
         self.destination = destination
         self.settings = settings
+        self.bodyLimit = bodyLimit ?? RequestBodyLimit(destination: destination.name)
         client = DestinationClient(destination: destination, engine: engine)
     }
 
@@ -77,7 +77,7 @@ struct RUFHUploader: Uploader {
         while true {
             if Task.isCancelled { throw .interrupted }
             try context.checkLink()
-            let preferred = min(settings.chunkSize, state.appendCap ?? .max, learntAppendSize.value ?? .max)
+            let preferred = min(settings.chunkSize, state.appendCap ?? .max, bodyLimit.chunkCap ?? .max)
             let length = (state.limit ?? UploadLimit()).appendLength(remaining: job.size - offset, preferred: preferred)
             let completes = offset + length == job.size
             var headers = [version, HTTPHeader("Content-Type", "application/partial-upload"),
@@ -145,7 +145,7 @@ struct RUFHUploader: Uploader {
                 try await context.confirmed(offset, state.json)
             case 413:
                 let smaller = try smallerAppend(after: length, response: response, state: &state)
-                learntAppendSize.lower(to: smaller)
+                bodyLimit.capChunks(at: smaller)
                 try await context.confirmed(offset, state.json)
             case 404, 410:
                 guard !recreated else {
@@ -373,19 +373,5 @@ actor RUFHDiscovery {
 
     func forget() {
         cached = nil
-    }
-}
-
-/// The request body size a destination's server or proxy took after refusing a larger one (413), shared by its
-/// transfers so each file does not learn it again.
-final class LearntAppendSize: Sendable {
-    private let size = Mutex<Int64?>(nil)
-
-    /// The size learnt, if any.
-    var value: Int64? { size.withLock { $0 } }
-
-    /// Keeps `limit` when it is below what was known.
-    func lower(to limit: Int64) {
-        size.withLock { $0 = min($0 ?? .max, limit) }
     }
 }

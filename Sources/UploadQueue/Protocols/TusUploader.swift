@@ -10,12 +10,17 @@ struct TusUploader: Uploader {
     let settings: TusSettings
     let client: DestinationClient
     let discovery = TusDiscovery()
+    /// What the destination's server taught with 413s, shared by its transfers and kept in the queue.
+    let bodyLimit: RequestBodyLimit
+    /// The smallest PATCH a 413 halves down to.
+    static let minimumChunkSize: Int64 = 1024
     /// How often one chunk is sent again after the server reported a checksum mismatch (460).
     var checksumRetries = 3
 
-    init(destination: Destination, settings: TusSettings, engine: TransferEngine) {
+    init(destination: Destination, settings: TusSettings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil) {
         self.destination = destination
         self.settings = settings
+        self.bodyLimit = bodyLimit ?? RequestBodyLimit(destination: destination.name)
         client = DestinationClient(destination: destination, engine: engine)
     }
 
@@ -63,7 +68,7 @@ struct TusUploader: Uploader {
         while offset < job.size {
             if Task.isCancelled { throw .interrupted }
             try context.checkLink()
-            let length = min(settings.chunkSize, job.size - offset)
+            let length = min(settings.chunkSize, bodyLimit.chunkCap ?? .max, job.size - offset)
             var headers = [Self.version, HTTPHeader("Upload-Offset", String(offset)),
                            HTTPHeader("Content-Type", "application/offset+octet-stream")]
             if server.acceptsSHA1Checksums {
@@ -135,6 +140,14 @@ struct TusUploader: Uploader {
                 try await context.resumed(offset)
             case 412:
                 throw versionRefused(response, request: "PATCH")
+            case 413:
+                // A proxy's body cap: half the chunk, kept for the destination's next files.
+                guard length > Self.minimumChunkSize else {
+                    throw .permanent("too-large", "the server at \(redacted(state.uploadURL)) refuses PATCH bodies of "
+                        + "\(length) bytes (HTTP 413); raise the limit of the server or of the proxy in front of it, "
+                        + "then `uploadq retry`")
+                }
+                bodyLimit.capChunks(at: max(Self.minimumChunkSize, length / 2))
             default:
                 throw client.failure(for: response, request: "PATCH \(redacted(state.uploadURL))")
             }

@@ -5,6 +5,8 @@ import Foundation
 struct WholeFileSender: Sendable {
     let destination: Destination
     let client: DestinationClient
+    /// The smallest body the server refused with 413, shared by the destination's transfers.
+    let bodyLimit: RequestBodyLimit
 
     /// What one request looks like, given the job and its open file.
     struct Request {
@@ -32,11 +34,20 @@ struct WholeFileSender: Sendable {
                 """)
         }
         request.url = fitted
+        // A server that refused a body this large before refuses this one too: nothing is sent.
+        let length = request.body.length
+        if let refused = bodyLimit.refusedAt, length >= refused {
+            throw tooLarge(length, refused: refused, sent: false)
+        }
         // The job id lets servers that deduplicate retries recognise a re-sent file.
         request.headers.append(HTTPHeader("Idempotency-Key", job.id.rawValue))
         let response = try await client.send(request.method, request.url, headers: request.headers, body: request.body,
                                              paced: true, progress: { context.sent($0) })
         guard response.isSuccess else {
+            if response.status == 413 {
+                bodyLimit.refused(length)
+                throw tooLarge(length, refused: length, sent: true)
+            }
             throw client.failure(for: response, request: "\(request.method) \(URLRedaction.redact(request.url))")
         }
         // The digest of a job hashed while sending: read once more only for what the request did not read itself
@@ -55,6 +66,17 @@ struct WholeFileSender: Sendable {
         try await context.confirmed(job.size, nil)
         let stored = response.location(resolvedAgainst: request.url) ?? request.url
         return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored), sha256: sha256)
+    }
+
+    /// A body the server refuses by its size: a whole file cannot be cut, so it fails for good, the limit named.
+    private func tooLarge(_ length: Int64, refused: Int64, sent: Bool) -> TransferFailure {
+        let learnt = sent ? "the server refused it (HTTP 413)"
+            : "the server refused a request body of \(refused) bytes before (HTTP 413), so nothing was sent"
+        return .permanent("too-large", """
+            the request body is \(length) bytes and \(learnt): a whole-file \(destination.transferProtocol.rawValue) \
+            upload cannot be cut into smaller requests. Raise the server's (or its proxy's) body limit, or use a \
+            chunked protocol (tus, rufh) for files this large, then `uploadq retry`
+            """)
     }
 
     /// A `HEAD` on the URL's fixed part (before its first placeholder) tells whether the server is up.

@@ -234,6 +234,16 @@ public struct QueueDatabase: Sendable {
             try db.execute(sql: "DROP INDEX IF EXISTS job_content")
             try db.execute(sql: "CREATE INDEX job_identity ON job(destination, size, sha256)")
         }
+        migrator.registerMigration("v10-request-limits") { db in
+            // What each destination's server (or a proxy in front of it) taught with a 413: one row per
+            // destination, whatever the number of files.
+            try db.create(table: "request_limit") { t in
+                t.primaryKey("destination", .text)
+                t.column("chunk_cap", .integer)
+                t.column("refused_at", .integer)
+                t.column("learnt_at", .datetime).notNull()
+            }
+        }
         return migrator
     }
 }

@@ -39,6 +39,11 @@ public enum PrometheusText {
                [([], Int64(summary.failedAttempts))])
         family("uploadq_circuit_open", "gauge", "1 for a destination whose circuit is open (its jobs wait).",
                summary.openCircuits.sorted().map { ([("destination", $0)], 1) })
+        family("uploadq_request_chunk_cap_bytes", "gauge",
+               "The largest request body chunked uploads send to a destination, learnt from HTTP 413.",
+               status.requestLimits.sorted { $0.key < $1.key }.compactMap { name, limit in
+                   limit.chunkCap.map { ([("destination", name)], $0) }
+               })
         family("uploadq_quota_full", "gauge", "1 for a destination whose storage is full (its jobs wait as quota-full).",
                summary.fullDestinations.sorted().map { ([("destination", $0)], 1) })
         family("uploadq_patches", "gauge", "Metadata patches by state.",

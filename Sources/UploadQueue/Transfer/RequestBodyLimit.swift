@@ -1,0 +1,48 @@
+import Foundation
+import Synchronization
+
+/// What a destination's server, or a proxy in front of it (Cloudflare's 100 MB, an nginx `client_max_body_size`),
+/// taught with `413 Content Too Large`: shared by the destination's transfers and kept in the queue, so neither
+/// each file nor each restart pays to learn it again.
+///
+/// A chunked protocol (tus, RUFH) halves its requests after a 413 and keeps the size that is tried next as its
+/// cap. A whole-file PUT or POST cannot be cut: the smallest body refused is kept, and a later file at least that
+/// large fails for good before a byte is sent, with the limit in its message.
+final class RequestBodyLimit: Sendable {
+    let destination: String
+    private let learnt: Mutex<RequestLimit>
+    private let persist: @Sendable (String, RequestLimit) -> Void
+
+    /// What the queue kept for `destination`; `persist` keeps every change (it must not throw: the next change
+    /// writes it again).
+    init(destination: String, learnt: RequestLimit = RequestLimit(), persist: @escaping @Sendable (String, RequestLimit) -> Void = { _, _ in }) {
+        self.destination = destination
+        self.learnt = Mutex(learnt)
+        self.persist = persist
+    }
+
+    /// The cap on a chunked request's body, if one was learnt.
+    var chunkCap: Int64? { learnt.withLock { $0.chunkCap } }
+
+    /// The smallest whole-file body refused, if one was.
+    var refusedAt: Int64? { learnt.withLock { $0.refusedAt } }
+
+    /// Chunked requests go no larger than `size` from now on (kept when below what was known).
+    func capChunks(at size: Int64) {
+        update { $0.chunkCap = min($0.chunkCap ?? .max, size) }
+    }
+
+    /// A whole-file body of `size` bytes was refused.
+    func refused(_ size: Int64) {
+        update { $0.refusedAt = min($0.refusedAt ?? .max, size) }
+    }
+
+    private func update(_ change: (inout RequestLimit) -> Void) {
+        let (before, after) = learnt.withLock { value in
+            let before = value
+            change(&value)
+            return (before, value)
+        }
+        if after != before { persist(destination, after) }
+    }
+}

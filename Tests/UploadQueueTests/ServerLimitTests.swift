@@ -1,0 +1,79 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// A server (or a proxy in front of it) that caps request bodies with 413: chunked protocols halve their requests
+/// and keep the size that passes across files and restarts; a whole-file upload over a refused size fails for
+/// good, naming it, without sending the bytes again.
+struct ServerLimitTests {
+    static let cap = 3 << 20
+
+    @Test("tus behind a 3 MiB body cap: 8 MiB and 4 MiB PATCHes refused, 2 MiB ones pass; status shows it; a restart keeps it")
+    func tusHalves() async throws {
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.tusEndpoint()))
+        try await proxy.add(["method": "PATCH", "action": "respond", "status": 413, "min_length": Self.cap + 1,
+                             "times": -1])
+        let sandbox = try Sandbox(destination: "tus", """
+            protocol = "tus"
+            url = "\(proxy.url("/files/"))"
+            chunk_size = "8MiB"
+            """)
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/v.mov", size: 40 << 20, seed: 81),
+                                           to: "tus")
+        let job = try await running.settled(id, timeout: .seconds(90))
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(try sha256(ofFile: try TestServers.tusStoredFile(uploadURL: try #require(job.remoteURL))) == job.sha256)
+        let patches = try await proxy.requests().filter { $0["method"] as? String == "PATCH" }
+        #expect(patches.filter { $0["status"] as? Int == 413 }.count == 2, "\(patches.map { $0["status"] ?? 0 })")
+        #expect(try await running.queue.status().requestLimits["tus"]?.chunkCap == 2 << 20)
+        await running.stop()
+        #expect(try running.attempts(id).count == 1, "the 413s are handled inside one attempt")
+
+        // The CLI (another process) sees it, and a new run starts at the learnt size.
+        let status = try BinaryRunner.run(["status", "--config", sandbox.configPath])
+        #expect(status.stdout.contains("tus: chunks of at most 2.0 MiB"), "\(status.stdout)")
+        let json = try #require(try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath]).json()
+            as? [String: Any])
+        #expect((json["request_limits"] as? [String: [String: Any]])?["tus"]?["chunk_cap"] as? Int == 2 << 20)
+        let again = try RunningQueue(sandbox)
+        let before = try await proxy.requests().count
+        let second = try await again.enqueue(try sandbox.makeFile(sandbox.root + "/w.mov", size: 5 << 20, seed: 82),
+                                             to: "tus")
+        #expect(try await again.settled(second).state == .uploaded)
+        await again.stop()
+        let later = try await proxy.requests().dropFirst(before)
+        #expect(!later.contains { $0["status"] as? Int == 413 }, "no 413 after the restart")
+    }
+
+    @Test("a whole-file PUT refused with 413: failed for good naming the size; a larger file then fails without its bytes")
+    func wholeFile() async throws {
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.davURL()))
+        try await proxy.add(["method": "PUT", "action": "respond", "status": 413, "min_length": 1 << 20, "times": -1])
+        let sandbox = try Sandbox(destination: "dav", """
+            protocol = "http-put"
+            url = "\(proxy.url("/limits/{job_id}-{name}"))"
+            """)
+        let running = try RunningQueue(sandbox)
+        let big = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/big.raw", size: 2 << 20, seed: 83),
+                                            to: "dav")
+        let bigJob = try await running.settled(big)
+        #expect(bigJob.state == .failed && bigJob.permanent)
+        #expect(bigJob.lastError?.contains("2097152 bytes") == true && bigJob.lastError?.contains("413") == true,
+                "\(bigJob.lastError ?? "")")
+        let puts = try await proxy.requests().filter { $0["method"] as? String == "PUT" }.count
+        let bigger = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/bigger.raw", size: 3 << 20, seed: 84),
+                                               to: "dav")
+        let small = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/small.jpg", size: 500_000, seed: 85),
+                                              to: "dav")
+        let biggerJob = try await running.settled(bigger)
+        let smallJob = try await running.settled(small)
+        await running.stop()
+        #expect(biggerJob.state == .failed && biggerJob.permanent)
+        #expect(biggerJob.lastError?.contains("nothing was sent") == true, "\(biggerJob.lastError ?? "")")
+        #expect(smallJob.state == .uploaded, "\(smallJob.lastError ?? "")")
+        let after = try await proxy.requests().filter { $0["method"] as? String == "PUT" }
+        #expect(after.count == puts + 1, "only the small file went out")
+        #expect(try await running.queue.status().requestLimits["dav"]?.refusedAt == 2 << 20)
+    }
+}
