@@ -207,7 +207,7 @@ public actor UploadQueue {
             if job.resumeState != nil, let destination = configuration.destinations[job.destination] {
                 // No runner is up to drop the partial remote upload: do it here.
                 let engine = TransferEngine()
-                await Self.uploader(for: destination, engine: engine).discard(job)
+                await Self.uploader(for: destination, engine: engine, mint: configuration.mint).discard(job)
                 engine.shutdown()
             }
         }
@@ -248,8 +248,9 @@ public actor UploadQueue {
         // What the servers taught with 413s, kept across restarts (and forgotten for destinations no longer there).
         try? store.forgetRequestLimits(except: configuration.destinations.keys)
         let learnt = (try? store.requestLimits()) ?? [:]
+        let mint = self.configuration.mint
         let uploaders = configuration.destinations.mapValues { destination in
-            Self.uploader(for: destination, engine: engine, bodyLimit: RequestBodyLimit(
+            Self.uploader(for: destination, engine: engine, mint: mint, bodyLimit: RequestBodyLimit(
                 destination: destination.name, learnt: learnt[destination.name] ?? RequestLimit(),
                 persist: { [store, logger] name, value in
                     do {
@@ -378,7 +379,7 @@ public actor UploadQueue {
 
     /// The uploader that speaks a destination's protocol.
     /// `bodyLimit` is what the destination's server taught with 413s, shared by its transfers.
-    static func uploader(for destination: Destination, engine: TransferEngine,
+    static func uploader(for destination: Destination, engine: TransferEngine, mint: MintSettings = MintSettings(),
                          bodyLimit: RequestBodyLimit? = nil) -> any Uploader {
         let limit = bodyLimit ?? RequestBodyLimit(destination: destination.name)
         return switch destination.settings {
@@ -389,9 +390,9 @@ public actor UploadQueue {
                                                bodyLimit: limit)
         case .s3(let settings): S3MultipartUploader(destination: destination, settings: settings, engine: engine)
         case .httpPut(let settings): HTTPPutUploader(destination: destination, settings: settings, engine: engine,
-                                                     bodyLimit: limit)
+                                                     bodyLimit: limit, mint: mint)
         case .httpPost(let settings): HTTPPostUploader(destination: destination, settings: settings, engine: engine,
-                                                       bodyLimit: limit)
+                                                       bodyLimit: limit, mint: mint)
         }
     }
 

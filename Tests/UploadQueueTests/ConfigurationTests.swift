@@ -216,11 +216,11 @@ struct ConfigurationTests {
         #expect(photos.publicURLTemplate?.description == "https://cdn.example.com/{upload_id}/{name}")
         #expect(photos.circuitBreaker.threshold == 3 && photos.circuitBreaker.probeInterval == .seconds(10))
         let dav = try #require(configuration.destinations["dav"])
-        guard case .httpPut(let put) = dav.settings else {
-            Issue.record("dav is not http-put")
+        guard case .httpPut(let put) = dav.settings, case .template(let url) = put.target else {
+            Issue.record("dav is not http-put to a template")
             return
         }
-        #expect(!put.url.isConstant)
+        #expect(!url.isConstant)
         #expect(dav.http.credentials == .command(["/srv/q/bin/get-token", "--audience", "files"], timeout: .seconds(3)))
         #expect(dav.http.stall == StallDetection())
         #expect(dav.hashTiming == .whileSending && photos.hashTiming == .atIntake)

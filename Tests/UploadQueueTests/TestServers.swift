@@ -77,10 +77,12 @@ final class FaultProxy: Sendable {
         self.control = control
     }
 
-    /// A new proxy in front of `upstream` (`host:port`).
-    static func start(upstream: String) async throws -> FaultProxy {
+    /// A new proxy in front of `upstream` (`host:port`); with `enforceExpiry`, presigned URLs past their
+    /// `X-Amz-Expires` are refused with S3's 403 "Request has expired".
+    static func start(upstream: String, enforceExpiry: Bool = false) async throws -> FaultProxy {
         let control = try TestServers.proxyControl()
-        let answer = try #require(try await TestHTTP.json("POST", control + "/proxies", body: ["upstream": upstream])
+        let answer = try #require(try await TestHTTP.json("POST", control + "/proxies",
+                                                          body: ["upstream": upstream, "enforce_expiry": enforceExpiry])
             as? [String: Any])
         return FaultProxy(id: try #require(answer["id"] as? String), port: try #require(answer["port"] as? Int),
                           control: control)
@@ -145,6 +147,37 @@ struct RUFHTestServer: Sendable {
     /// Every upload by its id: offset, length, complete, sha256, deleted.
     func uploads() async throws -> [String: [String: Any]] {
         try #require(try await TestHTTP.json("GET", "\(control)/servers/\(id)/uploads") as? [String: [String: Any]])
+    }
+}
+
+/// An app backend of its own on our minting server (contrib/test-servers/mint_backend.py): it presigns uploads
+/// with botocore against an S3 endpoint, as an app's server does.
+struct MintBackend: Sendable {
+    let id: String
+    /// Where its endpoints are: `{base}/sign`.
+    let base: String
+    private let control: String
+
+    /// A backend presigning `method` (`PUT` or `POST`) uploads into `bucket` at `s3Endpoint`, valid `expires`
+    /// seconds, wanting `Bearer token` when one is given.
+    static func make(s3Endpoint: String, bucket: String, method: String = "PUT", expires: Int = 60,
+                     token: String? = nil) async throws -> MintBackend {
+        let control = try TestServers.address("UPLOADQ_TEST_MINT_CONTROL")
+        var body: [String: Any] = ["s3_endpoint": s3Endpoint, "bucket": bucket, "method": method, "expires": expires]
+        if let token { body["token"] = token }
+        let answer = try #require(try await TestHTTP.json("POST", control + "/backends", body: body) as? [String: Any])
+        return MintBackend(id: try #require(answer["id"] as? String), base: try #require(answer["base"] as? String),
+                           control: control)
+    }
+
+    /// Answers given before the real ones: `[{"status": 500}, {"garbage": true}, …]`.
+    func script(_ answers: [[String: Any]]) async throws {
+        _ = try await TestHTTP.json("POST", "\(control)/backends/\(id)/script", body: answers)
+    }
+
+    /// Every request it got: method, path, headers (lowercased), json.
+    func requests() async throws -> [[String: Any]] {
+        try #require(try await TestHTTP.json("GET", "\(control)/backends/\(id)/requests") as? [[String: Any]])
     }
 }
 

@@ -6,6 +6,9 @@ A control API on 127.0.0.1:CONTROL_PORT creates proxies, each on its own port in
 its own rules and byte counts, so tests running at the same time do not disturb each other:
 
   POST   /proxies                {"upstream": "127.0.0.1:8080"}  -> {"id": "1", "port": 40123}
+                                 with "enforce_expiry": true, a presigned request (X-Amz-Date and X-Amz-Expires in
+                                 its query) that arrives after its expiry is answered 403 AccessDenied "Request has
+                                 expired", as S3 does (moto does not check it)
   POST   /proxies/ID/rules       a rule (below), appended         -> {"rules": N}
   DELETE /proxies/ID/rules       drops every rule
   GET    /proxies/ID/stats       bytes and the request log
@@ -43,6 +46,7 @@ Every request is logged with its method, path, headers, body length and the SHA-
 """
 import asyncio
 import base64
+import calendar
 import hashlib
 import json
 import random
@@ -50,6 +54,8 @@ import re
 import socket
 import struct
 import sys
+import time
+import urllib.parse
 
 CHUNK = 256 * 1024
 
@@ -89,8 +95,9 @@ class Rule:
 
 
 class Proxy:
-    def __init__(self, ident, upstream):
+    def __init__(self, ident, upstream, enforce_expiry=False):
         self.ident = ident
+        self.enforce_expiry = enforce_expiry
         host, port = upstream.rsplit(":", 1)
         self.upstream = (host, int(port))
         self.rules = []
@@ -145,6 +152,14 @@ class Proxy:
                 rule = self.rule_for(method, target, length)
                 if rule:
                     entry["action"] = rule.action
+                if rule and rule.action == "delay":
+                    await asyncio.sleep(float(rule.spec.get("seconds", 1)))
+                    rule = None
+                if self.enforce_expiry and presigned_expired(target):
+                    entry["action"] = "expired"
+                    rule = Rule({"action": "respond", "status": 403, "headers": {"Content-Type": "application/xml"},
+                                 "body": "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code>"
+                                         "<Message>Request has expired</Message></Error>"})
                 if rule and rule.action in ("close", "respond"):
                     await drain(reader, length, entry, self)
                     if rule.action == "respond":
@@ -153,8 +168,6 @@ class Proxy:
                     return
                 if method != "POST":
                     await self.interrupt_previous(path)
-                if rule and rule.action == "delay":
-                    await asyncio.sleep(float(rule.spec.get("seconds", 1)))
                 if upstream is not None and upstream[0].at_eof():
                     abort(upstream[1], reset=False)  # the server closed an idle keep-alive connection
                     upstream = None
@@ -308,6 +321,16 @@ class Proxy:
         abort(writer, reset=False)
 
 
+def presigned_expired(target):
+    """Whether a SigV4 presigned URL (X-Amz-Date, X-Amz-Expires in its query) is past its expiry."""
+    query = urllib.parse.parse_qs(target.split("?", 1)[1]) if "?" in target else {}
+    date, expires = query.get("X-Amz-Date", [None])[0], query.get("X-Amz-Expires", [None])[0]
+    if not date or not expires:
+        return False
+    signed = calendar.timegm(time.strptime(date, "%Y%m%dT%H%M%SZ"))
+    return time.time() > signed + int(expires)
+
+
 async def drain(reader, length, entry, proxy):
     """Reads and drops a request body."""
     while length > 0:
@@ -451,7 +474,7 @@ class Control:
         if parts == ["proxies"] and method == "POST":
             ident = str(self.next_id)
             self.next_id += 1
-            proxy = Proxy(ident, body["upstream"])
+            proxy = Proxy(ident, body["upstream"], bool(body.get("enforce_expiry")))
             await proxy.start()
             self.proxies[ident] = proxy
             return 201, {"id": ident, "port": proxy.port}

@@ -15,6 +15,8 @@
 #   UPLOADQ_TEST_AWS            the aws cli from the virtualenv
 #   UPLOADQ_TEST_RUFH_CONTROL   our strict IETF resumable-upload server (interop 6, 7, 8): its control API makes
 #                               servers with their own limits (contrib/test-servers/rufh_server.py)
+#   UPLOADQ_TEST_MINT_CONTROL   an app backend that mints presigned upload URLs with botocore
+#                               (contrib/test-servers/mint_backend.py)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 here="$root/contrib/test-servers"
@@ -32,9 +34,9 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-read -r tus_port dav_port proxy_port recorder_port tls_port s3_port s3_auth_port rufh_port < <("$python" - <<'PY'
+read -r tus_port dav_port proxy_port recorder_port tls_port s3_port s3_auth_port rufh_port mint_port < <("$python" - <<'PY'
 import socket
-sockets = [socket.socket() for _ in range(8)]
+sockets = [socket.socket() for _ in range(9)]
 for s in sockets:
     s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in sockets))
@@ -60,6 +62,7 @@ sed -e "s|@WORK@|$work|g" -e "s|@PORT@|$dav_port|g" -e "s|@TLS_PORT@|$tls_port|g
 "$python" "$here/fault_proxy.py" "$proxy_port" > "$work/proxy.log" 2>&1 & pids+=($!)
 "$python" "$here/recorder.py" "$recorder_port" "$work/recorder" > "$work/recorder.log" 2>&1 & pids+=($!)
 "$python" "$here/rufh_server.py" "$rufh_port" "$work/rufh" > "$work/rufh.log" 2>&1 & pids+=($!)
+"$python" "$here/mint_backend.py" "$mint_port" > "$work/mint.log" 2>&1 & pids+=($!)
 "$root/.build-venv/bin/moto_server" -H 127.0.0.1 -p "$s3_port" > "$work/moto.log" 2>&1 & pids+=($!)
 # The first three requests (create an IAM user, allow it everything, make its keys) go unchecked; every later
 # one must carry a valid signature.
@@ -83,6 +86,7 @@ curl -s -o /dev/null --cacert "$work/tls/ca.pem" "https://127.0.0.1:$tls_port/" 
 wait_for fault-proxy "http://127.0.0.1:$proxy_port/health" "$work/proxy.log"
 wait_for recorder "http://127.0.0.1:$recorder_port/record/health" "$work/recorder.log"
 wait_for rufh-server "http://127.0.0.1:$rufh_port/control/health" "$work/rufh.log"
+wait_for mint-backend "http://127.0.0.1:$mint_port/control/health" "$work/mint.log"
 wait_for moto "http://127.0.0.1:$s3_port/moto-api/" "$work/moto.log"
 wait_for moto-auth "http://127.0.0.1:$s3_auth_port/moto-api/" "$work/moto-auth.log"
 
@@ -115,14 +119,15 @@ export UPLOADQ_TEST_S3_AUTH_ACCESS_KEY="$s3_auth_access"
 export UPLOADQ_TEST_S3_AUTH_SECRET_KEY="$s3_auth_secret"
 export UPLOADQ_TEST_AWS="$aws"
 export UPLOADQ_TEST_RUFH_CONTROL="http://127.0.0.1:$rufh_port/control"
+export UPLOADQ_TEST_MINT_CONTROL="http://127.0.0.1:$mint_port/control"
 export UPLOADQ_TEST_CLOCKSHIFT="$root/.build-venv/libclockshift.so"
 echo "test-servers: tus :$tus_port, nginx DAV :$dav_port (TLS :$tls_port), fault proxy :$proxy_port," \
-    "recorder :$recorder_port, moto :$s3_port (signatures checked :$s3_auth_port), rufh :$rufh_port" >&2
+    "recorder :$recorder_port, moto :$s3_port (signatures checked :$s3_auth_port), rufh :$rufh_port, mint :$mint_port" >&2
 
 status=0
 "$@" || status=$?
 if [ "$status" -ne 0 ]; then
-    for log in tus.log nginx-error.log proxy.log recorder.log moto.log moto-auth.log rufh.log; do
+    for log in tus.log nginx-error.log proxy.log recorder.log moto.log moto-auth.log rufh.log mint.log; do
         if [ -s "$work/$log" ]; then echo "--- test-servers: $log (last lines)" >&2; tail -n 20 "$work/$log" >&2; fi
     done
 fi

@@ -23,6 +23,8 @@ public struct Configuration: Sendable, Equatable {
     public var destinations: [String: Destination]
     /// How metadata patches are sent by default.
     public var patch = PatchSettings()
+    /// `[mint]`: how the app's minting backend (`mint_url` of a destination) is reached.
+    public var mint = MintSettings()
     /// Where Prometheus metrics are written for node_exporter's textfile collector, if anywhere.
     public var metrics = Metrics()
     /// `[retention]`: what happens to uploaded copies, and how long history is kept.

@@ -152,6 +152,11 @@ public enum ConfigurationLoader {
             }
             try table.rejectUnknownKeys()
         }
+        var mint = MintSettings()
+        if var table = try root.table("mint") {
+            mint.http = try DestinationLoader.httpSettings(&table, baseDirectory: baseDirectory)
+            try table.rejectUnknownKeys()
+        }
         var metrics = Configuration.Metrics()
         if var table = try root.table("metrics") {
             if let path = try table.string("textfile") {
@@ -171,6 +176,7 @@ public enum ConfigurationLoader {
         var configuration = Configuration(file: nil, stateDirectory: stateDirectory, spool: spool, limits: limits,
                                           retry: retry, link: link, bandwidth: bandwidth, destinations: destinations)
         configuration.patch = patch
+        configuration.mint = mint
         configuration.metrics = metrics
         configuration.retention = retention
         return configuration

@@ -90,8 +90,16 @@ public struct Destination: Sendable, Equatable {
         case .s3(let s3): s3.endpoint
         case .tus(let tus): tus.endpoint
         case .rufh(let rufh): rufh.endpoint
-        case .httpPut(let put): put.url.staticPrefix
-        case .httpPost(let post): post.url.staticPrefix
+        case .httpPut(let put): Self.serverURL(of: put.target)
+        case .httpPost(let post): Self.serverURL(of: post.target)
+        }
+    }
+
+    private static func serverURL(of target: WholeFileTarget) -> String? {
+        switch target {
+        case .template(let url): url.staticPrefix
+        case .minted(.url(let url)): url
+        case .minted(.command): nil
         }
     }
 

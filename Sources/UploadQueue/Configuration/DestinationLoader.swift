@@ -17,6 +17,8 @@ enum DestinationLoader {
             return try s3(name: name, table: &table, baseDirectory: baseDirectory)
         case .file:
             return try localDirectory(name: name, url: try url(&table), table: &table, baseDirectory: baseDirectory)
+        case .httpPut, .httpPost where table.has("mint_url") || table.has("mint_command"):
+            return try minted(name: name, transferProtocol: transferProtocol, table: &table, baseDirectory: baseDirectory)
         case .tus, .httpPut, .httpPost, .rufh:
             return try network(name: name, transferProtocol: transferProtocol, url: try url(&table), table: &table,
                                baseDirectory: baseDirectory)
@@ -111,6 +113,61 @@ enum DestinationLoader {
             ("url", urlTemplate.usesSHA256),
             ("public_url_template", destination.publicURLTemplate?.usesSHA256 ?? false),
         ])
+        return destination
+    }
+
+    /// `mint_url = "https://api.example.com/uploads/sign"` or `mint_command = [...]` on `http-put`/`http-post`: the
+    /// app's backend mints each file's target, so the destination has no `url` and no credentials of its own (the
+    /// backend's are `[mint]`'s; a minted URL carries its own authorization).
+    private static func minted(name: String, transferProtocol: Destination.TransferProtocol,
+                               table: inout ConfigurationTable, baseDirectory: String) throws(ConfigurationError)
+        -> Destination
+    {
+        if table.has("mint_url"), table.has("mint_command") {
+            throw table.error("mint_command", "set either mint_url or mint_command")
+        }
+        for key in ["url", "token_env", "token_file", "token_command", "trusted_origins", "public_url_template"]
+        where table.has(key) {
+            throw table.error(key, key == "url"
+                ? "a minted destination gets each file's URL from its backend: use mint_url or url, not both"
+                : "a minted target carries its own authorization; the backend's credentials go in [mint]")
+        }
+        let source: MintSource
+        let shown: String
+        if let url = try table.string("mint_url") {
+            let afterScheme = url.range(of: "://").map { url[$0.upperBound...] } ?? ""
+            guard URLOrigin(url: url) != nil, !afterScheme.prefix(while: { !"/?#".contains($0) }).contains("@"),
+                  !url.contains("{") else {
+                throw table.error("mint_url", "\"\(URLRedaction.redact(url))\" is not an http:// or https:// URL "
+                    + "(no user info, no placeholders)")
+            }
+            source = .url(url)
+            shown = url
+        } else {
+            guard let command = try table.stringArray("mint_command"), let program = command.first, !program.isEmpty
+            else {
+                throw table.error("mint_command", "must name a program: [\"/usr/local/bin/mint-upload\", \"--arg\"]")
+            }
+            var arguments = command
+            if !program.hasPrefix("/") && program.contains("/") {
+                arguments[0] = ConfigurationLoader.absolutePath(program, base: baseDirectory)
+            }
+            let timeout = try table.duration("mint_command_timeout", minimum: .milliseconds(100)) ?? .seconds(10)
+            let passed = try table.stringArray("pass_env") ?? []
+            for variable in passed where variable.isEmpty || variable.contains("=") || variable.contains("\0") {
+                throw table.error("pass_env", "\"\(variable)\" is not an environment variable's name")
+            }
+            source = .command(arguments, timeout: timeout, passEnvironment: passed)
+            shown = "mint-command:" + arguments[0]
+        }
+        let settings: Destination.ProtocolSettings = transferProtocol == .httpPost
+            ? .httpPost(HTTPPostSettings(target: .minted(source)))
+            : .httpPut(HTTPPutSettings(target: .minted(source)))
+        var destination = Destination(name: name, url: shown, settings: settings)
+        destination.http = try httpSettings(&table, baseDirectory: baseDirectory, passEnvTaken: true)
+        destination.circuitBreaker = try circuitBreaker(&table)
+        destination.onMetered = try onMetered(&table)
+        destination.hashTiming = try hashTiming(&table, templates: [])
         return destination
     }
 
@@ -299,7 +356,8 @@ enum DestinationLoader {
         return breaker
     }
 
-    static func httpSettings(_ table: inout ConfigurationTable, baseDirectory: String)
+    /// `passEnvTaken`: `pass_env` was read already (a `mint_command`'s).
+    static func httpSettings(_ table: inout ConfigurationTable, baseDirectory: String, passEnvTaken: Bool = false)
         throws(ConfigurationError) -> HTTPSettings
     {
         var settings = HTTPSettings()
@@ -341,7 +399,7 @@ enum DestinationLoader {
         } else if table.has("token_command_timeout") {
             _ = try table.duration("token_command_timeout")
             throw table.error("token_command_timeout", "only applies with token_command")
-        } else if table.has("pass_env") {
+        } else if table.has("pass_env"), !passEnvTaken {
             _ = try table.stringArray("pass_env")
             throw table.error("pass_env", "only applies with token_command")
         }

@@ -34,8 +34,8 @@ extension Destination {
             switch self {
             case .localDirectory(let directory): directory.nameTemplate.usesSHA256
             case .tus, .rufh: false
-            case .httpPut(let put): put.url.usesSHA256
-            case .httpPost(let post): post.url.usesSHA256
+            case .httpPut(let put): put.target.usesSHA256
+            case .httpPost(let post): post.target.usesSHA256
             case .s3(let s3): s3.keyTemplate.usesSHA256
             }
         }
@@ -78,27 +78,53 @@ public struct TusSettings: Sendable, Equatable {
     }
 }
 
+/// Where a whole-file upload goes: a URL template of the config, or a target the app's backend mints per file.
+public enum WholeFileTarget: Sendable, Equatable {
+    /// `url`: the template, its placeholders filled per job.
+    case template(URLTemplate)
+    /// `mint_url` or `mint_command`: the backend says where (and whether to PUT or POST) for each file.
+    case minted(MintSource)
+
+    /// Whether the URL names `{sha256}`.
+    var usesSHA256: Bool {
+        if case .template(let url) = self { return url.usesSHA256 }
+        return false
+    }
+}
+
 /// `protocol = "http-put"`: where each file is PUT.
 public struct HTTPPutSettings: Sendable, Equatable {
-    /// The URL, its placeholders filled per job.
-    public var url: URLTemplate
+    /// The URL template, or the backend that mints a target per file.
+    public var target: WholeFileTarget
 
     /// Files PUT to `url`.
     public init(url: URLTemplate) {
-        self.url = url
+        target = .template(url)
+    }
+
+    /// Files sent where `target` says.
+    public init(target: WholeFileTarget) {
+        self.target = target
     }
 }
 
 /// `protocol = "http-post"`: where each file is POSTed, and in which form field.
 public struct HTTPPostSettings: Sendable, Equatable {
-    /// The URL, its placeholders filled per job.
-    public var url: URLTemplate
-    /// The form field that carries the file (the job's meta go as fields beside it).
+    /// The URL template, or the backend that mints a target per file.
+    public var target: WholeFileTarget
+    /// The form field that carries the file (the job's meta go as fields beside it); a minted POST names its own
+    /// fields and sends the file as `file`.
     public var formField: String
 
     /// Files POSTed to `url` in the field `formField`.
     public init(url: URLTemplate, formField: String = "file") {
-        self.url = url
+        target = .template(url)
+        self.formField = formField
+    }
+
+    /// Files sent where `target` says.
+    public init(target: WholeFileTarget, formField: String = "file") {
+        self.target = target
         self.formField = formField
     }
 }

@@ -4,14 +4,23 @@ import Foundation
 struct HTTPPostUploader: Uploader {
     let sender: WholeFileSender
     let settings: HTTPPostSettings
+    /// The URL template, or the backend that mints each file's target.
+    let route: WholeFileRoute
 
-    init(destination: Destination, settings: HTTPPostSettings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil) {
+    init(destination: Destination, settings: HTTPPostSettings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil,
+         mint: MintSettings = MintSettings()) {
         self.settings = settings
+        route = WholeFileRoute(settings.target, destination: destination, mint: mint, engine: engine)
         sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine),
                                  bodyLimit: bodyLimit ?? RequestBodyLimit(destination: destination.name))
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
+        let template: URLTemplate
+        switch route {
+        case .template(let url): template = url
+        case .minted(let minter): return try await sender.uploadMinted(context, minter: minter)
+        }
         let settings = settings
         return try await sender.upload(context) { job, source in
             let form = MultipartForm(boundary: "uploadq-\(job.id.rawValue)-\(UInt64.random(in: 0...UInt64.max))")
@@ -19,7 +28,7 @@ struct HTTPPostUploader: Uploader {
                                  fileName: job.originalName, contentType: job.contentType,
                                  file: .source(source, offset: 0, length: job.size))
             return WholeFileSender.Request(
-                method: "POST", url: settings.url.expand(for: job),
+                method: "POST", url: template.expand(for: job),
                 headers: [HTTPHeader("Content-Type", "multipart/form-data; boundary=\(form.boundary)")], body: body)
         }
     }

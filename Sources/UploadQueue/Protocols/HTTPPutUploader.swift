@@ -2,15 +2,23 @@
 struct HTTPPutUploader: Uploader {
     let sender: WholeFileSender
     let settings: HTTPPutSettings
+    /// The URL template, or the backend that mints each file's target.
+    let route: WholeFileRoute
 
-    init(destination: Destination, settings: HTTPPutSettings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil) {
+    init(destination: Destination, settings: HTTPPutSettings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil,
+         mint: MintSettings = MintSettings()) {
         self.settings = settings
+        route = WholeFileRoute(settings.target, destination: destination, mint: mint, engine: engine)
         sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine),
                                  bodyLimit: bodyLimit ?? RequestBodyLimit(destination: destination.name))
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
-        let template = settings.url
+        let template: URLTemplate
+        switch route {
+        case .template(let url): template = url
+        case .minted(let minter): return try await sender.uploadMinted(context, minter: minter)
+        }
         return try await sender.upload(context) { job, source in
             WholeFileSender.Request(
                 method: "PUT", url: template.expand(for: job),

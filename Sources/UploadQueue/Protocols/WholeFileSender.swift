@@ -1,5 +1,20 @@
 import Foundation
 
+/// Where a whole-file uploader sends each file: the config's URL template, or what the app's backend mints.
+enum WholeFileRoute: Sendable {
+    case template(URLTemplate)
+    case minted(Minter)
+
+    /// The route of `target`, with the backend's client made for a minted one.
+    init(_ target: WholeFileTarget, destination: Destination, mint: MintSettings, engine: TransferEngine) {
+        switch target {
+        case .template(let url): self = .template(url)
+        case .minted(let source):
+            self = .minted(Minter(source: source, destination: destination.name, settings: mint, engine: engine))
+        }
+    }
+}
+
 /// Sends a whole file in one request (plain HTTP has no resume): what `HTTPPutUploader` and `HTTPPostUploader`
 /// share. An interrupted transfer is simply sent again whole; `Content-Range` is never used.
 struct WholeFileSender: Sendable {
@@ -7,6 +22,8 @@ struct WholeFileSender: Sendable {
     let client: DestinationClient
     /// The smallest body the server refused with 413, shared by the destination's transfers.
     let bodyLimit: RequestBodyLimit
+    /// How many freshly minted targets one attempt tries when each is refused as expired or forbidden.
+    static let mintsPerAttempt = 3
 
     /// What one request looks like, given the job and its open file.
     struct Request {
@@ -66,6 +83,68 @@ struct WholeFileSender: Sendable {
         try await context.confirmed(job.size, nil)
         let stored = response.location(resolvedAgainst: request.url) ?? request.url
         return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored), sha256: sha256)
+    }
+
+    /// Sends the file to a target the app's backend mints for it (`mint_url`, `mint_command`): minted just before
+    /// the request, and minted again when the storage refuses it (401/403: expired, or not yet valid), at most
+    /// `mintsPerAttempt` times per attempt, apart from the retry schedule. The minted URL is a secret: messages name
+    /// it without its query, and it is never kept.
+    func uploadMinted(_ context: TransferContext, minter: Minter) async throws(TransferFailure) -> UploadOutcome {
+        let job = context.job
+        let source = try SourceFile(job: job)
+        try context.checkLink()
+        try await context.resumed(0)
+        var refusals: [String] = []
+        while true {
+            let target = try await minter.mint(for: job)
+            // Before anything is sent: https → http is refused, and no credential goes to the minted origin.
+            try client.check(target.url)
+            var request = Request(method: target.method, url: target.url, headers: target.headers,
+                                  body: .source(source, offset: 0, length: job.size))
+            if target.method == "POST" {
+                let form = MultipartForm(boundary: "uploadq-\(job.id.rawValue)-\(UInt64.random(in: 0...UInt64.max))")
+                request.body = form.body(fields: target.fields.map { (key: $0.0, value: $0.1) }, fileField: "file",
+                                         fileName: job.originalName, contentType: job.contentType,
+                                         file: .source(source, offset: 0, length: job.size))
+                request.headers.append(HTTPHeader("Content-Type", "multipart/form-data; boundary=\(form.boundary)"))
+            }
+            let length = request.body.length
+            if let refused = bodyLimit.refusedAt, length >= refused {
+                throw tooLarge(length, refused: refused, sent: false)
+            }
+            let shown = "\(request.method) \(target.publicURL)"
+            let response = try await client.send(request.method, request.url, headers: request.headers,
+                                                 body: request.body, paced: true, progress: { context.sent($0) })
+            if response.isSuccess {
+                let sha256 = try await source.sentDigest()
+                try source.verifyUnchanged()
+                try await context.confirmed(job.size, nil)
+                let stored = target.remoteURL
+                    ?? response.location(resolvedAgainst: target.url).map { String($0.prefix { $0 != "?" }) }
+                    ?? target.publicURL
+                return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored), sha256: sha256)
+            }
+            // What the storage said, without anything of the URL it may echo.
+            let said = S3ErrorReply(response)?.summary ?? response.bodySummary
+            switch response.status {
+            case 401, 403:
+                refusals.append("HTTP \(response.status)" + (said.isEmpty ? "" : ": \(said)"))
+                guard refusals.count < Self.mintsPerAttempt else {
+                    throw .permanent("minted-target-refused", """
+                        \(shown): the storage refused \(refusals.count) freshly minted targets in a row \
+                        (\(refusals.joined(separator: "; "))); the backend mints URLs the storage does not accept \
+                        (its keys, clock or policy): fix it, then `uploadq retry \(job.id)`
+                        """)
+                }
+            case 413:
+                bodyLimit.refused(length)
+                throw tooLarge(length, refused: length, sent: true)
+            default:
+                var failure = client.failure(for: response, request: shown)
+                if failure.message.contains("?") { failure.message = "HTTP \(response.status) from \(shown): \(said)" }
+                throw failure
+            }
+        }
     }
 
     /// A body the server refuses by its size: a whole file cannot be cut, so it fails for good, the limit named.

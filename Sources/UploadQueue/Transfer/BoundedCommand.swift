@@ -21,27 +21,40 @@ enum BoundedCommand {
     /// speak the admin's language.
     static let baseVariables = ["PATH", "HOME", "LANG"]
 
+    /// The most standard input a program gets: what a Linux pipe holds.
+    static let maximumInput = 60 << 10
+
     /// Runs `arguments` (the program's absolute path first) and waits at most `timeout`.
     ///
     /// - Parameters:
     ///   - environment: the variables the program gets; nil passes on the daemon's (less systemd's own).
     ///   - maximumOutput: the most standard output read; more kills the program (`tooMuchOutput`). Standard error
     ///     is kept up to the same size, and the rest drained and dropped.
+    ///   - input: the program's standard input (at most `maximumInput` bytes, which a pipe holds whole, so writing
+    ///     it never waits on the program); nil gives it `/dev/null`.
     static func run(_ arguments: [String], timeout: Duration, environment: [String: String]? = nil,
-                    maximumOutput: Int = 1 << 20) -> Outcome {
+                    maximumOutput: Int = 1 << 20, input: [UInt8]? = nil) -> Outcome {
+        if let input, input.count > maximumInput {
+            return .notStarted("its input would be \(input.count) bytes, more than \(maximumInput)")
+        }
         var output: [Int32] = [-1, -1]
         var errors: [Int32] = [-1, -1]
-        guard pipe(&output) == 0, pipe(&errors) == 0 else {
+        var feed: [Int32] = [-1, -1]
+        guard pipe(&output) == 0, pipe(&errors) == 0, input == nil || pipe(&feed) == 0 else {
             return .notStarted(String(cString: strerror(errno)))
         }
-        defer { for descriptor in [output[0], errors[0]] where descriptor >= 0 { close(descriptor) } }
+        defer { for descriptor in [output[0], errors[0], feed[1]] where descriptor >= 0 { close(descriptor) } }
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if input != nil {
+            posix_spawn_file_actions_adddup2(&actions, feed[0], 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         posix_spawn_file_actions_adddup2(&actions, output[1], 1)
         posix_spawn_file_actions_adddup2(&actions, errors[1], 2)
-        for descriptor in [output[0], output[1], errors[0], errors[1]] {
+        for descriptor in [output[0], output[1], errors[0], errors[1], feed[0], feed[1]] where descriptor >= 0 {
             posix_spawn_file_actions_addclose(&actions, descriptor)
         }
         // No other descriptor of the daemon (its database, the spool's files) reaches the program.
@@ -64,7 +77,15 @@ enum BoundedCommand {
         let spawned = posix_spawn(&child, arguments[0], &actions, &attributes, argv, variables)
         close(output[1])
         close(errors[1])
+        if feed[0] >= 0 { close(feed[0]) }
         guard spawned == 0 else { return .notStarted(String(cString: strerror(spawned))) }
+        if let input {
+            // It fits the pipe whole. A program that exits without reading it fails the write with EPIPE, which
+            // the process ignores (SIGPIPE is ignored from the start, for libcurl).
+            _ = input.withUnsafeBytes { write(feed[1], $0.baseAddress, $0.count) }
+            close(feed[1])
+            feed[1] = -1
+        }
 
         let deadline = ContinuousClock.now + timeout
         var stdout = Data()

@@ -1,0 +1,190 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// Upload targets minted per file by the app's backend (`mint_url`, `mint_command`), presigned with botocore
+/// against moto behind our fault proxy, which enforces presigned expiry as S3 does.
+@Suite(.serialized)
+struct MintedTargetTests {
+    static let token = "mint-token-7f3a"
+
+    /// A bucket, a proxy in front of moto that refuses expired presigned URLs, and a backend minting into both.
+    func setUp(method: String = "PUT", expires: Int = 60) async throws -> (S3TestBucket, FaultProxy, MintBackend) {
+        let bucket = try await S3TestBucket.make()
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(bucket.endpoint), enforceExpiry: true)
+        let backend = try await MintBackend.make(s3Endpoint: proxy.url(""), bucket: bucket.name, method: method,
+                                                 expires: expires, token: Self.token)
+        setenv("UPLOADQ_TEST_MINT_TOKEN", Self.token, 1)
+        return (bucket, proxy, backend)
+    }
+
+    func sandbox(_ backend: MintBackend, protocolName: String = "http-put", extra: String = "") throws -> Sandbox {
+        try Sandbox(destination: "minted", """
+            protocol = "\(protocolName)"
+            mint_url = "\(backend.base)/sign"
+            \(extra)
+            [mint]
+            token_env = "UPLOADQ_TEST_MINT_TOKEN"
+            """)
+    }
+
+    func stored(_ bucket: S3TestBucket, _ job: Job) async throws -> String {
+        let key = "\(job.id)-\(job.originalName)"
+        let path = try bucket.download(key, to: NSTemporaryDirectory() + "/minted-\(job.id)")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try sha256(ofFile: path)
+    }
+
+    @Test("presigned PUT: each file minted by the backend with [mint]'s token, stored once; no secret anywhere")
+    func presignedPut() async throws {
+        let (bucket, proxy, backend) = try await setUp()
+        let sandbox = try sandbox(backend)
+        let daemon = try DaemonProcess(sandbox: sandbox, environment: ["UPLOADQ_TEST_MINT_TOKEN": Self.token])
+        var ids: [JobID] = []
+        for index in 0..<3 {
+            let path = try sandbox.makeFile(sandbox.root + "/shot \(index).jpg", size: 300_000 + index, seed: UInt64(90 + index))
+            ids.append(try BinaryRunner.enqueue([path, "--destination", "minted", "--config", sandbox.configPath]))
+        }
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        let done = try await eventually(timeout: .seconds(30)) {
+            try ids.allSatisfy { try store.job($0)?.state == .uploaded }
+        }
+        #expect(done, "daemon log:\n\(daemon.log.suffix(3000))")
+        for id in ids {
+            let job = try #require(try store.job(id))
+            #expect(try await stored(bucket, job) == job.sha256)
+            #expect(job.remoteURL?.hasSuffix(SigV4Signer.encodePath("\(job.id)-\(job.originalName)")) == true)
+            #expect(job.remoteURL?.contains("?") == false, "the minted URL's query is never kept")
+        }
+        let signs = try await backend.requests()
+        #expect(signs.count == 3)
+        #expect(signs.allSatisfy { ($0["headers"] as? [String: String])?["authorization"] == "Bearer \(Self.token)" })
+        let job = try #require(signs.first?["json"] as? [String: Any])
+        #expect(Set(job.keys) == ["id", "name", "size", "sha256", "content_type", "meta"])
+        let uploads = try await proxy.requests().filter { $0["method"] as? String == "PUT" }
+        #expect(uploads.count == 3)
+        #expect(uploads.allSatisfy { ($0["headers"] as? [String: String])?["authorization"] == nil },
+                "the backend's token never goes to the storage")
+        // No signature in the log or in what the CLI prints.
+        let show = try BinaryRunner.run(["show", "--json", ids[0].rawValue, "--config", sandbox.configPath]).stdout
+        let list = try BinaryRunner.run(["list", "--config", sandbox.configPath]).stdout
+        #expect(daemon.terminate() < .seconds(5))
+        for text in [daemon.log, show, list] {
+            #expect(!text.contains("X-Amz-Signature") && !text.contains("X-Amz-Credential") && !text.contains(Self.token))
+        }
+    }
+
+    @Test("presigned POST: the backend's form fields, then the file; stored with its content type")
+    func presignedPost() async throws {
+        let (bucket, _, backend) = try await setUp(method: "POST")
+        let sandbox = try sandbox(backend, protocolName: "http-post")
+        let (job, _) = try await sandbox.uploadOne("form.jpg", size: 200_000, seed: 95, to: "minted")
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(try await stored(bucket, job) == job.sha256)
+        let (status, headers) = try await bucket.head("\(job.id)-form.jpg")
+        #expect(status == 200 && headers["content-type"] == job.contentType)
+    }
+
+    @Test("a URL that expires before its request arrives is minted again and the file stored once")
+    func expiredURL() async throws {
+        let (bucket, proxy, backend) = try await setUp(expires: 1)
+        // The first PUT is held until its URL has expired: S3 (here the proxy) refuses it as expired.
+        try await proxy.add(["method": "PUT", "action": "delay", "seconds": 2.5, "times": 1])
+        let sandbox = try sandbox(backend)
+        let (job, attempts) = try await sandbox.uploadOne("late.jpg", size: 150_000, seed: 96, to: "minted")
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(attempts.count == 1, "minting again is not a retry")
+        #expect(try await stored(bucket, job) == job.sha256)
+        #expect(try await bucket.keys() == ["\(job.id)-late.jpg"])
+        #expect(try await backend.requests().count == 2)
+        let puts = try await proxy.requests().filter { $0["method"] as? String == "PUT" }
+        #expect(puts.map { $0["action"] as? String } == ["expired", nil])
+    }
+
+    @Test("a backend that answers 500 is retried; 403 fails for good with its words; garbage is a clear error")
+    func backendErrors() async throws {
+        let (_, _, backend) = try await setUp()
+        try await backend.script([["status": 500], ["garbage": true]])
+        let sandbox = try sandbox(backend)
+        let running = try RunningQueue(sandbox)
+        let first = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 50_000, seed: 97),
+                                              to: "minted")
+        let firstJob = try await running.settled(first)
+        #expect(firstJob.state == .uploaded, "\(firstJob.lastError ?? "")")
+        let errors = try running.attempts(first).compactMap(\.error)
+        #expect(errors.count == 2, "\(errors)")
+        #expect(errors.first?.contains("HTTP 500") == true)
+        #expect(errors.last?.contains("is not an upload target: not a JSON object") == true, "\(errors)")
+
+        try await backend.script([["status": 403, "body": ["error": "user 42 may not upload more today"]]])
+        let second = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/b.jpg", size: 50_000, seed: 98),
+                                               to: "minted")
+        let secondJob = try await running.settled(second)
+        await running.stop()
+        #expect(secondJob.state == .failed && secondJob.permanent)
+        #expect(secondJob.lastError?.contains("may not upload more today") == true, "\(secondJob.lastError ?? "")")
+        #expect(secondJob.lastError?.contains("minting backend") == true)
+    }
+
+    @Test("mint_command: the job as JSON on standard input, a scrubbed environment, the target on standard output")
+    func mintCommand() async throws {
+        let (bucket, _, backend) = try await setUp()
+        let script = NSTemporaryDirectory() + "/mint-\(UUID().uuidString).py"
+        defer { try? FileManager.default.removeItem(atPath: script) }
+        let sandbox = try Sandbox(destination: "minted", """
+            protocol = "http-put"
+            mint_command = ["\(venvPython())", "\(script)"]
+            pass_env = ["MINT_BACKEND"]
+            """)
+        // The command asks the backend itself: what an app's CLI tool would do.
+        try """
+            import json, os, sys, urllib.request
+            assert "UPLOADQ_TEST_MINT_TOKEN" not in os.environ, "the environment is scrubbed"
+            job = json.load(sys.stdin)
+            request = urllib.request.Request(os.environ["MINT_BACKEND"], data=json.dumps(job).encode(),
+                headers={"Authorization": "Bearer \(Self.token)", "Content-Type": "application/json"})
+            print(urllib.request.urlopen(request).read().decode())
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        setenv("MINT_BACKEND", backend.base + "/sign", 1)
+        defer { unsetenv("MINT_BACKEND") }
+        let (job, _) = try await sandbox.uploadOne("cmd.jpg", size: 120_000, seed: 99, to: "minted")
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(try await stored(bucket, job) == job.sha256)
+        let asked = try await backend.requests()
+        #expect((asked.first?["json"] as? [String: Any])?["id"] as? String == job.id.rawValue)
+    }
+
+    @Test("config: mint_url or url, not both; no credentials of its own; [mint] takes the backend's")
+    func configuration() throws {
+        func load(_ lines: String) throws -> Configuration {
+            try ConfigurationLoader.parse("""
+                [destinations.m]
+                protocol = "http-put"
+                \(lines)
+                """, file: "/etc/uploadq.toml", baseDirectory: "/etc")
+        }
+        let good = try load("mint_url = \"https://api.example.com/uploads/sign\"\n[mint]\ntoken_env = \"APP\"\n")
+        #expect(good.destinations["m"]?.settings
+                == .httpPut(HTTPPutSettings(target: .minted(.url("https://api.example.com/uploads/sign")))))
+        #expect(good.mint.http.credentials == .environment("APP"))
+        for (lines, key) in [("mint_url = \"https://a.example/s\"\nurl = \"https://b.example/{name}\"", "url"),
+                             ("mint_url = \"https://a.example/s\"\ntoken_env = \"X\"", "token_env"),
+                             ("mint_url = \"https://a.example/s\"\nmint_command = [\"/bin/true\"]", "mint_command"),
+                             ("mint_url = \"https://u:p@a.example/s\"", "mint_url")] {
+            do {
+                _ = try load(lines)
+                Issue.record("accepted: \(lines)")
+            } catch let error as ConfigurationError {
+                #expect(error.key == "destinations.m.\(key)", "\(error)")
+                #expect(!error.message.contains("u:p@"))
+            }
+        }
+    }
+}
+
+/// The virtualenv's python, which the test set-up installs (botocore included).
+func venvPython() -> String {
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    return root + "/.build-venv/bin/python"
+}
