@@ -297,6 +297,11 @@ struct UploadLimitTests {
         #expect(StructuredField.integer("4 2") == nil && StructuredField.integer("?1") == nil)
         #expect(StructuredField.boolean("?1") == true && StructuredField.boolean("?0") == false)
         #expect(StructuredField.boolean("1") == nil && StructuredField.boolean("true") == nil)
+        // RFC 9651's newer types (a date, a display string) read as what they are, not as a crash (found by
+        // fuzzing: the package's `bareItem` traps on them).
+        #expect(StructuredField.integer("@4") == nil && StructuredField.boolean("@1700000000") == nil)
+        #expect(StructuredField.integer("%\"4\"") == nil)
+        #expect(UploadLimit(field: "max-size=@4") == nil && UploadLimit(field: "max-age=%\"60\"") == nil)
     }
 
     @Test("append lengths: the preferred size within max-append-size, raised to min-append-size unless the last")

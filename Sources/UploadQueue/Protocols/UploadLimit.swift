@@ -40,7 +40,7 @@ struct UploadLimit: Sendable, Equatable, Codable {
         for (key, member) in dictionary {
             let known = ["max-size", "min-size", "max-append-size", "min-append-size", "max-age", "expires"]
             guard known.contains(key) else { continue }
-            guard case .item(let item) = member, case .integer(let value) = item.bareItem, value >= 0 else {
+            guard case .item(let item) = member, case .integer(let value) = item.rfc9651BareItem, value >= 0 else {
                 return nil
             }
             let number = Int64(value)
@@ -77,13 +77,13 @@ struct UploadLimit: Sendable, Equatable, Codable {
 enum StructuredField {
     /// A non-negative sf-integer; nil for anything else.
     static func integer(_ text: String?) -> Int64? {
-        guard case .integer(let value) = item(text)?.bareItem, value >= 0 else { return nil }
+        guard case .integer(let value) = item(text)?.rfc9651BareItem, value >= 0 else { return nil }
         return Int64(value)
     }
 
     /// An sf-boolean (`?0`, `?1`); nil for anything else.
     static func boolean(_ text: String?) -> Bool? {
-        guard case .bool(let value) = item(text)?.bareItem else { return nil }
+        guard case .bool(let value) = item(text)?.rfc9651BareItem else { return nil }
         return value
     }
 
