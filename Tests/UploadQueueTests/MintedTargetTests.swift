@@ -188,3 +188,105 @@ func venvPython() -> String {
         .deletingLastPathComponent().path
     return root + "/.build-venv/bin/python"
 }
+
+/// S3 through an app backend that serves Uppy Companion's routes: no S3 keys on the device, parts signed one by
+/// one just before they are sent, a multipart upload resumed after kills from the parts the backend lists.
+@Suite(.serialized)
+struct CompanionTests {
+    func setUp(expires: Int = 60) async throws -> (S3TestBucket, FaultProxy, MintBackend) {
+        let bucket = try await S3TestBucket.make()
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(bucket.endpoint), enforceExpiry: true)
+        let backend = try await MintBackend.make(s3Endpoint: proxy.url(""), bucket: bucket.name, expires: expires,
+                                                 token: MintedTargetTests.token)
+        setenv("UPLOADQ_TEST_MINT_TOKEN", MintedTargetTests.token, 1)
+        return (bucket, proxy, backend)
+    }
+
+    func lines(_ backend: MintBackend, _ extra: String = "") -> String {
+        """
+        protocol = "s3"
+        mint_url = "\(backend.base)"
+        part_size = "8MiB"
+        multipart_threshold = "16MiB"
+        \(extra)
+        [mint]
+        token_env = "UPLOADQ_TEST_MINT_TOKEN"
+        """
+    }
+
+    func storedDigest(_ bucket: S3TestBucket) async throws -> String {
+        let keys = try await bucket.keys()
+        #expect(keys.count == 1, "\(keys)")
+        let path = try bucket.download(try #require(keys.first), to: NSTemporaryDirectory() + "/companion-\(UUID())")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        return try sha256(ofFile: path)
+    }
+
+    @Test("a small file: one presigned PUT from /s3/params; the backend names the key")
+    func smallFile() async throws {
+        let (bucket, _, backend) = try await setUp()
+        let sandbox = try Sandbox(destination: "companion", lines(backend))
+        let (job, _) = try await sandbox.uploadOne("small.jpg", size: 400_000, seed: 101, to: "companion")
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(try await storedDigest(bucket) == job.sha256)
+        let asked = try await backend.requests().map { String(($0["path"] as? String ?? "").prefix { $0 != "?" }) }
+        #expect(asked.count == 1 && asked.first?.hasSuffix("/s3/params") == true, "\(asked)")
+    }
+
+    @Test("100 MiB in parts signed one by one, killed mid-part twice: resumed from the listed parts, stored once")
+    func killedMultipart() async throws {
+        let (bucket, proxy, backend) = try await setUp()
+        let sandbox = try Sandbox(destination: "companion", lines(backend), bandwidth: 32 << 20)
+        let size = 100 << 20
+        let source = try sandbox.makeRandomFile(sandbox.root + "/take.mov", size: size)
+        let expected = try sha256(ofFile: source)
+        let id = try BinaryRunner.enqueue([source, "--destination", "companion", "--config", sandbox.configPath])
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        func job() throws -> Job { try #require(try store.job(id)) }
+        let environment = ["UPLOADQ_TEST_MINT_TOKEN": MintedTargetTests.token]
+        for kill in 1...2 {
+            let daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-\(kill)", environment: environment)
+            let base = try await proxy.bodyBytes()
+            let midway = try await eventually(timeout: .seconds(60)) {
+                try await proxy.bodyBytes() - base >= 3 * (8 << 20) + (4 << 20)
+            }
+            #expect(midway, "daemon log:\n\(daemon.log.suffix(2000))")
+            daemon.kill9()
+            #expect(S3ResumeState(json: try job().resumeState) != nil)
+        }
+        let daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-3", environment: environment)
+        let finished = try await eventually(timeout: .seconds(120)) { try job().state == .uploaded }
+        #expect(finished, "daemon log:\n\(daemon.log.suffix(3000))")
+        #expect(daemon.terminate() < .seconds(5))
+        #expect(try await storedDigest(bucket) == expected)
+        let asked = try await backend.requests()
+        let paths = asked.map { String(($0["path"] as? String ?? "").prefix { $0 != "?" }) }
+        #expect(paths.filter { $0.hasSuffix("/s3/multipart") }.count == 1, "one upload, resumed")
+        // `/b/ID/s3/multipart/UPLOAD` read with GET is a listing (a part's URL has the part number after it).
+        let listings = zip(asked, paths).filter { request, path in
+            request["method"] as? String == "GET" && path.contains("/s3/multipart/")
+                && path.split(separator: "/").count == 5
+        }
+        #expect(listings.count == 2, "listed once per restart")
+        let sent = try await proxy.bodyBytes()
+        print("companion crash test: \(sent) bytes for a \(size)-byte file with 2 kills")
+        // Two parts in flight at a kill are at most what goes again.
+        #expect(sent <= size + 2 * 2 * (8 << 20), "sent \(sent)")
+        let log = daemon.log
+        #expect(!log.contains("X-Amz-Signature") && !log.contains(MintedTargetTests.token))
+    }
+
+    @Test("a part whose URL expired on the way is signed again and sent; the object is whole")
+    func expiredPart() async throws {
+        let (bucket, proxy, backend) = try await setUp(expires: 1)
+        try await proxy.add(["method": "PUT", "action": "delay", "seconds": 2.5, "skip": 1, "times": 1])
+        let sandbox = try Sandbox(destination: "companion", lines(backend, "part_concurrency = 1"))
+        let (job, attempts) = try await sandbox.uploadOne("clip.mov", size: 20 << 20, seed: 102, to: "companion")
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        #expect(attempts.count == 1)
+        #expect(try await storedDigest(bucket) == job.sha256)
+        let puts = try await proxy.requests().filter { $0["method"] as? String == "PUT" }
+        #expect(puts.filter { $0["action"] as? String == "expired" }.count == 1, "\(puts.map { $0["action"] ?? "-" })")
+        #expect(puts.count == 4, "three parts, one of them twice")
+    }
+}

@@ -17,15 +17,25 @@ Under the base:
                             {"method", "url", "headers", "fields", "expires_at", "remote_url"}: a presigned PUT
                             (put_object) or POST (a form with policy) for the key "<id>-<name>"
 
+  Uppy Companion's S3 routes, presigned the same way (key "<uuid>-<filename>"):
+  GET    {base}/s3/params?filename=&type=&metadata[k]=v    -> {method, url, fields, headers}
+  POST   {base}/s3/multipart {filename, type, metadata}    -> {uploadId, key}
+  GET    {base}/s3/multipart/UPLOADID/PART?key=K           -> {url, expires}
+  GET    {base}/s3/multipart/UPLOADID?key=K                -> [{PartNumber, Size, ETag}]  (404 when gone)
+  POST   {base}/s3/multipart/UPLOADID/complete?key=K {parts: [{PartNumber, ETag}]} -> {location}
+  DELETE {base}/s3/multipart/UPLOADID?key=K                -> {}
+
 A request without `Authorization: Bearer <token>` (when the backend has one) gets 401.
 """
 import json
 import sys
+import uuid
 import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import botocore.exceptions
 import botocore.session
 from botocore.config import Config
 
@@ -78,6 +88,9 @@ class Handler(BaseHTTPRequestHandler):
         self.dispatch()
 
     def do_POST(self):
+        self.dispatch()
+
+    def do_DELETE(self):
         self.dispatch()
 
     def answer(self, status, body, content_type="application/json"):
@@ -137,10 +150,66 @@ class Handler(BaseHTTPRequestHandler):
             if scripted.get("garbage"):
                 return self.answer(200, b"<html>not json {", content_type="application/json")
             return self.answer(int(scripted.get("status", 500)), scripted.get("body", {"error": "scripted"}))
+        if parts[:1] == ["s3"]:
+            return self.companion(backend, parts[1:], parsed)
         if parts == ["sign"] and self.command == "POST":
             if not isinstance(parsed, dict) or not {"id", "name", "size", "content_type"} <= parsed.keys():
                 return self.answer(400, {"error": "the body must be the job as JSON (id, name, size, content_type)"})
             return self.answer(200, backend.mint(parsed))
+        self.answer(404, {"error": f"no route for {self.command} {self.path}"})
+
+
+    def companion(self, backend, parts, body):
+        query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        s3, bucket = backend.s3, backend.settings["bucket"]
+        expires = int(backend.settings.get("expires", 60))
+        key = query.get("key", [None])[0]
+        if parts == ["params"] and self.command == "GET":
+            filename = query.get("filename", ["file"])[0]
+            content_type = query.get("type", ["application/octet-stream"])[0]
+            target = backend.mint({"id": str(uuid.uuid4()), "name": filename, "content_type": content_type})
+            target.pop("expires_at", None)
+            target.pop("remote_url", None)
+            return self.answer(200, target)
+        if parts == ["multipart"] and self.command == "POST":
+            if not isinstance(body, dict) or "filename" not in body:
+                return self.answer(400, {"error": "filename is required"})
+            new_key = f"{uuid.uuid4()}-{body['filename']}"
+            created = s3.create_multipart_upload(Bucket=bucket, Key=new_key,
+                                                 ContentType=body.get("type") or "application/octet-stream")
+            return self.answer(200, {"uploadId": created["UploadId"], "key": new_key})
+        if len(parts) == 3 and parts[0] == "multipart" and parts[2] == "complete" and self.command == "POST":
+            listed = body.get("parts") if isinstance(body, dict) else None
+            if not key or not isinstance(listed, list):
+                return self.answer(400, {"error": "key and parts are required"})
+            try:
+                done = s3.complete_multipart_upload(
+                    Bucket=bucket, Key=key, UploadId=parts[1],
+                    MultipartUpload={"Parts": [{"PartNumber": p["PartNumber"], "ETag": p["ETag"]} for p in listed]})
+            except botocore.exceptions.ClientError as error:
+                return self.answer(400, {"error": str(error)})
+            return self.answer(200, {"location": done.get("Location")})
+        if len(parts) == 3 and parts[0] == "multipart" and self.command == "GET":
+            if not key or not parts[2].isdigit():
+                return self.answer(400, {"error": "key and a part number are required"})
+            url = s3.generate_presigned_url("upload_part", ExpiresIn=expires,
+                                            Params={"Bucket": bucket, "Key": key, "UploadId": parts[1],
+                                                    "PartNumber": int(parts[2])})
+            return self.answer(200, {"url": url, "expires": expires})
+        if len(parts) == 2 and parts[0] == "multipart" and self.command == "GET":
+            if not key:
+                return self.answer(400, {"error": "key is required"})
+            try:
+                listed = s3.list_parts(Bucket=bucket, Key=key, UploadId=parts[1]).get("Parts", [])
+            except s3.exceptions.NoSuchUpload:
+                return self.answer(404, {"error": "no such upload"})
+            return self.answer(200, [{"PartNumber": p["PartNumber"], "Size": p["Size"], "ETag": p["ETag"]}
+                                     for p in listed])
+        if len(parts) == 2 and parts[0] == "multipart" and self.command == "DELETE":
+            if not key:
+                return self.answer(400, {"error": "key is required"})
+            s3.abort_multipart_upload(Bucket=bucket, Key=key, UploadId=parts[1])
+            return self.answer(200, {})
         self.answer(404, {"error": f"no route for {self.command} {self.path}"})
 
 

@@ -90,6 +90,7 @@ public struct Destination: Sendable, Equatable {
         case .s3(let s3): s3.endpoint
         case .tus(let tus): tus.endpoint
         case .rufh(let rufh): rufh.endpoint
+        case .mintedS3(let minted): minted.base
         case .httpPut(let put): Self.serverURL(of: put.target)
         case .httpPost(let post): Self.serverURL(of: post.target)
         }

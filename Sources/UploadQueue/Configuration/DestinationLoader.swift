@@ -17,9 +17,15 @@ enum DestinationLoader {
             return try s3(name: name, table: &table, baseDirectory: baseDirectory)
         case .file:
             return try localDirectory(name: name, url: try url(&table), table: &table, baseDirectory: baseDirectory)
-        case .httpPut, .httpPost where table.has("mint_url") || table.has("mint_command"):
-            return try minted(name: name, transferProtocol: transferProtocol, table: &table, baseDirectory: baseDirectory)
-        case .tus, .httpPut, .httpPost, .rufh:
+        case .httpPut, .httpPost:
+            // A `where` would bind to the last pattern alone: both are asked here.
+            if table.has("mint_url") || table.has("mint_command") {
+                return try minted(name: name, transferProtocol: transferProtocol, table: &table,
+                                  baseDirectory: baseDirectory)
+            }
+            return try network(name: name, transferProtocol: transferProtocol, url: try url(&table), table: &table,
+                               baseDirectory: baseDirectory)
+        case .tus, .rufh:
             return try network(name: name, transferProtocol: transferProtocol, url: try url(&table), table: &table,
                                baseDirectory: baseDirectory)
         }
@@ -234,6 +240,7 @@ enum DestinationLoader {
         if table.has("url") {
             throw table.error("url", "an s3 destination is given by endpoint and bucket, not url")
         }
+        if table.has("mint_url") { return try mintedS3(name: name, table: &table, baseDirectory: baseDirectory) }
 
         for key in ["token_env", "token_file", "token_command"] where table.has(key) {
             throw table.error(key, "s3 destinations sign with access keys: use access_key_env and secret_key_env, "
@@ -301,6 +308,37 @@ enum DestinationLoader {
             ("key_template", settings.keyTemplate.usesSHA256),
             ("public_url_template", destination.publicURLTemplate?.usesSHA256 ?? false),
         ])
+        return destination
+    }
+
+    /// `protocol = "s3"` with `mint_url`: the backend presigns every request and names the keys, so the
+    /// destination has no endpoint, bucket, keys or credentials of its own (the backend's are `[mint]`'s).
+    private static func mintedS3(name: String, table: inout ConfigurationTable, baseDirectory: String)
+        throws(ConfigurationError) -> Destination
+    {
+        for key in ["endpoint", "bucket", "region", "path_style", "key_template", "access_key_env", "secret_key_env",
+                    "session_token_env", "credentials_file", "profile", "token_env", "token_file", "token_command",
+                    "trusted_origins", "public_url_template", "sha256"] where table.has(key) {
+            throw table.error(key, "a minted s3 destination gets its bucket, keys and signatures from its backend "
+                + "(mint_url); its credentials go in [mint]")
+        }
+        guard let base = try table.string("mint_url"), URLOrigin(url: base) != nil, !base.contains("?"),
+              !base.contains("{"), !(base.range(of: "://").map { base[$0.upperBound...] } ?? "")
+                  .prefix(while: { $0 != "/" }).contains("@") else {
+            throw table.error("mint_url", "must be the http:// or https:// base URL of a backend serving /s3/params and "
+                + "/s3/multipart (Uppy Companion's routes), without user info or query")
+        }
+        var settings = MintedS3Settings(base: base)
+        settings.partSize = try table.byteCount("part_size", minimum: S3Settings.minimumPartSize) ?? settings.partSize
+        guard settings.partSize <= S3Settings.maximumPartSize else { throw table.error("part_size", "S3 parts are at most 5GiB") }
+        settings.multipartThreshold = try table.byteCount("multipart_threshold", minimum: S3Settings.minimumPartSize)
+            ?? settings.multipartThreshold
+        settings.partConcurrency = Int(try table.integer("part_concurrency", range: 1...16)
+            ?? Int64(settings.partConcurrency))
+        var destination = Destination(name: name, url: base, settings: .mintedS3(settings))
+        destination.http = try httpSettings(&table, baseDirectory: baseDirectory)
+        destination.circuitBreaker = try circuitBreaker(&table)
+        destination.onMetered = try onMetered(&table)
         return destination
     }
 

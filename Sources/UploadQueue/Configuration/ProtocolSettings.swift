@@ -16,6 +16,8 @@ extension Destination {
         case s3(S3Settings)
         /// `protocol = "rufh"`: IETF Resumable Uploads for HTTP.
         case rufh(RUFHSettings)
+        /// `protocol = "s3"` with `mint_url`: a bucket the app's backend presigns for, Uppy Companion's way.
+        case mintedS3(MintedS3Settings)
 
         /// The protocol's name.
         public var transferProtocol: TransferProtocol {
@@ -24,7 +26,7 @@ extension Destination {
             case .tus: .tus
             case .httpPut: .httpPut
             case .httpPost: .httpPost
-            case .s3: .s3
+            case .s3, .mintedS3: .s3
             case .rufh: .rufh
             }
         }
@@ -33,7 +35,7 @@ extension Destination {
         var namesUseSHA256: Bool {
             switch self {
             case .localDirectory(let directory): directory.nameTemplate.usesSHA256
-            case .tus, .rufh: false
+            case .tus, .rufh, .mintedS3: false
             case .httpPut(let put): put.target.usesSHA256
             case .httpPost(let post): post.target.usesSHA256
             case .s3(let s3): s3.keyTemplate.usesSHA256
@@ -147,5 +149,26 @@ public struct RUFHSettings: Sendable, Equatable {
         self.endpoint = endpoint
         self.interopVersion = interopVersion
         self.chunkSize = chunkSize
+    }
+}
+
+/// `protocol = "s3"` with `mint_url`: the app's backend (Uppy Companion, or one that serves its `/s3/params` and
+/// `/s3/multipart` routes) names each object's key and presigns every request, so the device holds no S3 keys.
+public struct MintedS3Settings: Sendable, Equatable {
+    /// The backend's base URL (`https://api.example.com/companion`), under which `/s3/…` is served.
+    public var base: String
+    /// Files of at least this many bytes go up in parts; smaller ones in one presigned PUT or POST.
+    public var multipartThreshold: Int64
+    /// The part size asked for; grown when a file would need more than 10,000 parts.
+    public var partSize: Int64
+    /// Parts sent at once for one file, each signed just before it is sent.
+    public var partConcurrency: Int
+
+    /// Parts of 8 MiB from 16 MiB on, two at a time.
+    public init(base: String, multipartThreshold: Int64 = 16 << 20, partSize: Int64 = 8 << 20, partConcurrency: Int = 2) {
+        self.base = base
+        self.multipartThreshold = multipartThreshold
+        self.partSize = partSize
+        self.partConcurrency = partConcurrency
     }
 }

@@ -54,7 +54,7 @@ struct S3MultipartUploader: Uploader {
             let allRecorded = Set(previous.parts.map(\.number)) == Set(1...plan.count)
             if !(previous.completing && allRecorded) {
                 if let parts = try await listParts(previous) {
-                    state.parts = try await reconcile(parts, previous: previous, plan: plan, source: source)
+                    state.parts = try await S3PartSender.reconcile(parts, previous: previous, plan: plan, source: source)
                     state.completing = false
                     current = state
                     try await context.confirmed(state.confirmedBytes, state.json)
@@ -76,7 +76,8 @@ struct S3MultipartUploader: Uploader {
         try await context.resumed(state.confirmedBytes)
 
         // Up to `part_concurrency` parts in flight; each ETag is saved as its part is confirmed, in whatever order.
-        let sender = S3PartSender(client: client, source: source, context: context, plan: plan)
+        let sender = S3PartSender(transport: partTransport(context), source: source, context: context, plan: plan,
+                                  concurrency: client.settings.partConcurrency)
         try await sender.sendMissing(&state)
         state.completing = true
         current = state
@@ -135,6 +136,31 @@ struct S3MultipartUploader: Uploader {
         return (state, plan)
     }
 
+    /// UploadPart, signed: a 404 `NoSuchUpload` forgets the upload (a new one starts next time).
+    private func partTransport(_ context: TransferContext) -> S3PartSender.Transport {
+        let client = self.client
+        return { number, state, body, md5, progress async throws(TransferFailure) -> String in
+            let query = [("partNumber", String(number)), ("uploadId", state.uploadID)]
+            let response = try await client.send("PUT", key: state.key, query: query,
+                                                 headers: [HTTPHeader("Content-MD5", Data(md5).base64EncodedString())],
+                                                 body: body, payloadHash: SigV4Signer.unsignedPayload, paced: true,
+                                                 progress: progress)
+            let request = "PUT \(client.describe(client.target(key: state.key, query: query)))"
+            switch response.status {
+            case 200:
+                guard let etag = response.header("ETag"), !etag.isEmpty else {
+                    throw client.badReply(request, "no ETag for part \(number)")
+                }
+                return etag
+            case 404 where S3ErrorReply(response)?.code == "NoSuchUpload":
+                try await context.forgetResumeState()
+                throw client.uploadGone(request)
+            default:
+                throw client.failure(for: response, request: request)
+            }
+        }
+    }
+
     /// Every part the store holds for the upload, following `IsTruncated`/`NextPartNumberMarker`; nil when the
     /// upload is gone (NoSuchUpload).
     private func listParts(_ state: S3ResumeState) async throws(TransferFailure)
@@ -173,27 +199,6 @@ struct S3MultipartUploader: Uploader {
             marker = next
         }
         throw client.badReply("ListParts", "more pages than an upload can have parts")
-    }
-
-    /// The parts worth keeping: the store has them at the planned size and, for a plain-MD5 ETag, with the file's
-    /// bytes (checked by reading the part when the ETag is not the one recorded when it was sent).
-    private func reconcile(_ stored: [Int: (etag: String, size: Int64)], previous: S3ResumeState, plan: S3PartPlan,
-                           source: SourceFile) async throws(TransferFailure) -> [S3ResumeState.Part]
-    {
-        var kept: [S3ResumeState.Part] = []
-        for number in 1...plan.count {
-            guard let part = stored[number], part.size == plan.length(of: number) else { continue }
-            if Task.isCancelled { throw .interrupted }
-            let recorded = previous.parts.first { $0.number == number }
-            if recorded?.etag != part.etag, previous.etagsAreMD5 != false, let md5 = S3ETag.plainMD5(part.etag) {
-                let local = try await FileRangeDigest.digest(.md5, of: source, offset: plan.offset(of: number),
-                                                             length: part.size)
-                guard SigV4Signer.hex(local) == md5 else { continue }
-            }
-            kept.append(S3ResumeState.Part(number: number, etag: part.etag, size: part.size,
-                                           md5: recorded?.etag == part.etag ? recorded?.md5 : nil))
-        }
-        return kept
     }
 
     /// CompleteMultipartUpload, its answer read even on 200; returns when the object exists.

@@ -1,14 +1,21 @@
 import Foundation
 import Synchronization
 
-/// Sends the parts a multipart upload still lacks, up to `part_concurrency` at once, each with `Content-MD5` so
-/// the store refuses bytes damaged on the way; each part's ETag is persisted as it is confirmed, in whatever
-/// order the parts finish.
+/// Sends the parts a multipart upload still lacks, up to `concurrency` at once, each with `Content-MD5` so the
+/// store refuses bytes damaged on the way; each part's ETag is persisted as it is confirmed, in whatever order the
+/// parts finish. How one part travels (a signed UploadPart, or a URL the app's backend presigns) is `transport`'s.
 struct S3PartSender: Sendable {
-    let client: S3Client
+    /// Sends part `number` of the upload in `state` with its body and `Content-MD5`, reporting bytes handed over;
+    /// returns the store's ETag.
+    typealias Transport = @Sendable (_ number: Int, _ state: S3ResumeState, _ body: RequestBody, _ md5: [UInt8],
+                                     _ progress: @escaping @Sendable (Int64) -> Void) async throws(TransferFailure)
+        -> String
+
+    let transport: Transport
     let source: SourceFile
     let context: TransferContext
     let plan: S3PartPlan
+    let concurrency: Int
 
     /// Sends every part `state` does not hold yet and records each in it. The first failure stops the parts
     /// still in flight (ListParts knows later which of them arrived) and is thrown.
@@ -28,7 +35,7 @@ struct S3PartSender: Sendable {
             }
         }
         await withTaskGroup(of: Result<S3ResumeState.Part, TransferFailure>.self) { group in
-            for _ in 0..<max(1, client.settings.partConcurrency) {
+            for _ in 0..<max(1, concurrency) {
                 guard let number = missing.popFirst() else { break }
                 group.addTask { await sendPart(number) }
             }
@@ -55,35 +62,41 @@ struct S3PartSender: Sendable {
         if Task.isCancelled { throw .interrupted }
     }
 
-    /// UploadPart with `Content-MD5`; the ETag is checked against the MD5 when it is a plain one.
+    /// One part with `Content-MD5`; the ETag is checked against the MD5 when it is a plain one.
     private func send(_ number: Int, state: S3ResumeState, inFlight: PartsInFlight) async throws(TransferFailure)
         -> S3ResumeState.Part
     {
         let offset = plan.offset(of: number)
         let length = plan.length(of: number)
         let md5 = try await FileRangeDigest.digest(.md5, of: source, offset: offset, length: length)
-        let query = [("partNumber", String(number)), ("uploadId", state.uploadID)]
-        let response = try await client.send("PUT", key: state.key, query: query,
-                                             headers: [HTTPHeader("Content-MD5", Data(md5).base64EncodedString())],
-                                             body: .file(descriptor: source.descriptor, offset: offset, length: length),
-                                             payloadHash: SigV4Signer.unsignedPayload, paced: true,
-                                             progress: { context.sent(inFlight.update(number, sent: $0)) })
-        let request = "PUT \(client.describe(client.target(key: state.key, query: query)))"
-        switch response.status {
-        case 200:
-            guard let etag = response.header("ETag"), !etag.isEmpty else {
-                throw client.badReply(request, "no ETag for part \(number)")
+        let context = self.context
+        let etag = try await transport(number, state, .file(descriptor: source.descriptor, offset: offset, length: length),
+                                       md5, { context.sent(inFlight.update(number, sent: $0)) })
+        // The store checked the bytes against Content-MD5. Whether its ETags are those MD5s (not with SSE-KMS or
+        // SSE-C) decides later whether a part found in a listing can be checked against the file.
+        return S3ResumeState.Part(number: number, etag: etag, size: length,
+                                  md5: S3ETag.plainMD5(etag) == SigV4Signer.hex(md5))
+    }
+
+    /// The parts worth keeping: the store has them at the planned size and, for a plain-MD5 ETag, with the file's
+    /// bytes (checked by reading the part when the ETag is not the one recorded when it was sent).
+    static func reconcile(_ stored: [Int: (etag: String, size: Int64)], previous: S3ResumeState, plan: S3PartPlan,
+                           source: SourceFile) async throws(TransferFailure) -> [S3ResumeState.Part]
+    {
+        var kept: [S3ResumeState.Part] = []
+        for number in 1...plan.count {
+            guard let part = stored[number], part.size == plan.length(of: number) else { continue }
+            if Task.isCancelled { throw .interrupted }
+            let recorded = previous.parts.first { $0.number == number }
+            if recorded?.etag != part.etag, previous.etagsAreMD5 != false, let md5 = S3ETag.plainMD5(part.etag) {
+                let local = try await FileRangeDigest.digest(.md5, of: source, offset: plan.offset(of: number),
+                                                             length: part.size)
+                guard SigV4Signer.hex(local) == md5 else { continue }
             }
-            // The store checked the bytes against Content-MD5. Whether its ETags are those MD5s (not with SSE-KMS
-            // or SSE-C) decides later whether a part found by ListParts can be checked against the file.
-            return S3ResumeState.Part(number: number, etag: etag, size: length,
-                                      md5: S3ETag.plainMD5(etag) == SigV4Signer.hex(md5))
-        case 404 where S3ErrorReply(response)?.code == "NoSuchUpload":
-            try await context.forgetResumeState()
-            throw client.uploadGone(request)
-        default:
-            throw client.failure(for: response, request: request)
+            kept.append(S3ResumeState.Part(number: number, etag: part.etag, size: part.size,
+                                           md5: recorded?.etag == part.etag ? recorded?.md5 : nil))
         }
+        return kept
     }
 }
 

@@ -90,13 +90,21 @@ struct WholeFileSender: Sendable {
     /// `mintsPerAttempt` times per attempt, apart from the retry schedule. The minted URL is a secret: messages name
     /// it without its query, and it is never kept.
     func uploadMinted(_ context: TransferContext, minter: Minter) async throws(TransferFailure) -> UploadOutcome {
+        try await uploadMinted(context) { job async throws(TransferFailure) in try await minter.mint(for: job) }
+    }
+
+    /// `uploadMinted` with any source of targets (a Companion backend's `/s3/params`).
+    func uploadMinted(_ context: TransferContext,
+                      mint: @Sendable (Job) async throws(TransferFailure) -> MintedTarget) async throws(TransferFailure)
+        -> UploadOutcome
+    {
         let job = context.job
         let source = try SourceFile(job: job)
         try context.checkLink()
         try await context.resumed(0)
         var refusals: [String] = []
         while true {
-            let target = try await minter.mint(for: job)
+            let target = try await mint(job)
             // Before anything is sent: https → http is refused, and no credential goes to the minted origin.
             try client.check(target.url)
             var request = Request(method: target.method, url: target.url, headers: target.headers,
