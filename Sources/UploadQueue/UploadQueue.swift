@@ -114,7 +114,9 @@ public actor UploadQueue {
         var status = QueueStatus(runnerPID: pid, link: try link(), summary: try store.summary(holdsInForce: pid != nil),
                                  traffic: try store.traffic(),
                                  disk: configuration.freeSpaceGuard.status())
-        status.requestLimits = try store.requestLimits()
+        // What still holds: an expired limit is no longer applied, so it is not shown either.
+        status.requestLimits = try store.requestLimits().mapValues { $0.current() }
+            .filter { $0.value.chunkCap != nil || $0.value.refusedAt != nil }
         return status
     }
 

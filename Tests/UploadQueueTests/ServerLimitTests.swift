@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import UploadQueue
 
@@ -75,5 +76,25 @@ struct ServerLimitTests {
         let after = try await proxy.requests().filter { $0["method"] as? String == "PUT" }
         #expect(after.count == puts + 1, "only the small file went out")
         #expect(try await running.queue.status().requestLimits["dav"]?.refusedAt == 2 << 20)
+    }
+
+    @Test("a learnt limit is forgotten after its lifetime: a refusal after an hour, a chunk cap after a day")
+    func lifetimes() {
+        let learnt = Date(timeIntervalSince1970: 1_000_000)
+        let limit = RequestLimit(chunkCap: 2 << 20, refusedAt: 100 << 20, learntAt: learnt)
+        #expect(limit.current(at: learnt.addingTimeInterval(60)) == limit)
+        #expect(limit.current(at: learnt.addingTimeInterval(2 * 3600))
+                == RequestLimit(chunkCap: 2 << 20, refusedAt: nil, learntAt: learnt))
+        #expect(limit.current(at: learnt.addingTimeInterval(25 * 3600)) == RequestLimit(learntAt: learnt))
+        // Changes are kept (persisted) only when they lower what holds.
+        let kept = Mutex<[RequestLimit]>([])
+        let body = RequestBodyLimit(destination: "d", persist: { _, value in kept.withLock { $0.append(value) } })
+        body.capChunks(at: 4 << 20)
+        body.capChunks(at: 8 << 20)
+        body.refused(10 << 20)
+        body.refused(20 << 20)
+        #expect(kept.withLock { $0.map(\.chunkCap) } == [4 << 20, 4 << 20])
+        #expect(kept.withLock { $0.map(\.refusedAt) } == [nil, 10 << 20])
+        #expect(body.chunkCap == 4 << 20 && body.refusedAt == 10 << 20)
     }
 }

@@ -158,7 +158,8 @@ struct WholeFileSender: Sendable {
     /// A body the server refuses by its size: a whole file cannot be cut, so it fails for good, the limit named.
     private func tooLarge(_ length: Int64, refused: Int64, sent: Bool) -> TransferFailure {
         let learnt = sent ? "the server refused it (HTTP 413)"
-            : "the server refused a request body of \(refused) bytes before (HTTP 413), so nothing was sent"
+            : "the server refused a request body of \(refused) bytes less than an hour ago (HTTP 413), so nothing was "
+                + "sent (after an hour a larger file is tried again)"
         return .permanent("too-large", """
             the request body is \(length) bytes and \(learnt): a whole-file \(destination.transferProtocol.rawValue) \
             upload cannot be cut into smaller requests. Raise the server's (or its proxy's) body limit, or use a \

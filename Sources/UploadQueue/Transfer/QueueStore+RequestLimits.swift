@@ -6,15 +6,18 @@ extension QueueStore {
     func requestLimits() throws -> [String: RequestLimit] {
         try writer.read { db in
             var limits: [String: RequestLimit] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT destination, chunk_cap, refused_at FROM request_limit") {
-                limits[row["destination"]] = RequestLimit(chunkCap: row["chunk_cap"], refusedAt: row["refused_at"])
+            for row in try Row.fetchAll(db, sql: "SELECT destination, chunk_cap, refused_at, learnt_at FROM request_limit") {
+                let learntAt: StoredDate? = row["learnt_at"]
+                limits[row["destination"]] = RequestLimit(chunkCap: row["chunk_cap"], refusedAt: row["refused_at"],
+                                                          learntAt: learntAt?.date)
             }
             return limits
         }
     }
 
     /// Keeps what `destination`'s server taught.
-    func recordRequestLimit(_ destination: String, _ learnt: RequestLimit, now: Date = Date()) throws {
+    func recordRequestLimit(_ destination: String, _ learnt: RequestLimit) throws {
+        let now = learnt.learntAt ?? Date()
         try writer.write { db in
             try db.execute(sql: """
                 INSERT INTO request_limit (destination, chunk_cap, refused_at, learnt_at) VALUES (?, ?, ?, ?)

@@ -21,13 +21,13 @@ final class RequestBodyLimit: Sendable {
         self.persist = persist
     }
 
-    /// The cap on a chunked request's body, if one was learnt.
-    var chunkCap: Int64? { learnt.withLock { $0.chunkCap } }
+    /// The cap on a chunked request's body, if one was learnt (within `RequestLimit.chunkCapLifetime`).
+    var chunkCap: Int64? { learnt.withLock { $0.current().chunkCap } }
 
-    /// The smallest whole-file body refused, if one was.
-    var refusedAt: Int64? { learnt.withLock { $0.refusedAt } }
+    /// The smallest whole-file body refused, if one was (within `RequestLimit.refusalLifetime`).
+    var refusedAt: Int64? { learnt.withLock { $0.current().refusedAt } }
 
-    /// Chunked requests go no larger than `size` from now on (kept when below what was known).
+    /// Chunked requests go no larger than `size` from now on (kept when below what still holds).
     func capChunks(at size: Int64) {
         update { $0.chunkCap = min($0.chunkCap ?? .max, size) }
     }
@@ -40,7 +40,12 @@ final class RequestBodyLimit: Sendable {
     private func update(_ change: (inout RequestLimit) -> Void) {
         let (before, after) = learnt.withLock { value in
             let before = value
-            change(&value)
+            var updated = value.current()
+            change(&updated)
+            if updated.chunkCap != before.chunkCap || updated.refusedAt != before.refusedAt {
+                updated.learntAt = Date()
+                value = updated
+            }
             return (before, value)
         }
         if after != before { persist(destination, after) }
