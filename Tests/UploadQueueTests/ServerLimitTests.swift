@@ -47,7 +47,7 @@ struct ServerLimitTests {
         #expect(!later.contains { $0["status"] as? Int == 413 }, "no 413 after the restart")
     }
 
-    @Test("a whole-file PUT refused with 413: failed for good naming the size; a larger file then fails without its bytes")
+    @Test("a whole-file PUT refused with 413: failed for good naming the size; a larger file then waits without its bytes")
     func wholeFile() async throws {
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.davURL()))
         try await proxy.add(["method": "PUT", "action": "respond", "status": 413, "min_length": 1 << 20, "times": -1])
@@ -67,11 +67,14 @@ struct ServerLimitTests {
                                                to: "dav")
         let small = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/small.jpg", size: 500_000, seed: 85),
                                               to: "dav")
-        let biggerJob = try await running.settled(bigger)
+        // Remembered for an hour: the larger file waits (a transient failure) without sending a byte.
+        let biggerJob = try await running.wait(bigger) { $0.failures >= 1 }
         let smallJob = try await running.settled(small)
         await running.stop()
-        #expect(biggerJob.state == .failed && biggerJob.permanent)
+        #expect(biggerJob.state == .failed && !biggerJob.permanent)
         #expect(biggerJob.lastError?.contains("nothing was sent") == true, "\(biggerJob.lastError ?? "")")
+        #expect(biggerJob.nextAttemptAt.map { $0.timeIntervalSinceNow > 3000 } == true,
+                "it is tried again once the refusal is an hour old")
         #expect(smallJob.state == .uploaded, "\(smallJob.lastError ?? "")")
         let after = try await proxy.requests().filter { $0["method"] as? String == "PUT" }
         #expect(after.count == puts + 1, "only the small file went out")

@@ -15,6 +15,8 @@
 #   UPLOADQ_TEST_AWS            the aws cli from the virtualenv
 #   UPLOADQ_TEST_RUFH_CONTROL   our strict IETF resumable-upload server (interop 6, 7, 8): its control API makes
 #                               servers with their own limits (contrib/test-servers/rufh_server.py)
+#   UPLOADQ_TEST_NIO_RUFH_ENDPOINT  swift-nio-extras' NIOResumableUpload (interop 6) at /files/, storing completed
+#                               uploads into UPLOADQ_TEST_NIO_RUFH_FILES (contrib/nio-rufh-server)
 #   UPLOADQ_TEST_MINT_CONTROL   an app backend that mints presigned upload URLs with botocore
 #                               (contrib/test-servers/mint_backend.py)
 set -euo pipefail
@@ -34,16 +36,18 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-read -r tus_port dav_port proxy_port recorder_port tls_port s3_port s3_auth_port rufh_port mint_port < <("$python" - <<'PY'
+read -r tus_port dav_port proxy_port recorder_port tls_port s3_port s3_auth_port rufh_port mint_port nio_port < <("$python" - <<'PY'
 import socket
-sockets = [socket.socket() for _ in range(9)]
+sockets = [socket.socket() for _ in range(10)]
 for s in sockets:
     s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in sockets))
 PY
 )
 
-mkdir -p "$work/tus" "$work/dav" "$work/recorder" "$work/tls" "$work/rufh"
+mkdir -p "$work/tus" "$work/dav" "$work/recorder" "$work/tls" "$work/rufh" "$work/nio-rufh"
+nio_server="$root/contrib/nio-rufh-server/.build/release/nio-rufh-server"
+[ -x "$nio_server" ] || { echo "test-servers: $nio_server is not built; run contrib/test-servers/setup.sh" >&2; exit 1; }
 # A private CA and a certificate for 127.0.0.1 signed by it, for the TLS tests.
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=uploadq test CA" \
     -keyout "$work/tls/ca.key" -out "$work/tls/ca.pem" 2> /dev/null
@@ -63,6 +67,8 @@ sed -e "s|@WORK@|$work|g" -e "s|@PORT@|$dav_port|g" -e "s|@TLS_PORT@|$tls_port|g
 "$python" "$here/recorder.py" "$recorder_port" "$work/recorder" > "$work/recorder.log" 2>&1 & pids+=($!)
 "$python" "$here/rufh_server.py" "$rufh_port" "$work/rufh" > "$work/rufh.log" 2>&1 & pids+=($!)
 "$python" "$here/mint_backend.py" "$mint_port" > "$work/mint.log" 2>&1 & pids+=($!)
+# Relative Locations, so its upload URLs stay behind a fault proxy put in front of it.
+NIO_RUFH_ORIGIN="" "$nio_server" "$nio_port" "$work/nio-rufh" > "$work/nio-rufh.log" 2>&1 & pids+=($!)
 "$root/.build-venv/bin/moto_server" -H 127.0.0.1 -p "$s3_port" > "$work/moto.log" 2>&1 & pids+=($!)
 # The first three requests (create an IAM user, allow it everything, make its keys) go unchecked; every later
 # one must carry a valid signature.
@@ -87,6 +93,7 @@ wait_for fault-proxy "http://127.0.0.1:$proxy_port/health" "$work/proxy.log"
 wait_for recorder "http://127.0.0.1:$recorder_port/record/health" "$work/recorder.log"
 wait_for rufh-server "http://127.0.0.1:$rufh_port/control/health" "$work/rufh.log"
 wait_for mint-backend "http://127.0.0.1:$mint_port/control/health" "$work/mint.log"
+wait_for nio-rufh "http://127.0.0.1:$nio_port/health" "$work/nio-rufh.log"
 wait_for moto "http://127.0.0.1:$s3_port/moto-api/" "$work/moto.log"
 wait_for moto-auth "http://127.0.0.1:$s3_auth_port/moto-api/" "$work/moto-auth.log"
 
@@ -120,14 +127,16 @@ export UPLOADQ_TEST_S3_AUTH_SECRET_KEY="$s3_auth_secret"
 export UPLOADQ_TEST_AWS="$aws"
 export UPLOADQ_TEST_RUFH_CONTROL="http://127.0.0.1:$rufh_port/control"
 export UPLOADQ_TEST_MINT_CONTROL="http://127.0.0.1:$mint_port/control"
+export UPLOADQ_TEST_NIO_RUFH_ENDPOINT="http://127.0.0.1:$nio_port/files/"
+export UPLOADQ_TEST_NIO_RUFH_FILES="$work/nio-rufh"
 export UPLOADQ_TEST_CLOCKSHIFT="$root/.build-venv/libclockshift.so"
 echo "test-servers: tus :$tus_port, nginx DAV :$dav_port (TLS :$tls_port), fault proxy :$proxy_port," \
-    "recorder :$recorder_port, moto :$s3_port (signatures checked :$s3_auth_port), rufh :$rufh_port, mint :$mint_port" >&2
+    "recorder :$recorder_port, moto :$s3_port (signatures checked :$s3_auth_port), rufh :$rufh_port, mint :$mint_port, nio-rufh :$nio_port" >&2
 
 status=0
 "$@" || status=$?
 if [ "$status" -ne 0 ]; then
-    for log in tus.log nginx-error.log proxy.log recorder.log moto.log moto-auth.log rufh.log mint.log; do
+    for log in tus.log nginx-error.log proxy.log recorder.log moto.log moto-auth.log rufh.log mint.log nio-rufh.log; do
         if [ -s "$work/$log" ]; then echo "--- test-servers: $log (last lines)" >&2; tail -n 20 "$work/$log" >&2; fi
     done
 fi

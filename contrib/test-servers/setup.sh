@@ -19,6 +19,12 @@ if [ ! -x "$venv/bin/python" ] || ! cmp -s "$requirements" "$venv/requirements.i
     cp "$requirements" "$venv/requirements.installed"
 fi
 
+# swift-nio-extras' NIOResumableUpload as a second, independent RUFH server (interop 6), test-only: built here,
+# never part of the product (about 3 minutes on 2 cores the first time; incremental afterwards).
+swift build -c release --package-path contrib/nio-rufh-server 2>&1 | grep -E "error|warning: unre|Compiling|Build" | tail -2
+[ -x contrib/nio-rufh-server/.build/release/nio-rufh-server ] \
+    || { echo "test-servers: contrib/nio-rufh-server did not build" >&2; exit 1; }
+
 # The clock-step shim (LD_PRELOAD; see clockshift.c), rebuilt when its source changes.
 shim=$venv/libclockshift.so
 if [ ! -f "$shim" ] || [ contrib/test-servers/clockshift.c -nt "$shim" ]; then

@@ -161,6 +161,12 @@ actor PatchDispatcher {
             let delay = configuration.retry.delay(afterFailure: attempts, random: Double.random(in: 0...1),
                                                   retryAfter: retryAfter)
             return .retry(error: failure.message, at: Date().addingTimeInterval(delay.seconds))
+        case .interrupted where failure.code == TransferFailure.quotaFullCode:
+            // A full patch target (507) waits like a failure; it is no reason to send the patch again at once.
+            let attempts = ((try? store.patchRecord(job.id))?.attempts ?? 0) + 1
+            let delay = configuration.retry.delay(afterFailure: attempts, random: Double.random(in: 0...1),
+                                                  retryAfter: nil)
+            return .retry(error: failure.message, at: Date().addingTimeInterval(delay.seconds))
         case .interrupted:
             return .retry(error: failure.message, at: Date())
         }

@@ -132,11 +132,12 @@ enum DestinationLoader {
         if table.has("mint_url"), table.has("mint_command") {
             throw table.error("mint_command", "set either mint_url or mint_command")
         }
-        for key in ["url", "token_env", "token_file", "token_command", "trusted_origins", "public_url_template"]
-        where table.has(key) {
+        for key in ["url", "token_env", "token_file", "token_command", "trusted_origins", "public_url_template",
+                    "headers"] where table.has(key) {
             throw table.error(key, key == "url"
                 ? "a minted destination gets each file's URL from its backend: use mint_url or url, not both"
-                : "a minted target carries its own authorization; the backend's credentials go in [mint]")
+                : "a minted target carries its own authorization (and headers from the backend); the backend's own "
+                    + "credentials and headers go in [mint]")
         }
         let source: MintSource
         let shown: String
@@ -318,9 +319,9 @@ enum DestinationLoader {
     {
         for key in ["endpoint", "bucket", "region", "path_style", "key_template", "access_key_env", "secret_key_env",
                     "session_token_env", "credentials_file", "profile", "token_env", "token_file", "token_command",
-                    "trusted_origins", "public_url_template", "sha256"] where table.has(key) {
+                    "trusted_origins", "public_url_template", "sha256", "headers"] where table.has(key) {
             throw table.error(key, "a minted s3 destination gets its bucket, keys and signatures from its backend "
-                + "(mint_url); its credentials go in [mint]")
+                + "(mint_url); the backend's credentials and headers go in [mint]")
         }
         guard let base = try table.string("mint_url"), URLOrigin(url: base) != nil, !base.contains("?"),
               !base.contains("{"), !(base.range(of: "://").map { base[$0.upperBound...] } ?? "")
@@ -333,6 +334,9 @@ enum DestinationLoader {
         guard settings.partSize <= S3Settings.maximumPartSize else { throw table.error("part_size", "S3 parts are at most 5GiB") }
         settings.multipartThreshold = try table.byteCount("multipart_threshold", minimum: S3Settings.minimumPartSize)
             ?? settings.multipartThreshold
+        guard settings.multipartThreshold <= S3Settings.maximumPartSize else {
+            throw table.error("multipart_threshold", "a single presigned PUT holds at most 5GiB; use a smaller threshold")
+        }
         settings.partConcurrency = Int(try table.integer("part_concurrency", range: 1...16)
             ?? Int64(settings.partConcurrency))
         var destination = Destination(name: name, url: base, settings: .mintedS3(settings))

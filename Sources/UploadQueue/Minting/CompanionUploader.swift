@@ -62,8 +62,13 @@ struct CompanionUploader: Uploader {
                     try await context.confirmed(state.confirmedBytes, state.json)
                 }
             } else if previous.completing {
-                // Gone after its Complete was sent: it completed, and that answer was lost.
-                return try await finished(context, location: nil, key: previous.key, source: source)
+                // Gone after its Complete was sent: completed with its answer lost, or aborted. The backend cannot
+                // tell which; neither losing the file nor storing it twice unasked is acceptable.
+                throw .permanent("completion-unverified", """
+                    the multipart upload of object "\(previous.key)" is gone after its Complete was sent: it was \
+                    completed (its answer lost) or aborted. Check the bucket: if the object is there, nothing is \
+                    missing; if not, `uploadq retry \(job.id)` uploads the file again
+                    """)
             } else {
                 current = nil
                 try await context.forgetResumeState()
@@ -103,15 +108,22 @@ struct CompanionUploader: Uploader {
     private func partTransport(_ context: TransferContext) -> S3PartSender.Transport {
         let companion = self.companion
         let client = sender.client
+        let destinationName = destination.name
         return { number, state, body, md5, progress async throws(TransferFailure) -> String in
             var refusals: [String] = []
             while true {
                 let url = try await companion.partURL(uploadID: state.uploadID, key: state.key, number: number)
-                try client.check(url)
-                let shown = "PUT part \(number) at \(String(url.prefix { $0 != "?" }))"
-                let response = try await client.send("PUT", url,
+                let publicURL = String(url.prefix { $0 != "?" && $0 != "#" })
+                let shown = "PUT part \(number) at \(publicURL)"
+                let response: HTTPResponse
+                do throws(TransferFailure) {
+                    try client.check(url)
+                    response = try await client.send("PUT", url,
                                                      headers: [HTTPHeader("Content-MD5", Data(md5).base64EncodedString())],
                                                      body: body, paced: true, progress: progress)
+                } catch {
+                    throw error.hiding(url, as: publicURL)
+                }
                 let reply = S3ErrorReply(response)
                 switch response.status {
                 case 200:
@@ -135,9 +147,7 @@ struct CompanionUploader: Uploader {
                         "\(shown): the multipart upload is gone (aborted, or expired by a lifecycle rule); a new one "
                         + "starts on the next attempt")
                 default:
-                    throw TransferFailure(.transient(retryAfter: nil), code: "http-\(response.status)",
-                        "HTTP \(response.status) from \(shown)" + (reply.map { ": \($0.summary)" } ?? ""),
-                        destinationFault: response.status >= 500)
+                    throw WholeFileSender.minted(response, request: shown, destination: destinationName)
                 }
             }
         }

@@ -27,6 +27,13 @@ struct Minter: Sendable {
         client = DestinationClient(name: "[mint]", http: settings.http, engine: engine, scope: origin)
     }
 
+    /// Whether the backend answers at all (the circuit breaker's probe). A command cannot be asked without a
+    /// job: the next transfer is the probe.
+    func answers() async -> Bool {
+        guard case .url(let url) = source else { return true }
+        return await client.answers("HEAD", url)
+    }
+
     /// The job as the backend gets it.
     static func request(for job: Job) -> [UInt8] {
         let object: [String: Any] = ["id": job.id.rawValue, "name": job.originalName, "size": job.size,

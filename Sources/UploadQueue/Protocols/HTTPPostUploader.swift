@@ -36,7 +36,12 @@ struct HTTPPostUploader: Uploader {
     /// A POST leaves nothing behind that uploadq could address.
     func discard(_ job: Job) async {}
 
-    func probe() async -> Bool { await sender.probe() }
+    func probe() async -> Bool {
+        switch route {
+        case .template: await sender.probe()
+        case .minted(let minter): await minter.answers()
+        }
+    }
 }
 
 /// A `multipart/form-data` body (RFC 7578) whose file part is streamed from disk.

@@ -30,5 +30,10 @@ struct HTTPPutUploader: Uploader {
     /// A PUT leaves nothing behind when it is cut off (the server stores the body atomically or not at all).
     func discard(_ job: Job) async {}
 
-    func probe() async -> Bool { await sender.probe() }
+    func probe() async -> Bool {
+        switch route {
+        case .template: await sender.probe()
+        case .minted(let minter): await minter.answers()
+        }
+    }
 }

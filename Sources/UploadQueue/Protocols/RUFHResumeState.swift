@@ -9,8 +9,9 @@ struct RUFHResumeState: Sendable, Equatable, Codable {
     var interopVersion: Int
     /// The server's `Upload-Limit`, as last seen.
     var limit: UploadLimit?
-    /// When the upload expires on the server (`max-age`/`expires` counted from the answer that gave it), in
-    /// seconds since 1970; nil when the server did not say.
+    /// When the server said it would forget the upload (`max-age`/`expires` counted from the answer that gave
+    /// it), in seconds since 1970; nil when it did not say. A resume asks the server anyway (`HEAD`): only it
+    /// knows whether the upload completed just before.
     var expiresAt: Double?
     /// The largest request body known to pass, after a 413.
     var appendCap: Int64?
@@ -34,13 +35,6 @@ struct RUFHResumeState: Sendable, Equatable, Codable {
         guard let newer else { return }
         limit = newer
         if let lifetime = newer.lifetime { expiresAt = now.timeIntervalSince1970 + Double(lifetime) }
-    }
-
-    /// Whether the server has forgotten the upload by now, by its own word (a minute's margin for the clocks
-    /// and the request in flight).
-    func hasExpired(now: Date = Date()) -> Bool {
-        guard let expiresAt else { return false }
-        return now.timeIntervalSince1970 > expiresAt - 60
     }
 
     /// The state stored in the job, or nil when there is none (or it belongs to another protocol).

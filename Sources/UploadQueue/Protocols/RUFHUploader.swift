@@ -19,6 +19,8 @@ struct RUFHUploader: Uploader {
     let bodyLimit: RequestBodyLimit
     /// The smallest body a 413 halves down to.
     static let minimumAppendSize: Int64 = 1024
+    /// 409 resyncs one attempt takes before it gives up (a server whose offset never settles).
+    static let resyncsPerAttempt = 10
 
     init(destination: Destination, settings: RUFHSettings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil) {
         self.destination = destination
@@ -56,7 +58,9 @@ struct RUFHUploader: Uploader {
         try context.checkLink()
         var state: RUFHResumeState
         var offset: Int64
-        if let previous, !previous.hasExpired(), let found = try await locate(previous, job: job, context: context) {
+        // A stored upload is always asked about, even past its max-age: its completing append's answer may have been
+        // lost, and only the server knows.
+        if let previous, let found = try await locate(previous, job: job, context: context) {
             state = found.state
             offset = found.offset
             if found.complete {
@@ -71,7 +75,10 @@ struct RUFHUploader: Uploader {
         // A job hashed while sending: what an earlier attempt sent is read once here, the rest as it goes out.
         try await source.hashPrefix(upTo: offset)
 
-        var resyncedSinceProgress = false
+        // Where the last 409 put the upload: a later 409 must find the server further on, or it is not moving.
+        var lastResync: Int64?
+        var repeatedResyncs = 0
+        var resyncs = 0
         var recreated = false
         var emptyAcknowledgements = 0
         while true {
@@ -91,16 +98,18 @@ struct RUFHUploader: Uploader {
             switch response.status {
             case 200..<300:
                 state.note(UploadLimit(response))
+                let stated = try offsetField(response, request: "PATCH", url: state.uploadURL)
                 if completes {
-                    guard StructuredField.boolean(response.header("Upload-Complete")) != false else {
+                    guard StructuredField.boolean(response.header("Upload-Complete")) != false,
+                          stated == nil || stated == job.size else {
                         throw badReply("PATCH", state.uploadURL, "the completing append was answered HTTP "
-                            + "\(response.status) with Upload-Complete: ?0")
+                            + "\(response.status) without completing the upload (Upload-Complete: ?0 or "
+                            + "Upload-Offset \(stated ?? -1) of \(job.size))")
                     }
                     return try await finished(context, state: state, source: source)
                 }
                 // Interop 6 answers the new offset; 7 and later may leave it out, meaning all of the body.
-                let acknowledged = try offsetField(response, request: "PATCH", url: state.uploadURL)
-                    ?? (offset + length)
+                let acknowledged = stated ?? (offset + length)
                 guard acknowledged >= offset, acknowledged <= offset + length else {
                     throw badReply("PATCH", state.uploadURL, "Upload-Offset \(acknowledged) after sending bytes "
                         + "\(offset) to \(offset + length)")
@@ -113,34 +122,38 @@ struct RUFHUploader: Uploader {
                     }
                 } else {
                     emptyAcknowledgements = 0
-                    resyncedSinceProgress = false
                 }
                 offset = acknowledged
                 try await context.confirmed(offset, state.json)
                 try await ensureUnchanged(source, state: state, context: context)
             case 409:
-                guard !resyncedSinceProgress else {
-                    throw TransferFailure(.transient(retryAfter: nil), code: "offset-conflict",
-                        "PATCH \(redacted(state.uploadURL)) answered 409 again at offset \(offset), also after a "
-                        + "resync; trying again later")
-                }
-                resyncedSinceProgress = true
+                resyncs += 1
                 // The 409 says where the server stands (Upload-Offset, or the problem's expected-offset); a
                 // server that says neither is asked with HEAD.
-                let stated = try offsetField(response, request: "PATCH", url: state.uploadURL)
+                var serverOffset = try offsetField(response, request: "PATCH", url: state.uploadURL)
                     ?? Self.expectedOffset(problem: response.body)
-                if let stated {
-                    guard stated <= job.size else { throw beyondFile(stated, job: job, url: state.uploadURL) }
-                    offset = stated
-                } else {
+                if serverOffset == nil {
                     guard let found = try await locate(state, job: job, context: context) else {
                         throw TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
                             "the upload \(redacted(state.uploadURL)) disappeared during a resync; a new one starts "
                             + "next time")
                     }
                     if found.complete { return try await finished(context, state: found.state, source: source) }
-                    (state, offset) = (found.state, found.offset)
+                    state = found.state
+                    serverOffset = found.offset
                 }
+                let resynced = serverOffset ?? offset
+                guard resynced <= job.size else { throw beyondFile(resynced, job: job, url: state.uploadURL) }
+                // A 409 back at the same place twice more (a server or proxy that drops bodies while answering 2xx)
+                // ends the attempt instead of looping; once is an append the server lost, and is sent again.
+                if let lastResync, resynced <= lastResync { repeatedResyncs += 1 } else { repeatedResyncs = 0 }
+                guard resyncs <= Self.resyncsPerAttempt, repeatedResyncs < 2 else {
+                    throw TransferFailure(.transient(retryAfter: nil), code: "offset-conflict",
+                        "PATCH \(redacted(state.uploadURL)) answered 409 back at offset \(resynced) again "
+                        + "(\(resyncs) resyncs in this attempt); trying again later", destinationFault: true)
+                }
+                lastResync = resynced
+                offset = resynced
                 try await source.hashPrefix(upTo: offset)
                 try await context.confirmed(offset, state.json)
             case 413:
@@ -148,16 +161,23 @@ struct RUFHUploader: Uploader {
                 bodyLimit.capChunks(at: smaller)
                 try await context.confirmed(offset, state.json)
             case 404, 410:
+                // Gone, or complete already (interop 8 answers 410 to an append after completion): the server
+                // says which.
+                if let found = try await locate(state, job: job, context: context) {
+                    if found.complete { return try await finished(context, state: found.state, source: source) }
+                    (state, offset) = (found.state, found.offset)
+                    try await source.hashPrefix(upTo: offset)
+                    try await context.confirmed(offset, state.json)
+                    continue
+                }
                 guard !recreated else {
                     throw TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
                         "the new upload \(redacted(state.uploadURL)) is gone again (HTTP \(response.status))",
                         destinationFault: true)
                 }
                 recreated = true
-                resyncedSinceProgress = false
-                try await context.forgetResumeState()
+                lastResync = nil
                 (state, offset) = try await create(job: job, context: context)
-                try await source.hashPrefix(upTo: 0)
                 try await context.resumed(offset)
             default:
                 throw client.failure(for: response, request: "PATCH \(redacted(state.uploadURL))")
@@ -192,7 +212,7 @@ struct RUFHUploader: Uploader {
             var updated = state
             updated.note(UploadLimit(response))
             return (updated, offset, complete)
-        case 403, 404, 410:
+        case 404, 410:
             try await context.forgetResumeState()
             return nil
         default:
@@ -364,7 +384,8 @@ actor RUFHDiscovery {
         let limit: UploadLimit?
         switch response.status {
         case 200..<300: limit = UploadLimit(response)
-        case 404, 405, 501: limit = nil
+        // A server of draft -04, or a gateway that does not let OPTIONS through: no limit announced.
+        case 400..<500, 501: limit = nil
         default: throw client.failure(for: response, request: "OPTIONS \(URLRedaction.redact(endpoint))")
         }
         cached = .some(limit)

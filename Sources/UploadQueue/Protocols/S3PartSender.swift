@@ -53,7 +53,9 @@ struct S3PartSender: Sendable {
                         group.cancelAll()
                     }
                 case .failure(let error):
-                    if failure == nil || failure?.kind == .interrupted { failure = error }
+                    // A part stopped because a sibling failed says less than that failure (a 507's quota-full
+                    // included, which is also an interruption).
+                    if failure == nil || failure?.code == TransferFailure.interrupted.code { failure = error }
                     group.cancelAll()
                 }
             }

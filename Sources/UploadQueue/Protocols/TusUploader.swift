@@ -61,6 +61,8 @@ struct TusUploader: Uploader {
         // A job hashed while sending: what an earlier attempt sent is read once here, the rest as it goes out.
         try await source.hashPrefix(upTo: offset)
 
+        // The cap of this attempt: a 413 lowers it here too, whatever the shared, expiring memory says.
+        var attemptCap = bodyLimit.chunkCap ?? .max
         var resyncedSinceProgress = false
         var recreated = false
         var checksumFailures = 0
@@ -68,7 +70,7 @@ struct TusUploader: Uploader {
         while offset < job.size {
             if Task.isCancelled { throw .interrupted }
             try context.checkLink()
-            let length = min(settings.chunkSize, bodyLimit.chunkCap ?? .max, job.size - offset)
+            let length = min(settings.chunkSize, attemptCap, bodyLimit.chunkCap ?? .max, job.size - offset)
             var headers = [Self.version, HTTPHeader("Upload-Offset", String(offset)),
                            HTTPHeader("Content-Type", "application/offset+octet-stream")]
             if server.acceptsSHA1Checksums {
@@ -147,7 +149,8 @@ struct TusUploader: Uploader {
                         + "\(length) bytes (HTTP 413); raise the limit of the server or of the proxy in front of it, "
                         + "then `uploadq retry`")
                 }
-                bodyLimit.capChunks(at: max(Self.minimumChunkSize, length / 2))
+                attemptCap = max(Self.minimumChunkSize, length / 2)
+                bodyLimit.capChunks(at: attemptCap)
             default:
                 throw client.failure(for: response, request: "PATCH \(redacted(state.uploadURL))")
             }
@@ -199,7 +202,7 @@ struct TusUploader: Uploader {
         var headers = [Self.version, HTTPHeader("Upload-Length", String(job.size)),
                        HTTPHeader("Upload-Metadata", TusMetadata.header(for: job))]
         let withData = settings.creationWithUpload && server.supportsCreationWithUpload && job.size > 0
-            && job.size <= settings.chunkSize
+            && job.size <= min(settings.chunkSize, bodyLimit.chunkCap ?? .max)
         var body = RequestBody.empty
         if withData {
             headers.append(HTTPHeader("Content-Type", "application/offset+octet-stream"))
@@ -216,6 +219,10 @@ struct TusUploader: Uploader {
             break
         case 412:
             throw versionRefused(response, request: "POST")
+        case 413 where withData && job.size > Self.minimumChunkSize:
+            // The body cap refused the file in the creation: learnt, and the upload created without it.
+            bodyLimit.capChunks(at: max(Self.minimumChunkSize, job.size / 2))
+            return try await create(job: job, source: source, server: server, context: context)
         default:
             throw client.failure(for: response, request: "POST \(redacted(endpoint))")
         }

@@ -106,7 +106,11 @@ struct WholeFileSender: Sendable {
         while true {
             let target = try await mint(job)
             // Before anything is sent: https → http is refused, and no credential goes to the minted origin.
-            try client.check(target.url)
+            do {
+                try client.check(target.url)
+            } catch {
+                throw error.hiding(target.url, as: target.publicURL)
+            }
             var request = Request(method: target.method, url: target.url, headers: target.headers,
                                   body: .source(source, offset: 0, length: job.size))
             if target.method == "POST" {
@@ -121,8 +125,14 @@ struct WholeFileSender: Sendable {
                 throw tooLarge(length, refused: refused, sent: false)
             }
             let shown = "\(request.method) \(target.publicURL)"
-            let response = try await client.send(request.method, request.url, headers: request.headers,
+            let response: HTTPResponse
+            do {
+                response = try await client.send(request.method, request.url, headers: request.headers,
                                                  body: request.body, paced: true, progress: { context.sent($0) })
+            } catch {
+                // A transport error names the URL it was sent to: not this one's query.
+                throw error.hiding(target.url, as: target.publicURL)
+            }
             if response.isSuccess {
                 let sha256 = try await source.sentDigest()
                 try source.verifyUnchanged()
@@ -148,18 +158,29 @@ struct WholeFileSender: Sendable {
                 bodyLimit.refused(length)
                 throw tooLarge(length, refused: length, sent: true)
             default:
-                var failure = client.failure(for: response, request: shown)
-                if failure.message.contains("?") { failure.message = "HTTP \(response.status) from \(shown): \(said)" }
-                throw failure
+                throw Self.minted(response, request: shown, destination: destination.name)
             }
         }
     }
 
+    /// The verdict for a minted target's answer, from the status and the storage's own code and words (never the
+    /// raw body, which may echo the URL).
+    static func minted(_ response: HTTPResponse, request: String, destination: String) -> TransferFailure {
+        var cleaned = response
+        let said = S3ErrorReply(response)?.summary ?? response.bodySummary
+        cleaned.body = Array(said.replacingOccurrences(of: "?", with: " ").utf8)
+        return FailureClassifier.failure(for: cleaned, request: request, destination: destination)
+    }
+
     /// A body the server refuses by its size: a whole file cannot be cut, so it fails for good, the limit named.
     private func tooLarge(_ length: Int64, refused: Int64, sent: Bool) -> TransferFailure {
-        let learnt = sent ? "the server refused it (HTTP 413)"
-            : "the server refused a request body of \(refused) bytes less than an hour ago (HTTP 413), so nothing was "
-                + "sent (after an hour a larger file is tried again)"
+        guard sent else {
+            // Only remembered: the job waits until the refusal is forgotten, then it is tried once.
+            return TransferFailure(.transient(retryAfter: .seconds(bodyLimit.refusalRemaining ?? 60)), code: "too-large",
+                "the request body is \(length) bytes and the server refused one of \(refused) bytes less than an hour "
+                + "ago (HTTP 413): nothing was sent, and it is tried once that refusal is an hour old")
+        }
+        let learnt = "the server refused it (HTTP 413)"
         return .permanent("too-large", """
             the request body is \(length) bytes and \(learnt): a whole-file \(destination.transferProtocol.rawValue) \
             upload cannot be cut into smaller requests. Raise the server's (or its proxy's) body limit, or use a \

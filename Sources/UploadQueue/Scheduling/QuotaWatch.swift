@@ -27,13 +27,19 @@ struct QuotaWatch: Sendable, Equatable {
     /// The job let through as the trial of each destination.
     private(set) var trials: [String: JobID] = [:]
 
+    /// When the next trial is due, if a destination waits for one.
+    var nextTrialAt: Date? { breakers.values.compactMap(\.nextProbeAt).min() }
+
     /// Destinations whose jobs wait (full, or with a trial running).
     var fullDestinations: Set<String> { Set(breakers.filter { $0.value.isOpen }.keys) }
 
     /// An upload to `destination` was refused as full. Returns the change to log, if any (a destination already
     /// full says nothing more; a trial refused is told by `finished`).
     mutating func refused(_ destination: String, job: JobID, policy: CircuitBreakerPolicy, now: Date) -> Change? {
-        if trials[destination] == job { return finished(destination, job: job, outcome: .full, now: now) }
+        if trials[destination] == job, breakers[destination]?.state == .probing {
+            return finished(destination, job: job, outcome: .full, now: now)
+        }
+        if trials[destination] == job { trials[destination] = nil }
         var breaker = breakers[destination] ?? CircuitBreaker(policy: Self.opensAtOnce(policy))
         guard !breaker.isOpen else { return nil }
         _ = breaker.recordFailure(now: now)
@@ -41,11 +47,11 @@ struct QuotaWatch: Sendable, Equatable {
         return breaker.nextProbeAt.map { .full(until: $0) }
     }
 
-    /// Destinations whose trial is due now; they move to "trial running" (the caller claims one job for each and
+    /// Destinations whose trial is due now, `limit` at most (the free slots); they move to "trial running" (the caller claims one job for each and
     /// reports it with `started` or `nothingToTry`).
-    mutating func dueTrials(now: Date) -> [String] {
+    mutating func dueTrials(now: Date, limit: Int) -> [String] {
         var due: [String] = []
-        for name in breakers.keys.sorted() where breakers[name]?.startProbeIfDue(now: now) == true {
+        for name in breakers.keys.sorted() where due.count < limit && breakers[name]?.startProbeIfDue(now: now) == true {
             due.append(name)
         }
         return due
@@ -56,14 +62,16 @@ struct QuotaWatch: Sendable, Equatable {
         trials[destination] = job
     }
 
-    /// A due trial could not be claimed (the database refused the round): it is due again at once.
-    mutating func trialNotStarted(_ destination: String) {
-        breakers[destination]?.abandonProbe(now: Date.distantPast)
+    /// A due trial could not be claimed (the database refused the round, or the link holds every job): it is due
+    /// again at `retryAt`.
+    mutating func trialNotStarted(_ destination: String, retryAt: Date) {
+        breakers[destination]?.abandonProbe(now: retryAt)
     }
 
     /// A due trial found no job to send: nothing is held any more.
     mutating func nothingToTry(_ destination: String) -> Change? {
         breakers[destination] = nil
+        trials[destination] = nil
         return .cleared
     }
 
@@ -93,6 +101,7 @@ struct QuotaWatch: Sendable, Equatable {
             return nil
         case .uploaded, .other:
             breakers[destination] = nil
+            trials[destination] = nil
             return .cleared
         }
     }

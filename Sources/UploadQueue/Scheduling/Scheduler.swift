@@ -126,6 +126,10 @@ actor Scheduler {
                 if let probe = breakers.values.compactMap(\.nextProbeAt).min() {
                     due = min(due, probe.timeIntervalSinceNow)
                 }
+                // A full destination's trial is due then (it needs a free slot, which a finishing transfer wakes).
+                if !slotsFull, let trial = quotas.nextTrialAt {
+                    due = min(due, trial.timeIntervalSinceNow)
+                }
                 let wait = min(max(due, 0.01), pollInterval.seconds)
                 await wake.wait(timeout: .milliseconds(Int64(wait * 1000)))
             } catch {
@@ -461,7 +465,7 @@ actor Scheduler {
         let openCircuits = Set(breakers.filter { $0.value.isOpen }.keys)
         let free = max(0, limit - workers.count)
         // A full destination's trial goes first, so it always has a slot when one is free.
-        let trials = free > 0 ? quotas.dueTrials(now: Date()) : []
+        let trials = quotas.dueTrials(now: Date(), limit: free)
         let quotaFull = quotas.fullDestinations
         // A read that fails is tried again next round: it must not keep the transfer ends from being recorded.
         if strays == nil || ContinuousClock.now - straysFoundAt >= .seconds(60),
@@ -501,7 +505,7 @@ actor Scheduler {
             }
         } catch {
             // The trials did not start: they are due again next round.
-            for name in trials { quotas.trialNotStarted(name) }
+            for name in trials { quotas.trialNotStarted(name, retryAt: Date().addingTimeInterval(1)) }
             throw error
         }
         let (claimed, holds, due) = (result.trials.values + result.claimed, result.holds, result.due)
@@ -512,7 +516,7 @@ actor Scheduler {
                             metadata: ["uploadq.destination": "\(name)", "uploadq.job": "\(job.id)"])
             } else if everyDoor[name] == nil {
                 // Its link holds every job now (offline): the trial waits for it.
-                quotas.trialNotStarted(name)
+                quotas.trialNotStarted(name, retryAt: Date().addingTimeInterval(1))
             } else if quotas.nothingToTry(name) != nil {
                 logger.notice("destination \"\(name)\" was full and has nothing left to try; its hold is lifted",
                               metadata: ["uploadq.destination": "\(name)"])

@@ -52,6 +52,16 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
         TransferFailure(.interrupted, code: quotaFullCode, message)
     }
 
+    /// The failure with `secret` (a minted, presigned URL) named as `shown` wherever its message has it, whole
+    /// or redacted by `URLRedaction` (which knows only some signature parameters).
+    func hiding(_ secret: String, as shown: String) -> TransferFailure {
+        var failure = self
+        for form in [secret, URLRedaction.redact(secret)] where !form.isEmpty {
+            failure.message = failure.message.replacingOccurrences(of: form, with: shown)
+        }
+        return failure
+    }
+
     /// The code of `quotaFull`.
     static let quotaFullCode = "quota-full"
 

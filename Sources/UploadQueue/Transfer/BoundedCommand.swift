@@ -41,7 +41,9 @@ enum BoundedCommand {
         var errors: [Int32] = [-1, -1]
         var feed: [Int32] = [-1, -1]
         guard pipe(&output) == 0, pipe(&errors) == 0, input == nil || pipe(&feed) == 0 else {
-            return .notStarted(String(cString: strerror(errno)))
+            let reason = String(cString: strerror(errno))
+            for descriptor in output + errors + feed where descriptor >= 0 { close(descriptor) }
+            return .notStarted(reason)
         }
         defer { for descriptor in [output[0], errors[0], feed[1]] where descriptor >= 0 { close(descriptor) } }
         var actions = posix_spawn_file_actions_t()
@@ -80,8 +82,10 @@ enum BoundedCommand {
         if feed[0] >= 0 { close(feed[0]) }
         guard spawned == 0 else { return .notStarted(String(cString: strerror(spawned))) }
         if let input {
-            // It fits the pipe whole. A program that exits without reading it fails the write with EPIPE, which
-            // the process ignores (SIGPIPE is ignored from the start, for libcurl).
+            // It fits the pipe whole, and the write never waits (a smaller pipe, or a program that does not read,
+            // leaves it short: the program sees its input end there). A program that exits without reading it
+            // fails the write with EPIPE, which the process ignores (SIGPIPE is ignored from the start, for libcurl).
+            _ = fcntl(feed[1], F_SETFL, fcntl(feed[1], F_GETFL) | O_NONBLOCK)
             _ = input.withUnsafeBytes { write(feed[1], $0.baseAddress, $0.count) }
             close(feed[1])
             feed[1] = -1

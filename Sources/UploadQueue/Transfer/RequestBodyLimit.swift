@@ -27,6 +27,14 @@ final class RequestBodyLimit: Sendable {
     /// The smallest whole-file body refused, if one was (within `RequestLimit.refusalLifetime`).
     var refusedAt: Int64? { learnt.withLock { $0.current().refusedAt } }
 
+    /// Seconds until the whole-file refusal is forgotten, while it holds.
+    var refusalRemaining: Int64? {
+        learnt.withLock { value in
+            guard value.current().refusedAt != nil, let learntAt = value.learntAt else { return nil }
+            return max(1, Int64((RequestLimit.refusalLifetime - Date().timeIntervalSince(learntAt)).rounded(.up)))
+        }
+    }
+
     /// Chunked requests go no larger than `size` from now on (kept when below what still holds).
     func capChunks(at size: Int64) {
         update { $0.chunkCap = min($0.chunkCap ?? .max, size) }
@@ -40,9 +48,11 @@ final class RequestBodyLimit: Sendable {
     private func update(_ change: (inout RequestLimit) -> Void) {
         let (before, after) = learnt.withLock { value in
             let before = value
-            var updated = value.current()
+            // Against what still holds: a limit learnt again after its lifetime is renewed, not taken as known.
+            let holding = value.current()
+            var updated = holding
             change(&updated)
-            if updated.chunkCap != before.chunkCap || updated.refusedAt != before.refusedAt {
+            if updated.chunkCap != holding.chunkCap || updated.refusedAt != holding.refusedAt {
                 updated.learntAt = Date()
                 value = updated
             }
