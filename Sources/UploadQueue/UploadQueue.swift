@@ -390,7 +390,8 @@ public actor UploadQueue {
                                              bodyLimit: limit)
         case .rufh(let settings): RUFHUploader(destination: destination, settings: settings, engine: engine,
                                                bodyLimit: limit)
-        case .s3(let settings): S3MultipartUploader(destination: destination, settings: settings, engine: engine)
+        case .s3(let settings): S3MultipartUploader(destination: destination, settings: settings, engine: engine,
+                                                    bodyLimit: limit)
         case .mintedS3(let settings): CompanionUploader(destination: destination, settings: settings, engine: engine,
                                                         mint: mint, bodyLimit: limit)
         case .httpPut(let settings): HTTPPutUploader(destination: destination, settings: settings, engine: engine,

@@ -236,7 +236,7 @@ struct CompanionTests {
     @Test("100 MiB in parts signed one by one, killed mid-part twice: resumed from the listed parts, stored once")
     func killedMultipart() async throws {
         let (bucket, proxy, backend) = try await setUp()
-        let sandbox = try Sandbox(destination: "companion", lines(backend), bandwidth: 32 << 20)
+        let sandbox = try Sandbox(destination: "companion", lines(backend), bandwidth: 16 << 20)
         let size = 100 << 20
         let source = try sandbox.makeRandomFile(sandbox.root + "/take.mov", size: size)
         let expected = try sha256(ofFile: source)
@@ -245,10 +245,12 @@ struct CompanionTests {
         func job() throws -> Job { try #require(try store.job(id)) }
         let environment = ["UPLOADQ_TEST_MINT_TOKEN": MintedTargetTests.token]
         for kill in 1...2 {
-            let daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-\(kill)", environment: environment)
+            // Counted from before the daemon starts: on a loaded machine it may be well on its way before the
+            // test looks.
             let base = try await proxy.bodyBytes()
+            let daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-\(kill)", environment: environment)
             let midway = try await eventually(timeout: .seconds(60)) {
-                try await proxy.bodyBytes() - base >= 3 * (8 << 20) + (4 << 20)
+                try await proxy.bodyBytes() - base >= 2 * (8 << 20) + (4 << 20)
             }
             #expect(midway, "daemon log:\n\(daemon.log.suffix(2000))")
             daemon.kill9()

@@ -81,6 +81,32 @@ struct ServerLimitTests {
         #expect(try await running.queue.status().requestLimits["dav"]?.refusedAt == 2 << 20)
     }
 
+    @Test("S3 parts refused with 413 above 6 MiB: the upload starts again with 5 MiB parts, the first one aborted")
+    func s3Parts() async throws {
+        let bucket = try await S3TestBucket.make()
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(bucket.endpoint))
+        try await proxy.add(["method": "PUT", "action": "respond", "status": 413, "min_length": 6 << 20, "times": -1])
+        let sandbox = try Sandbox(destination: "s3", bucket.destination(endpoint: proxy.url(""), """
+            part_size = "8MiB"
+            multipart_threshold = "8MiB"
+            """))
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/s3.mov", size: 20 << 20, seed: 86),
+                                           to: "s3")
+        let job = try await running.settled(id)
+        let limits = try await running.queue.status().requestLimits
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        let attempts = try running.attempts(id)
+        #expect(attempts.count == 2 && attempts.first?.error?.contains("parts of 5242880 bytes") == true,
+                "\(attempts.map { $0.error ?? "-" })")
+        #expect(limits["s3"]?.chunkCap == 5 << 20)
+        #expect(try await bucket.openUploads().isEmpty, "the upload with 8 MiB parts was aborted")
+        let path = try bucket.download("\(job.id)-s3.mov", to: NSTemporaryDirectory() + "/s3parts-\(job.id)")
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        #expect(try sha256(ofFile: path) == job.sha256)
+    }
+
     @Test("a learnt limit is forgotten after its lifetime: a refusal after an hour, a chunk cap after a day")
     func lifetimes() {
         let learnt = Date(timeIntervalSince1970: 1_000_000)

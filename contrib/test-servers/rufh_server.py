@@ -124,7 +124,8 @@ async def read_head(reader):
     return data.decode("latin-1")
 
 
-def response(status, headers, body=b""):
+def response(status, headers, body=b"", method=None):
+    """A response head and body; a HEAD gets the head alone (a body would be read as the next response)."""
     reasons = {104: "Upload Resumption Supported", 200: "OK", 201: "Created", 204: "No Content",
                400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict", 410: "Gone",
                413: "Content Too Large", 415: "Unsupported Media Type", 507: "Insufficient Storage"}
@@ -132,7 +133,8 @@ def response(status, headers, body=b""):
     if status != 104 and status != 204 and not any(k.lower() == "content-length" for k, _ in headers):
         headers = headers + [("Content-Length", str(len(body)))]
     lines += [f"{key}: {value}" for key, value in headers]
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + (body if status not in (104, 204) else b"")
+    sent = body if status not in (104, 204) and method != "HEAD" else b""
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + sent
 
 
 class Connection:
@@ -219,10 +221,10 @@ class Connection:
             entry["status"] = status
             if status is None:
                 return False
-            self.writer.write(response(status, fields, body))
+            self.writer.write(response(status, fields, body, method))
             await self.writer.drain()
             return True
-        self.writer.write(response(404, [], b"no such resource"))
+        self.writer.write(response(404, [], b"no such resource", method))
         await self.writer.drain()
         return True
 

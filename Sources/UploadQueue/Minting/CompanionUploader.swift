@@ -93,7 +93,8 @@ struct CompanionUploader: Uploader {
     /// Starts the upload at the backend; its UploadId and key are persisted before anything else happens.
     private func create(_ context: TransferContext) async throws(TransferFailure) -> (S3ResumeState, S3PartPlan) {
         let job = context.job
-        guard let plan = S3PartPlan(size: job.size, requestedPartSize: settings.partSize) else {
+        let requested = min(settings.partSize, max(S3Settings.minimumPartSize, sender.bodyLimit.chunkCap ?? .max))
+        guard let plan = S3PartPlan(size: job.size, requestedPartSize: requested) else {
             throw .permanent("too-large", "the file is \(job.size) bytes: more than 10,000 parts of 5 GiB, the most "
                 + "an S3 multipart upload can hold; nothing was sent")
         }
@@ -109,6 +110,7 @@ struct CompanionUploader: Uploader {
         let companion = self.companion
         let client = sender.client
         let destinationName = destination.name
+        let bodyLimit = sender.bodyLimit
         return { number, state, body, md5, progress async throws(TransferFailure) -> String in
             var refusals: [String] = []
             while true {
@@ -140,6 +142,11 @@ struct CompanionUploader: Uploader {
                             (\(refusals.joined(separator: "; "))); the backend signs URLs the store does not accept \
                             (its keys, clock or policy): fix it, then `uploadq retry`
                             """)
+                    }
+                case 413:
+                    throw try await S3PartSender.partsTooLarge(state, bodyLimit: bodyLimit, request: shown,
+                                                               context: context) {
+                        _ = await companion.abort(uploadID: state.uploadID, key: state.key)
                     }
                 case 404 where reply?.code == "NoSuchUpload":
                     try await context.forgetResumeState()

@@ -11,12 +11,15 @@ import Foundation
 struct S3MultipartUploader: Uploader {
     let destination: Destination
     let client: S3Client
+    /// What the store (or a proxy in front of it) taught with 413s: parts no larger than its chunk cap.
+    let bodyLimit: RequestBodyLimit
     /// Parts asked for per ListParts page (S3's own maximum is 1,000).
     var listPageSize = 1000
 
-    init(destination: Destination, settings: S3Settings, engine: TransferEngine) {
+    init(destination: Destination, settings: S3Settings, engine: TransferEngine, bodyLimit: RequestBodyLimit? = nil) {
         self.destination = destination
         client = S3Client(destination: destination, settings: settings, engine: engine)
+        self.bodyLimit = bodyLimit ?? RequestBodyLimit(destination: destination.name)
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
@@ -116,7 +119,8 @@ struct S3MultipartUploader: Uploader {
         async throws(TransferFailure) -> (S3ResumeState, S3PartPlan)
     {
         let job = context.job
-        guard let plan = S3PartPlan(size: job.size, requestedPartSize: client.settings.partSize) else {
+        let requested = min(client.settings.partSize, max(S3Settings.minimumPartSize, bodyLimit.chunkCap ?? .max))
+        guard let plan = S3PartPlan(size: job.size, requestedPartSize: requested) else {
             throw .permanent("too-large", "the file is \(job.size) bytes: more than 10,000 parts of 5 GiB, the most "
                 + "an S3 multipart upload can hold; nothing was sent")
         }
@@ -139,6 +143,7 @@ struct S3MultipartUploader: Uploader {
     /// UploadPart, signed: a 404 `NoSuchUpload` forgets the upload (a new one starts next time).
     private func partTransport(_ context: TransferContext) -> S3PartSender.Transport {
         let client = self.client
+        let bodyLimit = self.bodyLimit
         return { number, state, body, md5, progress async throws(TransferFailure) -> String in
             let query = [("partNumber", String(number)), ("uploadId", state.uploadID)]
             let response = try await client.send("PUT", key: state.key, query: query,
@@ -155,6 +160,11 @@ struct S3MultipartUploader: Uploader {
             case 404 where S3ErrorReply(response)?.code == "NoSuchUpload":
                 try await context.forgetResumeState()
                 throw client.uploadGone(request)
+            case 413:
+                throw try await S3PartSender.partsTooLarge(state, bodyLimit: bodyLimit, request: request,
+                                                           context: context) {
+                    _ = try? await client.send("DELETE", key: state.key, query: [("uploadId", state.uploadID)])
+                }
             default:
                 throw client.failure(for: response, request: request)
             }
