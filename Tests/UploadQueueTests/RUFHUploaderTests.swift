@@ -406,26 +406,31 @@ struct QuotaFullTests {
 /// test set-up from contrib/nio-rufh-server (never part of the product).
 @Suite(.serialized)
 struct RUFHInteropTests {
-    @Test("NIOResumableUpload: careful creation, appends, a daemon killed mid-append resumes with HEAD; the file arrives whole")
+    @Test("NIOResumableUpload: careful creation, appends, a daemon killed in a hung append resumes with HEAD; the file arrives whole")
     func nioResumableUpload() async throws {
         let endpoint = try TestServers.address("UPLOADQ_TEST_NIO_RUFH_ENDPOINT")
         let files = try TestServers.address("UPLOADQ_TEST_NIO_RUFH_FILES")
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(endpoint))
+        // The second append stops after 1 MiB and hangs: the daemon is killed there, mid-append, whatever the
+        // machine's load.
+        try await proxy.add(["method": "PATCH", "action": "stall", "after_bytes": 1 << 20, "seconds": 60, "skip": 1,
+                             "times": 1])
         let sandbox = try Sandbox(destination: "nio", """
             protocol = "rufh"
             url = "\(proxy.url("/files/"))"
             interop_version = 6
             chunk_size = "4MiB"
-            """, bandwidth: 4 << 20)
-        // 8 s at 4 MiB/s: the kill below lands mid-upload even on a loaded machine.
-        let size = 32 << 20
+            """)
+        let size = 20 << 20
         let source = try sandbox.makeRandomFile(sandbox.root + "/interop.bin", size: size)
         let expected = try sha256(ofFile: source)
         let id = try BinaryRunner.enqueue([source, "--destination", "nio", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let first = try DaemonProcess(sandbox: sandbox, name: "daemon-1")
-        let midway = try await eventually(timeout: .seconds(30)) { try await proxy.bodyBytes() >= 6 << 20 }
-        #expect(midway, "daemon log:\n\(first.log.suffix(2000))")
+        let stalled = try await eventually(timeout: .seconds(30)) {
+            try await proxy.bodyBytes() >= (4 << 20) + (1 << 20)
+        }
+        #expect(stalled, "daemon log:\n\(first.log.suffix(2000))")
         first.kill9()
         #expect(try store.job(id)?.state == .uploading, "killed mid-upload")
         let second = try DaemonProcess(sandbox: sandbox, name: "daemon-2")

@@ -3,7 +3,7 @@ import Foundation
 /// What an IETF resumable-upload job remembers between attempts: the upload URL (persisted before any data is
 /// sent), the limits the server announced, when the server forgets the upload, and a body size the server
 /// refused (413) so the next attempt starts below it.
-struct RUFHResumeState: Sendable, Equatable, Codable {
+struct RUFHResumeState: Sendable, Equatable, ResumeRecord {
     var uploadURL: String
     /// The interop version the upload was made with: an upload of another version is not continued.
     var interopVersion: Int
@@ -37,15 +37,4 @@ struct RUFHResumeState: Sendable, Equatable, Codable {
         if let lifetime = newer.lifetime { expiresAt = now.timeIntervalSince1970 + Double(lifetime) }
     }
 
-    /// The state stored in the job, or nil when there is none (or it belongs to another protocol).
-    init?(json: String?) {
-        guard let json, let decoded = try? JSONDecoder().decode(Self.self, from: Data(json.utf8)) else { return nil }
-        self = decoded
-    }
-
-    var json: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
-    }
 }

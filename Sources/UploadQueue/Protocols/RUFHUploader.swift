@@ -359,13 +359,11 @@ struct RUFHUploader: Uploader {
     }
 
     private func beyondFile(_ offset: Int64, job: Job, url: String) -> TransferFailure {
-        .permanent("offset-beyond-file", "the server reports offset \(offset) for \(redacted(url)) but the file "
-            + "has \(job.size) bytes; that upload was abandoned, `uploadq retry \(job.id)` starts a new one")
+        ResumableFailure.beyondFile(offset, job: job, url: url, server: "server")
     }
 
     private func badReply(_ request: String, _ url: String, _ detail: String) -> TransferFailure {
-        TransferFailure(.transient(retryAfter: nil), code: "bad-reply",
-                        "bad resumable-upload reply to \(request) \(redacted(url)): \(detail)", destinationFault: true)
+        ResumableFailure.badReply(request, url, detail, protocolName: "resumable-upload")
     }
 
     private func redacted(_ url: String) -> String { URLRedaction.redact(url) }

@@ -2,7 +2,7 @@ import Foundation
 
 /// What an S3 multipart job remembers between attempts: the object key, the UploadId (persisted before any part
 /// is sent), the part size it was planned with, and every part the store confirmed with its ETag.
-struct S3ResumeState: Sendable, Equatable, Codable {
+struct S3ResumeState: Sendable, Equatable, ResumeRecord {
     var key: String
     var uploadID: String
     var partSize: Int64
@@ -50,18 +50,9 @@ struct S3ResumeState: Sendable, Equatable, Codable {
         self.completing = completing
     }
 
-    /// The state stored in the job, or nil when there is none (or it belongs to another protocol).
-    init?(json: String?) {
-        guard let json, let decoded = try? JSONDecoder().decode(Self.self, from: Data(json.utf8)),
-              !decoded.uploadID.isEmpty, decoded.partSize > 0 else { return nil }
-        self = decoded
-    }
 
-    var json: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
-    }
+    /// A record without an UploadId or part size cannot be resumed from.
+    var isUsable: Bool { !uploadID.isEmpty && partSize > 0 }
 
     /// Bytes of the parts confirmed so far.
     var confirmedBytes: Int64 { parts.reduce(0) { $0 + $1.size } }

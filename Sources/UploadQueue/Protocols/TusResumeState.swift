@@ -1,7 +1,7 @@
 import Foundation
 
 /// What a tus job remembers between attempts: the upload URL (persisted before any data is sent) and its expiry.
-struct TusResumeState: Sendable, Equatable, Codable {
+struct TusResumeState: Sendable, Equatable, ResumeRecord {
     var uploadURL: String
     /// The server's `Upload-Expires`, as sent.
     var expires: String?
@@ -16,17 +16,6 @@ struct TusResumeState: Sendable, Equatable, Codable {
         self.expires = expires
     }
 
-    /// The state stored in the job, or nil when there is none (or it belongs to another protocol).
-    init?(json: String?) {
-        guard let json, let decoded = try? JSONDecoder().decode(Self.self, from: Data(json.utf8)) else { return nil }
-        self = decoded
-    }
-
-    var json: String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: (try? encoder.encode(self)) ?? Data("{}".utf8), as: UTF8.self)
-    }
 }
 
 /// `Upload-Metadata`: comma-separated `key base64(value)` pairs (a key alone for an empty value).
