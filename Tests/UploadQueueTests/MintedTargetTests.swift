@@ -154,6 +154,23 @@ struct MintedTargetTests {
         #expect((asked.first?["json"] as? [String: Any])?["id"] as? String == job.id.rawValue)
     }
 
+    @Test("a minted URL never shows: queries cut from what a storage says, the URL hidden in transport errors")
+    func secretURLs() throws {
+        let url = "https://b.example/k?q-signature=s3cr3t&x-oss-signature=t0p"
+        let said = WholeFileSender.withoutQueries("refused \(url) for \"\(url)\" <\(url)>")
+        #expect(!said.contains("s3cr3t") && !said.contains("t0p") && said.contains("https://b.example/k?…"), "\(said)")
+        let failure = TransferFailure(.transient(retryAfter: nil), code: "connect", "PUT \(url): connection refused")
+            .hiding(url, as: "https://b.example/k")
+        #expect(failure.message == "PUT https://b.example/k: connection refused")
+        let target = try MintedTarget(json: Array(#"{"method": "put", "url": "\#(url)", "headers": {"x-upsert": "false"}}"#.utf8))
+        #expect(target.method == "PUT" && target.publicURL == "https://b.example/k")
+        for bad in [#"{"method": "GET", "url": "https://a/"}"#, #"{"method": "PUT", "url": "ftp://a/"}"#,
+                    #"{"method": "PUT", "url": "https://a/", "headers": {"Host": "evil"}}"#,
+                    #"{"method": "PUT", "url": "https://a/", "fields": {"k": "v"}}"#, "[]", "garbage"] {
+            #expect(throws: MintedTarget.Invalid.self, "\(bad)") { _ = try MintedTarget(json: Array(bad.utf8)) }
+        }
+    }
+
     @Test("config: mint_url or url, not both; no credentials of its own; [mint] takes the backend's")
     func configuration() throws {
         func load(_ lines: String) throws -> Configuration {

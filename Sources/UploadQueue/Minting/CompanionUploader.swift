@@ -135,7 +135,8 @@ struct CompanionUploader: Uploader {
                     }
                     return etag
                 case 401, 403:
-                    refusals.append("HTTP \(response.status)" + (reply.map { ": \($0.summary)" } ?? ""))
+                    refusals.append("HTTP \(response.status)"
+                        + (reply.map { ": \(WholeFileSender.withoutQueries($0.summary))" } ?? ""))
                     guard refusals.count < Self.signaturesPerPart else {
                         throw .permanent("minted-target-refused", """
                             \(shown): the store refused \(refusals.count) freshly signed URLs in a row \

@@ -80,6 +80,7 @@ struct RUFHUploader: Uploader {
         var repeatedResyncs = 0
         var resyncs = 0
         var recreated = false
+        var contradictions = 0
         var emptyAcknowledgements = 0
         while true {
             if Task.isCancelled { throw .interrupted }
@@ -165,6 +166,13 @@ struct RUFHUploader: Uploader {
                 // says which.
                 if let found = try await locate(state, job: job, context: context) {
                     if found.complete { return try await finished(context, state: found.state, source: source) }
+                    // Refused as gone, yet there by HEAD: once is a race with the server's bookkeeping, again is a
+                    // server that contradicts itself, and is tried later rather than in a loop.
+                    contradictions += 1
+                    guard contradictions < 2 else {
+                        throw badReply("PATCH", state.uploadURL, "the append was answered HTTP \(response.status), "
+                            + "yet HEAD finds the upload at offset \(found.offset)")
+                    }
                     (state, offset) = (found.state, found.offset)
                     try await source.hashPrefix(upTo: offset)
                     try await context.confirmed(offset, state.json)
@@ -185,8 +193,9 @@ struct RUFHUploader: Uploader {
         }
     }
 
-    /// Asks the server where an earlier upload stands; nil when it is gone (404/410/403) or does not match the
-    /// file (another length), and such an upload is forgotten.
+    /// Asks the server where an earlier upload stands; nil when it is gone (404/410) or does not match the file
+    /// (another length), and such an upload is forgotten. Any other answer is a failure (a 403 included: the
+    /// credentials, not the upload, are wrong).
     private func locate(_ state: RUFHResumeState, job: Job, context: TransferContext) async throws(TransferFailure)
         -> (state: RUFHResumeState, offset: Int64, complete: Bool)?
     {

@@ -142,8 +142,8 @@ struct WholeFileSender: Sendable {
                     ?? target.publicURL
                 return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored), sha256: sha256)
             }
-            // What the storage said, without anything of the URL it may echo.
-            let said = S3ErrorReply(response)?.summary ?? response.bodySummary
+            // What the storage said, without the query of any URL it echoes.
+            let said = Self.withoutQueries(S3ErrorReply(response)?.summary ?? response.bodySummary)
             switch response.status {
             case 401, 403:
                 refusals.append("HTTP \(response.status)" + (said.isEmpty ? "" : ": \(said)"))
@@ -167,9 +167,14 @@ struct WholeFileSender: Sendable {
     /// raw body, which may echo the URL).
     static func minted(_ response: HTTPResponse, request: String, destination: String) -> TransferFailure {
         var cleaned = response
-        let said = S3ErrorReply(response)?.summary ?? response.bodySummary
-        cleaned.body = Array(said.replacingOccurrences(of: "?", with: " ").utf8)
+        cleaned.body = Array(withoutQueries(S3ErrorReply(response)?.summary ?? response.bodySummary).utf8)
         return FailureClassifier.failure(for: cleaned, request: request, destination: destination)
+    }
+
+    /// `text` with every query (from `?` to the next space, quote or bracket) cut to `?…`: a storage's error may
+    /// echo the presigned URL it refused, signature included.
+    static func withoutQueries(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\?[^\\s\"'<>]*", with: "?…", options: .regularExpression)
     }
 
     /// A body the server refuses by its size: a whole file cannot be cut, so it fails for good, the limit named.
