@@ -130,12 +130,14 @@ struct RUFHUploaderTests {
         let first = ContextRecorder()
         await #expect(throws: TransferFailure.self) { _ = try await uploader.upload(first.context(for: job)) }
         let kept = try #require(first.states().last ?? nil)
-        let state = try #require(RUFHResumeState(json: kept))
+        var state = try #require(RUFHResumeState(json: kept))
         #expect(state.expiresAt != nil, "max-age is remembered")
 
-        // The server forgets it: the next attempt asks, gets 404, and makes a new upload.
+        // The server forgets it: the next attempt asks, gets 404, and makes a new upload. (Whether the first
+        // attempt reached its completing append depends on where the reset fell; that case is the last below.)
         try await server.update(["expire_all": true])
-        job.resumeState = kept
+        state.completing = nil
+        job.resumeState = state.json
         let second = ContextRecorder()
         let outcome = try await uploader.upload(second.context(for: job))
         #expect(outcome.remoteURL != state.uploadURL)
@@ -152,6 +154,20 @@ struct RUFHUploaderTests {
         _ = try await uploader.upload(ContextRecorder().context(for: job))
         let after = try await server.requests().dropFirst(before).map { $0["method"] as? String ?? "" }
         #expect(Array(after.prefix(2)) == ["HEAD", "POST"], "\(after)")
+
+        // Gone after the completing append was sent: completed with its answer lost, or expired. Neither a loss nor
+        // a second copy: the job fails for good, saying so, and its record is forgotten for `uploadq retry`.
+        var completing = state
+        completing.completing = true
+        job.resumeState = completing.json
+        let third = ContextRecorder()
+        do {
+            _ = try await uploader.upload(third.context(for: job))
+            Issue.record("an upload gone after its completing append was taken as done or made again")
+        } catch {
+            #expect(error.code == "completion-unverified" && error.kind == .permanent, "\(error)")
+        }
+        #expect(third.states().last == .some(nil), "the record is forgotten")
     }
 
     @Test("a file over the announced max-size fails for good, its limit named, before any byte goes out")
@@ -334,27 +350,29 @@ struct QuotaFullTests {
         #expect(watch.refused("d", job: a, policy: policy, now: start) == .full(until: start.addingTimeInterval(10)))
         #expect(watch.refused("d", job: b, policy: policy, now: start) == nil, "said once")
         #expect(watch.fullDestinations == ["d"])
-        #expect(watch.dueTrials(now: start.addingTimeInterval(5), limit: 4).isEmpty)
-        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 0).isEmpty, "no free slot, no trial")
-        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4) == ["d"])
+        #expect(watch.dueTrials(now: start.addingTimeInterval(5), limit: 4, among: ["d"]).isEmpty)
+        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 0, among: ["d"]).isEmpty, "no free slot")
+        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4, among: []).isEmpty, "offline: no trial")
+        #expect(watch.nextTrialAt(among: ["d"]) == start.addingTimeInterval(10) && watch.nextTrialAt(among: []) == nil)
+        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4, among: ["d"]) == ["d"])
         watch.started("d", job: c)
-        #expect(watch.dueTrials(now: start.addingTimeInterval(100), limit: 4).isEmpty, "one trial at a time")
+        #expect(watch.dueTrials(now: start.addingTimeInterval(100), limit: 4, among: ["d"]).isEmpty, "one trial at a time")
         #expect(watch.finished("d", job: a, outcome: .other, now: start.addingTimeInterval(11)) == nil)
         #expect(watch.refused("d", job: c, policy: policy, now: start.addingTimeInterval(12))
                 == .stillFull(until: start.addingTimeInterval(32)), "the second wait is twice the first")
-        #expect(watch.dueTrials(now: start.addingTimeInterval(32), limit: 4) == ["d"])
+        #expect(watch.dueTrials(now: start.addingTimeInterval(32), limit: 4, among: ["d"]) == ["d"])
         watch.started("d", job: a)
         #expect(watch.finished("d", job: a, outcome: .uploaded, now: start.addingTimeInterval(33)) == .cleared)
         #expect(watch.fullDestinations.isEmpty)
         // A trial that fails for another reason lifts the hold too; a due trial with nothing to send as well.
         _ = watch.refused("e", job: b, policy: policy, now: start)
-        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4) == ["e"])
+        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4, among: ["e"]) == ["e"])
         #expect(watch.nothingToTry("e") == .cleared)
         #expect(watch.fullDestinations.isEmpty)
         // Another job's upload clears a full destination while its trial runs: the trial, refused later, makes
         // it full again (it is not taken for a finished trial of a cleared watch).
         _ = watch.refused("f", job: a, policy: policy, now: start)
-        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4) == ["f"])
+        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4, among: ["f"]) == ["f"])
         watch.started("f", job: b)
         #expect(watch.finished("f", job: c, outcome: .uploaded, now: start.addingTimeInterval(11)) == .cleared)
         #expect(watch.refused("f", job: b, policy: policy, now: start.addingTimeInterval(12))

@@ -110,11 +110,14 @@ struct ServerLimitTests {
     @Test("a learnt limit is forgotten after its lifetime: a refusal after an hour, a chunk cap after a day")
     func lifetimes() {
         let learnt = Date(timeIntervalSince1970: 1_000_000)
-        let limit = RequestLimit(chunkCap: 2 << 20, refusedAt: 100 << 20, learntAt: learnt)
+        let limit = RequestLimit(chunkCap: 2 << 20, chunkCapLearntAt: learnt, refusedAt: 100 << 20,
+                                 refusalLearntAt: learnt.addingTimeInterval(3000))
         #expect(limit.current(at: learnt.addingTimeInterval(60)) == limit)
+        // Each number by its own time: the refusal, learnt later, outlives the first hour.
+        #expect(limit.current(at: learnt.addingTimeInterval(3700)) == limit)
         #expect(limit.current(at: learnt.addingTimeInterval(2 * 3600))
-                == RequestLimit(chunkCap: 2 << 20, refusedAt: nil, learntAt: learnt))
-        #expect(limit.current(at: learnt.addingTimeInterval(25 * 3600)) == RequestLimit(learntAt: learnt))
+                == RequestLimit(chunkCap: 2 << 20, chunkCapLearntAt: learnt))
+        #expect(limit.current(at: learnt.addingTimeInterval(25 * 3600)) == RequestLimit())
         // Changes are kept (persisted) only when they lower what holds.
         let kept = Mutex<[RequestLimit]>([])
         let body = RequestBodyLimit(destination: "d", persist: { _, value in kept.withLock { $0.append(value) } })

@@ -34,7 +34,7 @@ struct CompanionUploader: Uploader {
             return try await multipart(context, state: &current)
         } catch {
             // A job that failed for good leaves no upload behind (the backend aborts it).
-            if error.kind == .permanent, let state = current,
+            if error.kind == .permanent || error.code == S3PartSender.partsTooLargeCode, let state = current,
                await companion.abort(uploadID: state.uploadID, key: state.key) {
                 try? await context.forgetResumeState()
             }
@@ -63,7 +63,10 @@ struct CompanionUploader: Uploader {
                 }
             } else if previous.completing {
                 // Gone after its Complete was sent: completed with its answer lost, or aborted. The backend cannot
-                // tell which; neither losing the file nor storing it twice unasked is acceptable.
+                // tell which; neither losing the file nor storing it twice unasked is acceptable. The record goes
+                // (the key is in the message), so `uploadq retry` starts a new upload.
+                current = nil
+                try await context.forgetResumeState()
                 throw .permanent("completion-unverified", """
                     the multipart upload of object "\(previous.key)" is gone after its Complete was sent: it was \
                     completed (its answer lost) or aborted. Check the bucket: if the object is there, nothing is \
@@ -145,10 +148,8 @@ struct CompanionUploader: Uploader {
                             """)
                     }
                 case 413:
-                    throw try await S3PartSender.partsTooLarge(state, bodyLimit: bodyLimit, request: shown,
-                                                               context: context) {
-                        _ = await companion.abort(uploadID: state.uploadID, key: state.key)
-                    }
+                    throw S3PartSender.partsTooLarge(state, size: context.job.size, bodyLimit: bodyLimit,
+                                                     request: shown)
                 case 404 where reply?.code == "NoSuchUpload":
                     try await context.forgetResumeState()
                     throw TransferFailure(.transient(retryAfter: nil), code: "upload-gone",

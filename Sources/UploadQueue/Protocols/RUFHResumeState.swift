@@ -15,6 +15,9 @@ struct RUFHResumeState: Sendable, Equatable, ResumeRecord {
     var expiresAt: Double?
     /// The largest request body known to pass, after a 413.
     var appendCap: Int64?
+    /// Set before the completing append is sent: from then on an upload the server no longer knows may have
+    /// completed (a server may forget completed uploads), so it is not simply made again.
+    var completing: Bool?
 
     enum CodingKeys: String, CodingKey {
         case uploadURL = "upload_url"
@@ -22,6 +25,7 @@ struct RUFHResumeState: Sendable, Equatable, ResumeRecord {
         case limit
         case expiresAt = "expires_at"
         case appendCap = "append_cap"
+        case completing
     }
 
     init(uploadURL: String, interopVersion: Int, limit: UploadLimit? = nil, now: Date = Date()) {

@@ -66,6 +66,8 @@ struct RUFHUploader: Uploader {
             if found.complete {
                 return try await finished(context, state: state, source: source)
             }
+        } else if let previous, previous.completing == true {
+            throw completionUnverified(previous, job: job)
         } else {
             if previous != nil { try await context.forgetResumeState() }
             (state, offset) = try await create(job: job, context: context)
@@ -92,6 +94,10 @@ struct RUFHUploader: Uploader {
                            HTTPHeader("Upload-Offset", String(offset)),
                            HTTPHeader("Upload-Complete", StructuredField.text(completes))]
             if completes, let digest = Self.reprDigest(sha256: job.sha256) { headers.append(digest) }
+            if completes, state.completing != true {
+                state.completing = true
+                try await context.confirmed(offset, state.json)
+            }
             let start = offset
             let response = try await client.send("PATCH", state.uploadURL, headers: headers,
                                                  body: .source(source, offset: offset, length: length),
@@ -123,6 +129,7 @@ struct RUFHUploader: Uploader {
                     }
                 } else {
                     emptyAcknowledgements = 0
+                    resyncs = 0
                 }
                 offset = acknowledged
                 try await context.confirmed(offset, state.json)
@@ -151,7 +158,7 @@ struct RUFHUploader: Uploader {
                 guard resyncs <= Self.resyncsPerAttempt, repeatedResyncs < 2 else {
                     throw TransferFailure(.transient(retryAfter: nil), code: "offset-conflict",
                         "PATCH \(redacted(state.uploadURL)) answered 409 back at offset \(resynced) again "
-                        + "(\(resyncs) resyncs in this attempt); trying again later", destinationFault: true)
+                        + "(\(resyncs) resyncs without progress); trying again later")
                 }
                 lastResync = resynced
                 offset = resynced
@@ -178,6 +185,7 @@ struct RUFHUploader: Uploader {
                     try await context.confirmed(offset, state.json)
                     continue
                 }
+                if state.completing == true { throw completionUnverified(state, job: job) }
                 guard !recreated else {
                     throw TransferFailure(.transient(retryAfter: nil), code: "upload-gone",
                         "the new upload \(redacted(state.uploadURL)) is gone again (HTTP \(response.status))",
@@ -362,6 +370,17 @@ struct RUFHUploader: Uploader {
         return offset
     }
 
+    /// An upload the server no longer knows after its completing append was sent: it completed (its answer lost,
+    /// the server forgetting completed uploads) or it expired. Neither losing the file nor sending it twice unasked
+    /// is acceptable; the record is already forgotten, so `uploadq retry` sends it again.
+    private func completionUnverified(_ state: RUFHResumeState, job: Job) -> TransferFailure {
+        .permanent("completion-unverified", """
+            the upload \(redacted(state.uploadURL)) is gone after its completing append was sent: it completed (its \
+            answer lost) or expired. Check the server: if the file is there, nothing is missing; if not, `uploadq \
+            retry \(job.id)` uploads it again
+            """)
+    }
+
     private func tooLarge(_ job: Job, maximum: Int64) -> TransferFailure {
         .permanent("too-large", "the file is \(job.size) bytes; the server at \(redacted(endpoint)) takes at most "
             + "\(maximum) (Upload-Limit max-size); nothing was sent")
@@ -391,8 +410,9 @@ actor RUFHDiscovery {
         let limit: UploadLimit?
         switch response.status {
         case 200..<300: limit = UploadLimit(response)
-        // A server of draft -04, or a gateway that does not let OPTIONS through: no limit announced.
-        case 400..<500, 501: limit = nil
+        // A server of draft -04, or a gateway that does not let OPTIONS through: no limit announced. (Refused
+        // credentials and "slow down" are not that: they fail below, and are asked again next time.)
+        case 400..<500 where ![401, 403, 408, 429].contains(response.status), 501: limit = nil
         default: throw client.failure(for: response, request: "OPTIONS \(URLRedaction.redact(endpoint))")
         }
         cached = .some(limit)

@@ -30,8 +30,9 @@ struct S3MultipartUploader: Uploader {
             // A job that failed for good leaves nothing behind, unless what failed is access (credentials,
             // signature, permissions, region): then the parts stay, and `uploadq retry` after the fix resumes the
             // same upload. A refused abort also keeps the record.
-            if error.kind == .permanent, !Self.accessCodes.contains(error.code), let state = current,
-               await abort(state) {
+            // Parts too large for the store: this upload cannot go on, the next attempt makes one with smaller parts.
+            if error.kind == .permanent && !Self.accessCodes.contains(error.code)
+                || error.code == S3PartSender.partsTooLargeCode, let state = current, await abort(state) {
                 try? await context.forgetResumeState()
             }
             throw error
@@ -161,10 +162,7 @@ struct S3MultipartUploader: Uploader {
                 try await context.forgetResumeState()
                 throw client.uploadGone(request)
             case 413:
-                throw try await S3PartSender.partsTooLarge(state, bodyLimit: bodyLimit, request: request,
-                                                           context: context) {
-                    _ = try? await client.send("DELETE", key: state.key, query: [("uploadId", state.uploadID)])
-                }
+                throw S3PartSender.partsTooLarge(state, size: context.job.size, bodyLimit: bodyLimit, request: request)
             default:
                 throw client.failure(for: response, request: request)
             }

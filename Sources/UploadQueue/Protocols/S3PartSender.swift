@@ -64,25 +64,26 @@ struct S3PartSender: Sendable {
         if Task.isCancelled { throw .interrupted }
     }
 
-    /// A 413 on a part: a body cap below the part size. The parts of an upload all have its size, so the upload is
-    /// aborted and forgotten, and the next attempt starts one with half the parts (kept for the destination), down
-    /// to S3's 5 MiB; a store refusing 5 MiB parts fails the job for good.
-    static func partsTooLarge(_ state: S3ResumeState, bodyLimit: RequestBodyLimit, request: String,
-                              context: TransferContext, abort: @escaping @Sendable () async -> Void)
-        async throws(TransferFailure) -> TransferFailure
+    /// The code of `partsTooLarge`'s transient failure: the uploader aborts the upload (once its parts have
+    /// stopped) and forgets it, so the next attempt starts one with the smaller parts.
+    static let partsTooLargeCode = "parts-too-large"
+
+    /// A 413 on a part: a body cap below the part size. The parts of an upload all have its size, so the next
+    /// attempt starts a new upload with half the part size (kept for the destination), down to S3's 5 MiB and as far
+    /// as 10,000 parts allow; a store refusing the smallest parts the file can have fails the job for good.
+    static func partsTooLarge(_ state: S3ResumeState, size: Int64, bodyLimit: RequestBodyLimit, request: String)
+        -> TransferFailure
     {
-        guard state.partSize > S3Settings.minimumPartSize else {
-            return .permanent("too-large", "\(request): the store refuses parts of \(state.partSize) bytes (HTTP "
-                + "413), and S3 parts cannot be smaller than 5 MiB; raise the body limit of the store or the proxy in "
-                + "front of it, then `uploadq retry`")
-        }
         let smaller = max(S3Settings.minimumPartSize, state.partSize / 2)
-        bodyLimit.capChunks(at: smaller)
-        await Task { await abort() }.value
-        try await context.forgetResumeState()
-        return TransferFailure(.transient(retryAfter: .seconds(1)), code: "parts-too-large",
+        guard let plan = S3PartPlan(size: size, requestedPartSize: smaller), plan.partSize < state.partSize else {
+            return .permanent("too-large", "\(request): the store refuses parts of \(state.partSize) bytes (HTTP "
+                + "413), and this file cannot have smaller ones (at least 5 MiB each, at most 10,000 of them); raise "
+                + "the body limit of the store or the proxy in front of it, then `uploadq retry`")
+        }
+        bodyLimit.capChunks(at: plan.partSize)
+        return TransferFailure(.transient(retryAfter: .seconds(1)), code: partsTooLargeCode,
             "\(request): the store refuses parts of \(state.partSize) bytes (HTTP 413); the upload starts again with "
-            + "parts of \(smaller) bytes")
+            + "parts of \(plan.partSize) bytes")
     }
 
     /// One part with `Content-MD5`; the ETag is checked against the MD5 when it is a plain one.

@@ -104,6 +104,10 @@ struct WholeFileSender: Sendable {
         try await context.resumed(0)
         var refusals: [String] = []
         while true {
+            // A file the server refused at this size less than an hour ago waits: no target is minted for it.
+            if let refused = bodyLimit.refusedAt, job.size >= refused {
+                throw tooLarge(job.size, refused: refused, sent: false)
+            }
             let target = try await mint(job)
             // Before anything is sent: https → http is refused, and no credential goes to the minted origin.
             do {
@@ -166,9 +170,18 @@ struct WholeFileSender: Sendable {
     /// The verdict for a minted target's answer, from the status and the storage's own code and words (never the
     /// raw body, which may echo the URL).
     static func minted(_ response: HTTPResponse, request: String, destination: String) -> TransferFailure {
-        var cleaned = response
-        cleaned.body = Array(withoutQueries(S3ErrorReply(response)?.summary ?? response.bodySummary).utf8)
-        return FailureClassifier.failure(for: cleaned, request: request, destination: destination)
+        var failure: TransferFailure
+        if S3ErrorReply(response) != nil {
+            // S3's own codes decide (a 400 `RequestTimeout` or `BadDigest` is retried, not a verdict on the file).
+            failure = S3ErrorReply.failure(for: response, request: request, destination: destination,
+                                           bucket: "(the backend's)")
+        } else {
+            var cleaned = response
+            cleaned.body = Array(response.bodySummary.utf8)
+            failure = FailureClassifier.failure(for: cleaned, request: request, destination: destination)
+        }
+        failure.message = withoutQueries(failure.message)
+        return failure
     }
 
     /// `text` with every query (from `?` to the next space, quote or bracket) cut to `?…`: a storage's error may

@@ -240,8 +240,9 @@ public struct QueueDatabase: Sendable {
             try db.create(table: "request_limit") { t in
                 t.primaryKey("destination", .text)
                 t.column("chunk_cap", .integer)
+                t.column("chunk_cap_learnt_at", .datetime)
                 t.column("refused_at", .integer)
-                t.column("learnt_at", .datetime).notNull()
+                t.column("refusal_learnt_at", .datetime)
             }
         }
         return migrator

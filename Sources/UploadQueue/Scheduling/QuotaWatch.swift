@@ -27,8 +27,10 @@ struct QuotaWatch: Sendable, Equatable {
     /// The job let through as the trial of each destination.
     private(set) var trials: [String: JobID] = [:]
 
-    /// When the next trial is due, if a destination waits for one.
-    var nextTrialAt: Date? { breakers.values.compactMap(\.nextProbeAt).min() }
+    /// When the next trial is due among `eligible` destinations (those a job could go to now), if one waits.
+    func nextTrialAt(among eligible: Set<String>) -> Date? {
+        breakers.filter { eligible.contains($0.key) }.values.compactMap(\.nextProbeAt).min()
+    }
 
     /// Destinations whose jobs wait (full, or with a trial running).
     var fullDestinations: Set<String> { Set(breakers.filter { $0.value.isOpen }.keys) }
@@ -47,11 +49,13 @@ struct QuotaWatch: Sendable, Equatable {
         return breaker.nextProbeAt.map { .full(until: $0) }
     }
 
-    /// Destinations whose trial is due now, `limit` at most (the free slots); they move to "trial running" (the caller claims one job for each and
+    /// Destinations among `eligible` (whose link and circuit let a job go) whose trial is due now, `limit` at most
+    /// (the free slots); they move to "trial running" (the caller claims one job for each and
     /// reports it with `started` or `nothingToTry`).
-    mutating func dueTrials(now: Date, limit: Int) -> [String] {
+    mutating func dueTrials(now: Date, limit: Int, among eligible: Set<String>) -> [String] {
         var due: [String] = []
-        for name in breakers.keys.sorted() where due.count < limit && breakers[name]?.startProbeIfDue(now: now) == true {
+        for name in breakers.keys.sorted() where eligible.contains(name) && due.count < limit
+            && breakers[name]?.startProbeIfDue(now: now) == true {
             due.append(name)
         }
         return due

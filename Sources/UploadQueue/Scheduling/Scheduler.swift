@@ -127,7 +127,8 @@ actor Scheduler {
                     due = min(due, probe.timeIntervalSinceNow)
                 }
                 // A full destination's trial is due then (it needs a free slot, which a finishing transfer wakes).
-                if !slotsFull, let trial = quotas.nextTrialAt {
+                if !slotsFull, let trial = quotas.nextTrialAt(among: trialEligible(
+                    openCircuits: Set(breakers.filter { $0.value.isOpen }.keys))) {
                     due = min(due, trial.timeIntervalSinceNow)
                 }
                 let wait = min(max(due, 0.01), pollInterval.seconds)
@@ -465,7 +466,7 @@ actor Scheduler {
         let openCircuits = Set(breakers.filter { $0.value.isOpen }.keys)
         let free = max(0, limit - workers.count)
         // A full destination's trial goes first, so it always has a slot when one is free.
-        let trials = quotas.dueTrials(now: Date(), limit: free)
+        let trials = quotas.dueTrials(now: Date(), limit: free, among: trialEligible(openCircuits: openCircuits))
         let quotaFull = quotas.fullDestinations
         // A read that fails is tried again next round: it must not keep the transfer ends from being recorded.
         if strays == nil || ContinuousClock.now - straysFoundAt >= .seconds(60),
@@ -514,9 +515,6 @@ actor Scheduler {
                 quotas.started(name, job: job.id)
                 logger.info("destination \"\(name)\" was full: trying one upload to see whether it takes files again",
                             metadata: ["uploadq.destination": "\(name)", "uploadq.job": "\(job.id)"])
-            } else if everyDoor[name] == nil {
-                // Its link holds every job now (offline): the trial waits for it.
-                quotas.trialNotStarted(name, retryAt: Date().addingTimeInterval(1))
             } else if quotas.nothingToTry(name) != nil {
                 logger.notice("destination \"\(name)\" was full and has nothing left to try; its hold is lifted",
                               metadata: ["uploadq.destination": "\(name)"])
@@ -533,6 +531,12 @@ actor Scheduler {
             transfers[job.id] = job
             workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
         }
+    }
+
+    /// Full destinations a trial could go to now: neither offline nor behind an open circuit (a change of either
+    /// wakes the loop, so they are not polled meanwhile).
+    private func trialEligible(openCircuits: Set<String>) -> Set<String> {
+        Set(quotas.fullDestinations.filter { links[$0]?.linkClass != .offline && !openCircuits.contains($0) })
     }
 
     /// Sends the probe of every open circuit whose time has come; a probe that is answered closes the circuit.

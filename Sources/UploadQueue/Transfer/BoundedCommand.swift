@@ -86,9 +86,17 @@ enum BoundedCommand {
             // leaves it short: the program sees its input end there). A program that exits without reading it
             // fails the write with EPIPE, which the process ignores (SIGPIPE is ignored from the start, for libcurl).
             _ = fcntl(feed[1], F_SETFL, fcntl(feed[1], F_GETFL) | O_NONBLOCK)
-            _ = input.withUnsafeBytes { write(feed[1], $0.baseAddress, $0.count) }
+            let written = input.withUnsafeBytes { write(feed[1], $0.baseAddress, $0.count) }
             close(feed[1])
             feed[1] = -1
+            if written != input.count && !(written < 0 && errno == EPIPE) {
+                // A pipe smaller than the input (a user over its pipe quota gets 4 KiB ones): the program would
+                // read a cut input and act on it. It is stopped instead.
+                kill(-child, SIGKILL)
+                var status: Int32 = 0
+                waitpid(child, &status, 0)
+                return .notStarted("its input (\(input.count) bytes) did not fit the pipe to it")
+            }
         }
 
         let deadline = ContinuousClock.now + timeout

@@ -6,10 +6,15 @@ extension QueueStore {
     func requestLimits() throws -> [String: RequestLimit] {
         try writer.read { db in
             var limits: [String: RequestLimit] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT destination, chunk_cap, refused_at, learnt_at FROM request_limit") {
-                let learntAt: StoredDate? = row["learnt_at"]
-                limits[row["destination"]] = RequestLimit(chunkCap: row["chunk_cap"], refusedAt: row["refused_at"],
-                                                          learntAt: learntAt?.date)
+            for row in try Row.fetchAll(db, sql: """
+                SELECT destination, chunk_cap, chunk_cap_learnt_at, refused_at, refusal_learnt_at FROM request_limit
+                """) {
+                let chunkCapLearntAt: StoredDate? = row["chunk_cap_learnt_at"]
+                let refusalLearntAt: StoredDate? = row["refusal_learnt_at"]
+                limits[row["destination"]] = RequestLimit(chunkCap: row["chunk_cap"],
+                                                          chunkCapLearntAt: chunkCapLearntAt?.date,
+                                                          refusedAt: row["refused_at"],
+                                                          refusalLearntAt: refusalLearntAt?.date)
             }
             return limits
         }
@@ -17,13 +22,15 @@ extension QueueStore {
 
     /// Keeps what `destination`'s server taught.
     func recordRequestLimit(_ destination: String, _ learnt: RequestLimit) throws {
-        let now = learnt.learntAt ?? Date()
         try writer.write { db in
             try db.execute(sql: """
-                INSERT INTO request_limit (destination, chunk_cap, refused_at, learnt_at) VALUES (?, ?, ?, ?)
+                INSERT INTO request_limit (destination, chunk_cap, chunk_cap_learnt_at, refused_at, refusal_learnt_at)
+                VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT (destination) DO UPDATE SET chunk_cap = excluded.chunk_cap,
-                    refused_at = excluded.refused_at, learnt_at = excluded.learnt_at
-                """, arguments: [destination, learnt.chunkCap, learnt.refusedAt, StoredDate(now)])
+                    chunk_cap_learnt_at = excluded.chunk_cap_learnt_at, refused_at = excluded.refused_at,
+                    refusal_learnt_at = excluded.refusal_learnt_at
+                """, arguments: [destination, learnt.chunkCap, learnt.chunkCapLearntAt.map(StoredDate.init),
+                                 learnt.refusedAt, learnt.refusalLearntAt.map(StoredDate.init)])
         }
     }
 

@@ -30,32 +30,36 @@ final class RequestBodyLimit: Sendable {
     /// Seconds until the whole-file refusal is forgotten, while it holds.
     var refusalRemaining: Int64? {
         learnt.withLock { value in
-            guard value.current().refusedAt != nil, let learntAt = value.learntAt else { return nil }
+            guard value.current().refusedAt != nil, let learntAt = value.refusalLearntAt else { return nil }
             return max(1, Int64((RequestLimit.refusalLifetime - Date().timeIntervalSince(learntAt)).rounded(.up)))
         }
     }
 
     /// Chunked requests go no larger than `size` from now on (kept when below what still holds).
     func capChunks(at size: Int64) {
-        update { $0.chunkCap = min($0.chunkCap ?? .max, size) }
+        update { limit, now in
+            guard size < limit.chunkCap ?? .max else { return }
+            limit.chunkCap = size
+            limit.chunkCapLearntAt = now
+        }
     }
 
     /// A whole-file body of `size` bytes was refused.
     func refused(_ size: Int64) {
-        update { $0.refusedAt = min($0.refusedAt ?? .max, size) }
+        update { limit, now in
+            guard size < limit.refusedAt ?? .max else { return }
+            limit.refusedAt = size
+            limit.refusalLearntAt = now
+        }
     }
 
-    private func update(_ change: (inout RequestLimit) -> Void) {
+    private func update(_ change: (inout RequestLimit, Date) -> Void) {
         let (before, after) = learnt.withLock { value in
             let before = value
             // Against what still holds: a limit learnt again after its lifetime is renewed, not taken as known.
-            let holding = value.current()
-            var updated = holding
-            change(&updated)
-            if updated.chunkCap != holding.chunkCap || updated.refusedAt != holding.refusedAt {
-                updated.learntAt = Date()
-                value = updated
-            }
+            var updated = value.current()
+            change(&updated, Date())
+            if updated != before { value = updated }
             return (before, value)
         }
         if after != before { persist(destination, after) }

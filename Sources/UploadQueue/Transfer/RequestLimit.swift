@@ -9,33 +9,42 @@ public struct RequestLimit: Sendable, Equatable, Codable {
     /// How long a whole-file refusal fails larger files without sending them: an hour, after which one is tried.
     public static let refusalLifetime: TimeInterval = 3600
 
-    /// The largest request body chunked uploads (tus, rufh) send to it: they were refused above it.
+    /// The largest request body chunked uploads (tus, rufh, S3 parts) send to it: they were refused above it.
     public var chunkCap: Int64?
-    /// The smallest whole-file body (http-put, http-post) it refused; larger files fail before a byte is sent.
+    /// When `chunkCap` was learnt (its lifetime runs from then).
+    public var chunkCapLearntAt: Date?
+    /// The smallest whole-file body (http-put, http-post) it refused; larger files wait without a byte sent.
     public var refusedAt: Int64?
-    /// When it was last learnt (either number).
-    public var learntAt: Date?
+    /// When `refusedAt` was learnt.
+    public var refusalLearntAt: Date?
 
     enum CodingKeys: String, CodingKey {
         case chunkCap = "chunk_cap"
+        case chunkCapLearntAt = "chunk_cap_learnt_at"
         case refusedAt = "refused_at"
-        case learntAt = "learnt_at"
+        case refusalLearntAt = "refusal_learnt_at"
     }
 
-    /// What was learnt; nothing by default.
-    public init(chunkCap: Int64? = nil, refusedAt: Int64? = nil, learntAt: Date? = nil) {
+    /// What was learnt, and when; nothing by default. A number without its time does not expire.
+    public init(chunkCap: Int64? = nil, chunkCapLearntAt: Date? = nil, refusedAt: Int64? = nil,
+                refusalLearntAt: Date? = nil) {
         self.chunkCap = chunkCap
+        self.chunkCapLearntAt = chunkCapLearntAt
         self.refusedAt = refusedAt
-        self.learntAt = learntAt
+        self.refusalLearntAt = refusalLearntAt
     }
 
-    /// What still holds at `now`: each number is dropped once its lifetime since `learntAt` is over.
+    /// What still holds at `now`: each number is dropped once its own lifetime is over.
     public func current(at now: Date = Date()) -> RequestLimit {
-        guard let learntAt else { return self }
-        let age = now.timeIntervalSince(learntAt)
         var limit = self
-        if age > Self.chunkCapLifetime { limit.chunkCap = nil }
-        if age > Self.refusalLifetime { limit.refusedAt = nil }
+        if let learnt = chunkCapLearntAt, now.timeIntervalSince(learnt) > Self.chunkCapLifetime {
+            limit.chunkCap = nil
+            limit.chunkCapLearntAt = nil
+        }
+        if let learnt = refusalLearntAt, now.timeIntervalSince(learnt) > Self.refusalLifetime {
+            limit.refusedAt = nil
+            limit.refusalLearntAt = nil
+        }
         return limit
     }
 }
