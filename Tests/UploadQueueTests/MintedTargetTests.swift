@@ -157,7 +157,7 @@ struct MintedTargetTests {
     @Test("a minted URL never shows: queries cut from what a storage says, the URL hidden in transport errors")
     func secretURLs() throws {
         let url = "https://b.example/k?q-signature=s3cr3t&x-oss-signature=t0p"
-        let said = WholeFileSender.withoutQueries("refused \(url) for \"\(url)\" <\(url)>")
+        let said = URLRedaction.withoutQueries("refused \(url) for \"\(url)\" <\(url)>")
         #expect(!said.contains("s3cr3t") && !said.contains("t0p") && said.contains("https://b.example/k?…"), "\(said)")
         let failure = TransferFailure(.transient(retryAfter: nil), code: "connect", "PUT \(url): connection refused")
             .hiding(url, as: "https://b.example/k")

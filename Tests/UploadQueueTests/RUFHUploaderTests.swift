@@ -112,7 +112,7 @@ struct RUFHUploaderTests {
     func expiry() async throws {
         let server = try await RUFHTestServer.make(interop: 8, ["max_age": 3600])
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(server.endpoint))
-        let endpoint = proxy.url(String(server.endpoint.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" }))
+        let endpoint = proxy.url(server.path)
         let sandbox = try sandbox(endpoint: endpoint, interop: 8, chunk: 100_000)
         let configuration = try sandbox.configuration()
         let queue = try UploadQueue(configuration: configuration)
@@ -199,8 +199,7 @@ struct RUFHUploaderTests {
     func cancelInFlight() async throws {
         let server = try await RUFHTestServer.make(interop: 8)
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(server.endpoint))
-        let path = String(server.endpoint.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" })
-        let sandbox = try sandbox(endpoint: proxy.url(path), interop: 8, chunk: 100_000)
+        let sandbox = try sandbox(endpoint: proxy.url(server.path), interop: 8, chunk: 100_000)
         // The second append hangs: the job is caught mid-upload.
         try await proxy.add(["method": "PATCH", "action": "stall", "after_bytes": 1000, "seconds": 30, "skip": 1,
                              "times": 1])
@@ -253,10 +252,9 @@ struct RUFHCrashTests {
     func killDuringUpload() async throws {
         let server = try await RUFHTestServer.make(interop: 8, ["max_age": 86_400])
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(server.endpoint))
-        let path = String(server.endpoint.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" })
         let sandbox = try Sandbox(destination: "rufh", """
             protocol = "rufh"
-            url = "\(proxy.url(path))"
+            url = "\(proxy.url(server.path))"
             interop_version = 8
             chunk_size = "8MiB"
             """, bandwidth: 16 << 20)

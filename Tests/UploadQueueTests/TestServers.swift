@@ -123,6 +123,9 @@ struct RUFHTestServer: Sendable {
     let endpoint: String
     private let control: String
 
+    /// The endpoint's path (`/s/ID/files/`), to reach it through a proxy.
+    var path: String { String(endpoint.drop { $0 != "/" }.dropFirst(2).drop { $0 != "/" }) }
+
     /// A new server: `interop` 6, 7 or 8 and settings such as `max_append_size`, `min_append_size`, `max_size`,
     /// `max_age`, `body_cap`, `quota_full`.
     static func make(interop: Int, _ settings: [String: Any] = [:]) async throws -> RUFHTestServer {

@@ -139,7 +139,7 @@ struct CompanionUploader: Uploader {
                     return etag
                 case 401, 403:
                     refusals.append("HTTP \(response.status)"
-                        + (reply.map { ": \(WholeFileSender.withoutQueries($0.summary))" } ?? ""))
+                        + (reply.map { ": \(URLRedaction.withoutQueries($0.summary))" } ?? ""))
                     guard refusals.count < Self.signaturesPerPart else {
                         throw .permanent("minted-target-refused", """
                             \(shown): the store refused \(refusals.count) freshly signed URLs in a row \

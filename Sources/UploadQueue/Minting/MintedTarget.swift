@@ -75,7 +75,7 @@ struct MintedTarget: Sendable, Equatable {
         if let given = object["expires_at"], !(given is NSNull) {
             if let seconds = given as? NSNumber, !(given is Bool) {
                 expiresAt = Date(timeIntervalSince1970: seconds.doubleValue)
-            } else if let text = given as? String, let date = Self.rfc3339(text) {
+            } else if let text = given as? String, let date = Date(rfc3339: text) {
                 expiresAt = date
             } else {
                 throw Invalid(reason: "\"expires_at\" must be an RFC 3339 time or seconds since 1970")
@@ -105,12 +105,5 @@ struct MintedTarget: Sendable, Equatable {
         !name.isEmpty && name.unicodeScalars.allSatisfy {
             $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "!#$%&'*+-.^_`|~".unicodeScalars.contains($0))
         }
-    }
-
-    private static func rfc3339(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.date(from: text)
     }
 }

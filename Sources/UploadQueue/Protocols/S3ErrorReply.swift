@@ -17,7 +17,7 @@ struct S3ErrorReply: Sendable, Equatable {
         guard root.name == "Error", let code = root.value("Code"), !code.isEmpty else { return nil }
         self.code = code
         message = root.value("Message") ?? ""
-        serverTime = root.value("ServerTime").flatMap(Self.parseISO8601)
+        serverTime = root.value("ServerTime").flatMap { Date(rfc3339: $0) }
     }
 
     /// `Code: Message`, one line, at most 200 characters.
@@ -72,11 +72,4 @@ struct S3ErrorReply: Sendable, Equatable {
         }
     }
 
-    static func parseISO8601(_ text: String) -> Date? {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = formatter.date(from: text) { return date }
-        formatter.formatOptions = [.withInternetDateTime]
-        return formatter.date(from: text)
-    }
 }

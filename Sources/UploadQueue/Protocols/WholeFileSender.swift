@@ -147,7 +147,7 @@ struct WholeFileSender: Sendable {
                 return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored), sha256: sha256)
             }
             // What the storage said, without the query of any URL it echoes.
-            let said = Self.withoutQueries(S3ErrorReply(response)?.summary ?? response.bodySummary)
+            let said = URLRedaction.withoutQueries(S3ErrorReply(response)?.summary ?? response.bodySummary)
             switch response.status {
             case 401, 403:
                 refusals.append("HTTP \(response.status)" + (said.isEmpty ? "" : ": \(said)"))
@@ -180,14 +180,8 @@ struct WholeFileSender: Sendable {
             cleaned.body = Array(response.bodySummary.utf8)
             failure = FailureClassifier.failure(for: cleaned, request: request, destination: destination)
         }
-        failure.message = withoutQueries(failure.message)
+        failure.message = URLRedaction.withoutQueries(failure.message)
         return failure
-    }
-
-    /// `text` with every query (from `?` to the next space, quote or bracket) cut to `?…`: a storage's error may
-    /// echo the presigned URL it refused, signature included.
-    static func withoutQueries(_ text: String) -> String {
-        text.replacingOccurrences(of: "\\?[^\\s\"'<>]*", with: "?…", options: .regularExpression)
     }
 
     /// A body the server refuses by its size: a whole file cannot be cut, so it fails for good, the limit named.

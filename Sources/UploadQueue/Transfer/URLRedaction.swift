@@ -9,6 +9,12 @@ public enum URLRedaction {
         "client_secret", "session_token", "refresh_token", "id_token", "upload_token", "jwt",
     ]
 
+    /// `text` with every query (from `?` to the next space, quote or bracket) cut to `?…`: for free text that may
+    /// hold URLs whose parameters are not all known, such as a storage's error echoing a presigned URL it refused.
+    static func withoutQueries(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\?[^\\s\"'<>]*", with: "?…", options: .regularExpression)
+    }
+
     /// `url` with its user info dropped and its credential-like query values replaced by `REDACTED`.
     public static func redact(_ url: String) -> String {
         var text = url
