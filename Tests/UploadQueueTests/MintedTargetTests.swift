@@ -87,9 +87,10 @@ struct MintedTargetTests {
 
     @Test("a URL that expires before its request arrives is minted again and the file stored once")
     func expiredURL() async throws {
-        let (bucket, proxy, backend) = try await setUp(expires: 1)
+        // X-Amz-Date has whole seconds, so a URL lives 3 to 4 s: long enough for the fresh one under CI load.
+        let (bucket, proxy, backend) = try await setUp(expires: 4)
         // The first PUT is held until its URL has expired: S3 (here the proxy) refuses it as expired.
-        try await proxy.add(["method": "PUT", "action": "delay", "seconds": 2.5, "times": 1])
+        try await proxy.add(["method": "PUT", "action": "delay", "seconds": 5.5, "times": 1])
         let sandbox = try sandbox(backend)
         let (job, attempts) = try await sandbox.uploadOne("late.jpg", size: 150_000, seed: 96, to: "minted")
         #expect(job.state == .uploaded, "\(job.lastError ?? "")")
@@ -297,8 +298,8 @@ struct CompanionTests {
 
     @Test("a part whose URL expired on the way is signed again and sent; the object is whole")
     func expiredPart() async throws {
-        let (bucket, proxy, backend) = try await setUp(expires: 1)
-        try await proxy.add(["method": "PUT", "action": "delay", "seconds": 2.5, "skip": 1, "times": 1])
+        let (bucket, proxy, backend) = try await setUp(expires: 5)
+        try await proxy.add(["method": "PUT", "action": "delay", "seconds": 6.5, "skip": 1, "times": 1])
         let sandbox = try Sandbox(destination: "companion", lines(backend, "part_concurrency = 1"))
         let (job, attempts) = try await sandbox.uploadOne("clip.mov", size: 20 << 20, seed: 102, to: "companion")
         #expect(job.state == .uploaded, "\(job.lastError ?? "")")
