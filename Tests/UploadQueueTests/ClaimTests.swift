@@ -83,17 +83,30 @@ struct QueueHoldsTests {
         let destinations = try Self.destinations()
         let metered = LinkStatus(linkClass: .metered, source: .override)
         let offline = LinkStatus(linkClass: .offline, source: .override)
-        let holds = QueueHolds.make(destinations: destinations, links: ["dav": metered, "local": offline],
-                                    openCircuits: [], slotsFull: true)
-        #expect(holds.entries == [.init(scope: "dav", reason: .meteredLink, meteredBelow: 1024),
-                                  .init(scope: QueueHolds.wholeQueue, reason: .concurrency)])
-        let gate = ClaimGate.make(destinations: destinations, links: ["dav": metered, "local": offline],
-                                  openCircuits: [], strays: ["gone", "dav"])
-        #expect(gate.doors == ["dav": .metered(below: 1024), "local": .open, "gone": .open])
-        let shut = ClaimGate.make(destinations: destinations, links: ["dav": offline], openCircuits: ["local"])
-        #expect(shut.doors.isEmpty)
-        #expect(QueueHolds.make(destinations: destinations, links: ["dav": offline], openCircuits: ["local"],
-                                slotsFull: false).openCircuits == ["local"])
+        func plan(_ links: [String: LinkStatus], concurrency: Int = 4, strays: Set<String> = [],
+                  openCircuit: String? = nil) -> SchedulerState.ClaimPlan? {
+            var configuration = Configuration(stateDirectory: "/nonexistent", destinations: destinations)
+            configuration.limits.concurrency = concurrency
+            var state = SchedulerState(settings: .init(configuration))
+            if let openCircuit {
+                // Five transient failures the destination is blamed for open its circuit.
+                let job = Self.job(openCircuit, size: 1)
+                for _ in 0..<5 {
+                    _ = state.ended(job, result: .failure(TransferFailure(.transient(retryAfter: nil), code: "http",
+                                                                          "503", destinationFault: true)), now: Date())
+                }
+            }
+            let actions = state.decide(now: Date(), inputs: .init(linkChanges: links, strays: strays))
+            for case .claim(let plan) in actions { return plan }
+            return nil
+        }
+        let both = try #require(plan(["dav": metered, "local": offline], strays: ["gone", "dav"]))
+        #expect(both.holdsWhenFull.entries == [.init(scope: "dav", reason: .meteredLink, meteredBelow: 1024),
+                                               .init(scope: QueueHolds.wholeQueue, reason: .concurrency)])
+        #expect(both.gate.doors == ["dav": .metered(below: 1024), "local": .open, "gone": .open])
+        let shut = try #require(plan(["dav": offline], openCircuit: "local"))
+        #expect(shut.gate.doors.isEmpty)
+        #expect(shut.holdsOtherwise.openCircuits == ["local"])
     }
 }
 

@@ -29,6 +29,27 @@ public struct Configuration: Sendable, Equatable {
     public var metrics = Metrics()
     /// `[retention]`: what happens to uploaded copies, and how long history is kept.
     public var retention = RetentionPolicy()
+    /// `[power]`: what transfers need from the device's power.
+    public var power = PowerSettings()
+    /// `[schedule]`: when uploads may run.
+    public var schedule = Schedule()
+
+    /// `[schedule]`: upload windows in local time, and the priority that ignores them.
+    public struct Schedule: Sendable, Equatable {
+        /// `windows`: every destination's windows unless it names its own; none: always open.
+        public var windows: UploadWindows
+        /// `urgent_priority`: jobs of at least this priority ignore the windows; nil: none do.
+        public var urgentPriority: Int?
+        /// `time_zone`: the zone windows, timetables and budget periods are read in; the system's by default.
+        public var timeZone: TimeZone
+
+        public init(windows: UploadWindows = UploadWindows.always, urgentPriority: Int? = nil,
+                    timeZone: TimeZone = .current) {
+            self.windows = windows
+            self.urgentPriority = urgentPriority
+            self.timeZone = timeZone
+        }
+    }
 
     /// `[metrics]`: a Prometheus text file rewritten atomically every `interval`.
     public struct Metrics: Sendable, Equatable {
@@ -105,6 +126,8 @@ public struct Configuration: Sendable, Equatable {
         public var mode: String
         /// Interface-name globs that count as metered.
         public var meteredInterfaces: [String]
+        /// `metered_budget` (with `budget_reset`): the bytes metered links may carry per period; nil: no budget.
+        public var meteredBudget: MeteredBudget?
 
         /// Link settings; the default detects the link.
         public init(mode: String = "auto", meteredInterfaces: [String] = ["wwan*", "ppp*", "usb*", "rmnet*", "wwp*"]) {
@@ -119,6 +142,8 @@ public struct Configuration: Sendable, Equatable {
         public var metered: Int64
         /// The cap on an unmetered link.
         public var unmetered: Int64
+        /// `timetable`: a cap by time of day, combined with the link class's (the lower one wins).
+        public var timetable = BandwidthTimetable.none
 
         /// Caps in bytes per second; 0 is unlimited.
         public init(metered: Int64 = 0, unmetered: Int64 = 0) {

@@ -79,6 +79,26 @@ public enum ConfigurationLoader {
                 link.mode = mode
             }
             link.meteredInterfaces = try table.stringArray("metered_interfaces") ?? link.meteredInterfaces
+            // A weekday (a string) for /week, a day of the month (an integer) for /month.
+            var reset: String?
+            if table.has("budget_reset") {
+                if let text = try? table.string("budget_reset") {
+                    reset = text
+                } else {
+                    reset = try table.integer("budget_reset", range: 1...28).map { "\($0)" }
+                }
+            }
+            if let text = try table.string("metered_budget") {
+                guard let budget = MeteredBudget(text, reset: reset) else {
+                    throw table.error("metered_budget", """
+                        "\(text)" is not a budget: write a size and a period, "200MiB/day", "1GiB/week" or "5GiB/month" \
+                        (budget_reset: a weekday for /week, a day 1-28 for /month, none for /day)
+                        """)
+                }
+                link.meteredBudget = budget
+            } else if reset != nil {
+                throw table.error("budget_reset", "has no metered_budget to reset")
+            }
             try table.rejectUnknownKeys()
         }
 
@@ -86,6 +106,47 @@ public enum ConfigurationLoader {
         if var table = try root.table("bandwidth") {
             bandwidth.metered = try table.byteCount("metered") ?? 0
             bandwidth.unmetered = try table.byteCount("unmetered") ?? 0
+            if let entries = try table.stringArray("timetable") {
+                do {
+                    bandwidth.timetable = try BandwidthTimetable(entries)
+                } catch {
+                    throw table.error("timetable", "\"\(error.entry)\": \(error.reason)")
+                }
+            }
+            try table.rejectUnknownKeys()
+        }
+
+        var power = PowerSettings()
+        if var table = try root.table("power") {
+            if let percent = try table.string("low_battery") {
+                guard percent.hasSuffix("%"), let value = Int(percent.dropLast()), (1...100).contains(value) else {
+                    throw table.error("low_battery", "\"\(percent)\" is not a percentage from 1% to 100%")
+                }
+                power.lowBattery = value
+            }
+            power.require = try Self.powerRequirement(&table, key: "require", lowBattery: power.lowBattery) ?? .any
+            if let source = try table.string("source") {
+                guard let value = PowerSettings.Source(rawValue: source) else {
+                    throw table.error("source", "must be one of: \(PowerSettings.Source.allCases.map(\.rawValue).joined(separator: ", "))")
+                }
+                power.source = value
+            }
+            if let directory = try table.string("supply_dir") {
+                power.supplyDirectory = absolutePath(directory, base: baseDirectory)
+                if !table.has("source") { power.source = .sysfs }
+            }
+            try table.rejectUnknownKeys()
+        }
+        var schedule = Configuration.Schedule()
+        if var table = try root.table("schedule") {
+            schedule.windows = try Self.windows(&table) ?? schedule.windows
+            schedule.urgentPriority = (try table.integer("urgent_priority", range: -1_000_000...1_000_000)).map { Int($0) }
+            if let name = try table.string("time_zone") {
+                guard let zone = TimeZone(identifier: name) else {
+                    throw table.error("time_zone", "\"\(name)\" is not a time zone (an IANA name: \"Europe/Berlin\", \"UTC\")")
+                }
+                schedule.timeZone = zone
+            }
             try table.rejectUnknownKeys()
         }
 
@@ -95,6 +156,8 @@ public enum ConfigurationLoader {
                 guard var entry = try table.table(name) else { continue }
                 var destination = try DestinationLoader.destination(named: name, from: &entry, baseDirectory: baseDirectory)
                 destination.sourceAfterUpload = try DestinationLoader.sourceAfterUpload(&entry, baseDirectory: baseDirectory)
+                destination.power = try Self.powerRequirement(&entry, key: "power", lowBattery: power.lowBattery)
+                destination.windows = try Self.windows(&entry)
                 destinations[name] = destination
                 try entry.rejectUnknownKeys()
             }
@@ -179,7 +242,30 @@ public enum ConfigurationLoader {
         configuration.mint = mint
         configuration.metrics = metrics
         configuration.retention = retention
+        configuration.power = power
+        configuration.schedule = schedule
         return configuration
+    }
+
+    /// `require = "ac"` in `[power]`, or `power = "ac"` in a destination.
+    private static func powerRequirement(_ table: inout ConfigurationTable, key: String, lowBattery: Int)
+        throws(ConfigurationError) -> PowerRequirement?
+    {
+        guard let text = try table.string(key) else { return nil }
+        guard let requirement = PowerRequirement(text, lowBattery: lowBattery) else {
+            throw table.error(key, "\"\(text)\" is not one of any, ac, battery-not-low")
+        }
+        return requirement
+    }
+
+    /// `windows = ["22:00-06:00", "sat 00:00-24:00"]` in `[schedule]` or a destination.
+    private static func windows(_ table: inout ConfigurationTable) throws(ConfigurationError) -> UploadWindows? {
+        guard let entries = try table.stringArray("windows") else { return nil }
+        do {
+            return try UploadWindows(entries)
+        } catch {
+            throw table.error("windows", "\"\(error.entry)\": \(error.reason)")
+        }
     }
 
     /// A duration written as in the config (`500ms`, `30s`, `5m`, `1h`, `90d`), for command-line options.

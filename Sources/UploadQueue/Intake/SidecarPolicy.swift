@@ -28,7 +28,7 @@ struct SidecarPolicy: Sendable {
         // A local directory takes no link: its policy is moot.
         if let text = sidecar.onMetered, let chosen = MeteredPolicy(text), !spool.sidecarMayAllowMetered,
            let configured = destinations[destination], configured.isNetwork,
-           chosen.sizeLimit > configured.onMetered.sizeLimit {
+           chosen.isLooser(than: configured.onMetered) {
             return """
                 sets on_metered "\(text)", looser than destination "\(destination)"'s "\(configured.onMetered)"; a sidecar \
                 may only make it stricter, unless [spool] sidecar_may_allow_metered = true

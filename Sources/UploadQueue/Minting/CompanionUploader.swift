@@ -47,7 +47,7 @@ struct CompanionUploader: Uploader {
     {
         let job = context.job
         let source = try SourceFile(job: job)
-        try context.checkLink()
+        try context.checkConstraints()
         source.hashBesideUpload()
         var state: S3ResumeState
         var plan: S3PartPlan

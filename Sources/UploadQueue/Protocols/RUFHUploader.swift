@@ -55,7 +55,7 @@ struct RUFHUploader: Uploader {
             }
             throw error
         }
-        try context.checkLink()
+        try context.checkConstraints()
         var state: RUFHResumeState
         var offset: Int64
         // A stored upload is always asked about, even past its max-age: its completing append's answer may have been
@@ -86,7 +86,7 @@ struct RUFHUploader: Uploader {
         var emptyAcknowledgements = 0
         while true {
             if Task.isCancelled { throw .interrupted }
-            try context.checkLink()
+            try context.checkConstraints()
             let preferred = min(settings.chunkSize, state.appendCap ?? .max, bodyLimit.chunkCap ?? .max)
             let length = (state.limit ?? UploadLimit()).appendLength(remaining: job.size - offset, preferred: preferred)
             let completes = offset + length == job.size

@@ -44,7 +44,7 @@ struct S3MultipartUploader: Uploader {
     {
         let job = context.job
         let source = try SourceFile(job: job)
-        try context.checkLink()
+        try context.checkConstraints()
         if current == nil, job.size < client.settings.multipartThreshold {
             return try await putObject(context, source: source)
         }

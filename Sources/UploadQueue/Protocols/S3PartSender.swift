@@ -28,7 +28,7 @@ struct S3PartSender: Sendable {
         let sendPart = { @Sendable (number: Int) async -> Result<S3ResumeState.Part, TransferFailure> in
             do throws(TransferFailure) {
                 if Task.isCancelled { throw .interrupted }
-                try context.checkLink()
+                try context.checkConstraints()
                 return .success(try await send(number, state: snapshot, inFlight: inFlight))
             } catch {
                 return .failure(error)

@@ -48,7 +48,7 @@ struct TusUploader: Uploader {
             }
             throw error
         }
-        try context.checkLink()
+        try context.checkConstraints()
         let server = try await discovery.server(client, endpoint: endpoint)
         var state: TusResumeState
         var offset: Int64
@@ -69,7 +69,7 @@ struct TusUploader: Uploader {
         var stalledAcknowledgements = 0
         while offset < job.size {
             if Task.isCancelled { throw .interrupted }
-            try context.checkLink()
+            try context.checkConstraints()
             let length = min(settings.chunkSize, attemptCap, bodyLimit.chunkCap ?? .max, job.size - offset)
             var headers = [Self.version, HTTPHeader("Upload-Offset", String(offset)),
                            HTTPHeader("Content-Type", "application/offset+octet-stream")]

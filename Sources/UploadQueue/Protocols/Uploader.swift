@@ -29,9 +29,10 @@ struct UploadOutcome: Sendable, Equatable {
 struct TransferContext: Sendable {
     let job: Job
     let limiter: BandwidthLimiter
-    /// Checks the link before a chunk: throws an `interrupted` failure when the job may not send on it now
-    /// (metered and deferred, or offline); the job then waits and resumes from its confirmed offset.
-    var checkLink: @Sendable () throws(TransferFailure) -> Void = {}
+    /// Checks the link and the device's constraints before a chunk: throws an `interrupted` failure when the job
+    /// may not send now (metered and deferred, offline, the power, outside its windows, the metered budget spent);
+    /// the job then waits and resumes from its confirmed offset.
+    var checkConstraints: @Sendable () throws(TransferFailure) -> Void = {}
     /// Records the offset this attempt really starts from (after looking at the destination).
     let resumed: @Sendable (Int64) async throws(TransferFailure) -> Void
     /// Persists confirmed bytes and, when given, a new resume record; also feeds progress events.

@@ -38,7 +38,7 @@ struct WholeFileSender: Sendable {
     {
         let job = context.job
         let source = try SourceFile(job: job)
-        try context.checkLink()
+        try context.checkConstraints()
         try await context.resumed(0)
         var request = build(job, source)
         // A name that does not fit a path segment (255 bytes, what a DAV server stores it as) is shortened by the
@@ -100,7 +100,7 @@ struct WholeFileSender: Sendable {
     {
         let job = context.job
         let source = try SourceFile(job: job)
-        try context.checkLink()
+        try context.checkConstraints()
         try await context.resumed(0)
         var refusals: [String] = []
         while true {

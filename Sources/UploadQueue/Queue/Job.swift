@@ -8,6 +8,9 @@ public struct Job: Sendable, Equatable, Codable {
     public internal(set) var id: JobID
     public internal(set) var state: JobState
     public internal(set) var waitingReason: WaitingReason?
+    /// Everything that keeps a pending job from starting, the strongest first (`waitingReason` is the first), with
+    /// when each is expected to clear where that is known. Derived when the job is read, never stored.
+    public internal(set) var waitingHolds: [WaitingHold] = []
     /// For a failed job: true when only a person can make it go (`uploadq retry`).
     public internal(set) var permanent: Bool
     public internal(set) var attempts: Int

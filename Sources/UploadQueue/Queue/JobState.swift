@@ -16,6 +16,12 @@ public enum WaitingReason: String, Sendable, Codable, CaseIterable {
     case quotaFull = "quota-full"
     case concurrency
     case sourceUnstable = "source-unstable"
+    /// The device's power does not meet the destination's `power` requirement (on battery, battery low).
+    case power
+    /// Outside the destination's upload windows, and the job's priority is below `urgent_priority`.
+    case outsideWindow = "outside-window"
+    /// The link is metered and `[link] metered_budget` is spent for this period.
+    case budgetSpent = "budget-spent"
 }
 
 /// How a file enters the queue.

@@ -121,6 +121,36 @@ extension QueueDatabase {
     /// only when a row enters or leaves it. Claims and transfer ends touched two such indexes for nothing.
     /// - `job_retry` replaces `job_runnable`: only retryable failures have a due time.
     /// - `job_uploaded` replaces `job_finished`: only uploaded jobs are pruned or reported by their age.
+    /// The claim index of jobs that ignore a spent metered budget (`on_metered = "always"`), so a claim while the
+    /// budget is spent seeks them instead of walking past the others.
+    static let budgetExemptIndex = "job_claim_budget_exempt"
+    static var budgetExemptCondition: String { "\(runnableCondition) AND on_metered = 'always'" }
+
+    /// Migration v11: the device constraints.
+    /// - `hold` learns when a hold is expected to clear (`until`: a window opens, a budget resets), the priority
+    ///   that passes it (`minimum_priority`, windows), whether its destination's jobs ignore it
+    ///   (`ignores_budget`), and a word on it (`detail`: what the power lacks, which budget is spent).
+    /// - `metered_budget`: the ledger of the bytes metered links carried this period, one row whatever the
+    ///   traffic.
+    /// - `job_claim_budget_exempt` (`budgetExemptIndex`).
+    static func migrateToDeviceConstraints(_ db: Database) throws {
+        try db.alter(table: "hold") { t in
+            t.add(column: "until", .datetime)
+            t.add(column: "minimum_priority", .integer)
+            t.add(column: "ignores_budget", .boolean).notNull().defaults(to: false)
+            t.add(column: "detail", .text)
+        }
+        try db.create(table: "metered_budget") { t in
+            t.primaryKey("id", .integer).check { $0 == 1 }
+            t.column("period_start", .datetime).notNull()
+            t.column("resets_at", .datetime).notNull()
+            t.column("used", .integer).notNull()
+        }
+        try db.execute(sql: """
+            CREATE INDEX \(budgetExemptIndex) ON job(destination, priority DESC, id) WHERE \(budgetExemptCondition)
+            """)
+    }
+
     static func migrateToLeanIndexes(_ db: Database) throws {
         try db.execute(sql: "DROP INDEX IF EXISTS job_runnable")
         try db.execute(sql: "DROP INDEX IF EXISTS job_finished")

@@ -245,6 +245,9 @@ public struct QueueDatabase: Sendable {
                 t.column("refusal_learnt_at", .datetime)
             }
         }
+        migrator.registerMigration("v11-device-constraints") { db in
+            try QueueDatabase.migrateToDeviceConstraints(db)
+        }
         return migrator
     }
 }

@@ -218,9 +218,12 @@ public struct QueueStore: Sendable {
     }
 
     /// Adds bytes sent per destination and link class (what `status` shows as traffic).
-    func addTraffic(_ entries: [(destination: String, linkClass: String, bytes: Int64)]) throws {
+    func addTraffic(_ entries: [(destination: String, linkClass: String, bytes: Int64)],
+                    budgetLedger: BudgetLedger? = nil) throws {
         guard !entries.isEmpty else { return }
         try writer.write { db in
+            // The metered budget's ledger goes with the bytes it counted: both or neither.
+            if let budgetLedger { try QueueStore.recordBudgetLedger(budgetLedger, in: db) }
             for entry in entries where entry.bytes > 0 {
                 try db.execute(sql: """
                     INSERT INTO traffic (destination, link_class, bytes) VALUES (?, ?, ?)

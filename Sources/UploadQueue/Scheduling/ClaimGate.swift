@@ -4,34 +4,44 @@ import Foundation
 /// of a claim, as a small value the store turns into one indexed query (`QueueStore.claim`).
 struct ClaimGate: Sendable, Equatable {
     /// The terms on which one destination's jobs may start.
-    enum Door: Sendable, Equatable {
+    struct Door: Sendable, Equatable {
+        /// On a metered link: only jobs smaller than their own limit (`Job.meteredBelow`), or than this one (the
+        /// destination's `on_metered`) when they have none. nil: the link does not limit them.
+        var meteredBelow: Int64?
+        /// The metered budget is spent: only jobs that ignore it go (`on_metered = "always"`, their own, or their
+        /// destination's when `destinationIgnoresBudget` and they have none).
+        var budgetSpent = false
+        var destinationIgnoresBudget = false
+        /// Outside the upload windows: only jobs of at least this priority go.
+        var minimumPriority: Int?
+
         /// Any of its runnable jobs.
-        case open
-        /// Its link is metered: only jobs smaller than their own limit (`Job.meteredBelow`), or than this one
-        /// (the destination's `on_metered`) when they have none.
-        case metered(below: Int64)
+        static let open = Door()
+
+        /// On a metered link: jobs smaller than their own limit, or than `below` when they have none.
+        static func metered(below: Int64) -> Door { Door(meteredBelow: below) }
     }
 
     /// The destinations whose jobs may be claimed; a destination missing here is held (offline, open circuit).
     var doors: [String: Door]
 
-    /// The gate of the scheduler's view of things: a destination whose link is offline or whose circuit is open
-    /// stays shut; one on a metered link lets through what its policy allows. `strays` are destinations of queued
-    /// jobs that are no longer configured: open, so their jobs are claimed and fail with a clear reason.
-    static func make(destinations: [String: Destination], links: [String: LinkStatus], openCircuits: Set<String>,
-                     strays: Set<String> = []) -> ClaimGate {
+    /// The gate of the scheduler's view of things. `strays` are destinations of queued jobs that are no longer
+    /// configured: open, so their jobs are claimed and fail with a clear reason.
+    static func make(conditions: [String: DestinationConditions], strays: Set<String> = []) -> ClaimGate {
         var doors: [String: Door] = [:]
-        for name in strays where destinations[name] == nil { doors[name] = .open }
-        for (name, destination) in destinations where !openCircuits.contains(name) {
-            guard destination.isNetwork else {
-                doors[name] = .open
-                continue
+        for name in strays where conditions[name] == nil { doors[name] = .open }
+        for (name, condition) in conditions where !condition.isShut {
+            var door = Door.open
+            if condition.linkClass == .metered {
+                if condition.budgetSpent != nil {
+                    door.budgetSpent = true
+                    door.destinationIgnoresBudget = condition.onMetered.ignoresBudget
+                } else {
+                    door.meteredBelow = condition.onMetered.sizeLimit
+                }
             }
-            switch links[name]?.linkClass {
-            case .offline: continue
-            case .metered: doors[name] = .metered(below: destination.onMetered.sizeLimit)
-            case .unmetered, nil: doors[name] = .open
-            }
+            door.minimumPriority = condition.outsideWindow?.urgentPriority
+            doors[name] = door
         }
         return ClaimGate(doors: doors)
     }

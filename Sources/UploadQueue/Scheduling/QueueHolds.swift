@@ -1,19 +1,28 @@
 import Foundation
 
-/// Why whole destinations wait: offline, a metered link, an open circuit, or every slot busy. One entry per cause,
-/// which the scheduler records when it changes, instead of a reason written into every row.
+/// Why whole destinations wait: offline, the power, a metered link or its spent budget, outside the upload windows,
+/// an open circuit, a full storage, or every slot busy. One entry per cause, which the scheduler records when it
+/// changes, instead of a reason written into every row.
 ///
-/// A job's waiting reason is derived from it (`reason(for:)`) where it is shown, so what a pass of the scheduler
-/// costs does not grow with the number of jobs that wait.
+/// A job's waiting reasons are derived from it (`holds(for:)`) where they are shown, so what a pass of the
+/// scheduler costs does not grow with the number of jobs that wait.
 struct QueueHolds: Sendable, Equatable {
     /// One cause that holds back the jobs of a destination (or of the whole queue).
     struct Hold: Sendable, Hashable {
         /// A destination's name, or `QueueHolds.wholeQueue`.
         var scope: String
         var reason: WaitingReason
-        /// For `metered-link`: the destination's own limit; a job at least this large waits unless its own
-        /// policy lets it go (`MeteredPolicy.sizeLimit`). 0 holds every job without one.
+        /// For `metered-link` and `budget-spent`: the destination's own limit; a job at least this large waits
+        /// unless its own policy lets it go (`MeteredPolicy.sizeLimit`). 0 holds every job without one.
         var meteredBelow: Int64? = nil
+        /// When it is expected to clear, where that is known: a window opens, a budget resets.
+        var until: Date? = nil
+        /// For `outside-window`: jobs of at least this priority pass (`[schedule] urgent_priority`).
+        var minimumPriority: Int? = nil
+        /// For `budget-spent`: the destination's jobs without a policy of their own ignore the budget (`always`).
+        var ignoresBudget = false
+        /// A word on it: what the power lacks, which budget is spent.
+        var detail: String? = nil
     }
 
     /// The scope of a hold on every destination (`concurrency`).
@@ -25,21 +34,30 @@ struct QueueHolds: Sendable, Equatable {
         self.entries = Set(entries)
     }
 
-    /// The holds the scheduler's view makes: offline and metered links of the destinations that move bytes over the
-    /// network, open circuits, and busy slots.
-    static func make(destinations: [String: Destination], links: [String: LinkStatus], openCircuits: Set<String>,
-                     quotaFull: Set<String> = [], slotsFull: Bool) -> QueueHolds {
+    /// The holds the scheduler's view makes, and `concurrency` when every slot is busy.
+    static func make(conditions: [String: DestinationConditions], slotsFull: Bool) -> QueueHolds {
         var holds: [Hold] = []
-        for (name, destination) in destinations where destination.isNetwork {
-            switch links[name]?.linkClass {
+        for (name, condition) in conditions {
+            switch condition.linkClass {
             case .offline: holds.append(Hold(scope: name, reason: .offline))
             case .metered:
-                holds.append(Hold(scope: name, reason: .meteredLink, meteredBelow: destination.onMetered.sizeLimit))
+                let below = condition.onMetered.sizeLimit
+                holds.append(Hold(scope: name, reason: .meteredLink, meteredBelow: below))
+                if let spent = condition.budgetSpent {
+                    holds.append(Hold(scope: name, reason: .budgetSpent, meteredBelow: below,
+                                      until: spent.resetsAt.wholeSeconds,
+                                      ignoresBudget: condition.onMetered.ignoresBudget, detail: spent.budget))
+                }
             case .unmetered, nil: break
             }
+            if let power = condition.power { holds.append(Hold(scope: name, reason: .power, detail: power)) }
+            if let window = condition.outsideWindow {
+                holds.append(Hold(scope: name, reason: .outsideWindow, until: window.opensAt?.wholeSeconds,
+                                  minimumPriority: window.urgentPriority))
+            }
+            if condition.circuitOpen { holds.append(Hold(scope: name, reason: .circuitOpen)) }
+            if condition.quotaFull { holds.append(Hold(scope: name, reason: .quotaFull)) }
         }
-        for name in openCircuits { holds.append(Hold(scope: name, reason: .circuitOpen)) }
-        for name in quotaFull { holds.append(Hold(scope: name, reason: .quotaFull)) }
         if slotsFull { holds.append(Hold(scope: wholeQueue, reason: .concurrency)) }
         return QueueHolds(holds)
     }
@@ -59,28 +77,51 @@ struct QueueHolds: Sendable, Equatable {
         Set(entries.filter { $0.reason == .quotaFull }.map(\.scope))
     }
 
-    /// Why a job does not move, the strongest cause first: its link is offline, the metered link does not let it
-    /// go, its destination's circuit is open, its storage is full, every slot is busy. nil for a job that is not pending or that
-    /// nothing holds (no row carries a reason of its own since migration v7).
-    func reason(for job: Job) -> WaitingReason? {
-        guard job.state == .pending else { return nil }
-        if hold(.offline, on: job.destination) != nil { return .offline }
-        if let metered = hold(.meteredLink, on: job.destination),
-           job.size >= job.meteredBelow ?? metered.meteredBelow ?? 0 {
-            return .meteredLink
+    /// Everything that keeps a pending job from starting, the strongest cause first: its link is offline, the
+    /// power, the metered link does not let it go (or its budget is spent), it is outside its windows, its
+    /// destination's circuit is open, its storage is full, every slot is busy. Empty for a job that is not pending
+    /// or that nothing holds (no row carries a reason of its own since migration v7).
+    func holds(for job: Job) -> [Hold] {
+        guard job.state == .pending else { return [] }
+        var found: [Hold] = []
+        let scope = job.destination
+        if let hold = hold(.offline, on: scope) { found.append(hold) }
+        if let hold = hold(.power, on: scope) { found.append(hold) }
+        if let metered = hold(.meteredLink, on: scope) {
+            if job.size >= job.meteredBelow ?? metered.meteredBelow ?? 0 {
+                found.append(metered)
+            } else if let spent = hold(.budgetSpent, on: scope) {
+                let ignores = job.onMetered.map { $0 == "always" } ?? spent.ignoresBudget
+                if !ignores { found.append(spent) }
+            }
         }
-        if hold(.circuitOpen, on: job.destination) != nil { return .circuitOpen }
-        if hold(.quotaFull, on: job.destination) != nil { return .quotaFull }
-        if hold(.concurrency, on: Self.wholeQueue) != nil, job.intakeComplete, !job.cancelRequested {
-            return .concurrency
+        if let window = hold(.outsideWindow, on: scope), job.priority < window.minimumPriority ?? .max {
+            found.append(window)
         }
-        return nil
+        if let hold = hold(.circuitOpen, on: scope) { found.append(hold) }
+        if let hold = hold(.quotaFull, on: scope) { found.append(hold) }
+        if found.isEmpty, let hold = hold(.concurrency, on: Self.wholeQueue), job.intakeComplete, !job.cancelRequested {
+            found.append(hold)
+        }
+        return found
     }
 
-    /// `job` with its derived waiting reason.
+    /// The strongest reason a job waits (see `holds(for:)`).
+    func reason(for job: Job) -> WaitingReason? {
+        holds(for: job).first?.reason
+    }
+
+    /// `job` with its derived waiting reasons.
     func explained(_ job: Job) -> Job {
         var job = job
-        job.waitingReason = reason(for: job)
+        let holds = holds(for: job)
+        job.waitingReason = holds.first?.reason
+        job.waitingHolds = holds.map(WaitingHold.init)
         return job
     }
+}
+
+extension Date {
+    /// The date rounded down to a whole second: what holds record, so a time read back compares equal.
+    var wholeSeconds: Date { Date(timeIntervalSince1970: timeIntervalSince1970.rounded(.down)) }
 }

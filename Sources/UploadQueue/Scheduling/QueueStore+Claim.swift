@@ -53,28 +53,39 @@ extension QueueStore {
     static func claimQuery(_ gate: ClaimGate) -> (sql: String, arguments: StatementArguments)? {
         var picks: [String] = []
         var arguments: StatementArguments = []
-        func pick(_ index: QueueDatabase.ClaimIndex, _ destination: String, below limit: Int64? = nil) {
+        func pick(_ index: String, _ condition: String, _ destination: String, below limit: Int64? = nil,
+                  priority: Int?) {
             let sizeFilter = limit == nil ? "" : " AND size < ?"
+            let priorityFilter = priority == nil ? "" : " AND priority >= ?"
             picks.append("""
-                SELECT * FROM (SELECT id, priority FROM job INDEXED BY \(index.rawValue)
-                WHERE \(index.condition) AND destination = ?\(sizeFilter) ORDER BY priority DESC, id LIMIT 1)
+                SELECT * FROM (SELECT id, priority FROM job INDEXED BY \(index)
+                WHERE \(condition) AND destination = ?\(sizeFilter)\(priorityFilter) ORDER BY priority DESC, id LIMIT 1)
                 """)
             _ = arguments.append(contentsOf: [destination])
             if let limit { _ = arguments.append(contentsOf: [limit]) }
+            if let priority { _ = arguments.append(contentsOf: [priority]) }
+        }
+        func pick(_ index: QueueDatabase.ClaimIndex, _ destination: String, below limit: Int64? = nil, priority: Int?) {
+            pick(index.rawValue, index.condition, destination, below: limit, priority: priority)
         }
         for (name, door) in gate.doors.sorted(by: { $0.key < $1.key }) {
-            switch door {
-            case .open:
-                for index in QueueDatabase.ClaimIndex.allCases { pick(index, name) }
-            case .metered(let below):
-                pick(.meteredAllowed, name)
+            let priority = door.minimumPriority
+            if door.budgetSpent {
+                // Only what ignores the budget: the jobs that say `always`, and those that say nothing where their
+                // destination does.
+                pick(QueueDatabase.budgetExemptIndex, QueueDatabase.budgetExemptCondition, name, priority: priority)
+                if door.destinationIgnoresBudget { pick(.byDestinationPolicy, name, priority: priority) }
+            } else if let below = door.meteredBelow {
+                pick(.meteredAllowed, name, priority: priority)
                 if below == .max {
-                    pick(.byDestinationPolicy, name)
+                    pick(.byDestinationPolicy, name, priority: priority)
                 } else if below > 0 {
                     // `allow-below`: the one walk left, over this destination's jobs that are too large, read
                     // from the index alone.
-                    pick(.byDestinationPolicy, name, below: below)
+                    pick(.byDestinationPolicy, name, below: below, priority: priority)
                 }
+            } else {
+                for index in QueueDatabase.ClaimIndex.allCases { pick(index, name, priority: priority) }
             }
         }
         guard !picks.isEmpty else { return nil }
@@ -173,9 +184,13 @@ extension QueueStore {
     }
 
     static func holds(_ db: Database) throws -> QueueHolds {
-        QueueHolds(try Row.fetchAll(db, sql: "SELECT scope, reason, metered_below FROM hold").compactMap { row in
+        QueueHolds(try Row.fetchAll(db, sql: """
+            SELECT scope, reason, metered_below, until, minimum_priority, ignores_budget, detail FROM hold
+            """).compactMap { row in
             WaitingReason(rawValue: row["reason"]).map {
-                QueueHolds.Hold(scope: row["scope"], reason: $0, meteredBelow: row["metered_below"])
+                QueueHolds.Hold(scope: row["scope"], reason: $0, meteredBelow: row["metered_below"],
+                                until: (row["until"] as StoredDate?)?.date, minimumPriority: row["minimum_priority"],
+                                ignoresBudget: row["ignores_budget"], detail: row["detail"])
             }
         })
     }
@@ -195,9 +210,13 @@ extension QueueStore {
         }
         for new in holds.entries.subtracting(recorded.entries) {
             try db.execute(sql: """
-                INSERT INTO hold (scope, reason, metered_below, since) VALUES (?, ?, ?, ?)
-                ON CONFLICT (scope, reason) DO UPDATE SET metered_below = excluded.metered_below
-                """, arguments: [new.scope, new.reason.rawValue, new.meteredBelow, now])
+                INSERT INTO hold (scope, reason, metered_below, until, minimum_priority, ignores_budget, detail, since)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (scope, reason) DO UPDATE SET metered_below = excluded.metered_below, until = excluded.until,
+                minimum_priority = excluded.minimum_priority, ignores_budget = excluded.ignores_budget,
+                detail = excluded.detail
+                """, arguments: [new.scope, new.reason.rawValue, new.meteredBelow, new.until.map(StoredDate.init),
+                                 new.minimumPriority, new.ignoresBudget, new.detail, StoredDate(now)])
         }
     }
 }

@@ -16,14 +16,15 @@ actor Scheduler {
     private let limiter: BandwidthLimiter
     private let engine: TransferEngine?
     private let monitor: LinkMonitor
-    /// The link to each destination as last seen; a destination missing here has not been looked at yet.
-    private var links: [String: LinkStatus] = [:]
-    /// The jobs being transferred, to re-check against the link when it changes.
-    private var transfers: [JobID: Job] = [:]
-    /// The send cap in force (that of the link class the running transfers use).
-    private var appliedCap: Int64?
-    /// The holds last recorded (why whole destinations wait); written again only when they change.
-    private var recordedHolds: QueueHolds?
+    /// What the scheduler decides with (links, running transfers, circuits, quotas, constraints): its decisions
+    /// are made there, without I/O; this actor gathers the inputs and performs the actions.
+    private var state: SchedulerState
+    /// The device's power, read when a destination requires something of it.
+    private let power: PowerMonitor?
+    /// What running transfers look at before each chunk: stops asked for, and the metered budget.
+    private let gauge: ConstraintGauge
+    /// Whether the stored budget ledger was read (tried again each round until it is).
+    private var ledgerLoaded = false
     /// Destinations of runnable jobs that are not configured (looked for at start and once a minute: a retry that
     /// comes due, `uploadq retry`, or a CLI with another config can make more): their jobs are claimed and fail
     /// with a clear reason instead of waiting for ever.
@@ -38,7 +39,6 @@ actor Scheduler {
     /// When the loop last went round (milliseconds of the monotonic clock); at least every `pollInterval`.
     nonisolated let heartbeat = Atomic<Int64>(monotonicMilliseconds())
     private var workers: [JobID: Task<Void, Never>] = [:]
-    private var stopReasons: [JobID: TransferStop] = [:]
     /// Ends of transfers not recorded yet: those of the last moments, written together by the next round (group
     /// commit), and those the database could not take (a full disk), tried again every round until they are
     /// recorded, so an upload the server confirmed is never sent again. Their rows stay `uploading` meanwhile,
@@ -64,11 +64,7 @@ actor Scheduler {
     /// the clock that stepped. Rows from before it were written under the clock of their own time, which may be
     /// the right one (a device without a real-time clock starts in 1970 and is then set right).
     private var clockEraStart = Date().addingTimeInterval(-1)
-    /// One breaker per destination; an open one keeps that destination's jobs pending (`circuit-open`).
-    private var breakers: [String: CircuitBreaker]
     private var probes: [String: Task<Void, Never>] = [:]
-    /// Destinations whose storage is full: their jobs wait (`quota-full`), one tries again now and then.
-    private var quotas = QuotaWatch()
     /// Remote clean-ups of cancelled jobs (tus DELETE) still running; a stop waits for them.
     private var cleanups: [JobID: Task<Void, Never>] = [:]
     /// Longest sleep between two looks at the database, in case a wake-up was missed.
@@ -95,7 +91,11 @@ actor Scheduler {
                                       cancelled: cancelled, logger: logger)
         self.logger = logger
         self.pollInterval = pollInterval
-        breakers = configuration.destinations.mapValues { CircuitBreaker(policy: $0.circuitBreaker) }
+        let settings = SchedulerState.Settings(configuration)
+        state = SchedulerState(settings: settings)
+        power = settings.needsPower ? PowerMonitor(settings: configuration.power) : nil
+        gauge = ConstraintGauge(traffic: engine?.traffic)
+        ledgerLoaded = configuration.link.meteredBudget == nil
     }
 
     /// Whether the loop went round recently enough (three poll intervals), for the systemd watchdog.
@@ -120,17 +120,10 @@ actor Scheduler {
                     logger.info("the queue is idle: nothing pending or uploading")
                     break
                 }
-                // With every slot busy a due retry cannot start anyway: a finishing transfer wakes the loop.
-                let slotsFull = workers.count >= configuration.limits.concurrency
-                var due = slotsFull ? pollInterval.seconds : nextDue.map { $0.timeIntervalSinceNow } ?? pollInterval.seconds
-                if let probe = breakers.values.compactMap(\.nextProbeAt).min() {
-                    due = min(due, probe.timeIntervalSinceNow)
-                }
-                // A full destination's trial is due then (it needs a free slot, which a finishing transfer wakes).
-                if !slotsFull, let trial = quotas.nextTrialAt(among: trialEligible(
-                    openCircuits: Set(breakers.filter { $0.value.isOpen }.keys))) {
-                    due = min(due, trial.timeIntervalSinceNow)
-                }
+                // A retry, a probe, a trial, a window or the timetable, a budget reset, the power to read again.
+                // (With every slot busy a due retry cannot start anyway: a finishing transfer wakes the loop.)
+                let due = state.nextWake(now: Date(), nextDue: nextDue).map { $0.timeIntervalSinceNow }
+                    ?? pollInterval.seconds
                 let wait = min(max(due, 0.01), pollInterval.seconds)
                 await wake.wait(timeout: .milliseconds(Int64(wait * 1000)))
             } catch {
@@ -157,10 +150,13 @@ actor Scheduler {
     /// not grow with the number of jobs that wait (a test counts the rows it reads).
     func round() async throws {
         let view: QueueStore.RoundView
+        let actions: [SchedulerState.Action]
         do {
             try followClockStep()
             view = try store.roundView()
-            try followLink(override: view.linkOverride)
+            try loadLedger()
+            actions = decide(view)
+            try performLinkActions(actions)
         } catch {
             // What ended is recorded all the same (what cannot be is said, and kept, by `recordUnsettled`), unless
             // the database refuses writes as a whole: then a second try would only wait out its timeout again.
@@ -171,8 +167,15 @@ actor Scheduler {
         }
         nextDue = view.nextDue
         let cancelsWaiting = handleCancelRequests(view.cancelRequests)
-        startDueProbes()
-        try fillSlots()
+        var plan: SchedulerState.ClaimPlan?
+        for action in actions {
+            switch action {
+            case .probe(let name): startProbe(name)
+            case .claim(let claims): plan = claims
+            default: break
+            }
+        }
+        if let plan { try fillSlots(plan) }
         // A cancel request whose transfer's end this round recorded is handled by the next round, at once (one
         // handed to a clean-up, or kept for later, needs no round now).
         if cancelsWaiting.contains(where: { unsettled[$0] == nil && cleanups[$0] == nil }) { wake.signal() }
@@ -238,8 +241,7 @@ actor Scheduler {
         try store.rebaseDueTimes(by: step.seconds, writtenFrom: clockEraStart, through: step.oldClockUntil)
         clockWatch = watch
         clockEraStart = clockEraStart.addingTimeInterval(step.seconds)
-        for name in breakers.keys { breakers[name]?.shift(by: step.seconds) }
-        quotas.shift(by: step.seconds)
+        state.shift(by: step.seconds)
         for id in unsettled.keys { unsettled[id]?.at.addTimeInterval(step.seconds) }
         logger.warning("""
             the wall clock stepped \(step.seconds > 0 ? "forwards" : "back") by \
@@ -256,7 +258,7 @@ actor Scheduler {
     /// committed, then the error is thrown (after the cancels are handed over). When the database refuses writes
     /// as a whole, each end is kept for a later round and said once, and the error thrown.
     private func recordUnsettled<Next>(then next: (Database) throws -> Next) throws -> Next {
-        let links = links.compactMapValues { $0.linkClass }
+        let links = state.links.compactMapValues { $0.linkClass }
         let (together, alone) = unsettled.values.sorted { $0.job.id.rawValue < $1.job.id.rawValue }
             .reduce(into: ([Settlement](), [Settlement]())) { parts, settlement in
                 if SettlementRecorder.isGroupable(settlement) { parts.0.append(settlement) } else { parts.1.append(settlement) }
@@ -330,79 +332,136 @@ actor Scheduler {
                        metadata: ["uploadq.job": "\(id)"])
     }
 
-    /// Looks at the link to every destination: stops transfers the new link does not allow (they resume from
-    /// their confirmed offset later), makes failures due again for destinations that came back online, sets the
-    /// bandwidth cap of the link class in use, and, when a class changed, books the bytes sent so far under the
-    /// class they went over (else `round()` books them once a second).
-    private func followLink(override: String?) throws {
-        monitor.setOverride(override)
-        let changes = monitor.changes()
+    /// Reads what the world says (the link, the power, the bytes not booked yet, stray destinations) and lets the
+    /// state decide this round's actions.
+    private func decide(_ view: QueueStore.RoundView) -> [SchedulerState.Action] {
+        monitor.setOverride(view.linkOverride)
+        var inputs = SchedulerState.Inputs()
         // The monitor reports a change once: it is taken in before anything here can fail.
-        let before = links
-        var cameBack: Set<String> = []
-        for (name, status) in changes {
-            let before = links[name]
-            links[name] = status
-            if before?.linkClass == .offline, status.linkClass != .offline { cameBack.insert(name) }
-            if before != nil || status.linkClass != .unmetered {
+        inputs.linkChanges = monitor.changes()
+        inputs.power = power?.current()
+        inputs.unbookedMetered = unbookedMeteredBytes()
+        // A read that fails is tried again next round: it must not keep the transfer ends from being recorded.
+        if strays == nil || ContinuousClock.now - straysFoundAt >= .seconds(60),
+           let found = try? store.runnableDestinations() {
+            strays = found.subtracting(configuration.destinations.keys)
+            straysFoundAt = .now
+        }
+        inputs.strays = strays ?? []
+        linksBefore = state.links
+        let actions = state.decide(now: Date(), inputs: inputs)
+        publishBudget()
+        return actions
+    }
+
+    /// The links as they were before this round's changes (what the bytes sent so far are booked under).
+    private var linksBefore: [String: LinkStatus] = [:]
+
+    /// Performs what the round decided about links, power, the budget and running transfers: stops transfers the
+    /// link does not allow at once (they resume from their confirmed offset later), asks those a constraint holds to
+    /// stop after their chunk, makes failures due again for destinations that came back online, sets the send cap,
+    /// and, when a class changed, books the bytes sent so far under the class they went over.
+    private func performLinkActions(_ actions: [SchedulerState.Action]) throws {
+        var linkChanged = false
+        for action in actions {
+            switch action {
+            case .linkChanged(let name, let status, let first):
+                linkChanged = true
+                if !first || status.linkClass != .unmetered {
+                    logger.notice("""
+                        link to destination "\(name)": \(status.linkClass.rawValue) (\(status.source.rawValue)\
+                        \(status.interface.map { ", \($0)" } ?? "")\(status.reason.map { ": \($0)" } ?? ""))
+                        """, metadata: ["uploadq.destination": "\(name)"])
+                }
+            case .retryFailedNow(let names):
+                try store.retryFailedNow(destinations: names)
+            case .powerChanged(let reading):
+                logger.notice("power: \(reading.summary)")
+            case .budgetPeriodBegan(let ledger):
+                logger.notice("a new metered budget period began; it resets at \(ledger.resetsAt)")
+                try store.writer.write { db in try QueueStore.recordBudgetLedger(ledger, in: db) }
+            case .stop(let id, _):
                 logger.notice("""
-                    link to destination "\(name)": \(status.linkClass.rawValue) (\(status.source.rawValue)\
-                    \(status.interface.map { ", \($0)" } ?? "")\(status.reason.map { ": \($0)" } ?? ""))
-                    """, metadata: ["uploadq.destination": "\(name)"])
+                    link is \(state.links[state.running[id]?.job.destination ?? ""]?.linkClass.rawValue ?? "changed"): \
+                    stopping the upload of \(id); it resumes from its confirmed offset when the link allows
+                    """, metadata: ["uploadq.job": "\(id)"])
+                workers[id]?.cancel()
+            case .stopAtChunk(let id, let reason, let message):
+                logger.notice("\(reason.rawValue): the upload of \(id) stops after its current chunk",
+                              metadata: ["uploadq.job": "\(id)"])
+                gauge.askToStop(id, TransferFailure(.interrupted, code: reason.rawValue, message))
+            case .withdrawStop(let id):
+                gauge.withdraw(id)
+            case .setSendCap(let cap):
+                engine?.setSendCap(cap)
+                Task { [limiter] in await limiter.setRate(cap) }
+            case .probe, .claim:
+                break
             }
         }
-        if !cameBack.isEmpty {
-            try store.retryFailedNow(destinations: cameBack)
-            for name in cameBack {
-                breakers[name] = CircuitBreaker(policy: configuration.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy())
-            }
-        }
-        for (id, job) in transfers where stopReasons[id] == nil {
-            guard let destination = configuration.destinations[job.destination], let link = links[job.destination],
-                  LinkPolicy.waitingReason(for: job, destination: destination, link: link) != nil else { continue }
-            logger.notice("""
-                link is \(link.linkClass.rawValue): stopping the upload of \(job.id); it resumes from its confirmed \
-                offset when the link allows
-                """, metadata: ["uploadq.job": "\(id)"])
-            stopReasons[id] = .link
-            workers[id]?.cancel()
-        }
-        let metered = transfers.values.contains { links[$0.destination]?.linkClass == .metered }
-        let cap = metered ? configuration.bandwidth.metered : configuration.bandwidth.unmetered
-        if cap != appliedCap {
-            appliedCap = cap
-            engine?.setSendCap(cap)
-            Task { [limiter] in await limiter.setRate(cap) }
-        }
-        if !changes.isEmpty {
-            try bookTraffic(under: before)
+        if linkChanged {
+            try bookTraffic(under: linksBefore)
             trafficBookedAt = .now
         }
+    }
+
+    /// Reads the stored budget ledger once (a database that cannot be read now is tried again next round).
+    private func loadLedger() throws {
+        guard !ledgerLoaded, let budget = configuration.link.meteredBudget else { return }
+        let ledger = try store.budgetLedger(budget, now: Date(), timeZone: configuration.schedule.timeZone)
+        state.takeLedger(ledger)
+        ledgerLoaded = true
+    }
+
+    /// Bytes sent over metered links that the engine counted and the ledger does not hold yet.
+    private func unbookedMeteredBytes() -> Int64 {
+        guard configuration.link.meteredBudget != nil, let engine else { return 0 }
+        let links = state.links
+        let overall = monitor.overall().linkClass == .metered
+        return engine.traffic.peek { label in
+            configuration.destinations[label] != nil ? links[label]?.linkClass == .metered : overall
+        }
+    }
+
+    /// Tells running transfers what the budget's ledger holds and which links are metered.
+    private func publishBudget() {
+        guard let budget = configuration.link.meteredBudget else { return }
+        gauge.setBudget(budget, booked: state.ledger?.used ?? 0,
+                        meteredDestinations: Set(state.links.filter { $0.value.linkClass == .metered }.keys),
+                        linkMetered: monitor.overall().linkClass == .metered,
+                        destinations: Set(configuration.destinations.keys))
     }
 
     /// Moves the engine's byte counts into the database, under each destination's link class in `classes` (the
     /// current ones unless given). Counts the database cannot take go back to the engine for a later booking.
     private func bookTraffic(under classes: [String: LinkStatus]? = nil) throws {
         guard let engine else { return }
-        let classes = classes ?? links
+        let classes = classes ?? state.links
         let counts = engine.traffic.drain()
         guard !counts.isEmpty else { return }
         // Patches are not a destination: their bytes go under the class of the link as a whole.
         let overall = counts.keys.contains { classes[$0] == nil } ? monitor.overall().linkClass : .unmetered
+        let entries = counts.map { name, bytes in (name, (classes[name]?.linkClass ?? overall).rawValue, bytes) }
+        let metered = entries.filter { $0.1 == LinkStatus.LinkClass.metered.rawValue }.reduce(0) { $0 + $1.2 }
+        // The ledger with these bytes, stored with them; the state takes it once the write went through.
+        var ledger = state.ledger
+        if configuration.link.meteredBudget != nil, metered > 0 { ledger?.add(metered) } else { ledger = nil }
         do {
-            try store.addTraffic(counts.map { name, bytes in
-                (name, (classes[name]?.linkClass ?? overall).rawValue, bytes)
-            })
+            try store.addTraffic(entries, budgetLedger: ledger)
         } catch {
             for (name, bytes) in counts { engine.traffic.add(name, Int(bytes)) }
             throw error
+        }
+        if ledger != nil {
+            _ = state.booked(metered: metered)
+            publishBudget()
         }
     }
 
     /// Stops a transfer running here because its job was cancelled.
     func cancelRunning(_ id: JobID) -> Bool {
         guard let task = workers[id] else { return false }
-        stopReasons[id] = .cancel
+        _ = state.stop(id, .cancel)
         task.cancel()
         return true
     }
@@ -416,7 +475,7 @@ actor Scheduler {
         for probe in probes.values { probe.cancel() }
         let running = workers
         for (id, task) in running {
-            if stopReasons[id] == nil { stopReasons[id] = .shutdown }
+            if state.stopReason(id) == nil { _ = state.stop(id, .shutdown) }
             task.cancel()
         }
         for cleanup in cleanups.values { await cleanup.value }
@@ -434,7 +493,7 @@ actor Scheduler {
                 continue
             }
             if workers[id] != nil {
-                if stopReasons[id] != .cancel { _ = cancelRunning(id) }
+                if state.stopReason(id) != .cancel { _ = cancelRunning(id) }
                 continue
             }
             let removed: Job
@@ -457,36 +516,17 @@ actor Scheduler {
         return waiting
     }
 
-    /// Records the transfer ends that wait, claims jobs for the free slots (each by one indexed query through
-    /// the gate of the current link and circuits) and records the holds that explain why the others wait (a
-    /// handful of rows, written when they change): all in one transaction. Nothing here reads or writes the
-    /// waiting jobs one by one.
-    private func fillSlots() throws {
-        let limit = configuration.limits.concurrency
-        let openCircuits = Set(breakers.filter { $0.value.isOpen }.keys)
-        let free = max(0, limit - workers.count)
-        // A full destination's trial goes first, so it always has a slot when one is free.
-        let trials = quotas.dueTrials(now: Date(), limit: free, among: trialEligible(openCircuits: openCircuits))
-        let quotaFull = quotas.fullDestinations
-        // A read that fails is tried again next round: it must not keep the transfer ends from being recorded.
-        if strays == nil || ContinuousClock.now - straysFoundAt >= .seconds(60),
-           let found = try? store.runnableDestinations() {
-            strays = found.subtracting(configuration.destinations.keys)
-            straysFoundAt = .now
-        }
-        let gate = ClaimGate.make(destinations: configuration.destinations, links: links,
-                                  openCircuits: openCircuits.union(quotaFull), strays: strays ?? [])
-        let (destinations, links, recorded) = (configuration.destinations, links, recordedHolds)
-        // A trial goes through its destination's own door (its link still counts).
-        let everyDoor = ClaimGate.make(destinations: destinations, links: links, openCircuits: openCircuits).doors
-        let trialGates = trials.map { name in ClaimGate(doors: everyDoor.filter { $0.key == name }) }
-        if free == 0 && unsettled.isEmpty {
+    /// Records the transfer ends that wait, claims jobs for the free slots as `plan` says (each by one indexed
+    /// query through the gate of the current link, circuits and constraints) and records the holds that explain
+    /// why the others wait (a handful of rows, written when they change): all in one transaction. Nothing here
+    /// reads or writes the waiting jobs one by one.
+    private func fillSlots(_ plan: SchedulerState.ClaimPlan) throws {
+        let recorded = state.recordedHolds
+        if plan.limit == 0 && unsettled.isEmpty {
             // Every slot busy and nothing to record: no transaction, unless the holds changed.
-            let holds = QueueHolds.make(destinations: destinations, links: links, openCircuits: openCircuits,
-                                        quotaFull: quotaFull, slotsFull: true)
-            if holds != recorded {
-                try store.recordHolds(holds)
-                recordedHolds = holds
+            if plan.holdsWhenFull != recorded {
+                try store.recordHolds(plan.holdsWhenFull)
+                state.holdsRecorded(plan.holdsWhenFull)
             }
             return
         }
@@ -494,132 +534,93 @@ actor Scheduler {
         do {
             result = try recordUnsettled { db in
                 var trialJobs: [String: (Job, JobAttempt)] = [:]
-                for (name, trialGate) in zip(trials, trialGates) {
-                    trialJobs[name] = try QueueStore.claim(limit: 1, gate: trialGate, now: Date(), in: db).first
+                for trial in plan.trials {
+                    trialJobs[trial.name] = try QueueStore.claim(limit: 1, gate: trial.gate, now: Date(), in: db).first
                 }
-                let claimed = try QueueStore.claim(limit: free - trialJobs.count, gate: gate, now: Date(), in: db)
-                let holds = QueueHolds.make(destinations: destinations, links: links, openCircuits: openCircuits,
-                                            quotaFull: quotaFull, slotsFull: claimed.count + trialJobs.count >= free)
+                let claimed = try QueueStore.claim(limit: plan.limit - trialJobs.count, gate: plan.gate, now: Date(), in: db)
+                let holds = claimed.count + trialJobs.count >= plan.limit ? plan.holdsWhenFull : plan.holdsOtherwise
                 if holds != recorded { try QueueStore.recordHolds(holds, now: Date(), in: db) }
                 // Read after the ends just recorded: a failure among them may be due before the next poll.
                 return (claimed, trialJobs, holds, try QueueStore.nextDueDate(db))
             }
         } catch {
             // The trials did not start: they are due again next round.
-            for name in trials { quotas.trialNotStarted(name, retryAt: Date().addingTimeInterval(1)) }
+            state.trialsNotStarted(plan.trials.map(\.name), retryAt: Date().addingTimeInterval(1))
             throw error
         }
-        let (claimed, holds, due) = (result.trials.values + result.claimed, result.holds, result.due)
-        for name in trials {
-            if let (job, _) = result.trials[name] {
-                quotas.started(name, job: job.id)
-                logger.info("destination \"\(name)\" was full: trying one upload to see whether it takes files again",
-                            metadata: ["uploadq.destination": "\(name)", "uploadq.job": "\(job.id)"])
-            } else if quotas.nothingToTry(name) != nil {
-                logger.notice("destination \"\(name)\" was full and has nothing left to try; its hold is lifted",
-                              metadata: ["uploadq.destination": "\(name)"])
-            }
-        }
-        recordedHolds = holds
-        nextDue = due
+        let claimed = result.trials.values + result.claimed
+        var trials: [String: JobID?] = [:]
+        for trial in plan.trials { trials[trial.name] = .some(result.trials[trial.name]?.0.id) }
+        for notice in state.claimed(claimed.map(\.0), trials: trials) { tell(notice) }
+        state.holdsRecorded(result.holds)
+        nextDue = result.due
         for (job, attempt) in claimed {
             events.emit(.stateChanged(job.id, .uploading))
             logger.info("upload started", metadata: [
                 "uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)",
                 "attempt": "\(attempt.number)", "offset": "\(job.bytesConfirmed)",
             ])
-            transfers[job.id] = job
             workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
         }
     }
 
-    /// Full destinations a trial could go to now: neither offline nor behind an open circuit (a change of either
-    /// wakes the loop, so they are not polled meanwhile).
-    private func trialEligible(openCircuits: Set<String>) -> Set<String> {
-        Set(quotas.fullDestinations.filter { links[$0]?.linkClass != .offline && !openCircuits.contains($0) })
-    }
-
-    /// Sends the probe of every open circuit whose time has come; a probe that is answered closes the circuit.
-    private func startDueProbes() {
-        let now = Date()
-        for name in breakers.keys where breakers[name]?.startProbeIfDue(now: now) == true {
-            guard let uploader = uploaders[name] else { continue }
-            logger.info("probing destination \"\(name)\"", metadata: ["uploadq.destination": "\(name)"])
-            probes[name] = Task {
-                let answered = await uploader.probe()
-                self.finishProbe(name, answered: answered)
-            }
+    /// Sends the probe of an open circuit whose time has come; a probe that is answered closes the circuit.
+    private func startProbe(_ name: String) {
+        guard let uploader = uploaders[name] else { return }
+        logger.info("probing destination \"\(name)\"", metadata: ["uploadq.destination": "\(name)"])
+        probes[name] = Task {
+            let answered = await uploader.probe()
+            self.finishProbe(name, answered: answered)
         }
     }
 
     private func finishProbe(_ name: String, answered: Bool) {
         probes[name] = nil
-        breakers[name]?.finishProbe(answered: answered, now: Date())
-        let metadata: Logger.Metadata = ["uploadq.destination": "\(name)"]
-        if answered {
-            logger.notice("destination \"\(name)\" answers again; its uploads resume", metadata: metadata)
-        } else if let next = breakers[name]?.nextProbeAt {
-            logger.warning("destination \"\(name)\" still does not answer; next probe at \(next)", metadata: metadata)
-        }
+        tell(state.probeFinished(name, answered: answered, now: Date()))
         wake.signal()
     }
 
-    /// Feeds a transfer's verdict to its destination's breaker; a breaker that closes wakes the loop (its jobs may
-    /// go again, and the hold is lifted).
-    private func updateBreaker(_ destination: String, failure: TransferFailure?) {
-        guard var breaker = breakers[destination] else { return }
-        let wasOpen = breaker.isOpen
-        var opened = false
-        if let failure {
-            guard case .transient = failure.kind, failure.destinationFault else { return }
-            opened = breaker.recordFailure(now: Date())
-        } else {
-            breaker.recordSuccess()
-        }
-        breakers[destination] = breaker
-        let metadata: Logger.Metadata = ["uploadq.destination": "\(destination)"]
-        if opened {
-            let delay = CircuitBreaker.probeDelay(policy: breaker.policy, openings: breaker.openings)
+    /// Says what an event changed (one log line each) and wakes the loop where a hold changes.
+    private func tell(_ notice: SchedulerState.Notice) {
+        switch notice {
+        case .circuitOpened(let name, let threshold, let delay):
             // The next pass of the loop (woken when the transfer ends) records the destination's hold.
             logger.warning("""
-                destination "\(destination)" failed \(breaker.policy.threshold) times in a row; its jobs wait \
-                (circuit-open) and it is probed in \(delay)
-                """, metadata: metadata)
-        } else if wasOpen && !breaker.isOpen {
+                destination "\(name)" failed \(threshold) times in a row; its jobs wait (circuit-open) and it is \
+                probed in \(delay)
+                """, metadata: ["uploadq.destination": "\(name)"])
+        case .circuitClosed:
             wake.signal()
+        case .probeAnswered(let name):
+            logger.notice("destination \"\(name)\" answers again; its uploads resume",
+                          metadata: ["uploadq.destination": "\(name)"])
+        case .probeUnanswered(let name, let next):
+            if let next {
+                logger.warning("destination \"\(name)\" still does not answer; next probe at \(next)",
+                               metadata: ["uploadq.destination": "\(name)"])
+            }
+        case .quota(let name, let change):
+            let metadata: Logger.Metadata = ["uploadq.destination": "\(name)"]
+            switch change {
+            case .full(let until):
+                logger.warning("""
+                    destination "\(name)" is full (HTTP 507); its jobs wait (quota-full), and one tries again at \
+                    \(until)
+                    """, metadata: metadata)
+            case .stillFull(let until):
+                logger.warning("destination \"\(name)\" is still full; the next try is at \(until)", metadata: metadata)
+            case .cleared:
+                logger.notice("destination \"\(name)\" takes files again; its jobs go on", metadata: metadata)
+            }
+            // The hold changes: the next round records it (a lifted one lets the jobs go).
+            wake.signal()
+        case .trialStarted(let name, let job):
+            logger.info("destination \"\(name)\" was full: trying one upload to see whether it takes files again",
+                        metadata: ["uploadq.destination": "\(name)", "uploadq.job": "\(job)"])
+        case .trialNothingToTry(let name):
+            logger.notice("destination \"\(name)\" was full and has nothing left to try; its hold is lifted",
+                          metadata: ["uploadq.destination": "\(name)"])
         }
-    }
-
-    /// Feeds a transfer's end to the quota watch: a 507 holds the destination's jobs (`quota-full`), an upload
-    /// that goes through lifts the hold; one log line per change.
-    private func updateQuota(_ job: Job, result: Result<UploadOutcome, TransferFailure>) {
-        let now = Date()
-        let name = job.destination
-        let change: QuotaWatch.Change?
-        switch result {
-        case .failure(let failure) where failure.code == TransferFailure.quotaFullCode:
-            let policy = configuration.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy()
-            change = quotas.refused(name, job: job.id, policy: policy, now: now)
-        case .failure:
-            change = quotas.finished(name, job: job.id, outcome: .other, now: now)
-        case .success:
-            change = quotas.finished(name, job: job.id, outcome: .uploaded, now: now)
-        }
-        let metadata: Logger.Metadata = ["uploadq.destination": "\(name)"]
-        switch change {
-        case .full(let until):
-            logger.warning("""
-                destination "\(name)" is full (HTTP 507); its jobs wait (quota-full), and one tries again at \(until)
-                """, metadata: metadata)
-        case .stillFull(let until):
-            logger.warning("destination \"\(name)\" is still full; the next try is at \(until)", metadata: metadata)
-        case .cleared:
-            logger.notice("destination \"\(name)\" takes files again; its jobs go on", metadata: metadata)
-        case nil:
-            break
-        }
-        // The hold changes: the next round records it (a lifted one lets the jobs go).
-        if change != nil { wake.signal() }
     }
 
     private func transfer(_ job: Job, attempt: Int) async {
@@ -636,7 +637,7 @@ actor Scheduler {
                     try? store.recordDigest(job.id, sha256: job.sha256)
                 }
                 let context = TransferContext.recording(job: job, attempt: attempt, store: store, events: events,
-                                                        monitor: monitor, limiter: limiter,
+                                                        monitor: monitor, limiter: limiter, gauge: gauge,
                                                         destination: configuration.destinations[job.destination],
                                                         logger: logger)
                 result = .success(try await uploader.upload(context))
@@ -649,8 +650,7 @@ actor Scheduler {
         }
         settle(job, attempt: attempt, result: result)
         workers[job.id] = nil
-        transfers[job.id] = nil
-        stopReasons[job.id] = nil
+        gauge.withdraw(job.id)
         wake.signal()
     }
 
@@ -664,14 +664,8 @@ actor Scheduler {
     }
 
     private func settle(_ job: Job, attempt: Int, result: Result<UploadOutcome, TransferFailure>) {
-        let stop = stopReasons[job.id]
-        switch result {
-        case .success: updateBreaker(job.destination, failure: nil)
-        case .failure(let failure) where stop == nil || failure.kind == .permanent:
-            updateBreaker(job.destination, failure: failure)
-        case .failure: break
-        }
-        updateQuota(job, result: result)
+        let stop = state.stopReason(job.id)
+        for notice in state.ended(job, result: result, now: Date()) { tell(notice) }
         // Recorded by the next round, together with the other transfers that ended meanwhile (it follows at once:
         // the worker's end wakes the loop). Until then its row stays `uploading`, which no claim takes.
         unsettled[job.id] = Settlement(job: job, attempt: attempt, result: result, stop: stop, at: Date())

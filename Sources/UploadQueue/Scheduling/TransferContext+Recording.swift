@@ -3,14 +3,15 @@ import Logging
 import Synchronization
 
 extension TransferContext {
-    /// The context of one attempt run by the scheduler: the link check before each chunk, and progress written to
-    /// the queue and sent to listeners.
+    /// The context of one attempt run by the scheduler: the link and constraint checks before each chunk, and
+    /// progress written to the queue and sent to listeners.
     ///
     /// Progress the database cannot take (a full disk) does not stop the transfer: the server has the bytes, and
     /// the end of the transfer is recorded (or kept until it can be) with everything it needs. Only a crash in the
     /// meantime costs the progress, and the next attempt asks the server where it stands.
     static func recording(job: Job, attempt: Int, store: QueueStore, events: EventHub, monitor: LinkMonitor,
-                          limiter: BandwidthLimiter, destination: Destination?, logger: Logger) -> TransferContext {
+                          limiter: BandwidthLimiter, gauge: ConstraintGauge? = nil, destination: Destination?,
+                          logger: Logger) -> TransferContext {
         let unrecorded = ProgressLoss(logger: logger, job: job)
         let meter = TransferMeter(start: job.bytesConfirmed)
         // Whether the row holds a resume record this attempt may still have to replace or clear.
@@ -18,7 +19,7 @@ extension TransferContext {
         return TransferContext(
             job: job,
             limiter: limiter,
-            checkLink: { () throws(TransferFailure) in
+            checkConstraints: { () throws(TransferFailure) in
                 guard let destination else { return }
                 let link = monitor.status(for: destination)
                 if let reason = LinkPolicy.waitingReason(for: job, destination: destination, link: link) {
@@ -26,6 +27,10 @@ extension TransferContext {
                         "stopped before the next chunk: the link is \(link.linkClass.rawValue) (\(reason.rawValue)); "
                         + "it resumes from its confirmed offset")
                 }
+                // The power or a window (the scheduler asked it to stop), or the metered budget spent.
+                let ignoresBudget = job.onMetered.map { $0 == "always" } ?? destination.onMetered.ignoresBudget
+                try gauge?.check(job.id, metered: destination.isNetwork && link.linkClass == .metered,
+                                 ignoresBudget: ignoresBudget)
             },
             resumed: { offset throws(TransferFailure) in
                 meter.restart(at: offset)

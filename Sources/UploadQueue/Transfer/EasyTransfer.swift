@@ -79,6 +79,11 @@ final class EasyTransfer: @unchecked Sendable {
         _ = uploadq_curl_getinfo_long(handle, CURLINFO_RESPONSE_CODE, &status)
         var sent: curl_off_t = 0
         _ = uploadq_curl_getinfo_offset(handle, CURLINFO_SIZE_UPLOAD_T, &sent)
+        // The request line and headers went out too (a probe, a HEAD, a listing are nothing else): a metered
+        // budget counts them.
+        var requestHeaderBytes = 0
+        _ = uploadq_curl_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &requestHeaderBytes)
+        if let label = request.options.trafficLabel { traffic?.add(label, requestHeaderBytes) }
         let response = HTTPResponse(status: status, headers: responseHeaders, body: responseBody, bytesSent: Int64(sent))
         if code != CURLE_OK {
             if let failure = reader.failure {

@@ -1,0 +1,457 @@
+import Foundation
+
+/// Everything the scheduler decides with, in one value: the links, the running transfers and why any of them is
+/// being stopped, the circuits and quotas, the device's constraints (power, windows, the bandwidth timetable, the
+/// metered budget) and what was last recorded. Its decisions are pure: `decide(now:inputs:)` takes what the
+/// world says and returns the actions to take, and the events (`ended`, `probeFinished`, `claimed`…) return
+/// what to say. The `Scheduler` actor only gathers the inputs and performs the actions, the way
+/// async-http-client's connection-pool state machine drives its pool.
+///
+/// | input                                  | running transfer                                  | waiting jobs                              |
+/// |----------------------------------------|---------------------------------------------------|-------------------------------------------|
+/// | the link goes offline or metered and the job may not go on it | `stop` at once (resumes from its offset) | the gate shuts or narrows; a hold says why |
+/// | the power no longer meets the requirement | `stopAtChunk` (`power`)                         | the gate shuts (`power`)                  |
+/// | a window closes                        | `stopAtChunk` unless urgent (`outside-window`)    | only urgent jobs pass (`outside-window`)  |
+/// | the metered budget is spent            | `stopAtChunk` unless `always` (`budget-spent`)    | only `always` jobs pass (`budget-spent`)  |
+/// | a constraint clears before the chunk ends | `withdrawStop`                                 | the gate opens again                      |
+/// | the timetable or the link class changes the cap | `setSendCap` (the lower of both)         | —                                         |
+/// | a probe or a quota trial is due        | —                                                 | `probe`; the trial's job first in `claim` |
+struct SchedulerState: Sendable {
+    /// What the configuration says, read once.
+    struct Settings: Sendable {
+        var destinations: [String: Destination]
+        var concurrency: Int
+        var bandwidth: Configuration.Bandwidth
+        var power: PowerSettings
+        var schedule: Configuration.Schedule
+        var budget: MeteredBudget?
+
+        init(_ configuration: Configuration) {
+            destinations = configuration.destinations
+            concurrency = configuration.limits.concurrency
+            bandwidth = configuration.bandwidth
+            power = configuration.power
+            schedule = configuration.schedule
+            budget = configuration.link.meteredBudget
+        }
+
+        var week: LocalWeek { LocalWeek(timeZone: schedule.timeZone) }
+
+        func powerRequirement(for name: String) -> PowerRequirement {
+            destinations[name]?.power ?? power.require
+        }
+
+        func windows(for name: String) -> UploadWindows {
+            destinations[name]?.windows ?? schedule.windows
+        }
+
+        /// Whether any destination requires something of the power (else it is never read).
+        var needsPower: Bool {
+            destinations.keys.contains { powerRequirement(for: $0) != .any }
+        }
+    }
+
+    /// A transfer running now.
+    struct Running: Sendable, Equatable {
+        var job: Job
+        /// Why the scheduler stopped it at once (a cancel, the link, a shutdown).
+        var stop: TransferStop?
+        /// The constraint it was asked to stop at its next chunk for.
+        var constraintStop: WaitingReason?
+    }
+
+    /// What the world says this round.
+    struct Inputs: Sendable {
+        /// Links whose class changed since the last round (or that were looked at for the first time).
+        var linkChanges: [String: LinkStatus] = [:]
+        /// The power state, when some destination requires something of it.
+        var power: PowerState?
+        /// Bytes sent over metered links and not booked yet.
+        var unbookedMetered: Int64 = 0
+        /// Destinations of runnable jobs that are not configured.
+        var strays: Set<String> = []
+    }
+
+    /// What the scheduler does this round, in order.
+    enum Action: Sendable, Equatable {
+        /// Tell of a link's class (`first`: the first look at it).
+        case linkChanged(String, LinkStatus, first: Bool)
+        /// These destinations came back online: their failed jobs are due now.
+        case retryFailedNow(Set<String>)
+        /// The power changed.
+        case powerChanged(PowerState)
+        /// A new budget period began: store the ledger.
+        case budgetPeriodBegan(BudgetLedger)
+        /// Stop this transfer at once (it resumes from its confirmed offset).
+        case stop(JobID, TransferStop)
+        /// Stop this transfer before its next chunk, for `reason`, told in `message`.
+        case stopAtChunk(JobID, WaitingReason, String)
+        /// The constraint cleared before the transfer's next chunk: let it go on.
+        case withdrawStop(JobID)
+        /// Send no faster than this (bytes per second, 0 for no cap).
+        case setSendCap(Int64)
+        /// Probe this destination's open circuit.
+        case probe(String)
+        /// Claim jobs for the free slots and record the holds (in the round's transaction).
+        case claim(ClaimPlan)
+    }
+
+    /// The claims of a round: a trial for each full destination due one, then jobs through the gate, and the holds
+    /// to record with them.
+    struct ClaimPlan: Sendable, Equatable {
+        /// Free slots.
+        var limit: Int
+        var gate: ClaimGate
+        /// Full destinations whose trial is due, each with the gate of its own door.
+        var trials: [(name: String, gate: ClaimGate)]
+        /// The holds when the claims fill every slot, and when they do not.
+        var holdsWhenFull: QueueHolds
+        var holdsOtherwise: QueueHolds
+
+        static func == (lhs: ClaimPlan, rhs: ClaimPlan) -> Bool {
+            lhs.limit == rhs.limit && lhs.gate == rhs.gate && lhs.trials.map(\.name) == rhs.trials.map(\.name)
+                && lhs.trials.map(\.gate) == rhs.trials.map(\.gate) && lhs.holdsWhenFull == rhs.holdsWhenFull
+                && lhs.holdsOtherwise == rhs.holdsOtherwise
+        }
+    }
+
+    /// Something to tell after an event.
+    enum Notice: Sendable, Equatable {
+        case circuitOpened(String, threshold: Int, probeIn: Duration)
+        case circuitClosed(String)
+        case probeAnswered(String)
+        case probeUnanswered(String, next: Date?)
+        case quota(String, QuotaWatch.Change)
+        case trialStarted(String, JobID)
+        case trialNothingToTry(String)
+    }
+
+    let settings: Settings
+    /// The link to each destination as last seen; a destination missing here has not been looked at yet.
+    private(set) var links: [String: LinkStatus] = [:]
+    private(set) var running: [JobID: Running] = [:]
+    private(set) var breakers: [String: CircuitBreaker]
+    /// Destinations whose storage is full: their jobs wait (`quota-full`), one tries again now and then.
+    private(set) var quotas = QuotaWatch()
+    /// The power as last read (nil: not read, as nothing requires it).
+    private(set) var power: PowerState?
+    /// The metered budget's ledger (nil without a budget, or before it was loaded).
+    private(set) var ledger: BudgetLedger?
+    /// Bytes sent over metered links and not booked yet, as the last round read them.
+    private(set) var unbookedMetered: Int64 = 0
+    /// The send cap in force.
+    private(set) var appliedCap: Int64?
+    /// The holds last recorded; written again only when they change.
+    private(set) var recordedHolds: QueueHolds?
+    /// Each destination's window state and until when it holds (computed again when that time comes).
+    private var windowCache: [String: (open: Bool, until: Date?)] = [:]
+    /// The timetable's cap and until when it holds.
+    private var timetableCache: (rate: Int64?, until: Date?)?
+
+    init(settings: Settings, ledger: BudgetLedger? = nil) {
+        self.settings = settings
+        self.ledger = ledger
+        breakers = settings.destinations.mapValues { CircuitBreaker(policy: $0.circuitBreaker) }
+    }
+
+    /// The stored budget ledger, read once the database could be read.
+    mutating func takeLedger(_ stored: BudgetLedger) {
+        ledger = stored
+    }
+
+    // MARK: Decisions
+
+    /// Takes in what the world says, and returns what to do this round.
+    mutating func decide(now: Date, inputs: Inputs) -> [Action] {
+        var actions: [Action] = []
+        var cameBack: Set<String> = []
+        for (name, status) in inputs.linkChanges.sorted(by: { $0.key < $1.key }) {
+            let before = links[name]
+            links[name] = status
+            if before?.linkClass == .offline, status.linkClass != .offline { cameBack.insert(name) }
+            actions.append(.linkChanged(name, status, first: before == nil))
+        }
+        if !cameBack.isEmpty {
+            actions.append(.retryFailedNow(cameBack))
+            for name in cameBack {
+                breakers[name] = CircuitBreaker(policy: settings.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy())
+            }
+        }
+        if let reading = inputs.power, reading != power {
+            power = reading
+            actions.append(.powerChanged(reading))
+        }
+        if let budget = settings.budget, var current = ledger {
+            if current.follow(now: now, budget: budget, timeZone: settings.schedule.timeZone) {
+                actions.append(.budgetPeriodBegan(current))
+            }
+            ledger = current
+        }
+        unbookedMetered = inputs.unbookedMetered
+        let conditions = conditions(now: now)
+        actions += stops(conditions)
+        if let cap = sendCap(now: now), cap != appliedCap {
+            appliedCap = cap
+            actions.append(.setSendCap(cap))
+        }
+        for name in breakers.keys.sorted() where breakers[name]?.startProbeIfDue(now: now) == true {
+            actions.append(.probe(name))
+        }
+        actions.append(.claim(claimPlan(conditions, now: now, strays: inputs.strays)))
+        return actions
+    }
+
+    /// Each destination's conditions now (see `DestinationConditions`).
+    mutating func conditions(now: Date) -> [String: DestinationConditions] {
+        var result: [String: DestinationConditions] = [:]
+        let spent = settings.budget.flatMap { budget in
+            ledger.flatMap { ledger in
+                ledger.isSpent(budget, unbooked: unbookedMetered)
+                    ? DestinationConditions.BudgetSpent(budget: budget.description, resetsAt: ledger.resetsAt) : nil
+            }
+        }
+        for (name, destination) in settings.destinations {
+            var condition = DestinationConditions()
+            condition.linkClass = destination.isNetwork ? links[name]?.linkClass : nil
+            condition.onMetered = destination.onMetered
+            condition.circuitOpen = breakers[name]?.isOpen ?? false
+            condition.quotaFull = quotas.fullDestinations.contains(name)
+            condition.power = power?.unmet(settings.powerRequirement(for: name))
+            let window = window(of: name, now: now)
+            if !window.open {
+                condition.outsideWindow = .init(opensAt: window.until, urgentPriority: settings.schedule.urgentPriority)
+            }
+            if condition.linkClass == .metered { condition.budgetSpent = spent }
+            result[name] = condition
+        }
+        return result
+    }
+
+    /// Whether `name`'s windows are open now, and until when that holds.
+    private mutating func window(of name: String, now: Date) -> (open: Bool, until: Date?) {
+        // No time of change: open (or shut) all week.
+        if let cached = windowCache[name], cached.until.map({ now < $0 }) ?? true { return cached }
+        let windows = settings.windows(for: name)
+        let week = settings.week
+        let state = (open: windows.isOpen(at: now, in: week), until: windows.nextChange(after: now, in: week))
+        windowCache[name] = state
+        return state
+    }
+
+    /// Why a running job must stop for a constraint now, with the words for it; nil when it may go on.
+    func constraintStop(_ job: Job, _ conditions: [String: DestinationConditions]) -> (WaitingReason, String)? {
+        guard let condition = conditions[job.destination] else { return nil }
+        if let power = condition.power {
+            return (.power, "stopped after its chunk for the power: \(power); it resumes from its confirmed offset")
+        }
+        if let window = condition.outsideWindow, job.priority < window.urgentPriority ?? .max {
+            return (.outsideWindow, "stopped after its chunk: outside its upload windows; it resumes from its "
+                + "confirmed offset when one opens")
+        }
+        if let spent = condition.budgetSpent, !Self.ignoresBudget(job, condition) {
+            return (.budgetSpent, "stopped after its chunk: the metered budget (\(spent.budget)) is spent; it resumes "
+                + "from its confirmed offset when the budget resets or the link is unmetered")
+        }
+        return nil
+    }
+
+    /// Whether a job goes on a metered link even when the budget is spent (`always`, its own or its destination's).
+    static func ignoresBudget(_ job: Job, _ condition: DestinationConditions) -> Bool {
+        job.onMetered.map { $0 == "always" } ?? condition.onMetered.ignoresBudget
+    }
+
+    /// The running transfers the link or a constraint no longer allows (and those whose constraint cleared).
+    private mutating func stops(_ conditions: [String: DestinationConditions]) -> [Action] {
+        var actions: [Action] = []
+        for id in running.keys.sorted(by: { $0.rawValue < $1.rawValue }) {
+            guard var entry = running[id], entry.stop == nil else { continue }
+            let job = entry.job
+            if let destination = settings.destinations[job.destination], let link = links[job.destination],
+               LinkPolicy.waitingReason(for: job, destination: destination, link: link) != nil {
+                entry.stop = .link
+                actions.append(.stop(id, .link))
+            } else if let (reason, message) = constraintStop(job, conditions) {
+                if entry.constraintStop != reason {
+                    entry.constraintStop = reason
+                    actions.append(.stopAtChunk(id, reason, message))
+                }
+            } else if entry.constraintStop != nil {
+                entry.constraintStop = nil
+                actions.append(.withdrawStop(id))
+            }
+            running[id] = entry
+        }
+        return actions
+    }
+
+    /// The send cap now: the link class's of the running transfers, and the timetable's, the lower one.
+    private mutating func sendCap(now: Date) -> Int64? {
+        let metered = running.values.contains { links[$0.job.destination]?.linkClass == .metered }
+        let linkCap = metered ? settings.bandwidth.metered : settings.bandwidth.unmetered
+        guard let rate = timetableRate(now: now) else { return linkCap }
+        return BandwidthTimetable.lower(linkCap, rate)
+    }
+
+    private mutating func timetableRate(now: Date) -> Int64? {
+        let timetable = settings.bandwidth.timetable
+        guard !timetable.isEmpty else { return nil }
+        // No time of change: the cap is the same all week.
+        if let cached = timetableCache, cached.until.map({ now < $0 }) ?? true { return cached.rate }
+        let week = settings.week
+        let rate = timetable.rate(at: now, in: week)
+        timetableCache = (rate, timetable.nextChange(after: now, in: week))
+        return rate
+    }
+
+    /// The round's claims: trials first, then the gate; and the holds either way.
+    private mutating func claimPlan(_ conditions: [String: DestinationConditions], now: Date, strays: Set<String>)
+        -> ClaimPlan
+    {
+        let free = max(0, settings.concurrency - running.count)
+        // A trial goes through its destination's own door: everything but the quota still counts.
+        var unquoted = conditions
+        for name in unquoted.keys { unquoted[name]?.quotaFull = false }
+        let eligible = Set(quotas.fullDestinations.filter { unquoted[$0].map { !$0.isShut } ?? false })
+        let trials = quotas.dueTrials(now: now, limit: free, among: eligible)
+        let everyDoor = ClaimGate.make(conditions: unquoted).doors
+        return ClaimPlan(
+            limit: free,
+            gate: ClaimGate.make(conditions: conditions, strays: strays),
+            trials: trials.map { name in (name, ClaimGate(doors: everyDoor.filter { $0.key == name })) },
+            holdsWhenFull: QueueHolds.make(conditions: conditions, slotsFull: true),
+            holdsOtherwise: QueueHolds.make(conditions: conditions, slotsFull: false))
+    }
+
+    /// When the scheduler must look again at the latest: a retry (`nextDue`, when a slot is free), a probe, a
+    /// trial, a window or the timetable changing, the budget resetting, the power to read again.
+    mutating func nextWake(now: Date, nextDue: Date?) -> Date? {
+        var times: [Date] = []
+        let slotsFull = running.count >= settings.concurrency
+        if !slotsFull, let nextDue { times.append(nextDue) }
+        times += breakers.values.compactMap(\.nextProbeAt)
+        let conditions = conditions(now: now)
+        if !slotsFull {
+            var unquoted = conditions
+            for name in unquoted.keys { unquoted[name]?.quotaFull = false }
+            let eligible = Set(quotas.fullDestinations.filter { unquoted[$0].map { !$0.isShut } ?? false })
+            if let trial = quotas.nextTrialAt(among: eligible) { times.append(trial) }
+        }
+        times += windowCache.values.compactMap(\.until)
+        if let until = timetableCache?.until { times.append(until) }
+        if settings.budget != nil, let resetsAt = ledger?.resetsAt { times.append(resetsAt) }
+        if settings.needsPower { times.append(now.addingTimeInterval(1)) }
+        return times.min()
+    }
+
+    // MARK: Events
+
+    /// Jobs claimed this round; `trials` names the job each due trial took (nil: none to try).
+    mutating func claimed(_ jobs: [Job], trials: [String: JobID?]) -> [Notice] {
+        for job in jobs { running[job.id] = Running(job: job) }
+        var notices: [Notice] = []
+        for (name, job) in trials.sorted(by: { $0.key < $1.key }) {
+            if let job {
+                quotas.started(name, job: job)
+                notices.append(.trialStarted(name, job))
+            } else if quotas.nothingToTry(name) != nil {
+                notices.append(.trialNothingToTry(name))
+            }
+        }
+        return notices
+    }
+
+    /// The round's transaction failed: its due trials are due again at `retryAt`.
+    mutating func trialsNotStarted(_ names: [String], retryAt: Date) {
+        for name in names { quotas.trialNotStarted(name, retryAt: retryAt) }
+    }
+
+    /// The holds were recorded.
+    mutating func holdsRecorded(_ holds: QueueHolds) {
+        recordedHolds = holds
+    }
+
+    /// Stops a running transfer at once (a cancel, a shutdown); false when it is not running here.
+    mutating func stop(_ id: JobID, _ reason: TransferStop) -> Bool {
+        guard running[id] != nil else { return false }
+        running[id]?.stop = reason
+        return true
+    }
+
+    /// Why the scheduler stopped a transfer, if it did.
+    func stopReason(_ id: JobID) -> TransferStop? {
+        running[id]?.stop
+    }
+
+    /// A transfer ended: feeds its destination's circuit breaker and quota watch, and forgets it. Returns what to
+    /// tell.
+    mutating func ended(_ job: Job, result: Result<UploadOutcome, TransferFailure>, now: Date) -> [Notice] {
+        let stop = running[job.id]?.stop
+        running[job.id] = nil
+        var notices: [Notice] = []
+        switch result {
+        case .success: notices += breakerUpdate(job.destination, failure: nil, now: now)
+        case .failure(let failure) where stop == nil || failure.kind == .permanent:
+            notices += breakerUpdate(job.destination, failure: failure, now: now)
+        case .failure: break
+        }
+        let name = job.destination
+        let change: QuotaWatch.Change?
+        switch result {
+        case .failure(let failure) where failure.code == TransferFailure.quotaFullCode:
+            let policy = settings.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy()
+            change = quotas.refused(name, job: job.id, policy: policy, now: now)
+        case .failure:
+            change = quotas.finished(name, job: job.id, outcome: .other, now: now)
+        case .success:
+            change = quotas.finished(name, job: job.id, outcome: .uploaded, now: now)
+        }
+        if let change { notices.append(.quota(name, change)) }
+        return notices
+    }
+
+    private mutating func breakerUpdate(_ destination: String, failure: TransferFailure?, now: Date) -> [Notice] {
+        guard var breaker = breakers[destination] else { return [] }
+        let wasOpen = breaker.isOpen
+        var opened = false
+        if let failure {
+            guard case .transient = failure.kind, failure.destinationFault else { return [] }
+            opened = breaker.recordFailure(now: now)
+        } else {
+            breaker.recordSuccess()
+        }
+        breakers[destination] = breaker
+        if opened {
+            return [.circuitOpened(destination, threshold: breaker.policy.threshold,
+                                   probeIn: CircuitBreaker.probeDelay(policy: breaker.policy, openings: breaker.openings))]
+        }
+        return wasOpen && !breaker.isOpen ? [.circuitClosed(destination)] : []
+    }
+
+    /// A probe came back.
+    mutating func probeFinished(_ name: String, answered: Bool, now: Date) -> Notice {
+        breakers[name]?.finishProbe(answered: answered, now: now)
+        return answered ? .probeAnswered(name) : .probeUnanswered(name, next: breakers[name]?.nextProbeAt)
+    }
+
+    /// The wall clock stepped: probe and trial times, and an anchored budget period, move with it.
+    mutating func shift(by seconds: TimeInterval) {
+        for name in breakers.keys { breakers[name]?.shift(by: seconds) }
+        quotas.shift(by: seconds)
+        ledger?.shift(by: seconds)
+        windowCache = [:]
+        timetableCache = nil
+    }
+
+    /// Bytes that went over metered links were booked: counted in the ledger. Returns the ledger to store (nil
+    /// without a budget).
+    mutating func booked(metered bytes: Int64) -> BudgetLedger? {
+        guard settings.budget != nil, bytes > 0 else { return nil }
+        ledger?.add(bytes)
+        return ledger
+    }
+
+    /// Whether any running transfer goes over a metered link now.
+    var anyRunningOnMetered: Bool {
+        running.values.contains { links[$0.job.destination]?.linkClass == .metered }
+    }
+}

@@ -1,0 +1,239 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// `SchedulerState` without I/O: for each constraint, what a running transfer and the waiting jobs get when it is
+/// lost and when it comes back, on a fixed clock.
+@Suite struct SchedulerStateTests {
+    static let zone = TimeZone(identifier: "Europe/Berlin")!
+    static let noon = UploadWindowTests.berlin("2026-11-24 12:00")
+
+    static func configuration(_ change: (inout Configuration) throws -> Void = { _ in }) throws -> Configuration {
+        var tus = try Destination.tus(name: "tus", endpoint: "https://uploads.example.com/files/")
+        tus.onMetered = .allow
+        var configuration = Configuration(stateDirectory: "/nonexistent",
+                                          destinations: ["tus": tus, "local": .localDirectory(name: "local", directory: "/tmp/x")])
+        configuration.schedule.timeZone = zone
+        try change(&configuration)
+        return configuration
+    }
+
+    static func job(_ destination: String = "tus", priority: Int = 0, onMetered: String? = nil) -> Job {
+        var job = QueueHoldsTests.job(destination, size: 1 << 20)
+        job.priority = priority
+        job.onMetered = onMetered
+        return job
+    }
+
+    static let unmetered = LinkStatus(linkClass: .unmetered, source: .override)
+    static let metered = LinkStatus(linkClass: .metered, source: .override)
+    static let offline = LinkStatus(linkClass: .offline, source: .override)
+
+    static func plan(_ actions: [SchedulerState.Action]) -> SchedulerState.ClaimPlan? {
+        for case .claim(let plan) in actions { return plan }
+        return nil
+    }
+
+    /// A state with `job` running on an unmetered link.
+    static func running(_ job: Job, _ configuration: Configuration, power: PowerState? = nil) -> SchedulerState {
+        var state = SchedulerState(settings: .init(configuration))
+        _ = state.decide(now: noon, inputs: .init(linkChanges: ["tus": unmetered], power: power))
+        _ = state.claimed([job], trials: [:])
+        return state
+    }
+
+    @Test("power: unplugged, the running transfer stops after its chunk and the gate shuts; plugged back, it opens")
+    func power() throws {
+        let configuration = try Self.configuration { $0.power.require = .ac }
+        let job = Self.job()
+        let plugged = PowerState(onExternalPower: true, batteryPercent: 90, source: "sysfs")
+        var state = Self.running(job, configuration, power: plugged)
+        let battery = PowerState(onExternalPower: false, batteryPercent: 90, source: "sysfs")
+        let lost = state.decide(now: Self.noon, inputs: .init(power: battery))
+        #expect(lost.contains(.powerChanged(battery)))
+        #expect(lost.contains { if case .stopAtChunk(job.id, .power, _) = $0 { true } else { false } })
+        #expect(!lost.contains { if case .stop = $0 { true } else { false } }, "not at once: after its chunk")
+        let shut = try #require(Self.plan(lost))
+        #expect(shut.gate.doors["tus"] == nil && shut.gate.doors["local"] == nil)
+        #expect(shut.holdsOtherwise.hold(.power, on: "tus")?.detail?.contains("on battery") == true)
+        // Asked once: the next round says nothing more.
+        let again = state.decide(now: Self.noon, inputs: .init(power: battery))
+        #expect(!again.contains { if case .stopAtChunk = $0 { true } else { false } })
+        // Back before the chunk ended: the request is withdrawn.
+        let back = state.decide(now: Self.noon, inputs: .init(power: plugged))
+        #expect(back.contains(.withdrawStop(job.id)))
+        #expect(Self.plan(back)?.gate.doors["tus"] == .open)
+
+        // battery-not-low: held below the threshold only.
+        let low = try Self.configuration { $0.power.require = .batteryNotLow(percent: 20) }
+        var lowState = Self.running(job, low, power: plugged)
+        let at25 = lowState.decide(now: Self.noon, inputs: .init(power: .init(onExternalPower: false, batteryPercent: 25, source: "sysfs")))
+        #expect(Self.plan(at25)?.gate.doors["tus"] == .open)
+        let at15 = lowState.decide(now: Self.noon, inputs: .init(power: .init(onExternalPower: false, batteryPercent: 15, source: "sysfs")))
+        #expect(Self.plan(at15)?.gate.doors["tus"] == nil)
+        #expect(at15.contains { if case .stopAtChunk(job.id, .power, _) = $0 { true } else { false } })
+    }
+
+    @Test("a destination's own power requirement overrides the global one")
+    func powerPerDestination() throws {
+        let configuration = try Self.configuration {
+            $0.power.require = .ac
+            $0.destinations["local"]?.power = .any
+        }
+        var state = SchedulerState(settings: .init(configuration))
+        let actions = state.decide(now: Self.noon, inputs: .init(
+            linkChanges: ["tus": Self.unmetered], power: .init(onExternalPower: false, batteryPercent: 50, source: "sysfs")))
+        #expect(Self.plan(actions)?.gate.doors == ["local": .open])
+    }
+
+    @Test("windows: closing stops the running transfer after its chunk, urgent jobs pass, and the next opening is known")
+    func windows() throws {
+        let configuration = try Self.configuration {
+            $0.schedule.windows = try UploadWindows(["22:00-06:00"])
+            $0.schedule.urgentPriority = 10
+        }
+        let night = UploadWindowTests.berlin("2026-11-24 23:00")
+        let job = Self.job()
+        let urgent = Self.job(priority: 10)
+        var state = SchedulerState(settings: .init(configuration))
+        _ = state.decide(now: night, inputs: .init(linkChanges: ["tus": Self.unmetered]))
+        _ = state.claimed([job, urgent], trials: [:])
+        let morning = UploadWindowTests.berlin("2026-11-25 06:00")
+        let closed = state.decide(now: morning, inputs: .init())
+        #expect(closed.contains { if case .stopAtChunk(job.id, .outsideWindow, _) = $0 { true } else { false } })
+        #expect(!closed.contains { if case .stopAtChunk(urgent.id, _, _) = $0 { true } else { false } })
+        let plan = try #require(Self.plan(closed))
+        #expect(plan.gate.doors["tus"] == ClaimGate.Door(minimumPriority: 10))
+        let hold = try #require(plan.holdsOtherwise.hold(.outsideWindow, on: "tus"))
+        #expect(hold.until == UploadWindowTests.berlin("2026-11-25 22:00") && hold.minimumPriority == 10)
+        let wake = state.nextWake(now: morning, nextDue: nil)
+        #expect(wake == UploadWindowTests.berlin("2026-11-25 22:00"))
+
+        // Without an urgent priority the door shuts.
+        let strict = try Self.configuration { $0.schedule.windows = try UploadWindows(["22:00-06:00"]) }
+        var strictState = SchedulerState(settings: .init(strict))
+        let shut = strictState.decide(now: morning, inputs: .init(linkChanges: ["tus": Self.unmetered]))
+        #expect(Self.plan(shut)?.gate.doors["tus"] == nil)
+        // A destination's own windows override the global ones.
+        let own = try Self.configuration {
+            $0.schedule.windows = try UploadWindows(["22:00-06:00"])
+            $0.destinations["tus"]?.windows = try UploadWindows(["00:00-24:00"])
+        }
+        var ownState = SchedulerState(settings: .init(own))
+        let ownActions = ownState.decide(now: morning, inputs: .init(linkChanges: ["tus": Self.unmetered]))
+        #expect(Self.plan(ownActions)?.gate.doors["tus"] == .open)
+    }
+
+    @Test("budget: spent on a metered link, transfers stop after their chunk and only `always` jobs go; unmetered, all go")
+    func budget() throws {
+        let budget = try #require(MeteredBudget("10MiB/day", reset: nil))
+        let configuration = try Self.configuration { $0.link.meteredBudget = budget }
+        let job = Self.job()
+        let always = Self.job(onMetered: "always")
+        var ledger = BudgetLedger.opening(budget, now: Self.noon, timeZone: Self.zone)
+        ledger.add(9 << 20)
+        var state = SchedulerState(settings: .init(configuration), ledger: ledger)
+        let before = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.metered]))
+        #expect(Self.plan(before)?.gate.doors["tus"] == .metered(below: .max))
+        _ = state.claimed([job, always], trials: [:])
+        // The bytes not booked yet count: 9 MiB booked and 1 MiB in flight is the whole budget.
+        let spent = state.decide(now: Self.noon, inputs: .init(unbookedMetered: 1 << 20))
+        #expect(spent.contains { if case .stopAtChunk(job.id, .budgetSpent, _) = $0 { true } else { false } })
+        #expect(!spent.contains { if case .stopAtChunk(always.id, _, _) = $0 { true } else { false } })
+        let plan = try #require(Self.plan(spent))
+        #expect(plan.gate.doors["tus"] == ClaimGate.Door(budgetSpent: true))
+        let hold = try #require(plan.holdsOtherwise.hold(.budgetSpent, on: "tus"))
+        #expect(hold.until == UploadWindowTests.berlin("2026-11-25 00:00") && hold.detail == "10.0 MiB/day")
+        #expect(plan.holdsOtherwise.holds(for: Self.job()).map(\.reason) == [.budgetSpent])
+        #expect(plan.holdsOtherwise.holds(for: Self.job(onMetered: "always")).isEmpty)
+        // Booked: the ledger holds it and says so.
+        let booked = state.booked(metered: 1 << 20)
+        #expect(booked?.used == 10 << 20)
+        // Unmetered: the budget does not apply.
+        let wifi = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
+        #expect(wifi.contains(.withdrawStop(job.id)))
+        #expect(Self.plan(wifi)?.gate.doors["tus"] == .open)
+        // Midnight: a new period; the ledger is stored.
+        let midnight = UploadWindowTests.berlin("2026-11-25 00:00")
+        let reset = state.decide(now: midnight, inputs: .init(linkChanges: ["tus": Self.metered]))
+        #expect(reset.contains { if case .budgetPeriodBegan(let ledger) = $0 { ledger.used == 0 } else { false } })
+        #expect(Self.plan(reset)?.gate.doors["tus"] == .metered(below: .max))
+        // A destination whose policy is `always` lets its jobs without a policy go too.
+        let allAlways = try Self.configuration {
+            $0.link.meteredBudget = budget
+            $0.destinations["tus"]?.onMetered = .always
+        }
+        var spentLedger = ledger
+        spentLedger.add(1 << 20)
+        var alwaysState = SchedulerState(settings: .init(allAlways), ledger: spentLedger)
+        let alwaysActions = alwaysState.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.metered]))
+        #expect(Self.plan(alwaysActions)?.gate.doors["tus"] == ClaimGate.Door(budgetSpent: true, destinationIgnoresBudget: true))
+    }
+
+    @Test("the link: metered with a deferring destination stops the transfer at once; offline back online retries")
+    func link() throws {
+        let configuration = try Self.configuration { $0.destinations["tus"]?.onMetered = .defer }
+        let job = Self.job()
+        var state = Self.running(job, configuration)
+        let metered = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.metered]))
+        #expect(metered.contains(.stop(job.id, .link)))
+        #expect(metered.contains(.linkChanged("tus", Self.metered, first: false)))
+        #expect(state.stopReason(job.id) == .link)
+        _ = state.ended(job, result: .failure(TransferFailure(.interrupted, code: "link", "stopped")), now: Self.noon)
+        #expect(state.running.isEmpty)
+        _ = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.offline]))
+        let back = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
+        #expect(back.contains(.retryFailedNow(["tus"])))
+    }
+
+    @Test("the timetable and the link class's cap: the lower one wins, and the change is one action")
+    func sendCap() throws {
+        let configuration = try Self.configuration {
+            $0.bandwidth.timetable = try BandwidthTimetable(["08:00,4MiB", "12:00,512KiB", "19:00,off"])
+            $0.bandwidth.unmetered = 1 << 20
+        }
+        var state = SchedulerState(settings: .init(configuration))
+        let morning = state.decide(now: UploadWindowTests.berlin("2026-11-24 09:00"),
+                                   inputs: .init(linkChanges: ["tus": Self.unmetered]))
+        #expect(morning.contains(.setSendCap(1 << 20)), "the link's 1 MiB/s is below 4 MiB/s")
+        let ten = state.decide(now: UploadWindowTests.berlin("2026-11-24 10:00"), inputs: .init())
+        #expect(ten.filter { if case .setSendCap = $0 { true } else { false } }.isEmpty, "unchanged: said once")
+        let twelve = state.decide(now: UploadWindowTests.berlin("2026-11-24 12:00"), inputs: .init())
+        #expect(twelve.contains(.setSendCap(512 << 10)))
+        let evening = state.decide(now: UploadWindowTests.berlin("2026-11-24 19:00"), inputs: .init())
+        #expect(evening.contains(.setSendCap(1 << 20)), "off: the link's cap alone")
+        let wake = state.nextWake(now: UploadWindowTests.berlin("2026-11-24 19:00"), nextDue: nil)
+        #expect(wake == UploadWindowTests.berlin("2026-11-25 08:00"))
+    }
+
+    @Test("circuits and quotas: a breaker opens after five failures, probes when due; a 507 holds, a trial goes first")
+    func circuitsAndQuotas() throws {
+        let configuration = try Self.configuration()
+        var state = SchedulerState(settings: .init(configuration))
+        _ = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
+        let failure = TransferFailure(.transient(retryAfter: nil), code: "http", "503", destinationFault: true)
+        var notices: [SchedulerState.Notice] = []
+        for _ in 0..<5 { notices += state.ended(Self.job(), result: .failure(failure), now: Self.noon) }
+        #expect(notices.contains { if case .circuitOpened("tus", threshold: 5, _) = $0 { true } else { false } })
+        let open = state.decide(now: Self.noon, inputs: .init())
+        #expect(Self.plan(open)?.gate.doors["tus"] == nil)
+        let probeAt = try #require(state.breakers["tus"]?.nextProbeAt)
+        let due = state.decide(now: probeAt, inputs: .init())
+        #expect(due.contains(.probe("tus")))
+        let answered = state.probeFinished("tus", answered: true, now: probeAt)
+        #expect(answered == .probeAnswered("tus"))
+        let closed = state.decide(now: probeAt, inputs: .init())
+        #expect(Self.plan(closed)?.gate.doors["tus"] == .open)
+
+        let full = Self.job()
+        let quota = TransferFailure(.transient(retryAfter: nil), code: TransferFailure.quotaFullCode, "507")
+        let told = state.ended(full, result: .failure(quota), now: Self.noon)
+        #expect(told.contains { if case .quota("tus", .full) = $0 { true } else { false } })
+        let held = try #require(Self.plan(state.decide(now: Self.noon, inputs: .init())))
+        #expect(held.gate.doors["tus"] == nil && held.trials.isEmpty)
+        #expect(held.holdsOtherwise.hold(.quotaFull, on: "tus") != nil)
+        let trialAt = Self.noon.addingTimeInterval(3600)
+        let trial = try #require(Self.plan(state.decide(now: trialAt, inputs: .init())))
+        #expect(trial.trials.map(\.name) == ["tus"] && trial.trials.first?.gate.doors == ["tus": .open])
+    }
+}
