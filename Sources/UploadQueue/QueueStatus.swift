@@ -14,6 +14,37 @@ public struct QueueStatus: Sendable, Equatable {
     public var disk: DiskStatus?
     /// What destinations' servers taught with 413s (request body sizes), by destination.
     public var requestLimits: [String: RequestLimit] = [:]
+    /// The device's power and what destinations require of it (nil when none requires anything).
+    public var power: PowerReport?
+    /// Destinations with upload windows: open or not now, and until when.
+    public var windows: [String: WindowReport] = [:]
+    /// The metered budget and its use this period (nil without `[link] metered_budget`).
+    public var meteredBudget: BudgetReport?
+
+    /// The power as read now, and each destination's requirement.
+    public struct PowerReport: Sendable, Equatable {
+        public var state: PowerState
+        /// Destination → `ac`, `battery-not-low (20%)` or `any`.
+        public var requirements: [String: String]
+    }
+
+    /// A destination's upload windows now.
+    public struct WindowReport: Sendable, Equatable {
+        public var open: Bool
+        /// When that changes (nil: not within a week).
+        public var until: Date?
+        public var windows: [String]
+    }
+
+    /// The metered budget's use in the current period (what the daemon booked; it books once a second).
+    public struct BudgetReport: Sendable, Equatable {
+        /// `200.0 MiB/day`.
+        public var budget: String
+        public var bytes: Int64
+        public var used: Int64
+        public var left: Int64 { max(0, bytes - used) }
+        public var resetsAt: Date
+    }
 
     /// Bytes sent per link class, all destinations together.
     public var trafficByClass: [String: Int64] {

@@ -117,7 +117,37 @@ public actor UploadQueue {
         // What still holds: an expired limit is no longer applied, so it is not shown either.
         status.requestLimits = try store.requestLimits().mapValues { $0.current() }
             .filter { $0.value.chunkCap != nil || $0.value.refusedAt != nil }
+        try addConstraints(to: &status)
         return status
+    }
+
+    /// The device constraints as they stand: the power (when a destination requires something of it), each
+    /// destination's windows, the metered budget's use.
+    private func addConstraints(to status: inout QueueStatus) throws {
+        let settings = SchedulerState.Settings(configuration)
+        let now = Date()
+        if settings.needsPower {
+            status.power = QueueStatus.PowerReport(
+                state: PowerMonitor(settings: configuration.power).current(),
+                requirements: Dictionary(uniqueKeysWithValues: configuration.destinations.keys.map {
+                    ($0, settings.powerRequirement(for: $0).description)
+                }))
+        }
+        for name in configuration.destinations.keys {
+            let windows = settings.windows(for: name)
+            guard !windows.isEmpty else { continue }
+            status.windows[name] = QueueStatus.WindowReport(
+                open: windows.isOpen(at: now, in: settings.week), until: windows.nextChange(after: now, in: settings.week),
+                windows: windows.texts)
+        }
+        if let budget = configuration.link.meteredBudget {
+            let stored = try store.storedBudgetUse()
+            let period = budget.period(containing: now, timeZone: configuration.schedule.timeZone)
+            // A period that ended counts nothing yet (the daemon opens the next one when it looks).
+            let current = stored.flatMap { $0.resetsAt > now ? $0 : nil }
+            status.meteredBudget = QueueStatus.BudgetReport(budget: budget.description, bytes: budget.bytes,
+                                                            used: current?.used ?? 0, resetsAt: current?.resetsAt ?? period.end)
+        }
     }
 
     /// The link as a whole (the interface of the default route), classified as the daemon does: the hand-set

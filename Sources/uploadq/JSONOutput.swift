@@ -16,6 +16,11 @@ enum JSONOutput {
             "id": job.id.rawValue,
             "state": job.state.rawValue,
             "waiting_reason": job.waitingReason?.rawValue ?? NSNull(),
+            // Everything that holds it, strongest first (`waiting_reason` is the first).
+            "waiting_reasons": job.waitingHolds.map { hold -> [String: Any] in
+                ["reason": hold.reason.rawValue, "until": rfc3339(hold.until), "detail": hold.detail ?? NSNull(),
+                 "text": hold.text(timeZone: .init(identifier: "UTC")!)]
+            },
             "file": job.file,
             "source_path": job.sourcePath,
             "original_name": job.originalName,
@@ -83,6 +88,17 @@ enum JSONOutput {
             "next_attempt_at": rfc3339(summary.nextAttemptAt),
             "releases": ["owed": summary.owedReleases, "error": summary.releaseError ?? NSNull()] as [String: Any],
             "disk": status.disk.map(disk) ?? NSNull(),
+            "power": status.power.map { power -> [String: Any] in
+                ["external": power.state.isExternal, "battery_percent": power.state.batteryPercent ?? NSNull(),
+                 "source": power.state.source, "requirements": power.requirements]
+            } ?? NSNull(),
+            "windows": status.windows.mapValues { window -> [String: Any] in
+                ["open": window.open, "until": rfc3339(window.until), "windows": window.windows]
+            },
+            "metered_budget": status.meteredBudget.map { budget -> [String: Any] in
+                ["budget": budget.budget, "bytes": budget.bytes, "used": budget.used, "left": budget.left,
+                 "resets_at": rfc3339(budget.resetsAt)]
+            } ?? NSNull(),
             "patches": [
                 "pending": summary.patches[.pending] ?? 0,
                 "done": summary.patches[.done] ?? 0,

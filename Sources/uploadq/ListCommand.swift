@@ -32,7 +32,7 @@ struct ListCommand: AsyncParsableCommand {
         for job in listing.jobs {
             print(SafeText.escaped("\(job.id)  \(job.state.rawValue.padding(toLength: 9, withPad: " ", startingAt: 0)) "
                 + "\(TextOutput.bytes(job.size).padding(toLength: 10, withPad: " ", startingAt: 0)) "
-                + "\(job.destination)  \(job.originalName)  \(TextOutput.note(for: job))"))
+                + "\(job.destination)  \(job.originalName)  \(TextOutput.note(for: job, timeZone: queue.configuration.schedule.timeZone))"))
         }
     }
 }

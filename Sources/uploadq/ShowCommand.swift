@@ -36,6 +36,7 @@ struct ShowCommand: AsyncParsableCommand {
         var lines = [
             "id:           \(job.id)",
             "state:        \(job.state.rawValue)" + (job.waitingReason.map { " (waiting: \($0.rawValue))" } ?? ""),
+            "waiting for:  \(TextOutput.waiting(job, timeZone: queue.configuration.schedule.timeZone) ?? "-")",
             "file:         \(job.file)",
             "source:       \(job.sourcePath) (\(job.mode.rawValue))",
             "size:         \(job.size) bytes (\(TextOutput.bytes(job.size)))",

@@ -68,6 +68,19 @@ struct StatusCommand: AsyncParsableCommand {
                     + "(uploads and released copies free it; reference jobs still run)")
             }
         }
+        if let power = status.power {
+            let needs = Set(power.requirements.values.filter { $0 != "any" }).sorted().joined(separator: ", ")
+            lines.append("power:    \(power.state.summary); required: \(needs)")
+        }
+        let zone = queue.configuration.schedule.timeZone
+        for (name, window) in status.windows.sorted(by: { $0.key < $1.key }) {
+            let until = window.until.map { " until " + WaitingHold.clock($0, timeZone: zone, now: Date()) } ?? ""
+            lines.append("window:   \(name): \(window.open ? "open" : "closed")\(until) (\(window.windows.joined(separator: ", ")))")
+        }
+        if let budget = status.meteredBudget {
+            lines.append("budget:   \(TextOutput.bytes(budget.used)) of \(budget.budget) used on metered links, "
+                + "\(TextOutput.bytes(budget.left)) left; resets \(WaitingHold.clock(budget.resetsAt, timeZone: zone, now: Date()))")
+        }
         if summary.nextAttemptAt != nil {
             lines.append("next try: \(TextOutput.time(summary.nextAttemptAt))")
         }

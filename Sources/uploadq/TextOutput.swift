@@ -11,11 +11,18 @@ enum TextOutput {
         return (JSONOutput.rfc3339(date) as? String) ?? "-"
     }
 
-    /// The short reason a job is where it is: its waiting reason, its error, or its remote URL.
-    static func note(for job: Job) -> String {
+    /// Everything that keeps a pending job waiting, strongest first, with when each may clear (times on the
+    /// clock of `timeZone`): `metered link, budget 200.0 MiB/day spent, resets 00:00; outside window until 22:00`.
+    static func waiting(_ job: Job, timeZone: TimeZone) -> String? {
+        guard !job.waitingHolds.isEmpty else { return job.waitingReason?.rawValue }
+        return job.waitingHolds.map { $0.text(timeZone: timeZone) }.joined(separator: "; ")
+    }
+
+    /// The short reason a job is where it is: what it waits for, its error, or its remote URL.
+    static func note(for job: Job, timeZone: TimeZone = .current) -> String {
         switch job.state {
         case .pending:
-            if let reason = job.waitingReason { return "waiting: \(reason.rawValue)" }
+            if let waiting = waiting(job, timeZone: timeZone) { return "waiting: \(waiting)" }
             return job.lastError.map { "last error: \($0)" } ?? ""
         case .uploading:
             let percent = job.size > 0 ? Int(Double(job.bytesConfirmed) / Double(job.size) * 100) : 0

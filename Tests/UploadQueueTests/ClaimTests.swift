@@ -202,6 +202,44 @@ struct ClaimQueryTests {
         #expect(attempts.count == 1 && attempts[0].number == 1, "each claim opens an attempt")
     }
 
+    @Test("outside the windows only urgent jobs; a spent budget only `always` jobs, by index; status counts them so")
+    func constraintDoors() throws {
+        var jobs: [Job] = []
+        func add(_ destination: String, priority: Int = 0, onMetered: String? = nil) -> JobID {
+            var job = QueueHoldsTests.job(destination, size: 100, serial: jobs.count)
+            job.priority = priority
+            job.onMetered = onMetered
+            jobs.append(job)
+            return job.id
+        }
+        let low = add("w"), urgent = add("w", priority: 10), higher = add("w", priority: 20)
+        let plain = add("m"), always = add("m", onMetered: "always"), allow = add("m", onMetered: "allow")
+        let store = try QueueStoreTests.store(with: jobs)
+        // What status says before any claim: each job under its strongest reason.
+        let holds = QueueHolds([
+            .init(scope: "w", reason: .outsideWindow, minimumPriority: 10),
+            .init(scope: "m", reason: .meteredLink, meteredBelow: .max),
+            .init(scope: "m", reason: .budgetSpent, meteredBelow: .max, detail: "1.0 MiB/day"),
+        ])
+        try store.recordHolds(holds)
+        let summary = try store.summary(holdsInForce: true)
+        #expect(summary.waiting[.outsideWindow] == 1 && summary.waiting[.budgetSpent] == 2, "\(summary.waiting)")
+        #expect(holds.holds(for: try #require(try store.job(low))).map(\.reason) == [.outsideWindow])
+        #expect(holds.holds(for: try #require(try store.job(always))).isEmpty)
+
+        let windowed = ClaimGate(doors: ["w": ClaimGate.Door(minimumPriority: 10)])
+        #expect(try store.claim(limit: 10, gate: windowed).map(\.0.id) == [higher, urgent])
+        #expect(try store.claim(limit: 10, gate: ClaimGate(doors: ["m": ClaimGate.Door(budgetSpent: true)]))
+            .map(\.0.id) == [always])
+        // A destination whose own policy is `always`: its jobs without a policy go too, not those that say `allow`.
+        let ignoring = ClaimGate.Door(budgetSpent: true, destinationIgnoresBudget: true)
+        #expect(try store.claim(limit: 10, gate: ClaimGate(doors: ["m": ignoring])).map(\.0.id) == [plain])
+        #expect(try store.claim(limit: 10, gate: ClaimGate(doors: ["m": .open, "w": .open])).map(\.0.id) == [low, allow])
+        // Each pick seeks its index.
+        let query = try #require(QueueStore.claimQuery(ClaimGate(doors: ["m": ClaimGate.Door(budgetSpent: true)])))
+        #expect(query.sql.contains("INDEXED BY \(QueueDatabase.budgetExemptIndex)"))
+    }
+
     @Test("a row this version cannot read is set aside (failed, with why) instead of stopping every claim after it")
     func unreadableRowSetAside() throws {
         var first = QueueHoldsTests.job("a", serial: 0)

@@ -20,7 +20,7 @@ public struct PowerState: Sendable, Equatable {
     static let unknown = PowerState(onExternalPower: nil, batteryPercent: nil, source: "none")
 
     /// Whether the device runs on external power: said so, or has no battery to run on.
-    var isExternal: Bool { onExternalPower ?? (batteryPercent == nil) }
+    public var isExternal: Bool { onExternalPower ?? (batteryPercent == nil) }
 
     /// Why `requirement` is not met now, in words (`on battery (55%); waits for external power`); nil when it is.
     func unmet(_ requirement: PowerRequirement) -> String? {

@@ -80,26 +80,52 @@ extension QueueStore {
         }
     }
 
-    /// Pending jobs per waiting reason, by the precedence of `QueueHolds.reason(for:)`, from the pending count of
-    /// each destination: only a metered hold counts rows (those it keeps back, read from the claim indexes).
+    /// Pending jobs per waiting reason, by the precedence of `QueueHolds.holds(for:)` (each job under its strongest
+    /// reason), from the pending count of each destination: only the holds that keep back some jobs and not others
+    /// (a metered link, a spent budget, a window with an urgent priority) count rows, from the claim indexes.
     private static func waitingCounts(_ db: Database, holds: QueueHolds,
                                       pending: [String: Int]) throws -> [WaitingReason: Int] {
         var waiting: [WaitingReason: Int] = [:]
         let slotsFull = holds.hold(.concurrency, on: QueueHolds.wholeQueue) != nil
+        let byPolicy = QueueDatabase.ClaimIndex.byDestinationPolicy
         for (destination, count) in pending where count > 0 {
-            if holds.hold(.offline, on: destination) != nil {
-                waiting[.offline, default: 0] += count
+            if let shut = [WaitingReason.offline, .power].first(where: { holds.hold($0, on: destination) != nil }) {
+                waiting[shut, default: 0] += count
                 continue
             }
             var left = count
             if let metered = holds.hold(.meteredLink, on: destination) {
-                let own = QueueDatabase.ClaimIndex.meteredDeferred, byPolicy = QueueDatabase.ClaimIndex.byDestinationPolicy
+                let own = QueueDatabase.ClaimIndex.meteredDeferred
                 let held = try Int.fetchOne(db, sql: """
                     SELECT (SELECT COUNT(*) FROM job INDEXED BY \(own.rawValue) WHERE \(own.condition) AND destination = ?)
                     + (SELECT COUNT(*) FROM job INDEXED BY \(byPolicy.rawValue) WHERE \(byPolicy.condition)
                        AND destination = ? AND size >= ?)
                     """, arguments: [destination, destination, metered.meteredBelow ?? 0]) ?? 0
                 waiting[.meteredLink, default: 0] += held
+                left -= held
+                if left > 0, let spent = holds.hold(.budgetSpent, on: destination) {
+                    // What goes all the same: `always` jobs, and those without a policy where the destination's is.
+                    let exempt = try Int.fetchOne(db, sql: """
+                        SELECT (SELECT COUNT(*) FROM job INDEXED BY \(QueueDatabase.budgetExemptIndex)
+                                WHERE \(QueueDatabase.budgetExemptCondition) AND destination = ?)
+                        + (SELECT COUNT(*) FROM job INDEXED BY \(byPolicy.rawValue) WHERE \(byPolicy.condition)
+                           AND destination = ? AND ?)
+                        """, arguments: [destination, destination, spent.ignoresBudget]) ?? 0
+                    let spentHeld = max(0, left - exempt)
+                    waiting[.budgetSpent, default: 0] += spentHeld
+                    left -= spentHeld
+                }
+            }
+            guard left > 0 else { continue }
+            if let window = holds.hold(.outsideWindow, on: destination) {
+                var urgent = 0
+                if let minimum = window.minimumPriority {
+                    urgent = try Int.fetchOne(db, sql: """
+                        SELECT COUNT(*) FROM job WHERE \(QueueDatabase.runnableCondition) AND destination = ? AND priority >= ?
+                        """, arguments: [destination, minimum]) ?? 0
+                }
+                let held = max(0, left - urgent)
+                waiting[.outsideWindow, default: 0] += held
                 left -= held
             }
             guard left > 0 else { continue }

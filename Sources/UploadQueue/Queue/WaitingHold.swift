@@ -39,8 +39,8 @@ public struct WaitingHold: Sendable, Equatable, Codable {
         }
     }
 
-    /// `22:00` within the next day, `sat 22:00` within a week, else the date and time.
-    static func clock(_ date: Date, timeZone: TimeZone, now: Date) -> String {
+    /// `22:00` within the next 20 hours, `sat 22:00` within six days, else the date and time: on the clock of `timeZone`.
+    public static func clock(_ date: Date, timeZone: TimeZone, now: Date) -> String {
         let formatter = DateFormatter()
         formatter.locale = Locale(identifier: "en_US_POSIX")
         formatter.timeZone = timeZone

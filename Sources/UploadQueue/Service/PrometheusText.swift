@@ -56,6 +56,22 @@ public enum PrometheusText {
             family("uploadq_intake_paused", "gauge", "1 while the intake waits for room on the queue's disk.",
                    [([], disk.intakePaused ? 1 : 0)])
         }
+        if let budget = status.meteredBudget {
+            family("uploadq_metered_budget_bytes", "gauge",
+                   "The metered budget of this period ([link] metered_budget): bytes used and left.",
+                   [([("state", "used")], budget.used), ([("state", "left")], budget.left)])
+        }
+        if let power = status.power {
+            family("uploadq_power_external", "gauge", "1 while the device runs on external power.",
+                   [([], power.state.isExternal ? 1 : 0)])
+            if let percent = power.state.batteryPercent {
+                family("uploadq_battery_percent", "gauge", "The system battery's charge.", [([], Int64(percent))])
+            }
+        }
+        if !status.windows.isEmpty {
+            family("uploadq_window_open", "gauge", "1 for a destination inside its upload windows now.",
+                   status.windows.sorted { $0.key < $1.key }.map { ([("destination", $0.key)], $0.value.open ? 1 : 0) })
+        }
         family("uploadq_link_class", "gauge", "1 for the class of the link as a whole, 0 for the others.",
                LinkStatus.LinkClass.allCases.map { ([("class", $0.rawValue)], status.link.linkClass == $0 ? 1 : 0) })
         return out
