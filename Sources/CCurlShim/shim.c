@@ -61,6 +61,8 @@ CURLcode uploadq_curl_message_result(const CURLMsg *message) {
 }
 
 size_t uploadq_curl_readfunc_abort(void) { return CURL_READFUNC_ABORT; }
+size_t uploadq_curl_readfunc_pause(void) { return CURL_READFUNC_PAUSE; }
+int uploadq_curl_unpause(void *handle) { return (int)curl_easy_pause((CURL *)handle, CURLPAUSE_CONT); }
 int uploadq_curl_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
 int uploadq_curl_seekfunc_fail(void) { return CURL_SEEKFUNC_FAIL; }
 long uploadq_curl_pipe_multiplex(void) { return CURLPIPE_MULTIPLEX; }

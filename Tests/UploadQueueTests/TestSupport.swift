@@ -11,7 +11,8 @@ final class Sandbox: @unchecked Sendable {
     var configPath: String { root + "/uploadq.toml" }
 
     init(config extra: String = "", bandwidth: Int64 = 0, concurrency: Int = 4, quietPeriod: String = "300ms",
-         retryInterval: String = "1s", limits: String = "", spool spoolKeys: String = "") throws {
+         retryInterval: String = "1s", limits: String = "", spool spoolKeys: String = "",
+         bandwidthKeys: String = "") throws {
         let template = FileManager.default.temporaryDirectory.path + "/uploadq-test-XXXXXX"
         var bytes = Array(template.utf8CString)
         guard let made = mkdtemp(&bytes) else { throw UploadQueueError(.io, "mkdtemp failed") }
@@ -34,6 +35,7 @@ final class Sandbox: @unchecked Sendable {
             jitter = 0.1
             [bandwidth]
             unmetered = \(bandwidth)
+            \(bandwidthKeys)
             [destinations.default]
             protocol = "file"
             url = "file://uploaded"

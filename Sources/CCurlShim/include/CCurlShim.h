@@ -35,6 +35,9 @@ CURLcode uploadq_curl_message_result(const CURLMsg *message);
 
 /// Macros Swift cannot see.
 size_t uploadq_curl_readfunc_abort(void);
+size_t uploadq_curl_readfunc_pause(void);
+/* Resumes a transfer paused by its read callback (curl_easy_pause with CURLPAUSE_CONT, a macro Swift cannot see). */
+int uploadq_curl_unpause(void *handle);
 int uploadq_curl_seekfunc_ok(void);
 int uploadq_curl_seekfunc_fail(void);
 long uploadq_curl_pipe_multiplex(void);

@@ -22,10 +22,12 @@ final class PowerMonitor: Sendable {
         self.upower = upower
     }
 
-    /// The state, read again when the last reading is older than its source's interval.
-    func current(now: ContinuousClock.Instant = .now) -> PowerState {
+    /// The state, read again when the last reading is older than its source's interval. `fresh` reads the
+    /// kernel's tree now whatever its age (a transfer before its next chunk: a few small files against megabytes);
+    /// UPower's answer is still taken from the last 5 s.
+    func current(now: ContinuousClock.Instant = .now, fresh: Bool = false) -> PowerState {
         let (cached, readAt, upowerMissingAt) = cache.withLock { ($0.state, $0.readAt, $0.upowerMissingAt) }
-        let interval: Duration = cached?.source == "upower" ? .seconds(5) : .seconds(1)
+        let interval: Duration = cached?.source == "upower" ? .seconds(5) : fresh ? .zero : .seconds(1)
         if let cached, let readAt, now - readAt < interval { return cached }
         let state: PowerState
         var missing = upowerMissingAt

@@ -1,8 +1,9 @@
 import Synchronization
 
 /// What a running transfer looks at before each chunk besides the link: whether the scheduler asked it to stop
-/// (the power, a window), and whether the metered budget is spent, counting the bytes sent since the last
-/// booking, so a transfer stops at the chunk that crosses the budget rather than a second later.
+/// (a window), the power as it is now, and whether the metered budget is spent, counting the bytes sent since the
+/// last booking: so a transfer stops at the chunk boundary after the charger is pulled or the budget is crossed,
+/// not a round of the scheduler later.
 final class ConstraintGauge: Sendable {
     private struct Budget {
         var bytes: Int64
@@ -24,9 +25,12 @@ final class ConstraintGauge: Sendable {
     private let state = Mutex(State())
     /// The engine's counts of what was sent and not booked yet.
     private let traffic: TrafficCounter?
+    /// The device's power (nil when nothing requires anything of it).
+    private let power: PowerMonitor?
 
-    init(traffic: TrafficCounter?) {
+    init(traffic: TrafficCounter?, power: PowerMonitor? = nil) {
         self.traffic = traffic
+        self.power = power
     }
 
     /// Asks a transfer to stop before its next chunk, with `failure` (an `interrupted` one).
@@ -50,11 +54,19 @@ final class ConstraintGauge: Sendable {
         }
     }
 
-    /// Throws the stop the scheduler asked for; or, for a transfer on a metered link that does not ignore the
-    /// budget, an `interrupted` failure once the budget is spent (what was sent since the last booking counts).
-    func check(_ id: JobID, metered: Bool, ignoresBudget: Bool) throws(TransferFailure) {
+    /// Throws the stop the scheduler asked for; an `interrupted` failure when the power does not meet
+    /// `requirement` now; or, for a transfer on a metered link that does not ignore the budget, one once the budget
+    /// is spent (what was sent since the last booking counts).
+    func check(_ id: JobID, requirement: PowerRequirement = .any, metered: Bool, ignoresBudget: Bool)
+        throws(TransferFailure)
+    {
         let (stop, budget) = state.withLock { ($0.stops[id], $0.budget) }
         if let stop { throw stop }
+        if requirement != .any, let power, let unmet = power.current(fresh: true).unmet(requirement) {
+            throw TransferFailure(.interrupted, code: WaitingReason.power.rawValue, """
+                stopped before the next chunk for the power: \(unmet); it resumes from its confirmed offset
+                """)
+        }
         guard metered, !ignoresBudget, let budget else { return }
         let unbooked = traffic?.peek { label in
             budget.configured.contains(label) ? budget.meteredLabels.contains(label) : budget.othersMetered

@@ -93,8 +93,9 @@ actor Scheduler {
         self.pollInterval = pollInterval
         let settings = SchedulerState.Settings(configuration)
         state = SchedulerState(settings: settings)
-        power = settings.needsPower ? PowerMonitor(settings: configuration.power) : nil
-        gauge = ConstraintGauge(traffic: engine?.traffic)
+        let power = settings.needsPower ? PowerMonitor(settings: configuration.power) : nil
+        self.power = power
+        gauge = ConstraintGauge(traffic: engine?.traffic, power: power)
         ledgerLoaded = configuration.link.meteredBudget == nil
     }
 
@@ -393,6 +394,7 @@ actor Scheduler {
             case .withdrawStop(let id):
                 gauge.withdraw(id)
             case .setSendCap(let cap):
+                logger.info("send cap: \(cap == 0 ? "none" : ByteCountText.text(cap) + "/s")")
                 engine?.setSendCap(cap)
                 Task { [limiter] in await limiter.setRate(cap) }
             case .probe, .claim:
@@ -638,6 +640,7 @@ actor Scheduler {
                 }
                 let context = TransferContext.recording(job: job, attempt: attempt, store: store, events: events,
                                                         monitor: monitor, limiter: limiter, gauge: gauge,
+                                                        power: state.settings.powerRequirement(for: job.destination),
                                                         destination: configuration.destinations[job.destination],
                                                         logger: logger)
                 result = .success(try await uploader.upload(context))

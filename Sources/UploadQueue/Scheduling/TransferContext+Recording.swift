@@ -10,7 +10,8 @@ extension TransferContext {
     /// the end of the transfer is recorded (or kept until it can be) with everything it needs. Only a crash in the
     /// meantime costs the progress, and the next attempt asks the server where it stands.
     static func recording(job: Job, attempt: Int, store: QueueStore, events: EventHub, monitor: LinkMonitor,
-                          limiter: BandwidthLimiter, gauge: ConstraintGauge? = nil, destination: Destination?,
+                          limiter: BandwidthLimiter, gauge: ConstraintGauge? = nil,
+                          power: PowerRequirement = .any, destination: Destination?,
                           logger: Logger) -> TransferContext {
         let unrecorded = ProgressLoss(logger: logger, job: job)
         let meter = TransferMeter(start: job.bytesConfirmed)
@@ -29,7 +30,8 @@ extension TransferContext {
                 }
                 // The power or a window (the scheduler asked it to stop), or the metered budget spent.
                 let ignoresBudget = job.onMetered.map { $0 == "always" } ?? destination.onMetered.ignoresBudget
-                try gauge?.check(job.id, metered: destination.isNetwork && link.linkClass == .metered,
+                try gauge?.check(job.id, requirement: power,
+                                 metered: destination.isNetwork && link.linkClass == .metered,
                                  ignoresBudget: ignoresBudget)
             },
             resumed: { offset throws(TransferFailure) in

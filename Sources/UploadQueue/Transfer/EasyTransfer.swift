@@ -27,8 +27,12 @@ final class EasyTransfer: @unchecked Sendable {
     private var belowFloor: RateFloor.Verdict?
     /// Header bytes received (libcurl counts only the body's): a server that trickles its answer is moving.
     private var receivedHeaderBytes: Int64 = 0
-    /// The send-rate cap libcurl applies to this exchange (0: none).
+    /// This exchange's share of the send-rate cap (0: none), which the rate floor judges it by.
     private var sendSpeed: Int64 = 0
+    /// The shared send cap this exchange's body reads take from (set by the engine for paced uploads).
+    var pacer: SendPacer?
+    /// Whether its read callback paused it for the cap (the engine loop resumes it).
+    private(set) var isPausedForCap = false
     /// The exchanges in flight with this one (set by the engine): they share the link, and the rate floor.
     private var sharers = 1
 
@@ -58,10 +62,16 @@ final class EasyTransfer: @unchecked Sendable {
     /// Whether this exchange sends a body under the shared send-rate cap.
     var isPacedUpload: Bool { request.options.paced && reader.length > 0 }
 
+    /// Notes this exchange's share of the send cap (the pacer enforces the cap; the floor judges by the share).
     func setSendSpeed(_ bytesPerSecond: Int64) {
-        guard let handle else { return }
         sendSpeed = bytesPerSecond
-        _ = uploadq_curl_setopt_offset(handle, CURLOPT_MAX_SEND_SPEED_LARGE, curl_off_t(bytesPerSecond))
+    }
+
+    /// Resumes an exchange its read callback paused for the cap (libcurl may read again at once).
+    func resumeForCap() {
+        guard isPausedForCap, let handle else { return }
+        isPausedForCap = false
+        _ = uploadq_curl_unpause(handle)
     }
 
     func complete(_ result: Result<HTTPResponse, TransferError>) {
@@ -198,6 +208,14 @@ final class EasyTransfer: @unchecked Sendable {
 
     fileprivate func readBody(into buffer: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
         if isCancelled { return uploadq_curl_readfunc_abort() }
+        var capacity = capacity
+        if let pacer {
+            capacity = pacer.take(capacity)
+            if capacity == 0 {
+                isPausedForCap = true
+                return uploadq_curl_readfunc_pause()
+            }
+        }
         guard let count = reader.read(into: UnsafeMutableRawBufferPointer(start: buffer, count: capacity)) else {
             return uploadq_curl_readfunc_abort()
         }
