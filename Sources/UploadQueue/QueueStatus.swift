@@ -23,6 +23,7 @@ public struct QueueStatus: Sendable, Equatable {
 
     /// The power as read now, and each destination's requirement.
     public struct PowerReport: Sendable, Equatable {
+        /// The power as read now.
         public var state: PowerState
         /// Destination → `ac`, `battery-not-low (20%)` or `any`.
         public var requirements: [String: String]
@@ -30,9 +31,11 @@ public struct QueueStatus: Sendable, Equatable {
 
     /// A destination's upload windows now.
     public struct WindowReport: Sendable, Equatable {
+        /// Whether a window is open now.
         public var open: Bool
         /// When that changes (nil: not within a week).
         public var until: Date?
+        /// The windows as written.
         public var windows: [String]
     }
 
@@ -40,9 +43,13 @@ public struct QueueStatus: Sendable, Equatable {
     public struct BudgetReport: Sendable, Equatable {
         /// `200.0 MiB/day`.
         public var budget: String
+        /// The budget in bytes per period.
         public var bytes: Int64
+        /// Bytes counted this period.
         public var used: Int64
+        /// Bytes left this period.
         public var left: Int64 { max(0, bytes - used) }
+        /// When the period ends and the count starts again.
         public var resetsAt: Date
     }
 

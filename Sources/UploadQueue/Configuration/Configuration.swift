@@ -43,6 +43,7 @@ public struct Configuration: Sendable, Equatable {
         /// `time_zone`: the zone windows, timetables and budget periods are read in; the system's by default.
         public var timeZone: TimeZone
 
+        /// Windows (none: always open), the priority that ignores them, and the zone they are read in.
         public init(windows: UploadWindows = UploadWindows.always, urgentPriority: Int? = nil,
                     timeZone: TimeZone = .current) {
             self.windows = windows

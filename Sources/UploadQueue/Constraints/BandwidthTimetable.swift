@@ -75,7 +75,9 @@ public struct BandwidthTimetable: Sendable, Equatable {
 
     /// An entry that cannot be read, and why.
     public struct Invalid: Error, Sendable, Equatable {
+        /// The entry as written.
         public let entry: String
+        /// What is wrong with it.
         public let reason: String
     }
 

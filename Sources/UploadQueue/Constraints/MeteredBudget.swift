@@ -10,10 +10,12 @@ public struct MeteredBudget: Sendable, Equatable, CustomStringConvertible {
 
     /// Bytes per period.
     public var bytes: Int64
+    /// How long a period lasts.
     public var period: Period
     /// For `month`: the day of the month it resets (1–28). For `week`: the weekday (0 is Monday). Unused for `day`.
     public var resetDay: Int
 
+    /// `bytes` per `period`, beginning on `resetDay` (see `resetDay`).
     public init(bytes: Int64, period: Period, resetDay: Int = 0) {
         self.bytes = bytes
         self.period = period

@@ -19,5 +19,6 @@ public struct PowerSettings: Sendable, Equatable {
     /// `supply_dir`: the power-supply class directory (a tree of the same layout in tests).
     public var supplyDirectory = "/sys/class/power_supply"
 
+    /// No requirement; the state read from UPower or the kernel's tree when one is set.
     public init() {}
 }

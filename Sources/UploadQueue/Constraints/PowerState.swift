@@ -10,6 +10,7 @@ public struct PowerState: Sendable, Equatable {
     /// Where it was read: `sysfs`, `upower` or `none` (no power supply reported).
     public var source: String
 
+    /// A state as read from `source`.
     public init(onExternalPower: Bool?, batteryPercent: Int?, source: String) {
         self.onExternalPower = onExternalPower
         self.batteryPercent = batteryPercent

@@ -33,7 +33,9 @@ public struct UploadWindows: Sendable, Equatable, CustomStringConvertible {
 
     /// A window that cannot be read, and why.
     public struct Invalid: Error, Sendable, Equatable {
+        /// The entry as written.
         public let entry: String
+        /// What is wrong with it.
         public let reason: String
     }
 
@@ -54,6 +56,7 @@ public struct UploadWindows: Sendable, Equatable, CustomStringConvertible {
         return week.nextChange(after: date, marks: marks) { isOpen(at: $0, in: week) }
     }
 
+    /// The windows as written, separated by commas.
     public var description: String { texts.joined(separator: ", ") }
 
     private static func spans(of text: String) throws(Invalid) -> [Range<Int>] {

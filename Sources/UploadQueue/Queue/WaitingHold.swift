@@ -2,6 +2,7 @@ import Foundation
 
 /// One thing that keeps a pending job from starting, with when it is expected to clear where that is known.
 public struct WaitingHold: Sendable, Equatable, Codable {
+    /// What holds the job.
     public var reason: WaitingReason
     /// When it is expected to clear: a window opens, a metered budget resets. nil: not known (the power, the
     /// link), or nothing to wait for but a free slot.
@@ -10,6 +11,7 @@ public struct WaitingHold: Sendable, Equatable, Codable {
     /// (`200.0 MiB/day`).
     public var detail: String?
 
+    /// A hold for `reason`, clearing at `until` if known.
     public init(reason: WaitingReason, until: Date? = nil, detail: String? = nil) {
         self.reason = reason
         self.until = until
