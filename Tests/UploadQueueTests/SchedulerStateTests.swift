@@ -206,6 +206,37 @@ import Testing
         #expect(wake == UploadWindowTests.berlin("2026-11-25 08:00"))
     }
 
+    @Test("a cancel or a shutdown stops a transfer without blaming its destination; a clock step moves the budget period")
+    func stopsAndClockSteps() throws {
+        let budget = try #require(MeteredBudget("10MiB/day", reset: nil))
+        let configuration = try Self.configuration { $0.link.meteredBudget = budget }
+        let job = Self.job()
+        var state = Self.running(job, configuration)
+        state.takeLedger(BudgetLedger.opening(budget, now: Self.noon, timeZone: Self.zone))
+        let stopped = state.stop(job.id, .cancel)
+        #expect(stopped && state.stopReason(job.id) == .cancel)
+        let stranger = state.stop(JobID.generate(), .shutdown)
+        #expect(!stranger, "not running here")
+        // A stopped transfer's failure is not the destination's: no breaker counts it.
+        let failure = TransferFailure(.transient(retryAfter: nil), code: "http", "503", destinationFault: true)
+        for _ in 0..<5 {
+            var again = state
+            _ = again.claimed([job], trials: [:])
+            _ = again.stop(job.id, .shutdown)
+            let notices = again.ended(job, result: .failure(failure), now: Self.noon)
+            #expect(notices.isEmpty)
+            state = again
+        }
+        #expect(state.breakers["tus"]?.isOpen == false && state.running.isEmpty)
+        // A step of the wall clock: the anchored period moves with it, and no new period begins at the step.
+        _ = state.decide(now: Self.noon, inputs: .init())
+        let resets = try #require(state.ledger?.resetsAt)
+        state.shift(by: 86_400)
+        #expect(state.ledger?.resetsAt == resets.addingTimeInterval(86_400))
+        let after = state.decide(now: Self.noon.addingTimeInterval(86_400 + 60), inputs: .init())
+        #expect(!after.contains { if case .budgetPeriodBegan = $0 { true } else { false } })
+    }
+
     @Test("circuits and quotas: a breaker opens after five failures, probes when due; a 507 holds, a trial goes first")
     func circuitsAndQuotas() throws {
         let configuration = try Self.configuration()
