@@ -128,7 +128,7 @@ public actor UploadQueue {
         let now = Date()
         if settings.needsPower {
             status.power = QueueStatus.PowerReport(
-                state: PowerMonitor(settings: configuration.power).current(),
+                state: PowerMonitor(settings: configuration.power).snapshot(),
                 requirements: Dictionary(uniqueKeysWithValues: configuration.destinations.keys.map {
                     ($0, settings.powerRequirement(for: $0).description)
                 }))

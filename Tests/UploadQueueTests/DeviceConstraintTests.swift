@@ -35,6 +35,29 @@ import Testing
         #expect(autumnClose.timeIntervalSince(autumnOpen) == 9 * 3600, "25 October 2026: 03:00 becomes 02:00")
     }
 
+    @Test("an edge inside the repeated hour of the fall-back night is found at its second occurrence")
+    func edgeInTheRepeatedHour() throws {
+        let york = LocalWeek(timeZone: TimeZone(identifier: "America/New_York")!)
+        let windows = try UploadWindows(["22:00-01:30"])
+        // 3 November 2024, 06:00 UTC: 01:00 EST, the second time the clocks show 01:00 that night.
+        let second = Date(timeIntervalSince1970: 1_730_613_600)
+        #expect(windows.isOpen(at: second, in: york))
+        let closes = try #require(windows.nextChange(after: second, in: york))
+        #expect(closes == second.addingTimeInterval(1800), "01:30 EST, not the next day's")
+        // A timetable entry inside the repeated hour, in Berlin.
+        let berlin = Self.berlin
+        let table = try BandwidthTimetable(["02:30,1MiB", "04:00,off"])
+        // 25 October 2026, 00:45 UTC: 02:45 CEST, before the clocks go back at 01:00 UTC.
+        let first = Date(timeIntervalSince1970: 1_792_889_100)
+        #expect(table.rate(at: first, in: berlin) == 1 << 20)
+        // At 03:00 CEST the clocks show 02:00 CET: before 02:30 again, so the day before's last entry (off) holds
+        // until 02:30 comes round a second time.
+        let back = try #require(table.nextChange(after: first, in: berlin))
+        #expect(back == Date(timeIntervalSince1970: 1_792_890_000) && table.rate(at: back, in: berlin) == 0)
+        let again = try #require(table.nextChange(after: back, in: berlin))
+        #expect(again == back.addingTimeInterval(1800) && table.rate(at: again, in: berlin) == 1 << 20)
+    }
+
     @Test("a window that starts inside the spring-forward gap opens when the gap ends")
     func startInTheGap() throws {
         let windows = try UploadWindows(["02:30-04:00"])
@@ -118,6 +141,7 @@ import Testing
         #expect(MeteredBudget("200MiB", reset: nil) == nil && MeteredBudget("200MiB/year", reset: nil) == nil)
         #expect(MeteredBudget("200MiB/day", reset: "5") == nil && MeteredBudget("1GiB/month", reset: "29") == nil)
         #expect(MeteredBudget("1GiB/week", reset: "5") == nil)
+        #expect(MeteredBudget("0MiB/day", reset: nil) == nil, "a budget of nothing is a mistake: defer does that")
     }
 
     @Test("the ledger: a new period at the reset, kept through a restart, a clock behind, and clock steps")
@@ -217,5 +241,27 @@ import Testing
         #expect(UPowerProbe.parseDouble("s \"54\"") == nil)
         // No busctl: no answer (sysfs is read instead in auto mode).
         #expect(UPowerProbe(busctl: nil).query() == nil)
+    }
+}
+
+@Suite struct SendPacerTests {
+    @Test("the bucket: a tenth of a second of bytes, reads paused when empty, a lowered rate holds at once")
+    func bucket() {
+        let pacer = SendPacer()
+        let start = ContinuousClock.now
+        #expect(pacer.take(65_536, now: start) == 65_536, "no cap: everything")
+        pacer.setRate(1 << 20, now: start)
+        #expect(pacer.take(65_536, now: start) == 0, "an empty bucket pauses the read")
+        #expect(pacer.wait(now: start) == .milliseconds(4), "4 KiB at 1 MiB/s")
+        let later = start + .seconds(1)
+        // A second refills at most a tenth of a second's worth.
+        #expect(pacer.take(1 << 20, now: later) == (1 << 20) / 10)
+        pacer.setRate(64 << 10, now: later)
+        let next = later + .milliseconds(500)
+        // Lowered: half a second at 64 KiB/s, but never more than its own tenth of a second.
+        #expect(pacer.take(1 << 20, now: next) == 6_553)
+        #expect(pacer.take(100, now: next) == 0 || pacer.take(100, now: next) <= 100)
+        pacer.setRate(0, now: next)
+        #expect(pacer.wait(now: next) == .zero && pacer.take(10, now: next) == 10, "cap lifted")
     }
 }

@@ -170,6 +170,32 @@ import Testing
         #expect(Self.plan(alwaysActions)?.gate.doors["tus"] == ClaimGate.Door(budgetSpent: true, destinationIgnoresBudget: true))
     }
 
+    @Test("a destination that sends whole files takes on a metered link only files that fit in what the budget has left")
+    func wholeFilesFit() throws {
+        let budget = try #require(MeteredBudget("10MiB/day", reset: nil))
+        let configuration = try Self.configuration {
+            $0.link.meteredBudget = budget
+            var dav = try Destination.httpPut(name: "dav", url: "https://files.example.com/{job_id}")
+            dav.onMetered = .allow
+            $0.destinations["dav"] = dav
+        }
+        var ledger = BudgetLedger.opening(budget, now: Self.noon, timeZone: Self.zone)
+        ledger.add(7 << 20)
+        var state = SchedulerState(settings: .init(configuration), ledger: ledger)
+        let actions = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.metered, "dav": Self.metered],
+                                                                 unbookedMetered: 1 << 20))
+        let plan = try #require(Self.plan(actions))
+        #expect(plan.gate.doors["dav"] == ClaimGate.Door(meteredBelow: .max, maximumSize: 2 << 20))
+        #expect(plan.gate.doors["tus"] == .metered(below: .max), "chunked: goes, and stops at the chunk that crosses")
+        let hold = try #require(plan.holdsOtherwise.hold(.budgetSpent, on: "dav"))
+        #expect(hold.sizeAbove == 2 << 20 && hold.detail == "10.0 MiB/day: 2.0 MiB left")
+        var large = QueueHoldsTests.job("dav", size: 3 << 20)
+        large.onMetered = nil
+        #expect(plan.holdsOtherwise.holds(for: large).map(\.reason) == [.budgetSpent])
+        #expect(plan.holdsOtherwise.holds(for: QueueHoldsTests.job("dav", size: 1 << 20)).isEmpty)
+        #expect(plan.holdsOtherwise.hold(.budgetSpent, on: "tus") == nil)
+    }
+
     @Test("the link: metered with a deferring destination stops the transfer at once; offline back online retries")
     func link() throws {
         let configuration = try Self.configuration { $0.destinations["tus"]?.onMetered = .defer }

@@ -54,6 +54,10 @@ public struct Destination: Sendable, Equatable {
     /// The wire protocol.
     public var transferProtocol: TransferProtocol { settings.transferProtocol }
 
+    /// Whether a file goes in one request that cannot stop half-way (`http-put`, `http-post`): the metered budget
+    /// lets such a file start only when it fits in what is left.
+    var sendsWholeFiles: Bool { transferProtocol == .httpPut || transferProtocol == .httpPost }
+
     /// When a destination's jobs get their SHA-256.
     ///
     /// `whileSending` reads the file once instead of twice: the digest is taken from the bytes as they go out

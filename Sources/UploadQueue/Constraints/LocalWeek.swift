@@ -40,7 +40,12 @@ struct LocalWeek: Sendable, Equatable {
                 var parts = calendar.dateComponents([.year, .month, .day], from: day)
                 parts.hour = mark % (24 * 60) / 60
                 parts.minute = mark % 60
-                if let instant = calendar.date(from: parts), instant > date { found.append(instant) }
+                guard let instant = calendar.date(from: parts) else { continue }
+                // A wall time the fall-back hour repeats has a second instant, which `date(from:)` does not give.
+                for candidate in [instant] + Self.repeatedShifts(near: instant, in: timeZone).map(instant.addingTimeInterval)
+                where candidate > date {
+                    found.append(candidate)
+                }
             }
         }
         var transition = timeZone.nextDaylightSavingTimeTransition(after: date)
@@ -50,6 +55,16 @@ struct LocalWeek: Sendable, Equatable {
             transition = timeZone.nextDaylightSavingTimeTransition(after: instant)
         }
         return found.sorted()
+    }
+
+    /// How much later a wall time near `instant` may come round again: the clocks' step back, when one is within
+    /// a day of it (an hour in most zones, half an hour on Lord Howe Island).
+    private static func repeatedShifts(near instant: Date, in timeZone: TimeZone) -> [TimeInterval] {
+        guard let transition = timeZone.nextDaylightSavingTimeTransition(after: instant.addingTimeInterval(-86_400)),
+              transition < instant.addingTimeInterval(86_400) else { return [] }
+        let back = timeZone.daylightSavingTimeOffset(for: transition.addingTimeInterval(-1))
+            - timeZone.daylightSavingTimeOffset(for: transition.addingTimeInterval(1))
+        return back > 0 ? [back] : []
     }
 
     /// The first instant after `date` (within eight days) at which `answer` differs from its answer at `date`.

@@ -22,10 +22,11 @@ public struct MeteredBudget: Sendable, Equatable, CustomStringConvertible {
         self.resetDay = resetDay
     }
 
-    /// Parses `200MiB/day`; nil when it is not a size, a slash and `day`, `week` or `month`.
+    /// Parses `200MiB/day`; nil when it is not a size above 0, a slash and `day`, `week` or `month`, or when
+    /// `reset` does not fit the period.
     public init?(_ text: String, reset: String?) {
         let parts = text.split(separator: "/", omittingEmptySubsequences: false)
-        guard parts.count == 2, let bytes = ConfigurationValues.byteCount(String(parts[0])),
+        guard parts.count == 2, let bytes = ConfigurationValues.byteCount(String(parts[0])), bytes > 0,
               let period = Period(rawValue: parts[1].trimmingCharacters(in: .whitespaces)) else { return nil }
         var resetDay = period == .month ? 1 : 0
         if let reset {
@@ -56,13 +57,14 @@ public struct MeteredBudget: Sendable, Equatable, CustomStringConvertible {
             end = calendar.date(byAdding: .day, value: 1, to: start) ?? start.addingTimeInterval(86_400)
         case .week:
             let weekday = (calendar.component(.weekday, from: today) + 5) % 7
-            let back = (weekday - resetDay + 7) % 7
+            let back = ((weekday - resetDay) % 7 + 7) % 7
             start = calendar.date(byAdding: .day, value: -back, to: today) ?? today
             end = calendar.date(byAdding: .day, value: 7, to: start) ?? start.addingTimeInterval(7 * 86_400)
         case .month:
             var parts = calendar.dateComponents([.year, .month, .day], from: today)
-            let thisMonth = (parts.day ?? 1) >= resetDay
-            parts.day = resetDay
+            let day = min(max(resetDay, 1), 28)
+            let thisMonth = (parts.day ?? 1) >= day
+            parts.day = day
             let anchor = calendar.date(from: parts) ?? today
             start = thisMonth ? anchor : calendar.date(byAdding: .month, value: -1, to: anchor) ?? anchor
             end = calendar.date(byAdding: .month, value: 1, to: start) ?? start.addingTimeInterval(30 * 86_400)
@@ -75,7 +77,7 @@ public struct MeteredBudget: Sendable, Equatable, CustomStringConvertible {
         let base = "\(ByteCountText.text(bytes))/\(period.rawValue)"
         switch period {
         case .day: return base
-        case .week: return base + " from " + ["mon", "tue", "wed", "thu", "fri", "sat", "sun"][resetDay]
+        case .week: return base + " from " + ["mon", "tue", "wed", "thu", "fri", "sat", "sun"][((resetDay % 7) + 7) % 7]
         case .month: return resetDay == 1 ? base : base + " from day \(resetDay)"
         }
     }

@@ -1,18 +1,22 @@
 import Foundation
 import Synchronization
 
-/// The device's power state, read at most once a second from the kernel's power-supply class (every 5 s from
-/// UPower, whose answer costs a process), and only while a destination requires something of it.
+/// The device's power state: from the kernel's power-supply class, read at most once a second (or afresh, before
+/// a transfer's chunk), or from UPower, asked every 5 s on a thread of its own (each answer costs `busctl`
+/// processes, up to 2 s each when the bus is slow), so no caller ever waits for the bus. Made only while a
+/// destination requires something of the power.
 final class PowerMonitor: Sendable {
     private let settings: PowerSettings
     private let reader: PowerSupplyReader
     private let upower: UPowerProbe
 
     private struct Cache {
-        var state: PowerState?
-        var readAt: ContinuousClock.Instant?
-        /// When UPower was last found missing (auto mode looks again a minute later).
-        var upowerMissingAt: ContinuousClock.Instant?
+        var sysfs: PowerState?
+        var sysfsReadAt: ContinuousClock.Instant?
+        /// UPower's last answer, and when it came; nil while it has not answered (or stopped answering).
+        var upower: PowerState?
+        var upowerAt: ContinuousClock.Instant?
+        var asking = false
     }
     private let cache = Mutex(Cache())
 
@@ -22,32 +26,50 @@ final class PowerMonitor: Sendable {
         self.upower = upower
     }
 
-    /// The state, read again when the last reading is older than its source's interval. `fresh` reads the
-    /// kernel's tree now whatever its age (a transfer before its next chunk: a few small files against megabytes);
-    /// UPower's answer is still taken from the last 5 s.
+    /// The state now. From UPower when it answers (its latest answer, at most 15 s old); else, in `auto` mode and
+    /// with `source = "sysfs"`, the kernel's tree, read again when the last reading is older than a second, or
+    /// now when `fresh` (a few small files against a chunk of megabytes). UPower alone and silent: unknown.
     func current(now: ContinuousClock.Instant = .now, fresh: Bool = false) -> PowerState {
-        let (cached, readAt, upowerMissingAt) = cache.withLock { ($0.state, $0.readAt, $0.upowerMissingAt) }
-        let interval: Duration = cached?.source == "upower" ? .seconds(5) : fresh ? .zero : .seconds(1)
-        if let cached, let readAt, now - readAt < interval { return cached }
-        let state: PowerState
-        var missing = upowerMissingAt
-        switch settings.source {
-        case .sysfs:
-            state = reader.read()
-        case .upower:
-            state = upower.query() ?? .unknown
-        case .auto:
-            if let at = missing, now - at < .seconds(60) {
-                state = reader.read()
-            } else if let answer = upower.query() {
-                state = answer
-                missing = nil
-            } else {
-                missing = now
-                state = reader.read()
+        if settings.source != .sysfs {
+            startAsking()
+            let (answer, at) = cache.withLock { ($0.upower, $0.upowerAt) }
+            if let answer, let at, now - at < .seconds(15) { return answer }
+            if settings.source == .upower { return .unknown }
+        }
+        let (cached, readAt) = cache.withLock { ($0.sysfs, $0.sysfsReadAt) }
+        if !fresh, let cached, let readAt, now - readAt < .seconds(1) { return cached }
+        let state = reader.read()
+        cache.withLock {
+            $0.sysfs = state
+            $0.sysfsReadAt = now
+        }
+        return state
+    }
+
+    /// The state for a one-off look (`uploadq status`): UPower asked now and waited for, else the kernel's tree.
+    func snapshot() -> PowerState {
+        if settings.source != .sysfs, let answer = upower.query() { return answer }
+        return settings.source == .upower ? .unknown : reader.read()
+    }
+
+    /// Starts the thread that asks UPower, once: every 5 s while it answers; a minute after it did not.
+    private func startAsking() {
+        let first = cache.withLock { cache in
+            defer { cache.asking = true }
+            return !cache.asking
+        }
+        guard first else { return }
+        let upower = self.upower
+        Thread.detachNewThread { [weak self] in
+            while self != nil {
+                let answer = upower.query()
+                guard let monitor = self else { return }
+                monitor.cache.withLock {
+                    $0.upower = answer
+                    $0.upowerAt = answer == nil ? nil : .now
+                }
+                Thread.sleep(forTimeInterval: answer == nil ? 60 : 5)
             }
         }
-        cache.withLock { $0 = Cache(state: state, readAt: now, upowerMissingAt: missing) }
-        return state
     }
 }

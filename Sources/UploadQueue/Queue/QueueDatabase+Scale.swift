@@ -129,7 +129,8 @@ extension QueueDatabase {
     /// Migration v11: the device constraints.
     /// - `hold` learns when a hold is expected to clear (`until`: a window opens, a budget resets), the priority
     ///   that passes it (`minimum_priority`, windows), whether its destination's jobs ignore it
-    ///   (`ignores_budget`), and a word on it (`detail`: what the power lacks, which budget is spent).
+    ///   (`ignores_budget`), a word on it (`detail`: what the power lacks, which budget is spent), and for a budget
+    ///   partly spent the size above which whole files wait (`size_above`).
     /// - `metered_budget`: the ledger of the bytes metered links carried this period, one row whatever the
     ///   traffic.
     /// - `job_claim_budget_exempt` (`budgetExemptIndex`).
@@ -139,6 +140,7 @@ extension QueueDatabase {
             t.add(column: "minimum_priority", .integer)
             t.add(column: "ignores_budget", .boolean).notNull().defaults(to: false)
             t.add(column: "detail", .text)
+            t.add(column: "size_above", .integer)
         }
         try db.create(table: "metered_budget") { t in
             t.primaryKey("id", .integer).check { $0 == 1 }

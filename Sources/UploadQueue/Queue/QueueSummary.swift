@@ -104,14 +104,14 @@ extension QueueStore {
                 waiting[.meteredLink, default: 0] += held
                 left -= held
                 if left > 0, let spent = holds.hold(.budgetSpent, on: destination) {
-                    // What goes all the same: `always` jobs, and those without a policy where the destination's is.
-                    let exempt = try Int.fetchOne(db, sql: """
-                        SELECT (SELECT COUNT(*) FROM job INDEXED BY \(QueueDatabase.budgetExemptIndex)
-                                WHERE \(QueueDatabase.budgetExemptCondition) AND destination = ?)
-                        + (SELECT COUNT(*) FROM job INDEXED BY \(byPolicy.rawValue) WHERE \(byPolicy.condition)
-                           AND destination = ? AND ?)
-                        """, arguments: [destination, destination, spent.ignoresBudget]) ?? 0
-                    let spentHeld = max(0, left - exempt)
+                    // Those the metered link lets go, larger than what is left (all, once it is spent), that do
+                    // not ignore the budget (`always`, their own, or the destination's for jobs without one).
+                    let spentHeld = try Int.fetchOne(db, sql: """
+                        SELECT COUNT(*) FROM job WHERE \(QueueDatabase.runnableCondition) AND destination = ?
+                        AND size < COALESCE(metered_below, ?) AND size > ?
+                        AND NOT COALESCE(on_metered = 'always', ?)
+                        """, arguments: [destination, metered.meteredBelow ?? 0, spent.sizeAbove ?? -1,
+                                         spent.ignoresBudget]) ?? 0
                     waiting[.budgetSpent, default: 0] += spentHeld
                     left -= spentHeld
                 }

@@ -14,6 +14,9 @@ struct ClaimGate: Sendable, Equatable {
         var destinationIgnoresBudget = false
         /// Outside the upload windows: only jobs of at least this priority go.
         var minimumPriority: Int?
+        /// Only jobs of at most this size go (a whole-file destination on a metered link: what is left of the
+        /// budget).
+        var maximumSize: Int64?
 
         /// Any of its runnable jobs.
         static let open = Door()
@@ -33,11 +36,12 @@ struct ClaimGate: Sendable, Equatable {
         for (name, condition) in conditions where !condition.isShut {
             var door = Door.open
             if condition.linkClass == .metered {
-                if condition.budgetSpent != nil {
+                if let spent = condition.budgetSpent, spent.sizeAbove == nil {
                     door.budgetSpent = true
                     door.destinationIgnoresBudget = condition.onMetered.ignoresBudget
                 } else {
                     door.meteredBelow = condition.onMetered.sizeLimit
+                    door.maximumSize = condition.budgetSpent?.sizeAbove
                 }
             }
             door.minimumPriority = condition.outsideWindow?.urgentPriority

@@ -54,6 +54,11 @@ final class ConstraintGauge: Sendable {
         }
     }
 
+    /// The bytes the ledger holds, as the booking that is being written will leave it.
+    func setBooked(_ booked: Int64) {
+        state.withLock { $0.budget?.booked = booked }
+    }
+
     /// Throws the stop the scheduler asked for; an `interrupted` failure when the power does not meet
     /// `requirement` now; or, for a transfer on a metered link that does not ignore the budget, one once the budget
     /// is spent (what was sent since the last booking counts).

@@ -17,7 +17,8 @@ struct DestinationConditions: Sendable, Equatable {
     /// Outside every upload window: when the next one opens (nil: not within a week) and the priority that
     /// ignores windows (nil: none does).
     var outsideWindow: OutsideWindow?
-    /// The metered budget is spent (only while the link is metered).
+    /// The metered budget is spent (only while the link is metered), or, for a destination that sends whole files,
+    /// too little of it is left for files larger than `BudgetSpent.sizeAbove`.
     var budgetSpent: BudgetSpent?
 
     struct OutsideWindow: Sendable, Hashable {
@@ -29,6 +30,8 @@ struct DestinationConditions: Sendable, Equatable {
         /// `200 MiB/day`.
         var budget: String
         var resetsAt: Date
+        /// nil: spent. Otherwise what is left: files larger than this wait (whole-file destinations only).
+        var sizeAbove: Int64? = nil
     }
 
     /// Whether no job of the destination may start, whatever it is (offline, the power, an open circuit, a full

@@ -23,6 +23,9 @@ struct QueueHolds: Sendable, Equatable {
         var ignoresBudget = false
         /// A word on it: what the power lacks, which budget is spent.
         var detail: String? = nil
+        /// For `budget-spent` on a destination that sends whole files while some budget is left: only files larger
+        /// than this (what is left) wait. nil: the budget is spent.
+        var sizeAbove: Int64? = nil
     }
 
     /// The scope of a hold on every destination (`concurrency`).
@@ -44,9 +47,11 @@ struct QueueHolds: Sendable, Equatable {
                 let below = condition.onMetered.sizeLimit
                 holds.append(Hold(scope: name, reason: .meteredLink, meteredBelow: below))
                 if let spent = condition.budgetSpent {
+                    let detail = spent.sizeAbove.map { "\(spent.budget): \(ByteCountText.text($0)) left" } ?? spent.budget
                     holds.append(Hold(scope: name, reason: .budgetSpent, meteredBelow: below,
                                       until: spent.resetsAt.wholeSeconds,
-                                      ignoresBudget: condition.onMetered.ignoresBudget, detail: spent.budget))
+                                      ignoresBudget: condition.onMetered.ignoresBudget, detail: detail,
+                                      sizeAbove: spent.sizeAbove))
                 }
             case .unmetered, nil: break
             }
@@ -90,7 +95,7 @@ struct QueueHolds: Sendable, Equatable {
         if let metered = hold(.meteredLink, on: scope) {
             if job.size >= job.meteredBelow ?? metered.meteredBelow ?? 0 {
                 found.append(metered)
-            } else if let spent = hold(.budgetSpent, on: scope) {
+            } else if let spent = hold(.budgetSpent, on: scope), job.size > spent.sizeAbove ?? -1 {
                 let ignores = job.onMetered.map { $0 == "always" } ?? spent.ignoresBudget
                 if !ignores { found.append(spent) }
             }

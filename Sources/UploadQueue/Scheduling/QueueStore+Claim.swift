@@ -53,39 +53,42 @@ extension QueueStore {
     static func claimQuery(_ gate: ClaimGate) -> (sql: String, arguments: StatementArguments)? {
         var picks: [String] = []
         var arguments: StatementArguments = []
-        func pick(_ index: String, _ condition: String, _ destination: String, below limit: Int64? = nil,
-                  priority: Int?) {
+        var door = ClaimGate.Door.open
+        func pick(_ index: String, _ condition: String, _ destination: String, below limit: Int64? = nil) {
             let sizeFilter = limit == nil ? "" : " AND size < ?"
-            let priorityFilter = priority == nil ? "" : " AND priority >= ?"
+            let largestFilter = door.maximumSize == nil ? "" : " AND size <= ?"
+            let priorityFilter = door.minimumPriority == nil ? "" : " AND priority >= ?"
             picks.append("""
                 SELECT * FROM (SELECT id, priority FROM job INDEXED BY \(index)
-                WHERE \(condition) AND destination = ?\(sizeFilter)\(priorityFilter) ORDER BY priority DESC, id LIMIT 1)
+                WHERE \(condition) AND destination = ?\(sizeFilter)\(largestFilter)\(priorityFilter)
+                ORDER BY priority DESC, id LIMIT 1)
                 """)
             _ = arguments.append(contentsOf: [destination])
             if let limit { _ = arguments.append(contentsOf: [limit]) }
-            if let priority { _ = arguments.append(contentsOf: [priority]) }
+            if let largest = door.maximumSize { _ = arguments.append(contentsOf: [largest]) }
+            if let priority = door.minimumPriority { _ = arguments.append(contentsOf: [priority]) }
         }
-        func pick(_ index: QueueDatabase.ClaimIndex, _ destination: String, below limit: Int64? = nil, priority: Int?) {
-            pick(index.rawValue, index.condition, destination, below: limit, priority: priority)
+        func pick(_ index: QueueDatabase.ClaimIndex, _ destination: String, below limit: Int64? = nil) {
+            pick(index.rawValue, index.condition, destination, below: limit)
         }
-        for (name, door) in gate.doors.sorted(by: { $0.key < $1.key }) {
-            let priority = door.minimumPriority
+        for (name, terms) in gate.doors.sorted(by: { $0.key < $1.key }) {
+            door = terms
             if door.budgetSpent {
                 // Only what ignores the budget: the jobs that say `always`, and those that say nothing where their
                 // destination does.
-                pick(QueueDatabase.budgetExemptIndex, QueueDatabase.budgetExemptCondition, name, priority: priority)
-                if door.destinationIgnoresBudget { pick(.byDestinationPolicy, name, priority: priority) }
+                pick(QueueDatabase.budgetExemptIndex, QueueDatabase.budgetExemptCondition, name)
+                if door.destinationIgnoresBudget { pick(.byDestinationPolicy, name) }
             } else if let below = door.meteredBelow {
-                pick(.meteredAllowed, name, priority: priority)
+                pick(.meteredAllowed, name)
                 if below == .max {
-                    pick(.byDestinationPolicy, name, priority: priority)
+                    pick(.byDestinationPolicy, name)
                 } else if below > 0 {
                     // `allow-below`: the one walk left, over this destination's jobs that are too large, read
                     // from the index alone.
-                    pick(.byDestinationPolicy, name, below: below, priority: priority)
+                    pick(.byDestinationPolicy, name, below: below)
                 }
             } else {
-                for index in QueueDatabase.ClaimIndex.allCases { pick(index, name, priority: priority) }
+                for index in QueueDatabase.ClaimIndex.allCases { pick(index, name) }
             }
         }
         guard !picks.isEmpty else { return nil }
@@ -185,12 +188,12 @@ extension QueueStore {
 
     static func holds(_ db: Database) throws -> QueueHolds {
         QueueHolds(try Row.fetchAll(db, sql: """
-            SELECT scope, reason, metered_below, until, minimum_priority, ignores_budget, detail FROM hold
+            SELECT scope, reason, metered_below, until, minimum_priority, ignores_budget, detail, size_above FROM hold
             """).compactMap { row in
             WaitingReason(rawValue: row["reason"]).map {
                 QueueHolds.Hold(scope: row["scope"], reason: $0, meteredBelow: row["metered_below"],
                                 until: (row["until"] as StoredDate?)?.date, minimumPriority: row["minimum_priority"],
-                                ignoresBudget: row["ignores_budget"], detail: row["detail"])
+                                ignoresBudget: row["ignores_budget"], detail: row["detail"], sizeAbove: row["size_above"])
             }
         })
     }
@@ -210,13 +213,14 @@ extension QueueStore {
         }
         for new in holds.entries.subtracting(recorded.entries) {
             try db.execute(sql: """
-                INSERT INTO hold (scope, reason, metered_below, until, minimum_priority, ignores_budget, detail, since)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO hold (scope, reason, metered_below, until, minimum_priority, ignores_budget, detail,
+                                  size_above, since)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (scope, reason) DO UPDATE SET metered_below = excluded.metered_below, until = excluded.until,
                 minimum_priority = excluded.minimum_priority, ignores_budget = excluded.ignores_budget,
-                detail = excluded.detail
+                detail = excluded.detail, size_above = excluded.size_above
                 """, arguments: [new.scope, new.reason.rawValue, new.meteredBelow, new.until.map(StoredDate.init),
-                                 new.minimumPriority, new.ignoresBudget, new.detail, StoredDate(now)])
+                                 new.minimumPriority, new.ignoresBudget, new.detail, new.sizeAbove, StoredDate(now)])
         }
     }
 }

@@ -157,7 +157,6 @@ actor Scheduler {
             view = try store.roundView()
             try loadLedger()
             actions = decide(view)
-            try performLinkActions(actions)
         } catch {
             // What ended is recorded all the same (what cannot be is said, and kept, by `recordUnsettled`), unless
             // the database refuses writes as a whole: then a second try would only wait out its timeout again.
@@ -166,8 +165,8 @@ actor Scheduler {
             }
             throw error
         }
-        nextDue = view.nextDue
-        let cancelsWaiting = handleCancelRequests(view.cancelRequests)
+        // The state already counts on every action it returned (a probe or trial under way, a cap applied, a stop
+        // asked): each is performed, whatever else fails; what the database could not take then fails the round.
         var plan: SchedulerState.ClaimPlan?
         for action in actions {
             switch action {
@@ -176,6 +175,15 @@ actor Scheduler {
             default: break
             }
         }
+        if let failure = performLinkActions(actions) {
+            if let plan { state.trialsNotStarted(plan.trials.map(\.name), retryAt: Date().addingTimeInterval(1)) }
+            if !unsettled.isEmpty, !SettlementRecorder.refusesAnyWrite(failure) {
+                _ = try? recordUnsettled(then: { _ in })
+            }
+            throw failure
+        }
+        nextDue = view.nextDue
+        let cancelsWaiting = handleCancelRequests(view.cancelRequests)
         if let plan { try fillSlots(plan) }
         // A cancel request whose transfer's end this round recorded is handled by the next round, at once (one
         // handed to a clean-up, or kept for later, needs no round now).
@@ -243,6 +251,11 @@ actor Scheduler {
         clockWatch = watch
         clockEraStart = clockEraStart.addingTimeInterval(step.seconds)
         state.shift(by: step.seconds)
+        // The budget period moved with the step: stored at once, so a restart after the step keeps it (a write
+        // that fails now is made by the next booking).
+        if configuration.link.meteredBudget != nil, let ledger = state.ledger {
+            try? store.writer.write { db in try QueueStore.recordBudgetLedger(ledger, in: db) }
+        }
         for id in unsettled.keys { unsettled[id]?.at.addTimeInterval(step.seconds) }
         logger.warning("""
             the wall clock stepped \(step.seconds > 0 ? "forwards" : "back") by \
@@ -355,14 +368,22 @@ actor Scheduler {
         return actions
     }
 
+    /// The send cap last told of in the log.
+    private var toldCap: Int64 = 0
+
     /// The links as they were before this round's changes (what the bytes sent so far are booked under).
     private var linksBefore: [String: LinkStatus] = [:]
 
     /// Performs what the round decided about links, power, the budget and running transfers: stops transfers the
     /// link does not allow at once (they resume from their confirmed offset later), asks those a constraint holds to
     /// stop after their chunk, makes failures due again for destinations that came back online, sets the send cap,
-    /// and, when a class changed, books the bytes sent so far under the class they went over.
-    private func performLinkActions(_ actions: [SchedulerState.Action]) throws {
+    /// and, when a class changed, books the bytes sent so far under the class they went over. Every action is
+    /// performed; the first the database could not take is returned.
+    private func performLinkActions(_ actions: [SchedulerState.Action]) -> (any Error)? {
+        var failure: (any Error)?
+        func attempt(_ write: () throws -> Void) {
+            do { try write() } catch { failure = failure ?? error }
+        }
         var linkChanged = false
         for action in actions {
             switch action {
@@ -375,12 +396,13 @@ actor Scheduler {
                         """, metadata: ["uploadq.destination": "\(name)"])
                 }
             case .retryFailedNow(let names):
-                try store.retryFailedNow(destinations: names)
+                attempt { try store.retryFailedNow(destinations: names) }
             case .powerChanged(let reading):
                 logger.notice("power: \(reading.summary)")
             case .budgetPeriodBegan(let ledger):
                 logger.notice("a new metered budget period began; it resets at \(ledger.resetsAt)")
-                try store.writer.write { db in try QueueStore.recordBudgetLedger(ledger, in: db) }
+                // One the database cannot take now is stored with the next booking.
+                attempt { try store.writer.write { db in try QueueStore.recordBudgetLedger(ledger, in: db) } }
             case .stop(let id, _):
                 logger.notice("""
                     link is \(state.links[state.running[id]?.job.destination ?? ""]?.linkClass.rawValue ?? "changed"): \
@@ -394,7 +416,11 @@ actor Scheduler {
             case .withdrawStop(let id):
                 gauge.withdraw(id)
             case .setSendCap(let cap):
-                logger.info("send cap: \(cap == 0 ? "none" : ByteCountText.text(cap) + "/s")")
+                // Said when it changes (none at start is not news).
+                if cap != toldCap {
+                    logger.info("send cap: \(cap == 0 ? "none" : ByteCountText.text(cap) + "/s")")
+                    toldCap = cap
+                }
                 engine?.setSendCap(cap)
                 Task { [limiter] in await limiter.setRate(cap) }
             case .probe, .claim:
@@ -402,9 +428,10 @@ actor Scheduler {
             }
         }
         if linkChanged {
-            try bookTraffic(under: linksBefore)
+            attempt { try bookTraffic(under: linksBefore) }
             trafficBookedAt = .now
         }
+        return failure
     }
 
     /// Reads the stored budget ledger once (a database that cannot be read now is tried again next round).
@@ -445,13 +472,16 @@ actor Scheduler {
         let overall = counts.keys.contains { classes[$0] == nil } ? monitor.overall().linkClass : .unmetered
         let entries = counts.map { name, bytes in (name, (classes[name]?.linkClass ?? overall).rawValue, bytes) }
         let metered = entries.filter { $0.1 == LinkStatus.LinkClass.metered.rawValue }.reduce(0) { $0 + $1.2 }
-        // The ledger with these bytes, stored with them; the state takes it once the write went through.
+        // The ledger with these bytes, stored with them; the state takes it once the write went through. Running
+        // transfers see them counted from now on (they left the engine's counts, which the transfers also read).
         var ledger = state.ledger
         if configuration.link.meteredBudget != nil, metered > 0 { ledger?.add(metered) } else { ledger = nil }
+        if let ledger { gauge.setBooked(ledger.used) }
         do {
             try store.addTraffic(entries, budgetLedger: ledger)
         } catch {
             for (name, bytes) in counts { engine.traffic.add(name, Int(bytes)) }
+            publishBudget()
             throw error
         }
         if ledger != nil {

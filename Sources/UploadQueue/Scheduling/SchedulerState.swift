@@ -178,8 +178,14 @@ struct SchedulerState: Sendable {
             }
         }
         if let reading = inputs.power, reading != power {
+            // Told when the feed changes or a requirement is met or lost, not at every percent.
+            let settings = settings
+            let held = { (state: PowerState?) in
+                Set(settings.destinations.keys.filter { state?.unmet(settings.powerRequirement(for: $0)) != nil })
+            }
+            let told = power == nil || power?.isExternal != reading.isExternal || held(power) != held(reading)
             power = reading
-            actions.append(.powerChanged(reading))
+            if told { actions.append(.powerChanged(reading)) }
         }
         if let budget = settings.budget, var current = ledger {
             if current.follow(now: now, budget: budget, timeZone: settings.schedule.timeZone) {
@@ -204,11 +210,10 @@ struct SchedulerState: Sendable {
     /// Each destination's conditions now (see `DestinationConditions`).
     mutating func conditions(now: Date) -> [String: DestinationConditions] {
         var result: [String: DestinationConditions] = [:]
-        let spent = settings.budget.flatMap { budget in
-            ledger.flatMap { ledger in
-                ledger.isSpent(budget, unbooked: unbookedMetered)
-                    ? DestinationConditions.BudgetSpent(budget: budget.description, resetsAt: ledger.resetsAt) : nil
-            }
+        // What is left of the metered budget, and its hold when it is all spent.
+        var left: (bytes: Int64, budget: MeteredBudget, resetsAt: Date)?
+        if let budget = settings.budget, let ledger {
+            left = (max(0, budget.bytes - ledger.used - unbookedMetered), budget, ledger.resetsAt)
         }
         for (name, destination) in settings.destinations {
             var condition = DestinationConditions()
@@ -221,7 +226,15 @@ struct SchedulerState: Sendable {
             if !window.open {
                 condition.outsideWindow = .init(opensAt: window.until, urgentPriority: settings.schedule.urgentPriority)
             }
-            if condition.linkClass == .metered { condition.budgetSpent = spent }
+            if condition.linkClass == .metered, let left {
+                if left.bytes == 0 {
+                    condition.budgetSpent = .init(budget: left.budget.description, resetsAt: left.resetsAt)
+                } else if destination.sendsWholeFiles {
+                    // A whole file cannot stop half-way: only one that fits in what is left may start.
+                    condition.budgetSpent = .init(budget: left.budget.description, resetsAt: left.resetsAt,
+                                                  sizeAbove: left.bytes)
+                }
+            }
             result[name] = condition
         }
         return result
@@ -248,7 +261,7 @@ struct SchedulerState: Sendable {
             return (.outsideWindow, "stopped after its chunk: outside its upload windows; it resumes from its "
                 + "confirmed offset when one opens")
         }
-        if let spent = condition.budgetSpent, !Self.ignoresBudget(job, condition) {
+        if let spent = condition.budgetSpent, spent.sizeAbove == nil, !Self.ignoresBudget(job, condition) {
             return (.budgetSpent, "stopped after its chunk: the metered budget (\(spent.budget)) is spent; it resumes "
                 + "from its confirmed offset when the budget resets or the link is unmetered")
         }
@@ -323,7 +336,7 @@ struct SchedulerState: Sendable {
     }
 
     /// When the scheduler must look again at the latest: a retry (`nextDue`, when a slot is free), a probe, a
-    /// trial, a window or the timetable changing, the budget resetting, the power to read again.
+    /// trial, a window or the timetable changing, the budget resetting.
     mutating func nextWake(now: Date, nextDue: Date?) -> Date? {
         var times: [Date] = []
         let slotsFull = running.count >= settings.concurrency
@@ -339,7 +352,8 @@ struct SchedulerState: Sendable {
         times += windowCache.values.compactMap(\.until)
         if let until = timetableCache?.until { times.append(until) }
         if settings.budget != nil, let resetsAt = ledger?.resetsAt { times.append(resetsAt) }
-        if settings.needsPower { times.append(now.addingTimeInterval(1)) }
+        // The power needs no wake-up of its own: running transfers read it before each chunk, and the loop's poll
+        // interval brings waiting jobs back soon after the charger is.
         return times.min()
     }
 

@@ -29,7 +29,7 @@ final class EasyTransfer: @unchecked Sendable {
     private var receivedHeaderBytes: Int64 = 0
     /// This exchange's share of the send-rate cap (0: none), which the rate floor judges it by.
     private var sendSpeed: Int64 = 0
-    /// The shared send cap this exchange's body reads take from (set by the engine for paced uploads).
+    /// This exchange's share of the send cap, which its body reads take from (set by the engine for paced uploads).
     var pacer: SendPacer?
     /// Whether its read callback paused it for the cap (the engine loop resumes it).
     private(set) var isPausedForCap = false
@@ -133,7 +133,12 @@ final class EasyTransfer: @unchecked Sendable {
         _ = uploadq_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         _ = uploadq_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         _ = uploadq_curl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
-        _ = uploadq_curl_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
+        // Waiting for a connection being made to learn whether it multiplexes pays off only where it can (HTTP/2,
+        // offered over TLS). Over plain http libcurl learns it only from the first answer, so a second upload to
+        // the same server would wait until the first one's whole body was sent.
+        if request.url.lowercased().hasPrefix("https:") {
+            _ = uploadq_curl_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
+        }
         _ = uploadq_curl_setopt_string(handle, CURLOPT_USERAGENT, "uploadq/\(UploadQueueVersion.current)")
         _ = uploadq_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout.milliseconds))
         _ = uploadq_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, Int(options.stall.minimumRate))

@@ -1,12 +1,13 @@
-/// The shared send cap as a token bucket on the engine thread: paced uploads read their bodies only as fast as it
-/// refills, and one that finds it empty pauses (`CURL_READFUNC_PAUSE`) until the engine loop resumes it.
+/// One paced upload's share of the send cap, as a token bucket on the engine thread: the upload reads its body only
+/// as fast as the bucket refills, and pauses (`CURL_READFUNC_PAUSE`) when it finds it empty, until the engine loop
+/// resumes it. Each upload has its own, so concurrent uploads get even shares whatever order libcurl runs them in.
 ///
 /// Ours rather than libcurl's `CURLOPT_MAX_SEND_SPEED_LARGE`, whose limit is the average over a window of up to
 /// three seconds: lowered mid-transfer (a timetable at 12:00, a second upload sharing the cap) it first pays back
 /// what the window sent at the old rate, and the upload stands still for many seconds. The bucket holds a
-/// tenth of a second of bytes, so a new cap holds from the next tenth of a second.
+/// tenth of a second of bytes, so a new rate holds from the next tenth of a second.
 ///
-/// Engine thread only (no locks): the loop sets the rate and resumes, the read callbacks take.
+/// Engine thread only (no locks): the loop sets the rate and resumes, the read callback takes.
 final class SendPacer: @unchecked Sendable {
     /// Bytes per second; 0 is no cap.
     private(set) var rate: Int64 = 0

@@ -142,8 +142,6 @@ final class EngineLoop: @unchecked Sendable {
     private let multi: MultiHandle
     private var active: [UnsafeMutableRawPointer: EasyTransfer] = [:]
     private var appliedCap: (cap: Int64, count: Int) = (0, 0)
-    /// The shared send cap, taken from by the body reads of paced uploads.
-    private let pacer = SendPacer()
 
     init(inbox: EngineInbox, multi: MultiHandle) {
         self.inbox = inbox
@@ -170,16 +168,16 @@ final class EngineLoop: @unchecked Sendable {
             var running: Int32 = 0
             _ = curl_multi_perform(multi.pointer, &running)
             collectFinished()
-            // Uploads paused for the cap go on once the bucket holds a read; the loop wakes up for that.
+            // Uploads paused for the cap go on once their bucket holds a read; the loop wakes up for the first.
             var timeout: Int32 = 1000
-            let paused = active.values.filter(\.isPausedForCap)
-            if !paused.isEmpty {
-                let wait = pacer.wait()
+            let now = ContinuousClock.now
+            for transfer in active.values where transfer.isPausedForCap {
+                let wait = transfer.pacer?.wait(now: now) ?? .zero
                 if wait == .zero {
-                    for transfer in paused { transfer.resumeForCap() }
+                    transfer.resumeForCap()
                     timeout = 0
                 } else {
-                    timeout = Int32(min(1000, max(1, wait.milliseconds)))
+                    timeout = min(timeout, Int32(min(1000, max(1, wait.milliseconds))))
                 }
             }
             var ready: Int32 = 0
@@ -198,7 +196,7 @@ final class EngineLoop: @unchecked Sendable {
             return
         }
         active[handle] = transfer
-        if transfer.isPacedUpload { transfer.pacer = pacer }
+        if transfer.isPacedUpload { transfer.pacer = SendPacer() }
         noteSharers()
         let added = curl_multi_add_handle(multi.pointer, handle)
         if added != CURLM_OK {
@@ -233,8 +231,8 @@ final class EngineLoop: @unchecked Sendable {
         for transfer in active.values { transfer.setSharers(active.count) }
     }
 
-    /// Sets the pacer to the shared cap, and tells each paced upload its even share (what its rate floor judges
-    /// it by).
+    /// Splits the shared cap evenly over the paced uploads in flight: each reads its body through a bucket of its
+    /// share (and its rate floor judges it by that share).
     private func applySendCap(force: Bool) {
         let cap = inbox.sendCap.load(ordering: .relaxed)
         let paced = active.values.filter(\.isPacedUpload)
@@ -242,8 +240,10 @@ final class EngineLoop: @unchecked Sendable {
         appliedCap = (cap, paced.count)
         // At least 1 KiB/s each, so a share never falls below what the stall detector takes for a dead link.
         let share = cap > 0 && !paced.isEmpty ? max(cap / Int64(paced.count), 1024) : 0
-        pacer.setRate(cap > 0 ? max(cap, 1024 * Int64(paced.count)) : 0)
-        for transfer in paced { transfer.setSendSpeed(share) }
+        for transfer in paced {
+            transfer.setSendSpeed(share)
+            transfer.pacer?.setRate(share)
+        }
     }
 }
 
