@@ -192,6 +192,8 @@ import Testing
         var large = QueueHoldsTests.job("dav", size: 3 << 20)
         large.onMetered = nil
         #expect(plan.holdsOtherwise.holds(for: large).map(\.reason) == [.budgetSpent])
+        #expect(WaitingHold(hold).text(timeZone: Self.zone, now: Self.noon)
+                == "metered link, budget 10.0 MiB/day: 2.0 MiB left, too little for this whole file, resets 00:00")
         #expect(plan.holdsOtherwise.holds(for: QueueHoldsTests.job("dav", size: 1 << 20)).isEmpty)
         #expect(plan.holdsOtherwise.hold(.budgetSpent, on: "tus") == nil)
     }

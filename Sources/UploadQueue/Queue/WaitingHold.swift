@@ -30,7 +30,10 @@ public struct WaitingHold: Sendable, Equatable, Codable {
         case .offline: return "offline"
         case .meteredLink: return "metered link (on_metered keeps it off)"
         case .budgetSpent:
-            return "metered link, budget \(detail ?? "") spent" + (when.map { ", resets \($0)" } ?? "")
+            // Spent, or (a whole file) more than what is left: `10.0 MiB/day: 2.0 MiB left`.
+            let partly = detail?.hasSuffix(" left") == true
+            return "metered link, budget \(detail ?? "")" + (partly ? ", too little for this whole file" : " spent")
+                + (when.map { ", resets \($0)" } ?? "")
         case .outsideWindow: return "outside window" + (when.map { " until \($0)" } ?? "")
         case .power: return "power: " + (detail ?? "not as required")
         case .circuitOpen: return "destination not answering (circuit open, probed)"
