@@ -35,6 +35,61 @@ struct ConfigurationTests {
         #expect(configuration.retry == RetryPolicy())
     }
 
+    @Test("device constraints: power, windows, timetable and budget are read, and each mistake names its key")
+    func deviceConstraints() throws {
+        let base = """
+            [destinations.default]
+            protocol = "file"
+            url = "file:///srv/out"
+            """
+        let configuration = try parse("""
+            [power]
+            require = "battery-not-low"
+            low_battery = "35%"
+            supply_dir = "power"
+            [schedule]
+            windows = ["22:00-06:00"]
+            urgent_priority = 5
+            time_zone = "Europe/Berlin"
+            [bandwidth]
+            timetable = ["08:00,512KiB", "19:00,off"]
+            [link]
+            metered_budget = "1GiB/month"
+            budget_reset = 5
+            \(base)
+            power = "ac"
+            windows = ["sat 00:00-24:00"]
+            """)
+        #expect(configuration.power.require == .batteryNotLow(percent: 35))
+        #expect(configuration.power.source == .sysfs && configuration.power.supplyDirectory == "/srv/q/power")
+        #expect(configuration.schedule.windows.texts == ["22:00-06:00"] && configuration.schedule.urgentPriority == 5)
+        #expect(configuration.schedule.timeZone.identifier == "Europe/Berlin")
+        #expect(configuration.bandwidth.timetable.entries.count == 14)
+        #expect(configuration.link.meteredBudget == MeteredBudget(bytes: 1 << 30, period: .month, resetDay: 5))
+        #expect(configuration.destinations["default"]?.power == .ac)
+        #expect(configuration.destinations["default"]?.windows?.texts == ["sat 00:00-24:00"])
+        let weekly = try parse("[link]\nmetered_budget = \"200MiB/week\"\nbudget_reset = \"wed\"\n\(base)")
+        #expect(weekly.link.meteredBudget == MeteredBudget(bytes: 200 << 20, period: .week, resetDay: 2))
+
+        for (text, key) in [
+            ("[power]\nrequire = \"solar\"", "power.require"),
+            ("[power]\nlow_battery = \"120%\"", "power.low_battery"),
+            ("[power]\nsource = \"acpi\"", "power.source"),
+            ("[schedule]\nwindows = [\"22:00-22:00\"]", "schedule.windows"),
+            ("[schedule]\ntime_zone = \"Mars/Olympus\"", "schedule.time_zone"),
+            ("[bandwidth]\ntimetable = [\"8:00,1MiB\"]", "bandwidth.timetable"),
+            ("[link]\nmetered_budget = \"200MiB/year\"", "link.metered_budget"),
+            ("[link]\nmetered_budget = \"0B/day\"", "link.metered_budget"),
+            ("[link]\nbudget_reset = 3", "link.budget_reset"),
+            ("[link]\nmetered_budget = \"1GiB/month\"\nbudget_reset = 31", "link.budget_reset"),
+        ] {
+            let error = failure("\(text)\n\(base)")
+            #expect(error?.key == key, "\(text): \(String(describing: error))")
+        }
+        #expect(failure("\(base)\npower = \"sometimes\"")?.key == "destinations.default.power")
+        #expect(failure("\(base)\nwindows = [\"sun\"]")?.key == "destinations.default.windows")
+    }
+
     @Test("relative paths resolve against the config file's directory")
     func relativePaths() throws {
         let configuration = try ConfigurationLoader.load(path: Self.repositoryRoot + "/Config/uploadq.toml")

@@ -20,13 +20,13 @@ public struct BandwidthTimetable: Sendable, Equatable {
     /// The entries as written, for `status`.
     public let texts: [String]
 
-    /// Parses the entries; throws `Invalid`, naming the entry, when one cannot be read.
-    public init(_ texts: [String]) throws(Invalid) {
+    /// Parses the entries; throws `TimeRuleError`, naming the entry, when one cannot be read.
+    public init(_ texts: [String]) throws(TimeRuleError) {
         var byMinute: [Int: Int64] = [:]
         // Day-specific entries win over daily ones at the same minute, whatever their order in the list.
         var specific: Set<Int> = []
         for text in texts {
-            let fail = { (reason: String) in Invalid(entry: text, reason: reason) }
+            let fail = { (reason: String) in TimeRuleError(entry: text, reason: reason) }
             let parts = text.split(separator: ",", omittingEmptySubsequences: false)
             guard parts.count == 2 else { throw fail("write it as \"HH:MM,RATE\" or \"DAY-HH:MM,RATE\" (RATE: 512KiB, 4MiB or off)") }
             var when = parts[0].trimmingCharacters(in: .whitespaces)[...]
@@ -71,14 +71,6 @@ public struct BandwidthTimetable: Sendable, Equatable {
     private init(entries: [Entry], texts: [String]) {
         self.entries = entries
         self.texts = texts
-    }
-
-    /// An entry that cannot be read, and why.
-    public struct Invalid: Error, Sendable, Equatable {
-        /// The entry as written.
-        public let entry: String
-        /// What is wrong with it.
-        public let reason: String
     }
 
     /// Whether there is no timetable.

@@ -3,8 +3,7 @@ import Foundation
 /// Asks UPower over the system bus (through `busctl`, 2 s at most, never auto-starting it) whether the device runs
 /// on battery, and its display battery's charge: the daemon desktops and phones (postmarketOS, Librem 5) use.
 struct UPowerProbe: Sendable {
-    var busctl: String? = ["/usr/bin/busctl", "/bin/busctl"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    var timeout: Duration = .seconds(2)
+    var bus = SystemBus()
 
     private static let service = "org.freedesktop.UPower"
 
@@ -22,14 +21,7 @@ struct UPowerProbe: Sendable {
                           source: "upower")
     }
 
-    private func run(_ arguments: [String]) -> String? {
-        guard let busctl else { return nil }
-        let seconds = max(1, Int(timeout.components.seconds))
-        let command = [busctl, "--system", "--auto-start=no", "--timeout=\(seconds)"] + arguments
-        guard case .exited(0, let output, _) = BoundedCommand.run(command, timeout: timeout + .milliseconds(500))
-        else { return nil }
-        return output
-    }
+    private func run(_ arguments: [String]) -> String? { bus.call(arguments) }
 
     /// `b true` (busctl get-property) → true.
     static func parseBoolean(_ output: String) -> Bool? {

@@ -13,8 +13,8 @@ public struct UploadWindows: Sendable, Equatable, CustomStringConvertible {
     /// wraps to Monday.
     private let spans: [Range<Int>]
 
-    /// Parses the windows; throws `Invalid`, naming the entry, when one cannot be read.
-    public init(_ texts: [String]) throws(Invalid) {
+    /// Parses the windows; throws `TimeRuleError`, naming the entry, when one cannot be read.
+    public init(_ texts: [String]) throws(TimeRuleError) {
         var spans: [Range<Int>] = []
         for text in texts {
             spans += try Self.spans(of: text)
@@ -29,14 +29,6 @@ public struct UploadWindows: Sendable, Equatable, CustomStringConvertible {
     private init(texts: [String], spans: [Range<Int>]) {
         self.texts = texts
         self.spans = spans
-    }
-
-    /// A window that cannot be read, and why.
-    public struct Invalid: Error, Sendable, Equatable {
-        /// The entry as written.
-        public let entry: String
-        /// What is wrong with it.
-        public let reason: String
     }
 
     /// Whether any window is configured (no windows: uploads may always run).
@@ -59,8 +51,8 @@ public struct UploadWindows: Sendable, Equatable, CustomStringConvertible {
     /// The windows as written, separated by commas.
     public var description: String { texts.joined(separator: ", ") }
 
-    private static func spans(of text: String) throws(Invalid) -> [Range<Int>] {
-        let fail = { (reason: String) in Invalid(entry: text, reason: reason) }
+    private static func spans(of text: String) throws(TimeRuleError) -> [Range<Int>] {
+        let fail = { (reason: String) in TimeRuleError(entry: text, reason: reason) }
         let words = text.split(separator: " ", omittingEmptySubsequences: true)
         guard words.count == 1 || words.count == 2 else {
             throw fail("write it as \"HH:MM-HH:MM\" or \"DAYS HH:MM-HH:MM\" (DAYS: sat, mon-fri or sat,sun)")

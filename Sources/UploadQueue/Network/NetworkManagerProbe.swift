@@ -23,15 +23,15 @@ struct NetworkManagerProbe: Sendable {
         }
     }
 
-    var busctl: String? = ["/usr/bin/busctl", "/bin/busctl"].first { FileManager.default.isExecutableFile(atPath: $0) }
-    var timeout: Duration = .seconds(2)
+    var bus = SystemBus()
+    private var timeout: Duration { bus.timeout }
 
     private static let service = "org.freedesktop.NetworkManager"
 
     /// The global value and, when `interface` is given and known to NetworkManager, that device's; nil when
     /// NetworkManager is not on the bus.
     func query(interface: String?) -> (global: Metered, device: Metered?)? {
-        guard busctl != nil else { return queryNmcli(interface: interface) }
+        guard bus.busctl != nil else { return queryNmcli(interface: interface) }
         guard let global = run(["get-property", Self.service, "/org/freedesktop/NetworkManager", Self.service,
                                 "Metered"]).flatMap(Self.parseProperty) else { return nil }
         guard let interface,
@@ -54,14 +54,7 @@ struct NetworkManagerProbe: Sendable {
         return (.unknown, device)
     }
 
-    private func run(_ arguments: [String]) -> String? {
-        guard let busctl else { return nil }
-        let seconds = max(1, Int(timeout.components.seconds))
-        let command = [busctl, "--system", "--auto-start=no", "--timeout=\(seconds)"] + arguments
-        guard case .exited(0, let output, _) = BoundedCommand.run(command, timeout: timeout + .milliseconds(500))
-        else { return nil }
-        return output
-    }
+    private func run(_ arguments: [String]) -> String? { bus.call(arguments) }
 
     /// `u 3` (busctl get-property) → guess-yes.
     static func parseProperty(_ output: String) -> Metered? {
