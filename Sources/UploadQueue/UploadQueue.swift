@@ -128,7 +128,8 @@ public actor UploadQueue {
         let now = Date()
         if settings.needsPower {
             status.power = QueueStatus.PowerReport(
-                state: PowerMonitor(settings: configuration.power).snapshot(),
+                // The running scheduler's reading when there is one; a one-off look otherwise.
+                state: scheduler?.power?.current() ?? PowerMonitor(settings: configuration.power).snapshot(),
                 requirements: Dictionary(uniqueKeysWithValues: configuration.destinations.keys.map {
                     ($0, settings.powerRequirement(for: $0).description)
                 }))

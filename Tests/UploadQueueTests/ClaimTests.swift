@@ -235,14 +235,16 @@ struct ClaimQueryTests {
         let ignoring = ClaimGate.Door(budgetSpent: true, destinationIgnoresBudget: true)
         #expect(try store.claim(limit: 10, gate: ClaimGate(doors: ["m": ignoring])).map(\.0.id) == [plain])
         #expect(try store.claim(limit: 10, gate: ClaimGate(doors: ["m": .open, "w": .open])).map(\.0.id) == [low, allow])
-        // What is left of the budget, for a destination of whole files: files larger wait.
-        let small = add("f"), large = add("f")
+        // What is left of the budget, for a destination of whole files: files larger wait, and one file takes it
+        // (another waits for the next round, which counts what the first will send); `always` goes regardless.
+        let small = add("f"), large = add("f"), second = add("f"), event = add("f", onMetered: "always")
         var sized = jobs
-        sized[sized.count - 1].size = 5000
+        sized[sized.count - 3].size = 5000
+        sized[sized.count - 1].size = 9000
         let sizedStore = try QueueStoreTests.store(with: sized)
-        #expect(try sizedStore.claim(limit: 10, gate: ClaimGate(doors: ["f": ClaimGate.Door(maximumSize: 1000)]))
-            .map(\.0.id) == [small])
-        #expect(try sizedStore.claim(limit: 10, gate: ClaimGate(doors: ["f": .open])).map(\.0.id) == [large])
+        let wholeFiles = ClaimGate.Door(meteredBelow: .max, maximumSize: 1000)
+        #expect(try sizedStore.claim(limit: 10, gate: ClaimGate(doors: ["f": wholeFiles])).map(\.0.id) == [small, event])
+        #expect(try sizedStore.claim(limit: 10, gate: ClaimGate(doors: ["f": .open])).map(\.0.id) == [large, second])
         // Each pick seeks its index.
         let query = try #require(QueueStore.claimQuery(ClaimGate(doors: ["m": ClaimGate.Door(budgetSpent: true)])))
         #expect(query.sql.contains("INDEXED BY \(QueueDatabase.budgetExemptIndex)"))

@@ -144,9 +144,5 @@ struct LinkPolicyTests {
         #expect(abs(rate - Double(2 << 20)) <= 0.15 * Double(2 << 20), "\(Int(rate)) B/s")
         let overlap = try #require(attempts.compactMap(\.endedAt).min()) > (attempts.map(\.startedAt).max() ?? end)
         #expect(overlap, "the two transfers ran at the same time")
-        // Even shares: the first to finish did so within 15 % of the whole (neither waited for the other's bytes).
-        let firstEnd = try #require(attempts.compactMap(\.endedAt).min())
-        #expect(firstEnd.timeIntervalSince(start) >= 0.85 * end.timeIntervalSince(start),
-                "one transfer took the cap while the other waited")
     }
 }

@@ -196,6 +196,10 @@ import Testing
                 == "metered link, budget 10.0 MiB/day: 2.0 MiB left, too little for this whole file, resets 00:00")
         #expect(plan.holdsOtherwise.holds(for: QueueHoldsTests.job("dav", size: 1 << 20)).isEmpty)
         #expect(plan.holdsOtherwise.hold(.budgetSpent, on: "tus") == nil)
+        // A whole file on its way has promised its bytes: the next file must fit in what is left after it.
+        _ = state.claimed([QueueHoldsTests.job("dav", size: 1 << 20)], trials: [:])
+        let next = try #require(Self.plan(state.decide(now: Self.noon, inputs: .init(unbookedMetered: 1 << 20))))
+        #expect(next.gate.doors["dav"]?.maximumSize == 1 << 20)
     }
 
     @Test("the link: metered with a deferring destination stops the transfer at once; offline back online retries")

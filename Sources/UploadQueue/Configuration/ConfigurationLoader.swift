@@ -91,7 +91,7 @@ public enum ConfigurationLoader {
             if let text = try table.string("metered_budget") {
                 guard let budget = MeteredBudget(text, reset: reset) else {
                     throw table.error("metered_budget", """
-                        "\(text)" is not a budget: write a size and a period, "200MiB/day", "1GiB/week" or "5GiB/month" \
+                        "\(text)" is not a budget: write a size above 0 and a period, "200MiB/day", "1GiB/week" or "5GiB/month" \
                         (budget_reset: a weekday for /week, a day 1-28 for /month, none for /day)
                         """)
                 }

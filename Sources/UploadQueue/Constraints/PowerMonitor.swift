@@ -52,7 +52,9 @@ final class PowerMonitor: Sendable {
         return settings.source == .upower ? .unknown : reader.read()
     }
 
-    /// Starts the thread that asks UPower, once: every 5 s while it answers; a minute after it did not.
+    /// Asks UPower once here and now (the first look must not take a silent bus for external power), then starts
+    /// the thread that asks every 5 s: a failed answer keeps the last good one until it is 15 s old, and after
+    /// three failures in a row it asks once a minute.
     private func startAsking() {
         let first = cache.withLock { cache in
             defer { cache.asking = true }
@@ -60,15 +62,26 @@ final class PowerMonitor: Sendable {
         }
         guard first else { return }
         let upower = self.upower
+        if let answer = upower.query() {
+            cache.withLock {
+                $0.upower = answer
+                $0.upowerAt = .now
+            }
+        }
         Thread.detachNewThread { [weak self] in
-            while self != nil {
+            var failures = 0
+            while true {
+                Thread.sleep(forTimeInterval: failures >= 3 ? 60 : 5)
+                guard self != nil else { return }
                 let answer = upower.query()
                 guard let monitor = self else { return }
-                monitor.cache.withLock {
-                    $0.upower = answer
-                    $0.upowerAt = answer == nil ? nil : .now
+                failures = answer == nil ? failures + 1 : 0
+                if let answer {
+                    monitor.cache.withLock {
+                        $0.upower = answer
+                        $0.upowerAt = .now
+                    }
                 }
-                Thread.sleep(forTimeInterval: answer == nil ? 60 : 5)
             }
         }
     }

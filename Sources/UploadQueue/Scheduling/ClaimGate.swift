@@ -23,6 +23,18 @@ struct ClaimGate: Sendable, Equatable {
 
         /// On a metered link: jobs smaller than their own limit, or than `below` when they have none.
         static func metered(below: Int64) -> Door { Door(meteredBelow: below) }
+
+        /// Whether `job` goes whatever is left of the metered budget (`always`, its own or, when it has none, its
+        /// destination's).
+        func exempts(_ job: Job) -> Bool {
+            job.onMetered.map { $0 == "always" } ?? destinationIgnoresBudget
+        }
+    }
+
+    /// A whole file took what is left of the metered budget: no other (but those that ignore the budget) may start
+    /// through any door this claim.
+    mutating func spendWholeFileBudget() {
+        for name in doors.keys where doors[name]?.maximumSize != nil { doors[name]?.maximumSize = -1 }
     }
 
     /// The destinations whose jobs may be claimed; a destination missing here is held (offline, open circuit).
@@ -42,6 +54,7 @@ struct ClaimGate: Sendable, Equatable {
                 } else {
                     door.meteredBelow = condition.onMetered.sizeLimit
                     door.maximumSize = condition.budgetSpent?.sizeAbove
+                    door.destinationIgnoresBudget = condition.onMetered.ignoresBudget
                 }
             }
             door.minimumPriority = condition.outsideWindow?.urgentPriority

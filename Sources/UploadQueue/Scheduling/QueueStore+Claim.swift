@@ -16,8 +16,8 @@ extension QueueStore {
     static func claim(limit: Int, gate: ClaimGate?, now: Date, in db: Database) throws -> [(Job, JobAttempt)] {
         guard limit > 0 else { return [] }
         try promoteDueRetries(db, now: now)
-        let gate = try gate ?? anyDestination(db)
-        guard let query = claimQuery(gate) else { return [] }
+        var gate = try gate ?? anyDestination(db)
+        guard var query = claimQuery(gate) else { return [] }
         var claimed: [(Job, JobAttempt)] = []
         while claimed.count < limit {
             guard let id = try String.fetchOne(db.cachedStatement(sql: query.sql), arguments: query.arguments)
@@ -39,6 +39,13 @@ extension QueueStore {
                 INSERT INTO job_attempt (job_id, number, started_at, start_offset) VALUES (?, ?, ?, ?)
                 """).execute(arguments: [job.id.rawValue, attempt.number, StoredDate(now), attempt.startOffset])
             claimed.append((job, attempt))
+            // The budget left for whole files is one pool: the file that took it is its only taker this round (the
+            // next round counts what it will send).
+            if let door = gate.doors[job.destination], door.maximumSize != nil, !door.exempts(job) {
+                gate.spendWholeFileBudget()
+                guard let next = claimQuery(gate) else { break }
+                query = next
+            }
         }
         return claimed
     }
@@ -54,9 +61,11 @@ extension QueueStore {
         var picks: [String] = []
         var arguments: StatementArguments = []
         var door = ClaimGate.Door.open
-        func pick(_ index: String, _ condition: String, _ destination: String, below limit: Int64? = nil) {
+        func pick(_ index: String, _ condition: String, _ destination: String, below limit: Int64? = nil,
+                  budgetApplies: Bool = true) {
+            let largest = budgetApplies ? door.maximumSize : nil
             let sizeFilter = limit == nil ? "" : " AND size < ?"
-            let largestFilter = door.maximumSize == nil ? "" : " AND size <= ?"
+            let largestFilter = largest == nil ? "" : " AND size <= ?"
             let priorityFilter = door.minimumPriority == nil ? "" : " AND priority >= ?"
             picks.append("""
                 SELECT * FROM (SELECT id, priority FROM job INDEXED BY \(index)
@@ -65,11 +74,12 @@ extension QueueStore {
                 """)
             _ = arguments.append(contentsOf: [destination])
             if let limit { _ = arguments.append(contentsOf: [limit]) }
-            if let largest = door.maximumSize { _ = arguments.append(contentsOf: [largest]) }
+            if let largest { _ = arguments.append(contentsOf: [largest]) }
             if let priority = door.minimumPriority { _ = arguments.append(contentsOf: [priority]) }
         }
-        func pick(_ index: QueueDatabase.ClaimIndex, _ destination: String, below limit: Int64? = nil) {
-            pick(index.rawValue, index.condition, destination, below: limit)
+        func pick(_ index: QueueDatabase.ClaimIndex, _ destination: String, below limit: Int64? = nil,
+                  budgetApplies: Bool = true) {
+            pick(index.rawValue, index.condition, destination, below: limit, budgetApplies: budgetApplies)
         }
         for (name, terms) in gate.doors.sorted(by: { $0.key < $1.key }) {
             door = terms
@@ -80,8 +90,12 @@ extension QueueStore {
                 if door.destinationIgnoresBudget { pick(.byDestinationPolicy, name) }
             } else if let below = door.meteredBelow {
                 pick(.meteredAllowed, name)
+                // What is left of the budget limits whole files, but not those that ignore it.
+                if door.maximumSize != nil {
+                    pick(QueueDatabase.budgetExemptIndex, QueueDatabase.budgetExemptCondition, name, budgetApplies: false)
+                }
                 if below == .max {
-                    pick(.byDestinationPolicy, name)
+                    pick(.byDestinationPolicy, name, budgetApplies: !door.destinationIgnoresBudget)
                 } else if below > 0 {
                     // `allow-below`: the one walk left, over this destination's jobs that are too large, read
                     // from the index alone.

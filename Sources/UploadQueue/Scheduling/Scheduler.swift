@@ -19,8 +19,9 @@ actor Scheduler {
     /// What the scheduler decides with (links, running transfers, circuits, quotas, constraints): its decisions
     /// are made there, without I/O; this actor gathers the inputs and performs the actions.
     private var state: SchedulerState
-    /// The device's power, read when a destination requires something of it.
-    private let power: PowerMonitor?
+    /// The device's power, read when a destination requires something of it (`status` reads it here too, so a
+    /// running daemon never waits for the bus to say).
+    nonisolated let power: PowerMonitor?
     /// What running transfers look at before each chunk: stops asked for, and the metered budget.
     private let gauge: ConstraintGauge
     /// Whether the stored budget ledger was read (tried again each round until it is).
@@ -253,9 +254,7 @@ actor Scheduler {
         state.shift(by: step.seconds)
         // The budget period moved with the step: stored at once, so a restart after the step keeps it (a write
         // that fails now is made by the next booking).
-        if configuration.link.meteredBudget != nil, let ledger = state.ledger {
-            try? store.writer.write { db in try QueueStore.recordBudgetLedger(ledger, in: db) }
-        }
+        if configuration.link.meteredBudget != nil, let ledger = state.ledger { try? saveLedger(ledger) }
         for id in unsettled.keys { unsettled[id]?.at.addTimeInterval(step.seconds) }
         logger.warning("""
             the wall clock stepped \(step.seconds > 0 ? "forwards" : "back") by \
@@ -402,7 +401,7 @@ actor Scheduler {
             case .budgetPeriodBegan(let ledger):
                 logger.notice("a new metered budget period began; it resets at \(ledger.resetsAt)")
                 // One the database cannot take now is stored with the next booking.
-                attempt { try store.writer.write { db in try QueueStore.recordBudgetLedger(ledger, in: db) } }
+                attempt { try saveLedger(ledger) }
             case .stop(let id, _):
                 logger.notice("""
                     link is \(state.links[state.running[id]?.job.destination ?? ""]?.linkClass.rawValue ?? "changed"): \
@@ -432,6 +431,20 @@ actor Scheduler {
             trafficBookedAt = .now
         }
         return failure
+    }
+
+    /// A ledger a write could not take yet: stored with the next booking.
+    private var ledgerUnsaved = false
+
+    /// Stores the budget ledger; one the database cannot take is left to the next booking.
+    private func saveLedger(_ ledger: BudgetLedger) throws {
+        do {
+            try store.writer.write { db in try QueueStore.recordBudgetLedger(ledger, in: db) }
+            ledgerUnsaved = false
+        } catch {
+            ledgerUnsaved = true
+            throw error
+        }
     }
 
     /// Reads the stored budget ledger once (a database that cannot be read now is tried again next round).
@@ -476,14 +489,17 @@ actor Scheduler {
         // transfers see them counted from now on (they left the engine's counts, which the transfers also read).
         var ledger = state.ledger
         if configuration.link.meteredBudget != nil, metered > 0 { ledger?.add(metered) } else { ledger = nil }
+        // A ledger a write could not take before (a new period, a clock step) goes with these bytes.
+        if ledger == nil, ledgerUnsaved { ledger = state.ledger }
         if let ledger { gauge.setBooked(ledger.used) }
         do {
             try store.addTraffic(entries, budgetLedger: ledger)
         } catch {
-            for (name, bytes) in counts { engine.traffic.add(name, Int(bytes)) }
             publishBudget()
+            for (name, bytes) in counts { engine.traffic.add(name, Int(bytes)) }
             throw error
         }
+        if ledger != nil { ledgerUnsaved = false }
         if ledger != nil {
             _ = state.booked(metered: metered)
             publishBudget()

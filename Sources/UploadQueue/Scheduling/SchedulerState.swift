@@ -215,6 +215,19 @@ struct SchedulerState: Sendable {
         if let budget = settings.budget, let ledger {
             left = (max(0, budget.bytes - ledger.used - unbookedMetered), budget, ledger.resetsAt)
         }
+        // For whole files: less what the whole files on their way will still send, in steps of 64 KiB (so the
+        // hold that says it is not written again at every booking).
+        var leftForWholeFiles: Int64 = 0
+        if let left {
+            let promised = running.values.reduce(Int64(0)) { sum, entry in
+                let job = entry.job
+                guard let destination = settings.destinations[job.destination], destination.sendsWholeFiles,
+                      links[job.destination]?.linkClass == .metered,
+                      !Self.ignoresBudget(job, DestinationConditions(onMetered: destination.onMetered)) else { return sum }
+                return sum + max(0, job.size - job.bytesConfirmed)
+            }
+            leftForWholeFiles = max(0, left.bytes - promised) / (64 << 10) * (64 << 10)
+        }
         for (name, destination) in settings.destinations {
             var condition = DestinationConditions()
             condition.linkClass = destination.isNetwork ? links[name]?.linkClass : nil
@@ -232,7 +245,7 @@ struct SchedulerState: Sendable {
                 } else if destination.sendsWholeFiles {
                     // A whole file cannot stop half-way: only one that fits in what is left may start.
                     condition.budgetSpent = .init(budget: left.budget.description, resetsAt: left.resetsAt,
-                                                  sizeAbove: left.bytes)
+                                                  sizeAbove: leftForWholeFiles)
                 }
             }
             result[name] = condition

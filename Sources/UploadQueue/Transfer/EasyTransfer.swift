@@ -33,6 +33,11 @@ final class EasyTransfer: @unchecked Sendable {
     var pacer: SendPacer?
     /// Whether its read callback paused it for the cap (the engine loop resumes it).
     private(set) var isPausedForCap = false
+    /// Whether its body is being read: from the first read to the last byte. Only those share the cap (one still
+    /// connecting, or waiting for a connection another request is making, does not hold back the others).
+    private(set) var isSendingBody = false
+    /// Set when `isSendingBody` changed, until the engine split the cap again.
+    var sendingChanged = false
     /// The exchanges in flight with this one (set by the engine): they share the link, and the rate floor.
     private var sharers = 1
 
@@ -133,12 +138,7 @@ final class EasyTransfer: @unchecked Sendable {
         _ = uploadq_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
         _ = uploadq_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
         _ = uploadq_curl_setopt_long(handle, CURLOPT_TCP_KEEPALIVE, 1)
-        // Waiting for a connection being made to learn whether it multiplexes pays off only where it can (HTTP/2,
-        // offered over TLS). Over plain http libcurl learns it only from the first answer, so a second upload to
-        // the same server would wait until the first one's whole body was sent.
-        if request.url.lowercased().hasPrefix("https:") {
-            _ = uploadq_curl_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
-        }
+        _ = uploadq_curl_setopt_long(handle, CURLOPT_PIPEWAIT, 1)
         _ = uploadq_curl_setopt_string(handle, CURLOPT_USERAGENT, "uploadq/\(UploadQueueVersion.current)")
         _ = uploadq_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(options.connectTimeout.milliseconds))
         _ = uploadq_curl_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, Int(options.stall.minimumRate))
@@ -213,6 +213,10 @@ final class EasyTransfer: @unchecked Sendable {
 
     fileprivate func readBody(into buffer: UnsafeMutablePointer<CChar>, capacity: Int) -> Int {
         if isCancelled { return uploadq_curl_readfunc_abort() }
+        if !isSendingBody && reader.length > 0 {
+            isSendingBody = true
+            sendingChanged = true
+        }
         var capacity = capacity
         if let pacer {
             capacity = pacer.take(capacity)
@@ -225,6 +229,10 @@ final class EasyTransfer: @unchecked Sendable {
             return uploadq_curl_readfunc_abort()
         }
         if let label = request.options.trafficLabel { traffic?.add(label, count) }
+        if count == 0 && isSendingBody {
+            isSendingBody = false
+            sendingChanged = true
+        }
         return count
     }
 

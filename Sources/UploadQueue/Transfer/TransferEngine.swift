@@ -168,6 +168,11 @@ final class EngineLoop: @unchecked Sendable {
             var running: Int32 = 0
             _ = curl_multi_perform(multi.pointer, &running)
             collectFinished()
+            // A body that began or ended changes the shares.
+            if active.values.contains(where: \.sendingChanged) {
+                for transfer in active.values { transfer.sendingChanged = false }
+                applySendCap(force: true)
+            }
             // Uploads paused for the cap go on once their bucket holds a read; the loop wakes up for the first.
             var timeout: Int32 = 1000
             let now = ContinuousClock.now
@@ -231,15 +236,17 @@ final class EngineLoop: @unchecked Sendable {
         for transfer in active.values { transfer.setSharers(active.count) }
     }
 
-    /// Splits the shared cap evenly over the paced uploads in flight: each reads its body through a bucket of its
-    /// share (and its rate floor judges it by that share).
+    /// Splits the shared cap evenly over the paced uploads sending their bodies: each reads its body through a
+    /// bucket of its share (and its rate floor judges it by that share). One that has not begun its body gets the
+    /// share it will have when it does; the split is made again when it begins, and when a body ends.
     private func applySendCap(force: Bool) {
         let cap = inbox.sendCap.load(ordering: .relaxed)
         let paced = active.values.filter(\.isPacedUpload)
-        guard force || cap != appliedCap.cap || paced.count != appliedCap.count else { return }
-        appliedCap = (cap, paced.count)
+        let sending = paced.filter(\.isSendingBody).count
+        guard force || cap != appliedCap.cap || sending != appliedCap.count else { return }
+        appliedCap = (cap, sending)
         // At least 1 KiB/s each, so a share never falls below what the stall detector takes for a dead link.
-        let share = cap > 0 && !paced.isEmpty ? max(cap / Int64(paced.count), 1024) : 0
+        let share = cap > 0 && !paced.isEmpty ? max(cap / Int64(max(sending, 1)), 1024) : 0
         for transfer in paced {
             transfer.setSendSpeed(share)
             transfer.pacer?.setRate(share)
