@@ -58,6 +58,7 @@ struct DeviceConstraintDaemonTests {
         let stopped = try await running.wait(id, timeout: .seconds(10)) { $0.state == .pending }
         try await Task.sleep(for: .seconds(1.5))
         let after = try await proxy.bodyBytes()
+        print("power test: \(after - before) bytes sent after the charger was pulled (chunk \(8 << 20))")
         #expect(after - before <= 8 << 20, "\(after - before) bytes went out after the charger was pulled")
         let held = try #require(try running.queue.store.job(id))
         #expect(held.waitingReason == .power, "\(held.waitingHolds)")
@@ -123,6 +124,7 @@ struct DeviceConstraintDaemonTests {
         #expect(spent)
         try await Task.sleep(for: .seconds(2))
         let sent = try await proxy.bodyBytes()
+        print("budget test: \(sent) bytes through the proxy for a 10 MiB budget, 2 MiB chunks")
         #expect(sent <= (10 << 20) + (2 << 20), "\(sent) bytes on the metered link")
         #expect(sent >= 8 << 20, "the budget was used: \(sent)")
         let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
