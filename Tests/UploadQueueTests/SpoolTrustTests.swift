@@ -113,6 +113,16 @@ struct SpoolTrustTests {
         #expect(trusting.refusal(of: try sidecar(#"{"destination": "frugal", "on_metered": "allow"}"#)) == nil)
     }
 
+    @Test("on_metered = always: a sidecar cannot exempt its file from the metered budget where the config does not")
+    func alwaysIsLooserThanAllow() throws {
+        let strict = try policy()
+        let why = try #require(strict.refusal(of: try sidecar(#"{"on_metered": "always"}"#)), "open only allows")
+        #expect(why.contains("looser") && why.contains("\"always\""))
+        #expect(MeteredPolicy.always.isLooser(than: .allow) && !MeteredPolicy.allow.isLooser(than: .always))
+        let trusting = try policy(spool: "sidecar_may_allow_metered = true")
+        #expect(trusting.refusal(of: try sidecar(#"{"on_metered": "always"}"#)) == nil)
+    }
+
     @Test("patch targets: none from a sidecar unless allowed_urls lists their prefix; no credentials or framing headers")
     func patchTargets() throws {
         func patch(_ url: String, method: String? = nil, headers: [String: String] = [:]) throws -> Sidecar {

@@ -16,13 +16,8 @@ struct HTTPPostUploader: Uploader {
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
-        let template: URLTemplate
-        switch route {
-        case .template(let url): template = url
-        case .minted(let minter): return try await sender.uploadMinted(context, minter: minter)
-        }
         let settings = settings
-        return try await sender.upload(context) { job, source in
+        return try await sender.upload(context, route: route) { job, source, template in
             let form = MultipartForm(boundary: "uploadq-\(job.id.rawValue)-\(UInt64.random(in: 0...UInt64.max))")
             let body = form.body(fields: job.meta.sorted { $0.key < $1.key }, fileField: settings.formField,
                                  fileName: job.originalName, contentType: job.contentType,
@@ -36,12 +31,7 @@ struct HTTPPostUploader: Uploader {
     /// A POST leaves nothing behind that uploadq could address.
     func discard(_ job: Job) async {}
 
-    func probe() async -> Bool {
-        switch route {
-        case .template: await sender.probe()
-        case .minted(let minter): await minter.answers()
-        }
-    }
+    func probe() async -> Bool { await sender.probe(route) }
 }
 
 /// A `multipart/form-data` body (RFC 7578) whose file part is streamed from disk.

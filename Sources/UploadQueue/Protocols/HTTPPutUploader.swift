@@ -14,12 +14,7 @@ struct HTTPPutUploader: Uploader {
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
-        let template: URLTemplate
-        switch route {
-        case .template(let url): template = url
-        case .minted(let minter): return try await sender.uploadMinted(context, minter: minter)
-        }
-        return try await sender.upload(context) { job, source in
+        try await sender.upload(context, route: route) { job, source, template in
             WholeFileSender.Request(
                 method: "PUT", url: template.expand(for: job),
                 headers: [HTTPHeader("Content-Type", job.contentType)],
@@ -30,10 +25,5 @@ struct HTTPPutUploader: Uploader {
     /// A PUT leaves nothing behind when it is cut off (the server stores the body atomically or not at all).
     func discard(_ job: Job) async {}
 
-    func probe() async -> Bool {
-        switch route {
-        case .template: await sender.probe()
-        case .minted(let minter): await minter.answers()
-        }
-    }
+    func probe() async -> Bool { await sender.probe(route) }
 }

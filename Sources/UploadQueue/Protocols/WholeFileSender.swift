@@ -204,4 +204,22 @@ struct WholeFileSender: Sendable {
     func probe() async -> Bool {
         await client.answers("HEAD", destination.serverURL ?? destination.url)
     }
+
+    /// Sends the file along `route`: to the template's URL, in the request `build` makes of it, or to the target the
+    /// backend mints (see `uploadMinted`).
+    func upload(_ context: TransferContext, route: WholeFileRoute,
+                build: (Job, SourceFile, URLTemplate) -> Request) async throws(TransferFailure) -> UploadOutcome {
+        switch route {
+        case .template(let url): try await upload(context) { job, source in build(job, source, url) }
+        case .minted(let minter): try await uploadMinted(context, minter: minter)
+        }
+    }
+
+    /// Whether what `route` sends to answers: the server, or the minting backend.
+    func probe(_ route: WholeFileRoute) async -> Bool {
+        switch route {
+        case .template: await probe()
+        case .minted(let minter): await minter.answers()
+        }
+    }
 }

@@ -147,6 +147,8 @@ struct SchedulerState: Sendable {
     private var windowCache: [String: (open: Bool, until: Date?)] = [:]
     /// The timetable's cap and until when it holds.
     private var timetableCache: (rate: Int64?, until: Date?)?
+    /// The conditions the last `decide` saw (what `nextWake` judges trials by, without working them out again).
+    private var lastConditions: [String: DestinationConditions] = [:]
 
     init(settings: Settings, ledger: BudgetLedger? = nil) {
         self.settings = settings
@@ -195,6 +197,7 @@ struct SchedulerState: Sendable {
         }
         unbookedMetered = inputs.unbookedMetered
         let conditions = conditions(now: now)
+        lastConditions = conditions
         actions += stops(conditions)
         if let cap = sendCap(now: now), cap != appliedCap {
             appliedCap = cap
@@ -350,14 +353,13 @@ struct SchedulerState: Sendable {
 
     /// When the scheduler must look again at the latest: a retry (`nextDue`, when a slot is free), a probe, a
     /// trial, a window or the timetable changing, the budget resetting.
-    mutating func nextWake(now: Date, nextDue: Date?) -> Date? {
+    func nextWake(now: Date, nextDue: Date?) -> Date? {
         var times: [Date] = []
         let slotsFull = running.count >= settings.concurrency
         if !slotsFull, let nextDue { times.append(nextDue) }
         times += breakers.values.compactMap(\.nextProbeAt)
-        let conditions = conditions(now: now)
         if !slotsFull {
-            var unquoted = conditions
+            var unquoted = lastConditions
             for name in unquoted.keys { unquoted[name]?.quotaFull = false }
             let eligible = Set(quotas.fullDestinations.filter { unquoted[$0].map { !$0.isShut } ?? false })
             if let trial = quotas.nextTrialAt(among: eligible) { times.append(trial) }
