@@ -15,6 +15,9 @@ struct DaemonCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(help: "Log lines as text (for people) or json (one object per line, for log shippers).")
+    var logFormat: String = "text"
+
     @Flag(help: "Exit once no job is pending or uploading (batch use: drain the queue, then stop).")
     var exitWhenIdle = false
 
@@ -22,7 +25,10 @@ struct DaemonCommand: AsyncParsableCommand {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("unknown log level '\(logLevel)'")
         }
-        let logger = Logger(label: "uploadq") { StderrLogHandler(label: $0, level: level) }
+        guard let format = StderrLogHandler.Format(rawValue: logFormat) else {
+            throw ValidationError("unknown log format '\(logFormat)' (text or json)")
+        }
+        let logger = Logger(label: "uploadq") { StderrLogHandler(label: $0, level: level, format: format) }
         // The daemon holds tokens and keys: no core dump, no ptrace by its user's other processes.
         for failure in ProcessHardening.apply() {
             logger.warning("cannot turn core dumps off (\(failure)); the daemon runs on")
@@ -30,7 +36,8 @@ struct DaemonCommand: AsyncParsableCommand {
         let notifier = SystemdNotifier()
         // Waiting for room on a full disk keeps systemd's start timeout from killing the start, and says why; any
         // other hang before READY=1 still meets that timeout.
-        let queue = try await options.openQueueWaitingForRoom(level: level, logger: logger, giveUp: exitWhenIdle) {
+        let queue = try await options.openQueueWaitingForRoom(level: level, format: format, logger: logger,
+                                                              giveUp: exitWhenIdle) {
             notifier.notify("STATUS=waiting for room on the queue's disk\nEXTEND_TIMEOUT_USEC=30000000")
         }
         let configuration = queue.configuration

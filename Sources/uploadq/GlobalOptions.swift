@@ -37,7 +37,7 @@ extension GlobalOptions {
     /// Opens the queue for the daemon: a disk too full to open it on is waited out (said once, tried every 5 s),
     /// so a device whose disk filled up recovers by itself once there is room; `giveUp` (a batch run) stops
     /// waiting after a minute.
-    func openQueueWaitingForRoom(level: Logger.Level, logger: Logger, giveUp: Bool,
+    func openQueueWaitingForRoom(level: Logger.Level, format: StderrLogHandler.Format, logger: Logger, giveUp: Bool,
                                  waiting: () -> Void = {}) async throws -> UploadQueue {
         let configuration = try loadConfiguration()
         let started = ContinuousClock.now
@@ -45,7 +45,7 @@ extension GlobalOptions {
         while true {
             do {
                 return try UploadQueue(configuration: configuration, logger: Logger(label: "uploadq") {
-                    StderrLogHandler(label: $0, level: level)
+                    StderrLogHandler(label: $0, level: level, format: format)
                 })
             } catch let error as UploadQueueError where error.code == .diskLow {
                 if !told {

@@ -63,13 +63,13 @@ final class DaemonProcess: Sendable {
     let child: ChildProcess
     let logPath: String
 
-    init(sandbox: Sandbox, name: String = "daemon", environment: [String: String] = [:]) throws {
+    init(sandbox: Sandbox, name: String = "daemon", environment: [String: String] = [:], arguments: [String] = []) throws {
         #expect(FileManager.default.isExecutableFile(atPath: BinaryRunner.path), "build the uploadq binary first")
         logPath = sandbox.root + "/\(name).log"
         let log = open(logPath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         guard log >= 0 else { throw UploadQueueError.system("open", path: logPath) }
         defer { close(log) }
-        child = try ChildProcess([BinaryRunner.path, "daemon", "--config", sandbox.configPath, "--log-level", "debug"],
+        child = try ChildProcess([BinaryRunner.path, "daemon", "--config", sandbox.configPath, "--log-level", "debug"] + arguments,
                                  executable: BinaryRunner.path,
                                  environment: ProcessInfo.processInfo.environment.merging(environment) { $1 },
                                  input: nil, output: log, errors: log)

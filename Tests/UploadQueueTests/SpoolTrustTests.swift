@@ -303,6 +303,37 @@ struct SpoolTrustTests {
         #expect(listed.first?["original_name"] as? String == name)
     }
 
+    @Test("--log-format json: one object per line with job and destination; a hostile name stays in its string")
+    func jsonLog() async throws {
+        let sandbox = try Sandbox()
+        let daemon = try DaemonProcess(sandbox: sandbox, environment: ["JOURNAL_STREAM": "8:1234"],
+                                       arguments: ["--log-format", "json"])
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        let name = "evil\n<0>forged\u{1B}[2J\u{202E}gpj.jpg"
+        try sandbox.makeFile(sandbox.root + "/x", size: 500, seed: 2)
+        #expect(rename(sandbox.root + "/x", sandbox.spool + "/" + name) == 0)
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        let uploaded = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
+        #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
+        #expect(daemon.terminate() < .seconds(5))
+        let id = try #require(try store.jobs().first?.id)
+        var objects: [[String: Any]] = []
+        for line in daemon.log.split(separator: "\n") {
+            // Under journald the priority stays in front, so `journalctl -p` still filters.
+            #expect(line.hasPrefix("<") && line.dropFirst(3).hasPrefix("{"), "\(line)")
+            let object = try JSONSerialization.jsonObject(with: Data(line.dropFirst(3).utf8)) as? [String: Any]
+            #expect(object?["time"] is String && object?["level"] is String && object?["message"] is String, "\(line)")
+            if let object { objects.append(object) }
+        }
+        #expect(!daemon.log.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{202E}" })
+        let aboutJob = objects.filter { $0["job"] as? String == id.rawValue }
+        #expect(!aboutJob.isEmpty, "no line names the job: \(daemon.log.suffix(2000))")
+        #expect(aboutJob.contains { $0["destination"] as? String == "default" })
+        #expect(objects.contains { ($0["message"] as? String ?? "").contains(name)
+            || (($0["fields"] as? [String: String])?.values.contains { $0.contains(name) } ?? false) },
+                "the name is not kept whole inside a string")
+    }
+
     @Test("a name that is not valid UTF-8 is rejected with a reason, not skipped for ever")
     func undecodableName() async throws {
         let sandbox = try Sandbox()

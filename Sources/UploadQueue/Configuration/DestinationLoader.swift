@@ -57,7 +57,8 @@ enum DestinationLoader {
         let checkpointSize = try table.byteCount("chunk_size", minimum: 4096) ?? (8 << 20)
         let settings = LocalDirectorySettings(directory: ConfigurationLoader.absolutePath(path, base: baseDirectory),
                                               nameTemplate: template, checkpointSize: checkpointSize)
-        var destination = Destination(name: name, url: url, settings: .localDirectory(settings))
+        // The URL of the directory in force, as `Destination.localDirectory` makes it: a relative one resolved.
+        var destination = Destination(name: name, url: "file://" + settings.directory, settings: .localDirectory(settings))
         destination.hashTiming = try hashTiming(&table, templates: [("name_template", template.usesSHA256)])
         return destination
     }

@@ -73,13 +73,15 @@ struct LocalWeek: Sendable, Equatable {
         return candidates(after: date, marks: marks).first { answer($0) != now }
     }
 
+    /// The days' names as the config writes them, Monday (0) first.
+    static let dayNames = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+
     /// Day names as windows and timetables write them: `mon` … `sun` (or in full), 0 for Monday.
     static func weekday(_ text: Substring) -> Int? {
-        let names = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
         let lowered = text.lowercased()
         guard lowered.count >= 3 else { return nil }
         let full = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-        return names.firstIndex(of: lowered) ?? full.firstIndex(of: lowered)
+        return dayNames.firstIndex(of: lowered) ?? full.firstIndex(of: lowered)
     }
 
     /// `HH:MM` (00:00 to 24:00) as minutes of the day.

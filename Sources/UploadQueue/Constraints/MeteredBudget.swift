@@ -77,7 +77,7 @@ public struct MeteredBudget: Sendable, Equatable, CustomStringConvertible {
         let base = "\(ByteCountText.text(bytes))/\(period.rawValue)"
         switch period {
         case .day: return base
-        case .week: return base + " from " + ["mon", "tue", "wed", "thu", "fri", "sat", "sun"][((resetDay % 7) + 7) % 7]
+        case .week: return base + " from " + LocalWeek.dayNames[((resetDay % 7) + 7) % 7]
         case .month: return resetDay == 1 ? base : base + " from day \(resetDay)"
         }
     }

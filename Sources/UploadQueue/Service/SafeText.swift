@@ -26,6 +26,30 @@ public enum SafeText {
         return String(out)
     }
 
+    /// `text` as a quoted JSON string that is also a TOML basic string: `"` and `\` escaped, `\n`, `\r` and `\t`
+    /// by name, and every other character `needsEscape` names as `\uXXXX`, so the line cannot break or reorder.
+    public static func jsonString(_ text: String) -> String {
+        var out = String.UnicodeScalarView()
+        out.append("\"")
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out.append(contentsOf: #"\""#.unicodeScalars)
+            case "\\": out.append(contentsOf: #"\\"#.unicodeScalars)
+            case "\n": out.append(contentsOf: #"\n"#.unicodeScalars)
+            case "\r": out.append(contentsOf: #"\r"#.unicodeScalars)
+            case "\t": out.append(contentsOf: #"\t"#.unicodeScalars)
+            default:
+                if needsEscape(scalar) {
+                    out.append(contentsOf: String(format: "\\u%04x", scalar.value).unicodeScalars)
+                } else {
+                    out.append(scalar)
+                }
+            }
+        }
+        out.append("\"")
+        return String(out)
+    }
+
     /// Whether a character must not reach a terminal or a log as it is.
     public static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {

@@ -6,16 +6,30 @@ import Logging
 /// Under systemd (`$JOURNAL_STREAM` set) lines start with the `<N>` syslog priority and carry no timestamp
 /// (journald adds its own); elsewhere they start with an RFC 3339 time and the level. Control characters in the
 /// message and metadata are shown escaped (`SafeText`).
+///
+/// With `Format.json` each line is one JSON object for log shippers (Vector, Fluent Bit, Promtail): `time`,
+/// `level`, `message`, `job` and `destination` when the message is about one, and every other field under
+/// `fields`. Under journald the `<N>` prefix stays in front of the object, so priorities still filter.
 public struct StderrLogHandler: LogHandler {
+    /// How a line is written.
+    public enum Format: String, Sendable, CaseIterable {
+        /// `TIME LEVEL label: message key=value…`, for people.
+        case text
+        /// One JSON object per line, for machines.
+        case json
+    }
+
     public var logLevel: Logger.Level
     public var metadata: Logger.Metadata = [:]
     private let label: String
     private let underJournald: Bool
+    private let format: Format
 
-    public init(label: String, level: Logger.Level = .info,
+    public init(label: String, level: Logger.Level = .info, format: Format = .text,
                 environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.label = label
         self.logLevel = level
+        self.format = format
         self.underJournald = environment["JOURNAL_STREAM"] != nil
     }
 
@@ -27,6 +41,13 @@ public struct StderrLogHandler: LogHandler {
     public func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
+        if format == .json {
+            let object = Self.jsonLine(time: Self.timestamp(), level: event.level, message: "\(event.message)",
+                                       metadata: merged)
+            let line = (underJournald ? "<\(Self.priority(event.level))>" : "") + object + "\n"
+            line.withCString { _ = write(STDERR_FILENO, $0, strlen($0)) }
+            return
+        }
         let fields = merged.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
         // One line whatever the message holds: a file name with a newline cannot start a forged line (a journald
         // `<0>` priority), nor an escape sequence reach a terminal.
@@ -38,6 +59,25 @@ public struct StderrLogHandler: LogHandler {
             line = "\(Self.timestamp()) \(event.level.rawValue.uppercased()) \(label): \(text)\n"
         }
         line.withCString { _ = write(STDERR_FILENO, $0, strlen($0)) }
+    }
+
+    /// `{"time":…,"level":…,"message":…,"job":…,"destination":…,"fields":{…}}`: every string JSON-escaped, so a
+    /// file name cannot break the line or forge a field.
+    static func jsonLine(time: String, level: Logger.Level, message: String, metadata: Logger.Metadata) -> String {
+        var fields = metadata
+        var out = "{\"time\":\(SafeText.jsonString(time)),\"level\":\(SafeText.jsonString(level.rawValue))"
+        out += ",\"message\":\(SafeText.jsonString(message))"
+        for (key, name) in [("uploadq.job", "job"), ("uploadq.destination", "destination")] {
+            if let value = fields.removeValue(forKey: key) { out += ",\"\(name)\":\(SafeText.jsonString("\(value)"))" }
+        }
+        if !fields.isEmpty {
+            let pairs = fields.sorted { $0.key < $1.key }.map {
+                SafeText.jsonString($0.key.hasPrefix("uploadq.") ? String($0.key.dropFirst(8)) : $0.key) + ":"
+                    + SafeText.jsonString("\($0.value)")
+            }
+            out += ",\"fields\":{" + pairs.joined(separator: ",") + "}"
+        }
+        return out + "}"
     }
 
     private static func priority(_ level: Logger.Level) -> Int {

@@ -1,0 +1,437 @@
+import Foundation
+
+/// The configuration as it is in force: every key with its default filled in and every secret redacted, in the
+/// config file's own keys, ready to print as TOML or JSON (`uploadq config show`).
+///
+/// Built from the loaded `Configuration`, not from the file's text, so it shows what the daemon would run on:
+/// paths resolved, defaults applied. Loading its TOML gives the same configuration back, except where a secret
+/// was redacted (header values, URL credentials and query values, a program's arguments).
+public struct EffectiveConfiguration: Sendable, Equatable {
+    /// A value of the document.
+    public indirect enum Value: Sendable, Equatable {
+        case string(String)
+        case integer(Int64)
+        case float(Double)
+        case boolean(Bool)
+        case array([Value])
+        case table(Table)
+    }
+
+    /// A table: keys in the order the README documents them.
+    public struct Table: Sendable, Equatable {
+        public fileprivate(set) var entries: [Entry] = []
+
+        /// One key and its value.
+        public struct Entry: Sendable, Equatable {
+            public var key: String
+            public var value: Value
+        }
+
+        /// The value of `key`, if set.
+        public subscript(key: String) -> Value? { entries.first { $0.key == key }?.value }
+
+        fileprivate mutating func set(_ key: String, _ value: Value?) {
+            guard let value else { return }
+            entries.append(Entry(key: key, value: value))
+        }
+    }
+
+    /// What a redacted secret is shown as.
+    public static let redacted = "<redacted>"
+
+    /// The whole document.
+    public let root: Table
+
+    /// The document of `configuration`; `redactingSecrets` false keeps header values, URLs and arguments whole.
+    public init(_ configuration: Configuration, redactingSecrets: Bool = true) {
+        root = Builder(redacting: redactingSecrets).document(configuration)
+    }
+
+    /// The document as TOML that `ConfigurationLoader` reads back.
+    public func toml() -> String {
+        var out = ""
+        Self.writeTOML(root, path: [], into: &out)
+        return out
+    }
+
+    /// The document as one JSON object (keys in document order), with a final newline.
+    public func json() -> String {
+        Self.jsonText(.table(root)) + "\n"
+    }
+
+    // MARK: TOML
+
+    private static func writeTOML(_ table: Table, path: [String], into out: inout String) {
+        var plain: [Table.Entry] = []
+        var tables: [(String, Table)] = []
+        for entry in table.entries {
+            if case .table(let inner) = entry.value {
+                tables.append((entry.key, inner))
+            } else {
+                plain.append(entry)
+            }
+        }
+        if !path.isEmpty, !plain.isEmpty || tables.isEmpty {
+            if !out.isEmpty { out += "\n" }
+            out += "[" + path.map(tomlKey).joined(separator: ".") + "]\n"
+        }
+        for entry in plain { out += "\(tomlKey(entry.key)) = \(tomlValue(entry.value))\n" }
+        for (key, inner) in tables { writeTOML(inner, path: path + [key], into: &out) }
+    }
+
+    private static func tomlKey(_ key: String) -> String {
+        let bare = !key.isEmpty && key.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-") }
+        return bare ? key : SafeText.jsonString(key)
+    }
+
+    private static func tomlValue(_ value: Value) -> String {
+        switch value {
+        case .string(let text): return SafeText.jsonString(text)
+        case .integer(let number): return "\(number)"
+        case .float(let number): return number == number.rounded() && abs(number) < 1e15 ? String(format: "%.1f", number) : "\(number)"
+        case .boolean(let flag): return flag ? "true" : "false"
+        case .array(let items): return "[" + items.map(tomlValue).joined(separator: ", ") + "]"
+        case .table(let table):
+            return "{ " + table.entries.map { "\(tomlKey($0.key)) = \(tomlValue($0.value))" }.joined(separator: ", ") + " }"
+        }
+    }
+
+    // MARK: JSON
+
+    private static func jsonText(_ value: Value) -> String {
+        switch value {
+        case .string(let text): return SafeText.jsonString(text)
+        case .integer(let number): return "\(number)"
+        case .float(let number): return "\(number)"
+        case .boolean(let flag): return flag ? "true" : "false"
+        case .array(let items): return "[" + items.map(jsonText).joined(separator: ",") + "]"
+        case .table(let table):
+            return "{" + table.entries.map { SafeText.jsonString($0.key) + ":" + jsonText($0.value) }.joined(separator: ",") + "}"
+        }
+    }
+}
+
+/// Turns each part of a `Configuration` into the keys the loader reads.
+private struct Builder {
+    let redacting: Bool
+    typealias Value = EffectiveConfiguration.Value
+    typealias Table = EffectiveConfiguration.Table
+
+    func document(_ configuration: Configuration) -> Table {
+        var root = Table()
+        root.set("state_dir", .string(configuration.stateDirectory))
+        root.set("limits", .table(limits(configuration.limits)))
+        root.set("retry", .table(retry(configuration.retry)))
+        root.set("link", .table(link(configuration.link)))
+        root.set("bandwidth", .table(bandwidth(configuration.bandwidth)))
+        root.set("power", .table(power(configuration.power)))
+        root.set("schedule", .table(schedule(configuration.schedule)))
+        if let spool = configuration.spool { root.set("spool", .table(self.spool(spool))) }
+        root.set("patch", .table(patch(configuration.patch)))
+        root.set("mint", .table(http(configuration.mint.http)))
+        root.set("metrics", .table(metrics(configuration.metrics)))
+        root.set("retention", .table(retention(configuration.retention)))
+        var destinations = Table()
+        for name in configuration.destinations.keys.sorted() {
+            guard let destination = configuration.destinations[name] else { continue }
+            destinations.set(name, .table(self.destination(destination, power: configuration.power)))
+        }
+        root.set("destinations", .table(destinations))
+        return root
+    }
+
+    private func limits(_ limits: Configuration.Limits) -> Table {
+        var table = Table()
+        table.set("concurrency", .integer(Int64(limits.concurrency)))
+        switch limits.minFreeSpace {
+        case .bytes(let bytes): table.set("min_free_space", Self.size(bytes))
+        case .percent: table.set("min_free_space", .string(limits.minFreeSpace.description))
+        }
+        return table
+    }
+
+    private func retry(_ retry: RetryPolicy) -> Table {
+        var table = Table()
+        table.set("backoff", .string(retry.backoff.rawValue))
+        table.set("initial_interval", Self.duration(retry.initialInterval))
+        table.set("initial_attempts", .integer(Int64(retry.initialAttempts)))
+        table.set("later_interval", Self.duration(retry.laterInterval))
+        table.set("jitter", .float(retry.jitter))
+        return table
+    }
+
+    private func link(_ link: Configuration.Link) -> Table {
+        var table = Table()
+        table.set("mode", .string(link.mode))
+        table.set("metered_interfaces", .array(link.meteredInterfaces.map(Value.string)))
+        if let budget = link.meteredBudget {
+            table.set("metered_budget", .string(Self.sizeText(budget.bytes) + "/" + budget.period.rawValue))
+            switch budget.period {
+            case .day: break
+            case .week: table.set("budget_reset", .string(LocalWeek.dayNames[((budget.resetDay % 7) + 7) % 7]))
+            case .month: table.set("budget_reset", .integer(Int64(budget.resetDay)))
+            }
+        }
+        return table
+    }
+
+    private func bandwidth(_ bandwidth: Configuration.Bandwidth) -> Table {
+        var table = Table()
+        table.set("metered", Self.size(bandwidth.metered))
+        table.set("unmetered", Self.size(bandwidth.unmetered))
+        table.set("timetable", .array(bandwidth.timetable.texts.map(Value.string)))
+        return table
+    }
+
+    private func power(_ power: PowerSettings) -> Table {
+        var table = Table()
+        table.set("require", .string(Self.requirement(power.require)))
+        table.set("low_battery", .string("\(power.lowBattery)%"))
+        table.set("source", .string(power.source.rawValue))
+        table.set("supply_dir", .string(power.supplyDirectory))
+        return table
+    }
+
+    private func schedule(_ schedule: Configuration.Schedule) -> Table {
+        var table = Table()
+        table.set("windows", .array(schedule.windows.texts.map(Value.string)))
+        table.set("urgent_priority", schedule.urgentPriority.map { .integer(Int64($0)) })
+        table.set("time_zone", .string(schedule.timeZone.identifier))
+        return table
+    }
+
+    private func spool(_ spool: Configuration.Spool) -> Table {
+        var table = Table()
+        table.set("dir", .string(spool.directory))
+        table.set("destination", .string(spool.destination))
+        table.set("quiet_period", Self.duration(spool.quietPeriod))
+        table.set("rescan_interval", Self.duration(spool.rescanInterval))
+        table.set("network_quiet_period", Self.duration(spool.networkQuietPeriod))
+        table.set("sidecar_destinations", spool.sidecarDestinations.map { .array($0.sorted().map(Value.string)) })
+        table.set("sidecar_may_allow_metered", .boolean(spool.sidecarMayAllowMetered))
+        return table
+    }
+
+    private func patch(_ patch: PatchSettings) -> Table {
+        var table = Table()
+        table.set("method", .string(patch.method))
+        table.set("body", .string(patch.body.description))
+        table.set("on_metered", .string(Self.metered(patch.onMetered)))
+        table.set("allowed_urls", .array(patch.allowedURLs.map { .string($0.description) }))
+        table.entries += http(patch.http).entries
+        return table
+    }
+
+    private func metrics(_ metrics: Configuration.Metrics) -> Table {
+        var table = Table()
+        table.set("textfile", metrics.textfile.map(Value.string))
+        table.set("interval", Self.duration(metrics.interval))
+        return table
+    }
+
+    private func retention(_ retention: RetentionPolicy) -> Table {
+        var table = Table()
+        switch retention.uploadedCopies {
+        case .delete:
+            table.set("uploaded_copies", .string("delete"))
+        case .keep(let duration):
+            table.set("uploaded_copies", .string("keep"))
+            table.set("keep_for", Self.duration(duration))
+        case .archive(let directory, let template):
+            table.set("uploaded_copies", .string("archive"))
+            table.set("archive_dir", .string(directory))
+            table.set("archive_template", .string(template.description))
+        }
+        table.set("history", retention.history.map(Self.duration) ?? .string("forever"))
+        return table
+    }
+
+    // MARK: Destinations
+
+    private func destination(_ destination: Destination, power: PowerSettings) -> Table {
+        var table = Table()
+        table.set("protocol", .string(destination.transferProtocol.rawValue))
+        var connection = true
+        switch destination.settings {
+        case .localDirectory(let local):
+            connection = false
+            table.set("url", .string("file://" + local.directory))
+            table.set("name_template", .string(local.nameTemplate.description))
+            table.set("chunk_size", Self.size(local.checkpointSize))
+        case .tus(let tus):
+            table.set("url", url(tus.endpoint))
+            table.set("chunk_size", Self.size(tus.chunkSize))
+            table.set("creation_with_upload", .boolean(tus.creationWithUpload))
+        case .rufh(let rufh):
+            table.set("url", url(rufh.endpoint))
+            table.set("interop_version", .integer(Int64(rufh.interopVersion)))
+            table.set("chunk_size", Self.size(rufh.chunkSize))
+        case .httpPut(let put):
+            table.entries += target(put.target).entries
+        case .httpPost(let post):
+            table.entries += target(post.target).entries
+            table.set("form_field", .string(post.formField))
+        case .s3(let s3):
+            table.set("endpoint", url(s3.endpoint))
+            table.set("bucket", .string(s3.bucket))
+            table.set("region", .string(s3.region))
+            table.set("path_style", .boolean(s3.pathStyle))
+            table.set("key_template", .string(s3.keyTemplate.description))
+            table.set("multipart_threshold", Self.size(s3.multipartThreshold))
+            table.set("part_size", Self.size(s3.partSize))
+            table.set("part_concurrency", .integer(Int64(s3.partConcurrency)))
+            switch s3.credentials {
+            case .environment(let access, let secret, let token):
+                table.set("access_key_env", .string(access))
+                table.set("secret_key_env", .string(secret))
+                table.set("session_token_env", token.map(Value.string))
+            case .sharedFile(let path, let profile):
+                table.set("credentials_file", .string(path))
+                table.set("profile", .string(profile))
+            case .standard(let profile):
+                table.set("profile", profile.map(Value.string))
+            }
+        case .mintedS3(let minted):
+            table.set("mint_url", url(minted.base))
+            table.set("multipart_threshold", Self.size(minted.multipartThreshold))
+            table.set("part_size", Self.size(minted.partSize))
+            table.set("part_concurrency", .integer(Int64(minted.partConcurrency)))
+        }
+        if connection {
+            table.entries += http(destination.http).entries
+            if Self.hasOwnURL(destination.settings) {
+                table.set("trusted_origins", .array(destination.trustedOrigins.map { .string($0.description) }))
+            }
+            if let template = destination.publicURLTemplate {
+                table.set("public_url_template", .string(template.description))
+            }
+            table.set("circuit_threshold", .integer(Int64(destination.circuitBreaker.threshold)))
+            table.set("circuit_probe_interval", Self.duration(destination.circuitBreaker.probeInterval))
+            table.set("on_metered", .string(Self.metered(destination.onMetered)))
+        }
+        if Self.takesHashTiming(destination.settings) {
+            table.set("sha256", .string(destination.hashTiming.rawValue))
+        }
+        table.set("source_after_upload", .string(destination.sourceAfterUpload.description))
+        table.set("power", destination.power.map { .string(Self.requirement($0)) })
+        table.set("windows", destination.windows.map { .array($0.texts.map(Value.string)) })
+        return table
+    }
+
+    /// `url`, or `mint_url` / `mint_command` of a minted whole-file destination.
+    private func target(_ target: WholeFileTarget) -> Table {
+        var table = Table()
+        switch target {
+        case .template(let template):
+            table.set("url", url(template.description))
+        case .minted(.url(let mintURL)):
+            table.set("mint_url", url(mintURL))
+        case .minted(.command(let arguments, let timeout, let passed)):
+            table.set("mint_command", command(arguments))
+            table.set("mint_command_timeout", Self.duration(timeout))
+            table.set("pass_env", .array(passed.map(Value.string)))
+        }
+        return table
+    }
+
+    /// tus, rufh and template http-put/post name their server in `url` and may list `trusted_origins`.
+    private static func hasOwnURL(_ settings: Destination.ProtocolSettings) -> Bool {
+        switch settings {
+        case .tus, .rufh: true
+        case .httpPut(let put): if case .template = put.target { true } else { false }
+        case .httpPost(let post): if case .template = post.target { true } else { false }
+        case .localDirectory, .s3, .mintedS3: false
+        }
+    }
+
+    /// Every destination but a minted one chooses when its SHA-256 is taken.
+    private static func takesHashTiming(_ settings: Destination.ProtocolSettings) -> Bool {
+        switch settings {
+        case .mintedS3: false
+        case .httpPut(let put): if case .template = put.target { true } else { false }
+        case .httpPost(let post): if case .template = post.target { true } else { false }
+        case .localDirectory, .tus, .rufh, .s3: true
+        }
+    }
+
+    /// The connection keys of a destination, `[patch]` or `[mint]`.
+    private func http(_ settings: HTTPSettings) -> Table {
+        var table = Table()
+        if !settings.headers.isEmpty {
+            var headers = Table()
+            for name in settings.headers.keys.sorted() {
+                headers.set(name, .string(redacting ? EffectiveConfiguration.redacted : settings.headers[name] ?? ""))
+            }
+            table.set("headers", .table(headers))
+        }
+        switch settings.credentials {
+        case nil: break
+        case .environment(let variable): table.set("token_env", .string(variable))
+        case .file(let path): table.set("token_file", .string(path))
+        case .command(let arguments, let timeout, let passed):
+            table.set("token_command", command(arguments))
+            table.set("token_command_timeout", Self.duration(timeout))
+            table.set("pass_env", .array(passed.map(Value.string)))
+        }
+        table.set("ca_file", settings.caFile.map(Value.string))
+        table.set("connect_timeout", Self.duration(settings.connectTimeout))
+        table.set("stall_timeout", Self.duration(settings.stall.window))
+        table.set("stall_min_rate", Self.size(settings.stall.minimumRate))
+        table.set("min_rate", Self.size(settings.stall.minimumAverageRate))
+        table.set("min_rate_window", Self.duration(settings.stall.averageWindow))
+        return table
+    }
+
+    /// A URL with its user info and query values redacted.
+    private func url(_ text: String) -> Value {
+        .string(redacting ? URLRedaction.redact(text) : text)
+    }
+
+    /// A program and its arguments; the arguments may hold secrets, so only the program is shown.
+    private func command(_ arguments: [String]) -> Value {
+        .array(arguments.enumerated().map { index, argument in
+            .string(redacting && index > 0 ? EffectiveConfiguration.redacted : argument)
+        })
+    }
+
+    // MARK: Value forms
+
+    private static func requirement(_ requirement: PowerRequirement) -> String {
+        switch requirement {
+        case .any: "any"
+        case .ac: "ac"
+        case .batteryNotLow: "battery-not-low"
+        }
+    }
+
+    private static func metered(_ policy: MeteredPolicy) -> String {
+        if case .allowBelow(let bytes) = policy { return "allow-below:" + sizeText(bytes) }
+        return policy.description
+    }
+
+    /// A size in the largest binary unit that holds it exactly (`8MiB`), else in bytes.
+    static func sizeText(_ bytes: Int64) -> String {
+        for (unit, factor) in [("GiB", Int64(1) << 30), ("MiB", Int64(1) << 20), ("KiB", Int64(1) << 10)]
+        where bytes != 0 && bytes % factor == 0 {
+            return "\(bytes / factor)\(unit)"
+        }
+        return "\(bytes)"
+    }
+
+    private static func size(_ bytes: Int64) -> Value {
+        let text = sizeText(bytes)
+        return Int64(text) == bytes ? .integer(bytes) : .string(text)
+    }
+
+    /// A duration in the largest unit that holds it exactly (`30s`, `5m`, `90d`, `250ms`).
+    static func durationText(_ duration: Duration) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        for (unit, factor) in [("d", Int64(86_400_000)), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
+        where milliseconds != 0 && milliseconds % factor == 0 {
+            return "\(milliseconds / factor)\(unit)"
+        }
+        return milliseconds == 0 ? "0s" : "\(milliseconds)ms"
+    }
+
+    private static func duration(_ duration: Duration) -> Value { .string(durationText(duration)) }
+}
