@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command: installs dependencies (apt packages, nginx, the Python test servers in .build-venv/), builds
-# everything (library, uploadq binary, tests) and runs the whole suite with the test servers started on loopback,
-# including the end-to-end tests that drive the real binary, then a short chaos run (random kill -9 of the daemon
+# everything (library, uploadq binary, tests, the Debian package) and runs the whole suite with the test servers
+# started on loopback, including the end-to-end tests that drive the real binary and install the package into a
+# throwaway root, then a short chaos run (random kill -9 of the daemon
 # during mixed uploads; the full run is contrib/chaos/run.sh) and a short field-life soak (spool bursts, link flaps,
 # kills, a full state disk, a clock step; the full run is contrib/soak/run.sh), and each libFuzzer target for 30 s
 # (contrib/fuzz/run.sh). Arguments go to `swift test` (and skip the chaos, soak and fuzz runs, as when running one
@@ -12,6 +13,8 @@ contrib/setup.sh
 contrib/test-servers/setup.sh
 swift build --build-tests
 swift build --product generate-manual   # the man page test runs contrib/install-cli-extras.sh with it
+# The Debian package (a release build, about 4 minutes the first time) for DebianPackageTests.
+GENERATE_MANUAL="$PWD/.build/debug/generate-manual" contrib/package-deb.sh .build/deb
 test -x .build/debug/uploadq || { echo "run-tests: .build/debug/uploadq was not built" >&2; exit 1; }
 contrib/test-servers/run.sh swift test --skip-build "$@"
 if [ "$#" -eq 0 ]; then

@@ -8,6 +8,7 @@ struct Uploadq: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "uploadq",
         abstract: "A durable background upload queue: every accepted file reaches its server exactly once.",
+        version: UploadQueueVersion.current,
         subcommands: [DaemonCommand.self, EnqueueCommand.self, StatusCommand.self, ListCommand.self,
                       ShowCommand.self, RetryCommand.self, CancelCommand.self, LinkCommand.self, WatchCommand.self,
                       PruneCommand.self, ConfigCommand.self])

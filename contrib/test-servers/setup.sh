@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs what the integration tests need: nginx (its DAV module serves PUT), curl and openssl from Debian,
+# Installs what the integration tests need: nginx (its DAV module serves PUT), curl, openssl and lintian from Debian,
 # and the Python test servers (tuspyserver on uvicorn) into a virtualenv at .build-venv/. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-extra=(nginx curl openssl)
+extra=(nginx curl openssl lintian)   # lintian: DebianPackageTests
 command -v ip > /dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || extra+=(iproute2)   # network namespaces
 python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
 command -v gcc > /dev/null || extra+=(gcc libc6-dev)   # the clock-step shim
