@@ -1,4 +1,6 @@
-/// Parsers for the value forms the config accepts: sizes (`8MiB`) and durations (`30s`).
+import Foundation
+
+/// The value forms the config accepts, sizes (`8MiB`) and durations (`30s`): read, and written back exactly.
 enum ConfigurationValues {
     /// Bytes from an integer or a text such as `512`, `8MiB`, `1.5GB`; nil if it is not a size.
     static func byteCount(_ text: String) -> Int64? {
@@ -29,6 +31,24 @@ enum ConfigurationValues {
         }
         return nil
     }
-}
 
-import Foundation
+    /// A size in the largest binary unit that holds it exactly (`8MiB`), else in bytes: what `byteCount` reads back.
+    static func sizeText(_ bytes: Int64) -> String {
+        for (unit, factor) in [("GiB", Int64(1) << 30), ("MiB", Int64(1) << 20), ("KiB", Int64(1) << 10)]
+        where bytes != 0 && bytes % factor == 0 {
+            return "\(bytes / factor)\(unit)"
+        }
+        return "\(bytes)"
+    }
+
+    /// A duration in the largest unit that holds it exactly (`30s`, `5m`, `90d`, `250ms`): what `duration` reads
+    /// back.
+    static func durationText(_ duration: Duration) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        for (unit, factor) in [("d", Int64(86_400_000)), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
+        where milliseconds != 0 && milliseconds % factor == 0 {
+            return "\(milliseconds / factor)\(unit)"
+        }
+        return milliseconds == 0 ? "0s" : "\(milliseconds)ms"
+    }
+}

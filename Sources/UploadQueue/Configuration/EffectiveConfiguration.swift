@@ -165,7 +165,7 @@ private struct Builder {
         table.set("mode", .string(link.mode))
         table.set("metered_interfaces", .array(link.meteredInterfaces.map(Value.string)))
         if let budget = link.meteredBudget {
-            table.set("metered_budget", .string(Self.sizeText(budget.bytes) + "/" + budget.period.rawValue))
+            table.set("metered_budget", .string(ConfigurationValues.sizeText(budget.bytes) + "/" + budget.period.rawValue))
             switch budget.period {
             case .day: break
             case .week: table.set("budget_reset", .string(LocalWeek.dayNames[((budget.resetDay % 7) + 7) % 7]))
@@ -405,33 +405,14 @@ private struct Builder {
     }
 
     private static func metered(_ policy: MeteredPolicy) -> String {
-        if case .allowBelow(let bytes) = policy { return "allow-below:" + sizeText(bytes) }
+        if case .allowBelow(let bytes) = policy { return "allow-below:" + ConfigurationValues.sizeText(bytes) }
         return policy.description
     }
 
-    /// A size in the largest binary unit that holds it exactly (`8MiB`), else in bytes.
-    static func sizeText(_ bytes: Int64) -> String {
-        for (unit, factor) in [("GiB", Int64(1) << 30), ("MiB", Int64(1) << 20), ("KiB", Int64(1) << 10)]
-        where bytes != 0 && bytes % factor == 0 {
-            return "\(bytes / factor)\(unit)"
-        }
-        return "\(bytes)"
-    }
-
     private static func size(_ bytes: Int64) -> Value {
-        let text = sizeText(bytes)
+        let text = ConfigurationValues.sizeText(bytes)
         return Int64(text) == bytes ? .integer(bytes) : .string(text)
     }
 
-    /// A duration in the largest unit that holds it exactly (`30s`, `5m`, `90d`, `250ms`).
-    static func durationText(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
-        for (unit, factor) in [("d", Int64(86_400_000)), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
-        where milliseconds != 0 && milliseconds % factor == 0 {
-            return "\(milliseconds / factor)\(unit)"
-        }
-        return milliseconds == 0 ? "0s" : "\(milliseconds)ms"
-    }
-
-    private static func duration(_ duration: Duration) -> Value { .string(durationText(duration)) }
+    private static func duration(_ duration: Duration) -> Value { .string(ConfigurationValues.durationText(duration)) }
 }
