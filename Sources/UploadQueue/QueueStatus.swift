@@ -20,6 +20,8 @@ public struct QueueStatus: Sendable, Equatable {
     public var windows: [String: WindowReport] = [:]
     /// The metered budget and its use this period (nil without `[link] metered_budget`).
     public var meteredBudget: BudgetReport?
+    /// Hook runs by event and state (owed, done, failed for good), when there are any.
+    public var hooks: [HookEvent: [OutboxState: Int]] = [:]
 
     /// The power as read now, and each destination's requirement.
     public struct PowerReport: Sendable, Equatable {

@@ -118,6 +118,9 @@ public actor UploadQueue {
         status.requestLimits = try store.requestLimits().mapValues { $0.current() }
             .filter { $0.value.chunkCap != nil || $0.value.refusedAt != nil }
         try addConstraints(to: &status)
+        for (consumer, counts) in try store.outboxCounts() {
+            if case .hook(let event) = consumer { status.hooks[event] = counts }
+        }
         return status
     }
 
@@ -177,7 +180,7 @@ public actor UploadQueue {
     public func retry(_ ids: [JobID]) throws -> [JobID] {
         var changed = try store.retry(ids)
         for id in ids where !changed.contains(id) {
-            if try store.retryPatch(id) { changed.append(id) }
+            if try store.retryOutbox(id) { changed.append(id) }
         }
         wakeRunner()
         return changed
@@ -303,8 +306,20 @@ public actor UploadQueue {
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
                                   logger: logger, exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor,
                                   reserve: reserve)
-        let patches = PatchDispatcher(configuration: configuration, store: store, engine: engine, monitor: monitor,
-                                      logger: logger)
+        // The hooks this config has are the ones owed from now on; entries owed before are delivered by whichever
+        // of them this config still has.
+        try await startUpWrite("record the configured hooks", reserve: reserve, giveUp: exitWhenIdle) {
+            [store, hooks = configuration.hooks] in try store.setHookConsumers(hooks)
+        }
+        var deliveries: [OutboxConsumer: any OutboxDelivery] = [
+            .patch: PatchDelivery(configuration: configuration, engine: engine, monitor: monitor, logger: logger),
+        ]
+        for event in HookEvent.allCases {
+            guard let command = configuration.hooks.command(for: event) else { continue }
+            deliveries[.hook(event)] = HookDelivery(event: event, command: command, settings: configuration.hooks,
+                                                    retry: configuration.retry, logger: logger)
+        }
+        let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger)
         let retention = RetentionSweeper(configuration: configuration, store: store, logger: logger)
         self.scheduler = scheduler
         let wakeSocket: WakeSocket?
@@ -317,13 +332,19 @@ public actor UploadQueue {
             logger.warning("no wake-up socket, falling back to polling: \(error)")
             wakeSocket = nil
         }
-        // A job that becomes uploaded may owe a patch, and owes the release of its copy: both look at once.
+        // A job that becomes uploaded may owe a patch and hooks, and owes the release of its copy; one that failed
+        // may owe a hook: they look at once.
         let events = hub.subscribe()
         let patchWaker = Task {
             for await event in events {
-                if case .stateChanged(_, .uploaded) = event {
+                switch event {
+                case .stateChanged(_, .uploaded):
                     patches.wake.signal()
                     retention.wake.signal()
+                case .stateChanged(_, .failed):
+                    patches.wake.signal()
+                default:
+                    break
                 }
             }
         }

@@ -4,11 +4,7 @@ import UploadQueue
 /// The contract's JSON shapes, built from library values (keys fixed by CONTRACT.md; more may be added).
 enum JSONOutput {
     static func rfc3339(_ date: Date?) -> Any {
-        guard let date else { return NSNull() }
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime]
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        return formatter.string(from: date)
+        date?.rfc3339 ?? NSNull()
     }
 
     static func job(_ job: Job) -> [String: Any] {
@@ -104,6 +100,9 @@ enum JSONOutput {
                 "done": summary.patches[.done] ?? 0,
                 "failed": summary.patches[.failed] ?? 0,
             ],
+            "hooks": Dictionary(uniqueKeysWithValues: status.hooks.map { event, counts in
+                (event.key, ["pending": counts[.pending] ?? 0, "done": counts[.done] ?? 0, "failed": counts[.failed] ?? 0])
+            }),
         ]
     }
 

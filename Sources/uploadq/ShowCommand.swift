@@ -18,7 +18,12 @@ struct ShowCommand: AsyncParsableCommand {
             throw CLIExit.notFound.code
         }
         let attempts = try await queue.attempts(of: jobID)
-        let patch = try queue.store.patchRecord(jobID)
+        let owed = try queue.store.outboxEntries(jobID)
+        let patch = owed.first { $0.consumer == .patch }
+        let hooks = owed.compactMap { entry -> (HookEvent, OutboxEntry)? in
+            if case .hook(let event) = entry.consumer { return (event, entry) }
+            return nil
+        }
         if json {
             var document = JSONOutput.job(job)
             document["attempt_history"] = attempts.map(JSONOutput.attempt)
@@ -29,6 +34,10 @@ struct ShowCommand: AsyncParsableCommand {
                     "last_error": patch?.lastError ?? NSNull(),
                     "next_attempt_at": job.patchState == .pending ? JSONOutput.rfc3339(patch?.nextAttemptAt) : NSNull(),
                 ] as [String: Any]
+            }
+            document["hooks"] = hooks.map { event, entry -> [String: Any] in
+                ["event": event.key, "state": entry.state.rawValue, "attempts": entry.attempts,
+                 "last_error": entry.lastError ?? NSNull(), "next_attempt_at": JSONOutput.rfc3339(entry.nextAttemptAt)]
             }
             try JSONOutput.print(document)
             return
@@ -56,6 +65,11 @@ struct ShowCommand: AsyncParsableCommand {
         if job.patch != nil {
             lines.append("patch:        \(job.patchState.rawValue), \(patch?.attempts ?? 0) attempt(s)"
                 + (patch?.lastError.map { "; last error: \($0)" } ?? ""))
+        }
+        for (event, entry) in hooks {
+            lines.append("hook:         \(event.key) \(entry.state.rawValue), \(entry.attempts) attempt(s)"
+                + (entry.nextAttemptAt.map { ", next \(TextOutput.time($0))" } ?? "")
+                + (entry.lastError.map { "; last error: \($0)" } ?? ""))
         }
         for (key, value) in job.meta.sorted(by: { $0.key < $1.key }) { lines.append("meta:         \(key)=\(value)") }
         for attempt in attempts {

@@ -41,6 +41,11 @@ struct StatusCommand: AsyncParsableCommand {
             lines.append("patches:  \(patches[.pending] ?? 0) pending, \(patches[.done] ?? 0) done, "
                 + "\(patches[.failed] ?? 0) failed")
         }
+        for event in HookEvent.allCases {
+            guard let counts = status.hooks[event] else { continue }
+            lines.append("hooks:    \(event.key): \(counts[.pending] ?? 0) pending, \(counts[.done] ?? 0) done, "
+                + "\(counts[.failed] ?? 0) failed")
+        }
         if !summary.waiting.isEmpty {
             let waiting = summary.waiting.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
             lines.append("waiting:  \(waiting.joined(separator: ", "))")

@@ -61,6 +61,12 @@ struct EffectiveConfigurationTests {
         archive_dir = "/srv/archive"
         archive_template = "{date}/{name}"
         history = "forever"
+        [hooks]
+        on_uploaded = ["/usr/local/bin/notify", "--photo"]
+        on_failed = ["bin/alert"]
+        timeout = "45s"
+        pass_env = ["DISPLAY"]
+        max_attempts = 0
         [destinations.photos]
         protocol = "tus"
         url = "https://tus.example.com/files/"

@@ -33,6 +33,8 @@ public struct Configuration: Sendable, Equatable {
     public var power = PowerSettings()
     /// `[schedule]`: when uploads may run.
     public var schedule = Schedule()
+    /// `[hooks]`: programs run when a job is uploaded or fails for good.
+    public var hooks = HookSettings()
 
     /// `[schedule]`: upload windows in local time, and the priority that ignores them.
     public struct Schedule: Sendable, Equatable {

@@ -229,6 +229,33 @@ public enum ConfigurationLoader {
             metrics.interval = try table.duration("interval", minimum: .milliseconds(100)) ?? metrics.interval
             try table.rejectUnknownKeys()
         }
+        var hooks = HookSettings()
+        if var table = try root.table("hooks") {
+            for event in HookEvent.allCases {
+                guard let command = try table.stringArray(event.key) else { continue }
+                guard let program = command.first, !program.isEmpty else {
+                    throw table.error(event.key, "must name a program: [\"/usr/local/bin/notify\", \"--arg\"]")
+                }
+                guard program.contains("/") else {
+                    throw table.error(event.key, "\"\(program)\" is not a path: give the program's absolute path "
+                        + "(hooks run without a shell and without searching PATH)")
+                }
+                var arguments = command
+                arguments[0] = absolutePath(program, base: baseDirectory)
+                switch event {
+                case .uploaded: hooks.onUploaded = arguments
+                case .failed: hooks.onFailed = arguments
+                }
+            }
+            hooks.timeout = try table.duration("timeout", minimum: .milliseconds(100)) ?? hooks.timeout
+            let passed = try table.stringArray("pass_env") ?? []
+            for name in passed where name.isEmpty || name.contains("=") || name.contains("\0") {
+                throw table.error("pass_env", "\"\(name)\" is not an environment variable's name")
+            }
+            hooks.passEnvironment = passed
+            hooks.maximumAttempts = Int(try table.integer("max_attempts", range: 0...1_000_000) ?? Int64(hooks.maximumAttempts))
+            try table.rejectUnknownKeys()
+        }
         var retention = RetentionPolicy()
         if var table = try root.table("retention") {
             retention = try RetentionPolicy.load(&table, baseDirectory: baseDirectory)
@@ -244,6 +271,7 @@ public enum ConfigurationLoader {
         configuration.retention = retention
         configuration.power = power
         configuration.schedule = schedule
+        configuration.hooks = hooks
         return configuration
     }
 

@@ -5,7 +5,8 @@ import Foundation
 ///
 /// Built from the loaded `Configuration`, not from the file's text, so it shows what the daemon would run on:
 /// paths resolved, defaults applied. Loading its TOML gives the same configuration back, except where a secret
-/// was redacted (header values, URL credentials and query values, a program's arguments).
+/// was redacted (header values, URL credentials and query values, the arguments of token and mint programs and
+/// hooks).
 public struct EffectiveConfiguration: Sendable, Equatable {
     /// A value of the document.
     public indirect enum Value: Sendable, Equatable {
@@ -131,6 +132,7 @@ private struct Builder {
         root.set("mint", .table(http(configuration.mint.http)))
         root.set("metrics", .table(metrics(configuration.metrics)))
         root.set("retention", .table(retention(configuration.retention)))
+        root.set("hooks", .table(hooks(configuration.hooks)))
         var destinations = Table()
         for name in configuration.destinations.keys.sorted() {
             guard let destination = configuration.destinations[name] else { continue }
@@ -243,6 +245,17 @@ private struct Builder {
             table.set("archive_template", .string(template.description))
         }
         table.set("history", retention.history.map(Self.duration) ?? .string("forever"))
+        return table
+    }
+
+    private func hooks(_ hooks: HookSettings) -> Table {
+        var table = Table()
+        for event in HookEvent.allCases {
+            table.set(event.key, hooks.command(for: event).map(command))
+        }
+        table.set("timeout", Self.duration(hooks.timeout))
+        table.set("pass_env", .array(hooks.passEnvironment.map(Value.string)))
+        table.set("max_attempts", .integer(Int64(hooks.maximumAttempts)))
         return table
     }
 

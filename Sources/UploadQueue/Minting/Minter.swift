@@ -88,10 +88,7 @@ struct Minter: Sendable {
 
     private static func run(_ arguments: [String], timeout: Duration, passing: [String], input: [UInt8],
                             destination: String) throws(TransferFailure) -> MintedTarget {
-        let daemon = ProcessInfo.processInfo.environment
-        let environment = (BoundedCommand.baseVariables + passing).reduce(into: [String: String]()) { kept, name in
-            kept[name] = daemon[name]
-        }
+        let environment = BoundedCommand.scrubbedEnvironment(passing: passing)
         let program = arguments[0]
         switch BoundedCommand.run(arguments, timeout: timeout, environment: environment, maximumOutput: maximumOutput,
                                   input: input) {

@@ -248,6 +248,9 @@ public struct QueueDatabase: Sendable {
         migrator.registerMigration("v11-device-constraints") { db in
             try QueueDatabase.migrateToDeviceConstraints(db)
         }
+        migrator.registerMigration("v12-outbox") { db in
+            try QueueDatabase.migrateToOutbox(db)
+        }
         return migrator
     }
 }

@@ -375,13 +375,13 @@ public struct QueueStore: Sendable {
             """))
     }
 
-    /// Moves the stored due times (retries, patch deliveries, owed releases) written between `from` and
+    /// Moves the stored due times (retries, patch deliveries and hook runs, owed releases) written between `from` and
     /// `through` by `step` seconds, with the time they were written, in one transaction: what keeps the waits
     /// they stand for as long as they were when the wall clock steps. Rows written at other times (before this
     /// process, under another clock) stay as they are.
     func rebaseDueTimes(by step: TimeInterval, writtenFrom from: Date, through: Date) throws {
         let modifier = String(format: "%+.3f seconds", step)
-        let tables = [("job", "next_attempt_at", "updated_at"), ("patch_outbox", "next_attempt_at", "updated_at"),
+        let tables = [("job", "next_attempt_at", "updated_at"), ("outbox", "next_attempt_at", "updated_at"),
                       ("file_release", "due_at", "created_at")]
         try writer.write { db in
             for (table, due, written) in tables {

@@ -7,7 +7,7 @@ public struct PruneReport: Sendable, Equatable {
     public var jobs = 0
     /// Their attempt records.
     public var attempts = 0
-    /// Delivered patches removed with their jobs.
+    /// Patches and hook runs (delivered, or failed for good) removed with their jobs.
     public var patches = 0
     /// Acknowledged completions removed with their jobs.
     public var completions = 0
@@ -85,7 +85,7 @@ extension QueueStore {
 
     /// Removes uploaded jobs last changed before `cutoff`, with their attempts, delivered patches and acknowledged
     /// completions, in transactions of `batch` jobs so that no write waits long. Jobs whose patch is still owed
-    /// (pending or failed) stay; so do those whose completion a library host has not acknowledged yet, once the
+    /// (pending or failed), or a hook run still pending, stay; so do those whose completion a library host has not acknowledged yet, once the
     /// queue has had such a host. Failed and live jobs are never touched.
     func pruneHistory(before cutoff: Date, dryRun: Bool, batch: Int = 500) throws -> PruneReport {
         var report = PruneReport()
@@ -94,6 +94,7 @@ extension QueueStore {
             SELECT id FROM job INDEXED BY job_uploaded WHERE state = 'uploaded' AND updated_at < ?
             AND patch_state IN (?, ?)
             AND id NOT IN (SELECT job_id FROM file_release WHERE action = ?)
+            AND id NOT IN (SELECT job_id FROM outbox INDEXED BY outbox_due WHERE state = 'pending')
             \(consumer ? "AND id IN (SELECT job_id FROM completion_ack)" : "") ORDER BY updated_at LIMIT ?
             """
         // The state is a literal: the `job_uploaded` index holds only those rows, and SQLite uses a partial index
@@ -126,7 +127,7 @@ extension QueueStore {
         let arguments = StatementArguments(ids)
         report.attempts += try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM job_attempt WHERE job_id IN \(list)",
                                             arguments: arguments) ?? 0
-        report.patches += try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM patch_outbox WHERE job_id IN \(list)",
+        report.patches += try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM outbox WHERE job_id IN \(list)",
                                            arguments: arguments) ?? 0
         report.completions += try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM completion_ack WHERE job_id IN \(list)",
                                                arguments: arguments) ?? 0

@@ -48,6 +48,14 @@ public enum PrometheusText {
                summary.fullDestinations.sorted().map { ([("destination", $0)], 1) })
         family("uploadq_patches", "gauge", "Metadata patches by state.",
                PatchState.allCases.filter { $0 != .none }.map { ([("state", $0.rawValue)], Int64(summary.patches[$0] ?? 0)) })
+        if !status.hooks.isEmpty {
+            family("uploadq_hooks", "gauge", "Hook runs by event and state (pending, done, failed for good).",
+                   HookEvent.allCases.flatMap { event in
+                       [OutboxState.pending, .done, .failed].map { state in
+                           ([("event", event.key), ("state", state.rawValue)], Int64(status.hooks[event]?[state] ?? 0))
+                       }
+                   })
+        }
         family("uploadq_owed_releases", "gauge", "Uploaded copies whose release ([retention]) is still owed.",
                [([], Int64(summary.owedReleases))])
         if let disk = status.disk {

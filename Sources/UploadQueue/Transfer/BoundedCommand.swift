@@ -21,6 +21,13 @@ enum BoundedCommand {
     /// speak the admin's language.
     static let baseVariables = ["PATH", "HOME", "LANG"]
 
+    /// The daemon's `baseVariables` and those named in `passing` (the ones it has), for a program run with a
+    /// scrubbed environment.
+    static func scrubbedEnvironment(passing: [String]) -> [String: String] {
+        let daemon = ProcessInfo.processInfo.environment
+        return (baseVariables + passing).reduce(into: [String: String]()) { kept, name in kept[name] = daemon[name] }
+    }
+
     /// The most standard input a program gets: what a Linux pipe holds.
     static let maximumInput = 60 << 10
 
@@ -28,12 +35,13 @@ enum BoundedCommand {
     ///
     /// - Parameters:
     ///   - environment: the variables the program gets; nil passes on the daemon's (less systemd's own).
-    ///   - maximumOutput: the most standard output read; more kills the program (`tooMuchOutput`). Standard error
-    ///     is kept up to the same size, and the rest drained and dropped.
+    ///   - maximumOutput: the most standard output read; more kills the program (`tooMuchOutput`), unless
+    ///     `dropsExcessOutput`, which keeps that much and drains and drops the rest. Standard error is kept up to
+    ///     the same size, and the rest drained and dropped.
     ///   - input: the program's standard input (at most `maximumInput` bytes, which a pipe holds whole, so writing
     ///     it never waits on the program); nil gives it `/dev/null`.
     static func run(_ arguments: [String], timeout: Duration, environment: [String: String]? = nil,
-                    maximumOutput: Int = 1 << 20, input: [UInt8]? = nil) -> Outcome {
+                    maximumOutput: Int = 1 << 20, dropsExcessOutput: Bool = false, input: [UInt8]? = nil) -> Outcome {
         if let input, input.count > maximumInput {
             return .notStarted("its input would be \(input.count) bytes, more than \(maximumInput)")
         }
@@ -128,7 +136,11 @@ enum BoundedCommand {
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 let count = read(entry.fd, &buffer, buffer.count)
                 if count > 0 {
-                    if entry.fd == output[0] {
+                    if entry.fd == output[0] && dropsExcessOutput {
+                        if stdout.count < maximumOutput {
+                            stdout.append(contentsOf: buffer[0..<min(count, maximumOutput - stdout.count)])
+                        }
+                    } else if entry.fd == output[0] {
                         stdout.append(contentsOf: buffer[0..<count])
                         if stdout.count > maximumOutput {
                             kill(-child, SIGKILL)

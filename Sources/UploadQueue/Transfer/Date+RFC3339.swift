@@ -14,4 +14,12 @@ extension Date {
         guard let date = formatter.date(from: text) else { return nil }
         self = date
     }
+
+    /// The time in RFC 3339 with whole seconds, in UTC (`2026-11-24T10:00:00Z`), as the JSON outputs write it.
+    public var rfc3339: String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime]
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        return formatter.string(from: self)
+    }
 }

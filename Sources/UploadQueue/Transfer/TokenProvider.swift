@@ -77,10 +77,7 @@ actor TokenProvider {
     private static func runCommand(_ arguments: [String], timeout: Duration, passing: [String], destination: String)
         throws(TransferFailure) -> String
     {
-        let daemon = ProcessInfo.processInfo.environment
-        let environment = (BoundedCommand.baseVariables + passing).reduce(into: [String: String]()) { kept, name in
-            kept[name] = daemon[name]
-        }
+        let environment = BoundedCommand.scrubbedEnvironment(passing: passing)
         switch BoundedCommand.run(arguments, timeout: timeout, environment: environment, maximumOutput: maximumOutput) {
         case .notStarted(let reason):
             throw .permanent("credentials", "destination \"\(destination)\": cannot run token_command \(arguments[0]): "

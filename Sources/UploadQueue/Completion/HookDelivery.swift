@@ -1,0 +1,93 @@
+import Foundation
+import Logging
+
+/// Runs a `[hooks]` program for a job that ended: the job as JSON on its standard input, no shell, a scrubbed
+/// environment, a deadline, and its output capped (see `HookSettings`).
+///
+/// Exit status 0 is done. Any other status, a run killed at its deadline, or a program that cannot start is a
+/// failed attempt, tried again on the `[retry]` schedule, and after `max_attempts` failed for good (visible in
+/// `show` and `status`; `uploadq retry ID` runs it again). The job's own state never changes.
+struct HookDelivery: OutboxDelivery {
+    let event: HookEvent
+    let command: [String]
+    let settings: HookSettings
+    let retry: RetryPolicy
+    let logger: Logger
+
+    /// Output kept from a run (the rest is read and dropped, so a chatty hook cannot grow the daemon).
+    static let outputLimit = 64 << 10
+
+    func deliver(_ job: Job, entry: OutboxEntry) async -> OutboxOutcome {
+        let attempt = entry.attempts + 1
+        var environment = BoundedCommand.scrubbedEnvironment(passing: settings.passEnvironment)
+        environment["UPLOADQ_JOB_ID"] = job.id.rawValue
+        environment["UPLOADQ_EVENT"] = event.rawValue
+        environment["UPLOADQ_HOOK_ATTEMPT"] = "\(attempt)"
+        let (command, timeout, input, variables) = (self.command, settings.timeout, Self.payload(job, event: event),
+                                                    environment)
+        let outcome = await BlockingWork.runResult { () throws(Never) -> BoundedCommand.Outcome in
+            BoundedCommand.run(command, timeout: timeout, environment: variables, maximumOutput: Self.outputLimit,
+                               dropsExcessOutput: true, input: input)
+        }.get()
+        let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
+        let failure: String
+        switch outcome {
+        case .exited(0, let stdout, let stderr):
+            logger.info("hook \(event.key) ran", metadata: metadata.merging(Self.output(stdout, stderr)) { $1 })
+            return .done
+        case .exited(let status, let stdout, let stderr):
+            failure = "hook \(event.key) (\(command[0])) exited with status \(status)"
+                + (Self.redacted(stderr).isEmpty ? "" : ": " + String(Self.redacted(stderr).suffix(300)))
+            logger.warning("\(failure)", metadata: metadata.merging(Self.output(stdout, stderr)) { $1 })
+        case .timedOut:
+            failure = "hook \(event.key) (\(command[0])) did not finish within "
+                + "\(ConfigurationValues.durationText(timeout)) and was killed"
+            logger.warning("\(failure)", metadata: metadata)
+        case .notStarted(let reason):
+            failure = "hook \(event.key) (\(command[0])) could not start: \(reason)"
+            logger.error("\(failure)", metadata: metadata)
+        case .tooMuchOutput:
+            // Not with `dropsExcessOutput`; said plainly should it ever come.
+            failure = "hook \(event.key) (\(command[0])) wrote more than \(Self.outputLimit) bytes and was killed"
+            logger.warning("\(failure)", metadata: metadata)
+        }
+        if settings.maximumAttempts > 0, attempt >= settings.maximumAttempts {
+            logger.error("hook \(event.key) failed for good after \(attempt) attempts; `uploadq retry \(job.id)` runs it again",
+                         metadata: metadata)
+            return .failed(error: failure)
+        }
+        let delay = retry.delay(afterFailure: attempt, random: Double.random(in: 0...1))
+        return .retry(error: failure, at: Date().addingTimeInterval(delay.seconds))
+    }
+
+    /// The job as a hook reads it: the fields `uploadq show --json` has that say what happened, with the event.
+    static func payload(_ job: Job, event: HookEvent) -> [UInt8] {
+        var object: [String: Any] = [
+            "event": event.rawValue, "id": job.id.rawValue, "state": job.state.rawValue, "destination": job.destination,
+            "original_name": job.originalName, "size": job.size, "content_type": job.contentType, "meta": job.meta,
+            "attempts": job.attempts, "permanent": job.permanent, "created_at": job.createdAt.rfc3339,
+            "updated_at": job.updatedAt.rfc3339,
+        ]
+        object["sha256"] = job.sha256 ?? NSNull()
+        object["remote_url"] = job.remoteURL ?? NSNull()
+        object["last_error"] = job.lastError ?? NSNull()
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+            ?? Data("{}".utf8)
+        return Array(data) + [UInt8(ascii: "\n")]
+    }
+
+    /// What a run printed, for the log: its first 1 KiB of each stream, with every URL's secrets redacted.
+    private static func output(_ stdout: String, _ stderr: String) -> Logger.Metadata {
+        var fields: Logger.Metadata = [:]
+        if !stdout.isEmpty { fields["stdout"] = "\(String(redacted(stdout).prefix(1024)))" }
+        if !stderr.isEmpty { fields["stderr"] = "\(String(redacted(stderr).prefix(1024)))" }
+        return fields
+    }
+
+    /// `text` trimmed, with every word that is a URL redacted (a hook may print the presigned URL it was given).
+    static func redacted(_ text: String) -> String {
+        text.prefix(4096).split(separator: " ", omittingEmptySubsequences: false).map { word in
+            word.contains("://") ? URLRedaction.redact(String(word)) : String(word)
+        }.joined(separator: " ").trimmingCharacters(in: .whitespacesAndNewlines)
+    }
+}

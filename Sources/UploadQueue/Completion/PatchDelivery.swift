@@ -1,0 +1,92 @@
+import Foundation
+import Logging
+
+/// Delivers a job's metadata patch: `METHOD url` with the filled body, `Idempotency-Key: <job id>` and the
+/// `[patch]` credentials, through the transfer engine.
+///
+/// 2xx marks the patch done; 408, 429, 5xx and network failures retry on the `[retry]` schedule (or the server's
+/// `Retry-After`); any other 4xx fails it for good (visible in `status` and `show`), and the job stays uploaded.
+struct PatchDelivery: OutboxDelivery {
+    let configuration: Configuration
+    let monitor: LinkMonitor
+    let logger: Logger
+    let client: DestinationClient
+
+    init(configuration: Configuration, engine: TransferEngine, monitor: LinkMonitor, logger: Logger) {
+        self.configuration = configuration
+        self.monitor = monitor
+        self.logger = logger
+        // Patch URLs come from the admin's own callers, or from a sidecar within `[patch] allowed_urls`.
+        client = DestinationClient(name: "[patch]", http: configuration.patch.http, engine: engine, scope: .everyURL)
+    }
+
+    func deliver(_ job: Job, entry: OutboxEntry) async -> OutboxOutcome {
+        guard let patch = job.patch, let remoteURL = job.remoteURL else {
+            return .failed(error: "the job has no patch target or remote URL")
+        }
+        // Waiting for the link is not an attempt: the patch is only looked at again later.
+        guard linkAllows(patch.url) else { return .postpone(until: Date().addingTimeInterval(2)) }
+        let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)"]
+        let outcome: OutboxOutcome
+        do throws(TransferFailure) {
+            let body = try patchBody(patch).render(for: job, remoteURL: remoteURL)
+            var headers = [HTTPHeader("Content-Type", "application/json"), HTTPHeader("Idempotency-Key", job.id.rawValue)]
+            for (name, value) in (patch.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
+                headers.append(HTTPHeader(name, value))
+            }
+            let method = patch.method ?? configuration.patch.method
+            let response = try await client.send(method, patch.url, headers: headers, body: .bytes(Array(body.utf8)))
+            if response.isSuccess {
+                outcome = .done
+            } else {
+                throw client.failure(for: response, request: "\(method) \(URLRedaction.redact(patch.url))")
+            }
+        } catch {
+            outcome = verdict(error, attempts: entry.attempts + 1)
+        }
+        switch outcome {
+        case .done: logger.info("record patched", metadata: metadata)
+        case .retry(let error, let at): logger.warning("patch failed, retried at \(at): \(error)", metadata: metadata)
+        case .failed(let error): logger.error("patch failed for good: \(error)", metadata: metadata)
+        case .postpone: break
+        }
+        return outcome
+    }
+
+    /// Whether a patch may go on the link to `url`'s server: not offline, and on a metered link as
+    /// `[patch] on_metered` says (a patch is a few hundred bytes).
+    private func linkAllows(_ url: String) -> Bool {
+        switch monitor.status(forURL: url).linkClass {
+        case .unmetered: return true
+        case .offline: return false
+        case .metered: return configuration.patch.onMetered.allows(size: 512)
+        }
+    }
+
+    private func patchBody(_ patch: PatchTarget) throws(TransferFailure) -> PatchBody {
+        guard let text = patch.body else { return configuration.patch.body }
+        do {
+            return try PatchBody(text)
+        } catch {
+            throw .permanent("patch-body", error.message)
+        }
+    }
+
+    private func verdict(_ failure: TransferFailure, attempts: Int) -> OutboxOutcome {
+        switch failure.kind {
+        case .permanent:
+            return .failed(error: failure.message)
+        case .transient(let retryAfter):
+            let delay = configuration.retry.delay(afterFailure: attempts, random: Double.random(in: 0...1),
+                                                  retryAfter: retryAfter)
+            return .retry(error: failure.message, at: Date().addingTimeInterval(delay.seconds))
+        case .interrupted where failure.code == TransferFailure.quotaFullCode:
+            // A full patch target (507) waits like a failure; it is no reason to send the patch again at once.
+            let delay = configuration.retry.delay(afterFailure: attempts, random: Double.random(in: 0...1),
+                                                  retryAfter: nil)
+            return .retry(error: failure.message, at: Date().addingTimeInterval(delay.seconds))
+        case .interrupted:
+            return .retry(error: failure.message, at: Date())
+        }
+    }
+}

@@ -1,0 +1,49 @@
+import GRDB
+
+extension QueueDatabase {
+    /// v12: one outbox for every consumer of a job's end (the metadata patch, the hooks), where there was one for
+    /// patches.
+    ///
+    /// - `outbox` holds a row per job and consumer: its state (`pending`, `done`, `failed`), attempts, last error
+    ///   and next attempt. The patch rows move over with their job's `patch_state`.
+    /// - `outbox_consumer` names the hooks the running daemon's config has, by the event they follow. Two triggers
+    ///   owe each of them a row in the very transaction that makes a job `uploaded`, or `failed` for good, whichever
+    ///   code path does it: a crash cannot lose a hook, and no path can forget one.
+    static func migrateToOutbox(_ db: Database) throws {
+        try db.execute(sql: """
+            CREATE TABLE outbox (
+                job_id TEXT NOT NULL REFERENCES job(id) ON DELETE CASCADE,
+                consumer TEXT NOT NULL,
+                state TEXT NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT,
+                next_attempt_at DATETIME NOT NULL,
+                created_at DATETIME NOT NULL,
+                updated_at DATETIME NOT NULL,
+                PRIMARY KEY (job_id, consumer)
+            ) WITHOUT ROWID;
+            CREATE INDEX outbox_due ON outbox(next_attempt_at) WHERE state = 'pending';
+            CREATE INDEX outbox_summary ON outbox(consumer, state);
+            INSERT INTO outbox (job_id, consumer, state, attempts, last_error, next_attempt_at, created_at, updated_at)
+                SELECT o.job_id, 'patch', CASE j.patch_state WHEN 'none' THEN 'done' ELSE j.patch_state END,
+                       o.attempts, o.last_error, o.next_attempt_at, o.created_at, o.updated_at
+                FROM patch_outbox o JOIN job j ON j.id = o.job_id;
+            DROP TABLE patch_outbox;
+            CREATE TABLE outbox_consumer (name TEXT PRIMARY KEY, event TEXT NOT NULL) WITHOUT ROWID;
+            CREATE TRIGGER outbox_owed_on_upload AFTER UPDATE OF state ON job
+                WHEN NEW.state = 'uploaded' AND OLD.state != 'uploaded'
+            BEGIN
+                INSERT OR IGNORE INTO outbox (job_id, consumer, state, next_attempt_at, created_at, updated_at)
+                    SELECT NEW.id, name, 'pending', NEW.updated_at, NEW.updated_at, NEW.updated_at
+                    FROM outbox_consumer WHERE event = 'uploaded';
+            END;
+            CREATE TRIGGER outbox_owed_on_failure AFTER UPDATE OF state, permanent ON job
+                WHEN NEW.state = 'failed' AND NEW.permanent = 1 AND NOT (OLD.state = 'failed' AND OLD.permanent = 1)
+            BEGIN
+                INSERT OR IGNORE INTO outbox (job_id, consumer, state, next_attempt_at, created_at, updated_at)
+                    SELECT NEW.id, name, 'pending', NEW.updated_at, NEW.updated_at, NEW.updated_at
+                    FROM outbox_consumer WHERE event = 'failed';
+            END;
+            """)
+    }
+}

@@ -1,0 +1,213 @@
+import Foundation
+import GRDB
+
+/// Who consumes a job's end from the outbox: the metadata patch, or a hook.
+public enum OutboxConsumer: Hashable, Sendable, CustomStringConvertible {
+    /// The job's metadata patch (`--patch-url`, a sidecar's `patch`).
+    case patch
+    /// The `[hooks]` program for this event.
+    case hook(HookEvent)
+
+    /// The name stored in `outbox.consumer`: `patch`, `hook:uploaded`, `hook:failed`.
+    public var description: String {
+        switch self {
+        case .patch: "patch"
+        case .hook(let event): "hook:\(event.rawValue)"
+        }
+    }
+
+    init?(stored: String) {
+        if stored == "patch" {
+            self = .patch
+        } else if stored.hasPrefix("hook:"), let event = HookEvent(rawValue: String(stored.dropFirst(5))) {
+            self = .hook(event)
+        } else {
+            return nil
+        }
+    }
+}
+
+/// Where an outbox entry stands.
+public enum OutboxState: String, Sendable, Equatable {
+    case pending
+    case done
+    case failed
+}
+
+/// One thing owed for a job's end (a patch, a hook run): how often it was tried, why it last failed, when it is
+/// due.
+public struct OutboxEntry: Sendable, Equatable {
+    public var jobID: JobID
+    public var consumer: OutboxConsumer
+    public var state: OutboxState
+    public var attempts: Int
+    public var lastError: String?
+    public var nextAttemptAt: Date?
+}
+
+/// A metadata patch owed for an uploaded job: how often it was tried, why it last failed, when it is due.
+public struct PatchRecord: Sendable, Equatable {
+    public var jobID: JobID
+    public var attempts: Int
+    public var lastError: String?
+    public var nextAttemptAt: Date?
+}
+
+/// What became of one outbox attempt.
+enum OutboxOutcome: Sendable, Equatable {
+    case done
+    case retry(error: String, at: Date)
+    case failed(error: String)
+    /// Not tried now (its link does not allow it): looked at again then, no attempt counted.
+    case postpone(until: Date)
+}
+
+extension QueueStore {
+    /// Records that `id`'s patch is owed, in the transaction that marks the job uploaded (so a crash cannot lose
+    /// it); due at once. (Hooks are owed by the database's own triggers: see `migrateToOutbox`.)
+    static func owePatch(_ id: JobID, now: Date, in db: Database) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO outbox (job_id, consumer, state, attempts, next_attempt_at, created_at, updated_at)
+            VALUES (?, 'patch', 'pending', 0, ?, ?, ?) ON CONFLICT(job_id, consumer) DO NOTHING
+            """).execute(arguments: [id.rawValue, now, now, now])
+    }
+
+    /// Makes the hooks of `hooks` the ones owed from now on (the running daemon's config): a job that ends from
+    /// now on owes each a run.
+    func setHookConsumers(_ hooks: HookSettings) throws {
+        try writer.write { db in
+            try db.execute(sql: "DELETE FROM outbox_consumer")
+            for event in HookEvent.allCases where hooks.command(for: event) != nil {
+                try db.execute(sql: "INSERT INTO outbox_consumer (name, event) VALUES (?, ?)",
+                               arguments: [OutboxConsumer.hook(event).description, event.rawValue])
+            }
+        }
+    }
+
+    /// Pending entries that are due, oldest first, with their jobs.
+    func dueOutbox(now: Date = Date(), limit: Int) throws -> [(entry: OutboxEntry, job: Job)] {
+        try writer.read { db in
+            let rows = try Row.fetchAll(db.cachedStatement(sql: """
+                SELECT job_id, consumer, state, attempts, last_error, next_attempt_at FROM outbox INDEXED BY outbox_due
+                WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?
+                """), arguments: [now, limit])
+            return try rows.compactMap { row -> (OutboxEntry, Job)? in
+                guard let entry = Self.entry(row), let job = try Job.fetchOne(db, key: entry.jobID.rawValue) else { return nil }
+                return (entry, job)
+            }
+        }
+    }
+
+    /// When the next pending entry is due, if any.
+    func nextOutboxDue() throws -> Date? {
+        try writer.read { db in
+            try Date.fetchOne(db.cachedStatement(sql: """
+                SELECT MIN(next_attempt_at) FROM outbox INDEXED BY outbox_due WHERE state = 'pending'
+                """))
+        }
+    }
+
+    /// Records an attempt's outcome on the entry (and, for a patch, on the job's `patch_state`), in one
+    /// transaction.
+    func finishOutbox(_ id: JobID, _ consumer: OutboxConsumer, outcome: OutboxOutcome, now: Date = Date()) throws {
+        try writer.write { db in
+            let state: OutboxState
+            let error: String?
+            let next: Date
+            switch outcome {
+            case .postpone(let until):
+                try db.execute(sql: """
+                    UPDATE outbox SET next_attempt_at = ?, updated_at = ? WHERE job_id = ? AND consumer = ?
+                    """, arguments: [until, now, id.rawValue, consumer.description])
+                return
+            case .done: (state, error, next) = (.done, nil, now)
+            case .retry(let message, let at): (state, error, next) = (.pending, message, at)
+            case .failed(let message): (state, error, next) = (.failed, message, now)
+            }
+            try db.execute(sql: """
+                UPDATE outbox SET state = ?, attempts = attempts + 1, last_error = ?, next_attempt_at = ?, updated_at = ?
+                WHERE job_id = ? AND consumer = ?
+                """, arguments: [state.rawValue, error, next, now, id.rawValue, consumer.description])
+            if consumer == .patch {
+                try db.execute(sql: "UPDATE job SET patch_state = ?, updated_at = ? WHERE id = ?",
+                               arguments: [state.rawValue, now, id.rawValue])
+            }
+        }
+    }
+
+    /// Everything owed for a job, patch first.
+    public func outboxEntries(_ id: JobID) throws -> [OutboxEntry] {
+        try writer.read { db in
+            try Row.fetchAll(db, sql: """
+                SELECT job_id, consumer, state, attempts, last_error, next_attempt_at FROM outbox WHERE job_id = ?
+                ORDER BY consumer = 'patch' DESC, consumer
+                """, arguments: [id.rawValue]).compactMap(Self.entry)
+        }
+    }
+
+    /// Entries per consumer and state, for `status`.
+    public func outboxCounts() throws -> [OutboxConsumer: [OutboxState: Int]] {
+        try writer.read { db in
+            var counts: [OutboxConsumer: [OutboxState: Int]] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT consumer, state, COUNT(*) AS n FROM outbox INDEXED BY outbox_summary GROUP BY consumer, state") {
+                guard let consumer = OutboxConsumer(stored: row["consumer"]),
+                      let state = OutboxState(rawValue: row["state"]) else { continue }
+                counts[consumer, default: [:]][state] = row["n"]
+            }
+            return counts
+        }
+    }
+
+    /// The patch owed for a job, if it has one.
+    public func patchRecord(_ id: JobID) throws -> PatchRecord? {
+        try outboxEntries(id).first { $0.consumer == .patch }.map {
+            PatchRecord(jobID: id, attempts: $0.attempts, lastError: $0.lastError, nextAttemptAt: $0.nextAttemptAt)
+        }
+    }
+
+    /// Makes a job's failed patch and hooks pending and due now (`uploadq retry` of a job that ended); whether any
+    /// was.
+    func retryOutbox(_ id: JobID, now: Date = Date()) throws -> Bool {
+        try writer.write { db in
+            try db.execute(sql: """
+                UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ?
+                WHERE job_id = ? AND state = 'failed'
+                """, arguments: [now, now, id.rawValue])
+            let changed = db.changesCount > 0
+            try db.execute(sql: "UPDATE job SET patch_state = ? WHERE id = ? AND patch_state = ?",
+                           arguments: [PatchState.pending.rawValue, id.rawValue, PatchState.failed.rawValue])
+            return changed
+        }
+    }
+
+    private static func entry(_ row: Row) -> OutboxEntry? {
+        guard let id = JobID(row["job_id"] as String), let consumer = OutboxConsumer(stored: row["consumer"]),
+              let state = OutboxState(rawValue: row["state"]) else { return nil }
+        return OutboxEntry(jobID: id, consumer: consumer, state: state, attempts: row["attempts"],
+                           lastError: row["last_error"], nextAttemptAt: state == .pending ? row["next_attempt_at"] : nil)
+    }
+
+    /// Uploaded jobs whose completion the library host has not acknowledged, oldest first.
+    func unacknowledgedCompletions() throws -> [Job] {
+        try writer.read { db in
+            try Job.fetchAll(db, sql: """
+                SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded'
+                AND id NOT IN (SELECT job_id FROM completion_ack) ORDER BY updated_at, id
+                """)
+        }
+    }
+
+    func isAcknowledged(_ id: JobID) throws -> Bool {
+        try writer.read { db in
+            try Bool.fetchOne(db, sql: "SELECT 1 FROM completion_ack WHERE job_id = ?", arguments: [id.rawValue]) ?? false
+        }
+    }
+
+    /// Records that the host has handled a job's completion: it is not delivered again.
+    func acknowledge(_ id: JobID, now: Date = Date()) throws {
+        try writer.write { db in
+            try db.execute(sql: "INSERT INTO completion_ack (job_id, acknowledged_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                           arguments: [id.rawValue, now])
+        }
+    }
+}
