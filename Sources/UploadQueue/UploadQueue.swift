@@ -72,8 +72,12 @@ public actor UploadQueue {
     public func enqueue(batch requests: [EnqueueRequest]) async -> [Result<EnqueueResult, UploadQueueError>] {
         let intake = self.intake
         let results = await BlockingWork.runResult { () throws(Never) in intake.enqueue(batch: requests) }.get()
-        for case .success(let result) in results where !result.deduplicated { hub.emit(.enqueued(result.id)) }
-        wakeRunner()
+        let accepted = results.compactMap { result -> JobID? in
+            guard case .success(let taken) = result, !taken.deduplicated else { return nil }
+            return taken.id
+        }
+        for id in accepted { hub.emit(.enqueued(id)) }
+        wakeRunner(enqueued: accepted)
         return results
     }
 
@@ -83,7 +87,7 @@ public actor UploadQueue {
         if !result.deduplicated {
             hub.emit(.enqueued(result.id))
         }
-        wakeRunner()
+        wakeRunner(enqueued: result.deduplicated ? [] : [result.id])
         return result
     }
 
@@ -319,12 +323,27 @@ public actor UploadQueue {
             deliveries[.hook(event)] = HookDelivery(event: event, command: command, settings: configuration.hooks,
                                                     retry: configuration.retry, logger: logger)
         }
-        let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger)
+        // The event stream for other processes; without it (a path too long, a group that does not exist) the
+        // queue runs on, and says why.
+        let feed: EventFeed?
+        do {
+            feed = try EventFeed(path: configuration.eventSocketPath, group: configuration.events.group,
+                                 readerBuffer: Int(configuration.events.readerBuffer), logger: logger)
+        } catch {
+            logger.warning("no event stream for `uploadq events`: \(error)")
+            feed = nil
+        }
+        let feeder = feed.map { EventFeeder(feed: $0, store: store) }
+        if let feed { hub.attachFeed { event in feed.publish(event) } }
+        let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger) { [feed] entry, outcome in
+            feed?.publish(OutboxDispatcher.feedEvent(entry, outcome))
+        }
         let retention = RetentionSweeper(configuration: configuration, store: store, logger: logger)
         self.scheduler = scheduler
         let wakeSocket: WakeSocket?
         do {
-            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches] in
+            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, feeder] named in
+                feeder?.announce(named)
                 wake.signal()
                 patches.wake.signal()
             }
@@ -347,6 +366,10 @@ public actor UploadQueue {
                     break
                 }
             }
+        }
+        let feedRunner = feeder.map { feeder in
+            let events = hub.subscribe()
+            return Task { await feeder.run(events) }
         }
         let patchRunner = Task { await patches.run() }
         let retentionRunner = Task { await retention.run() }
@@ -372,7 +395,10 @@ public actor UploadQueue {
         patchRunner.cancel()
         patchWaker.cancel()
         metricsWriter?.cancel()
+        feedRunner?.cancel()
         await patchRunner.value
+        hub.attachFeed(nil)
+        feed?.stop()
         await metricsWriter?.value
         // The last write, with the running monitor still there (no DNS or D-Bus while stopping).
         if let path = configuration.metrics.textfile { writeMetrics(to: path, stopped: true) }
@@ -453,11 +479,13 @@ public actor UploadQueue {
         }
     }
 
-    private func wakeRunner() {
+    /// Wakes whoever runs the queue: this process's scheduler, or a daemon's through its socket, telling it which
+    /// jobs were just `enqueued` here (its event feed announces them).
+    private func wakeRunner(enqueued: [JobID] = []) {
         if let scheduler {
             scheduler.wake.signal()
         } else {
-            WakeSocket.poke(path: configuration.wakeSocketPath)
+            WakeSocket.poke(path: configuration.wakeSocketPath, enqueued: enqueued)
         }
     }
 

@@ -11,7 +11,7 @@ struct Uploadq: AsyncParsableCommand {
         version: UploadQueueVersion.current,
         subcommands: [DaemonCommand.self, EnqueueCommand.self, StatusCommand.self, ListCommand.self,
                       ShowCommand.self, RetryCommand.self, CancelCommand.self, LinkCommand.self, WatchCommand.self,
-                      PruneCommand.self, ConfigCommand.self, DoctorCommand.self])
+                      PruneCommand.self, EventsCommand.self, ConfigCommand.self, DoctorCommand.self])
 
     /// Runs the command with the contract's exit codes: usage errors exit 2 (not argument-parser's 64).
     static func main() async {

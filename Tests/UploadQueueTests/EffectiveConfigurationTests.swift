@@ -67,6 +67,10 @@ struct EffectiveConfigurationTests {
         timeout = "45s"
         pass_env = ["DISPLAY"]
         max_attempts = 0
+        [events]
+        socket = "/run/uploadq/events.sock"
+        group = "adm"
+        reader_buffer = "64KiB"
         [destinations.photos]
         protocol = "tus"
         url = "https://tus.example.com/files/"

@@ -25,12 +25,40 @@ actor OutboxDispatcher {
         var consumer: OutboxConsumer
     }
 
+    /// Told each outcome once it is recorded (the event feed).
+    private let recorded: @Sendable (OutboxEntry, OutboxOutcome) -> Void
+
     /// A dispatcher for these consumers; an entry of a consumer not among them waits (a hook taken out of the
     /// config is not run, and stays visible as pending).
-    init(store: QueueStore, deliveries: [OutboxConsumer: any OutboxDelivery], logger: Logger) {
+    init(store: QueueStore, deliveries: [OutboxConsumer: any OutboxDelivery], logger: Logger,
+         recorded: @escaping @Sendable (OutboxEntry, OutboxOutcome) -> Void = { _, _ in }) {
         self.store = store
         self.deliveries = deliveries
         self.logger = logger
+        self.recorded = recorded
+    }
+
+    /// The feed's line for an outcome: `patch` or `hook`, with its state (`done`, `retry`, `failed`).
+    static func feedEvent(_ entry: OutboxEntry, _ outcome: OutboxOutcome) -> FeedEvent {
+        var fields: [String: FeedEvent.Value] = ["attempt": .integer(Int64(entry.attempts + 1))]
+        switch outcome {
+        case .done: fields["state"] = .string("done")
+        case .retry(let error, let at):
+            fields["state"] = .string("retry")
+            fields["error"] = .string(error)
+            fields["retry_at"] = .string(FeedEvent.timeText(at))
+        case .failed(let error):
+            fields["state"] = .string("failed")
+            fields["error"] = .string(error)
+        case .postpone: fields["state"] = .string("waiting")
+        }
+        switch entry.consumer {
+        case .patch:
+            return FeedEvent(.patch, job: entry.jobID, fields: fields)
+        case .hook(let event):
+            fields["hook"] = .string(event.key)
+            return FeedEvent(.hook, job: entry.jobID, fields: fields)
+        }
     }
 
     /// Delivers due entries until the task is cancelled.
@@ -81,6 +109,7 @@ actor OutboxDispatcher {
     }
 
     private func record(_ entry: OutboxEntry, _ outcome: OutboxOutcome) {
+        if case .postpone = outcome {} else { recorded(entry, outcome) }
         do {
             try store.finishOutbox(entry.jobID, entry.consumer, outcome: outcome)
         } catch {

@@ -137,12 +137,14 @@ extension QueueStore {
 
     /// Everything owed for a job, patch first.
     public func outboxEntries(_ id: JobID) throws -> [OutboxEntry] {
-        try writer.read { db in
-            try Row.fetchAll(db, sql: """
-                SELECT job_id, consumer, state, attempts, last_error, next_attempt_at FROM outbox WHERE job_id = ?
-                ORDER BY consumer = 'patch' DESC, consumer
-                """, arguments: [id.rawValue]).compactMap(Self.entry)
-        }
+        try writer.read { db in try outboxEntries(id, in: db) }
+    }
+
+    func outboxEntries(_ id: JobID, in db: Database) throws -> [OutboxEntry] {
+        try Row.fetchAll(db, sql: """
+            SELECT job_id, consumer, state, attempts, last_error, next_attempt_at FROM outbox WHERE job_id = ?
+            ORDER BY consumer = 'patch' DESC, consumer
+            """, arguments: [id.rawValue]).compactMap(Self.entry)
     }
 
     /// Entries per consumer and state, for `status`.

@@ -35,6 +35,8 @@ public struct Configuration: Sendable, Equatable {
     public var schedule = Schedule()
     /// `[hooks]`: programs run when a job is uploaded or fails for good.
     public var hooks = HookSettings()
+    /// `[events]`: the daemon's event stream for other processes.
+    public var events = EventSettings()
 
     /// `[schedule]`: upload windows in local time, and the priority that ignores them.
     public struct Schedule: Sendable, Equatable {
@@ -168,6 +170,10 @@ public struct Configuration: Sendable, Equatable {
     public var lockPath: String { (stateDirectory as NSString).appendingPathComponent("daemon.lock") }
     /// Where the CLI pokes a running daemon.
     public var wakeSocketPath: String { (stateDirectory as NSString).appendingPathComponent("daemon.sock") }
+    /// Where a running daemon serves its event stream (`[events] socket`).
+    public var eventSocketPath: String {
+        events.socket ?? (stateDirectory as NSString).appendingPathComponent("events.sock")
+    }
     /// Files of cancelled jobs, kept rather than deleted.
     public var cancelledDirectory: String { (stateDirectory as NSString).appendingPathComponent("cancelled") }
 }

@@ -256,6 +256,25 @@ public enum ConfigurationLoader {
             hooks.maximumAttempts = Int(try table.integer("max_attempts", range: 0...1_000_000) ?? Int64(hooks.maximumAttempts))
             try table.rejectUnknownKeys()
         }
+        var events = EventSettings()
+        if var table = try root.table("events") {
+            if let path = try table.string("socket") {
+                let absolute = absolutePath(path, base: baseDirectory)
+                guard absolute.utf8.count < 108 else {
+                    throw table.error("socket", "\(absolute) is longer than a Unix socket's path may be (107 bytes)")
+                }
+                events.socket = absolute
+            }
+            if let group = try table.string("group") {
+                guard !group.isEmpty, !group.contains(where: { $0 == ":" || $0.isWhitespace }) else {
+                    throw table.error("group", "\"\(group)\" is not a group name")
+                }
+                events.group = group
+            }
+            events.readerBuffer = try table.byteCount("reader_buffer", minimum: 4096) ?? events.readerBuffer
+            try table.rejectUnknownKeys()
+        }
+        events.socket = events.socket ?? (stateDirectory as NSString).appendingPathComponent("events.sock")
         var retention = RetentionPolicy()
         if var table = try root.table("retention") {
             retention = try RetentionPolicy.load(&table, baseDirectory: baseDirectory)
@@ -272,6 +291,7 @@ public enum ConfigurationLoader {
         configuration.power = power
         configuration.schedule = schedule
         configuration.hooks = hooks
+        configuration.events = events
         return configuration
     }
 

@@ -133,6 +133,11 @@ private struct Builder {
         root.set("metrics", .table(metrics(configuration.metrics)))
         root.set("retention", .table(retention(configuration.retention)))
         root.set("hooks", .table(hooks(configuration.hooks)))
+        var events = Table()
+        events.set("socket", .string(configuration.eventSocketPath))
+        events.set("group", configuration.events.group.map(Value.string))
+        events.set("reader_buffer", Self.size(configuration.events.readerBuffer))
+        root.set("events", .table(events))
         var destinations = Table()
         for name in configuration.destinations.keys.sorted() {
             guard let destination = configuration.destinations[name] else { continue }

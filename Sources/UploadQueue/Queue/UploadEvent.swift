@@ -26,6 +26,18 @@ public struct UploadEvents: AsyncSequence, Sendable {
 final class EventHub: Sendable {
     private let subscribers = Mutex<[Int: AsyncStream<UploadEvent>.Continuation]>([:])
     private let nextID = Atomic<Int>(0)
+    /// Where lines for the daemon's event feed go that are no `UploadEvent` (link changes), while one runs.
+    private let feed = Mutex<(@Sendable (FeedEvent) -> Void)?>(nil)
+
+    /// Sends `notice`s to `publish` from now on (nil: nowhere).
+    func attachFeed(_ publish: (@Sendable (FeedEvent) -> Void)?) {
+        feed.withLock { $0 = publish }
+    }
+
+    /// A line for the event feed, if one is attached.
+    func notice(_ event: FeedEvent) {
+        feed.withLock { $0 }?(event)
+    }
 
     func subscribe() -> AsyncStream<UploadEvent> {
         let id = nextID.add(1, ordering: .relaxed).newValue

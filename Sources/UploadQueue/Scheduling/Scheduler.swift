@@ -388,6 +388,10 @@ actor Scheduler {
             switch action {
             case .linkChanged(let name, let status, let first):
                 linkChanged = true
+                var fields: [String: FeedEvent.Value] = ["destination": .string(name), "class": .string(status.linkClass.rawValue),
+                                                         "source": .string(status.source.rawValue)]
+                if let interface = status.interface { fields["interface"] = .string(interface) }
+                events.notice(FeedEvent(.link, fields: fields))
                 if !first || status.linkClass != .unmetered {
                     logger.notice("""
                         link to destination "\(name)": \(status.linkClass.rawValue) (\(status.source.rawValue)\

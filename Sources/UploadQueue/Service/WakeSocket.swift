@@ -3,25 +3,25 @@ import Foundation
 
 /// A Unix datagram socket in the state directory through which the CLI wakes a running daemon.
 ///
-/// The message carries no data that matters: any datagram means "look at the database now". Sending never
-/// blocks and never fails loudly; the daemon also polls, so a lost poke costs seconds, not work.
+/// Any datagram means "look at the database now"; one may also name the jobs its sender just enqueued
+/// (`enqueued ID ID…`), for the event feed. Sending never blocks and never fails loudly; the daemon also polls, so a
+/// lost poke costs seconds, not work (and a lost name, one `enqueued` line of `uploadq events`).
 final class WakeSocket: Sendable {
     /// Dispatch sources are thread-safe; Swift does not know it.
     nonisolated(unsafe) private let source: DispatchSourceRead
     private let path: String
 
-    /// Binds the socket (replacing a stale one; the caller holds the daemon lock) and calls `onWake` per datagram.
-    init(path: String, onWake: @escaping @Sendable () -> Void) throws(UploadQueueError) {
+    /// Binds the socket (replacing a stale one; the caller holds the daemon lock) and calls `onWake` per batch of
+    /// datagrams, with the job ids they named.
+    init(path: String, onWake: @escaping @Sendable ([JobID]) -> Void) throws(UploadQueueError) {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw .system("socket", path: path) }
         unlink(path)
-        guard var address = Self.address(path) else {
+        guard let address = UnixSocketAddress.make(path) else {
             close(descriptor)
             throw UploadQueueError(.io, "the state directory path is too long for a Unix socket (max 107 bytes)", path: path)
         }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
+        let bound = UnixSocketAddress.with(address) { bind(descriptor, $0, $1) }
         guard bound == 0 else {
             let error = UploadQueueError.system("bind", path: path)
             close(descriptor)
@@ -30,9 +30,14 @@ final class WakeSocket: Sendable {
         self.path = path
         source = DispatchSource.makeReadSource(fileDescriptor: descriptor, queue: DispatchQueue(label: "uploadq.wake"))
         source.setEventHandler {
-            var buffer = [UInt8](repeating: 0, count: 64)
-            while recv(descriptor, &buffer, buffer.count, 0) >= 0 {}
-            onWake()
+            var buffer = [UInt8](repeating: 0, count: Self.maximumMessage)
+            var named: [JobID] = []
+            while true {
+                let count = recv(descriptor, &buffer, buffer.count, 0)
+                guard count >= 0 else { break }
+                named += Self.enqueuedIDs(in: buffer[0..<count])
+            }
+            onWake(named)
         }
         source.setCancelHandler { close(descriptor) }
         source.resume()
@@ -43,27 +48,30 @@ final class WakeSocket: Sendable {
         unlink(path)
     }
 
-    /// Sends a wake-up to whoever listens at `path`; silently does nothing when no daemon runs.
-    static func poke(path: String) {
+    /// The longest datagram read or sent: about 1,700 job ids.
+    static let maximumMessage = 64 << 10
+
+    /// Sends a wake-up to whoever listens at `path`, naming the jobs just `enqueued` (in datagrams of at most
+    /// `maximumMessage` bytes); silently does nothing when no daemon runs.
+    static func poke(path: String, enqueued: [JobID] = []) {
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0, var address = address(path) else { return }
+        guard descriptor >= 0, let address = UnixSocketAddress.make(path) else { return }
         defer { close(descriptor) }
-        var byte: UInt8 = 1
-        _ = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                sendto(descriptor, &byte, 1, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
+        let perMessage = (maximumMessage - 16) / 37
+        var batches = stride(from: 0, to: enqueued.count, by: perMessage).map {
+            "enqueued " + enqueued[$0..<min(enqueued.count, $0 + perMessage)].map(\.rawValue).joined(separator: " ")
+        }
+        if batches.isEmpty { batches = ["wake"] }
+        for message in batches {
+            let bytes = Array(message.utf8)
+            _ = UnixSocketAddress.with(address) { sendto(descriptor, bytes, bytes.count, Int32(MSG_DONTWAIT), $0, $1) }
         }
     }
 
-    private static func address(_ path: String) -> sockaddr_un? {
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        let bytes = Array(path.utf8)
-        guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else { return nil }
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            raw.copyBytes(from: bytes)
-        }
-        return address
+    /// The job ids an `enqueued ID ID…` datagram names; none for any other.
+    static func enqueuedIDs(in message: ArraySlice<UInt8>) -> [JobID] {
+        let text = String(decoding: message, as: UTF8.self)
+        guard text.hasPrefix("enqueued ") else { return [] }
+        return text.dropFirst("enqueued ".count).split(separator: " ").compactMap { JobID(String($0)) }
     }
 }

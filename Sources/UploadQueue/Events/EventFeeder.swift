@@ -1,0 +1,92 @@
+import Foundation
+
+/// Turns what the running queue does into `EventFeed` lines: its `UploadEvent`s, with what a reader wants to know
+/// read from the job (where it went, why it failed), progress at most once a second per job, and the jobs other
+/// processes enqueued (named in their wake-up).
+actor EventFeeder {
+    private let feed: EventFeed
+    private let store: QueueStore
+    private var throttle = ProgressThrottle()
+
+    init(feed: EventFeed, store: QueueStore) {
+        self.feed = feed
+        self.store = store
+    }
+
+    /// Publishes a line for each event until the stream ends.
+    func run(_ events: AsyncStream<UploadEvent>) async {
+        for await event in events { publish(event) }
+    }
+
+    /// Announces jobs another process enqueued (the ids its wake-up named); those gone already are skipped. Called
+    /// before the scheduler is woken for them, so their `enqueued` line comes before their `started`.
+    nonisolated func announce(_ ids: [JobID]) {
+        for id in ids { enqueued(id) }
+    }
+
+    private func publish(_ event: UploadEvent) {
+        switch event {
+        case .enqueued(let id):
+            enqueued(id)
+        case .stateChanged(let id, .uploading):
+            guard let job = try? store.job(id, holdsInForce: false) else { return }
+            feed.publish(FeedEvent(.started, job: id, fields: [
+                "destination": .string(job.destination), "attempt": .integer(Int64(job.attempts)),
+                "offset": .integer(job.bytesConfirmed),
+            ]))
+        case .stateChanged(let id, .uploaded):
+            throttle.ended(id)
+            guard let job = try? store.job(id, holdsInForce: false) else { return }
+            feed.publish(FeedEvent(.uploaded, job: id, fields: [
+                "destination": .string(job.destination), "size": .integer(job.size),
+                "remote_url": job.remoteURL.map { .string(URLRedaction.redact($0)) } ?? .null,
+            ]))
+        case .stateChanged(let id, .failed):
+            throttle.ended(id)
+            guard let job = try? store.job(id, holdsInForce: false) else { return }
+            feed.publish(FeedEvent(.failed, job: id, fields: [
+                "destination": .string(job.destination), "error": job.lastError.map(FeedEvent.Value.string) ?? .null,
+                "permanent": .boolean(job.permanent),
+                "retry_at": job.permanent ? .null : job.nextAttemptAt.map { .string(FeedEvent.timeText($0)) } ?? .null,
+            ]))
+        case .stateChanged(let id, .pending):
+            // Back to waiting (an interrupted transfer): its progress line may come again at once.
+            throttle.ended(id)
+        case .progress(let id, let confirmed, let sent, let size):
+            guard throttle.admits(id, done: confirmed >= size, at: .now) else { return }
+            feed.publish(FeedEvent(.progress, job: id, fields: [
+                "confirmed": .integer(confirmed), "sent": .integer(sent), "size": .integer(size),
+            ]))
+        case .cancelled(let id):
+            throttle.ended(id)
+            feed.publish(FeedEvent(.cancelled, job: id))
+        }
+    }
+
+    private nonisolated func enqueued(_ id: JobID) {
+        guard let job = try? store.job(id, holdsInForce: false) else { return }
+        feed.publish(FeedEvent(.enqueued, job: id, time: job.createdAt, fields: [
+            "name": .string(job.originalName), "destination": .string(job.destination), "size": .integer(job.size),
+        ]))
+    }
+}
+
+/// At most one progress line per job per second (and always the last, at 100 %): the decision alone, tested
+/// without a clock.
+struct ProgressThrottle: Sendable {
+    /// When each running job's last line went out; a job leaves when it ends, so this holds what is in flight.
+    private(set) var lastSent: [JobID: ContinuousClock.Instant] = [:]
+    var interval: Duration = .seconds(1)
+
+    /// Whether a progress line for `id` goes out now (and, if so, notes it).
+    mutating func admits(_ id: JobID, done: Bool, at now: ContinuousClock.Instant) -> Bool {
+        if !done, let last = lastSent[id], now - last < interval { return false }
+        lastSent[id] = now
+        return true
+    }
+
+    /// The job stopped moving: forget it.
+    mutating func ended(_ id: JobID) {
+        lastSent[id] = nil
+    }
+}

@@ -1,0 +1,79 @@
+import Foundation
+
+/// One line of `uploadq events`: something that happened to a job (or to the link), when, with what matters.
+///
+/// Written as one JSON object per line: `type`, `time`, `seq` (live lines: the daemon's running count, so a
+/// reader sees order and gaps), `job`, then the type's own fields in name order. URLs are redacted as everywhere
+/// the CLI shows them.
+public struct FeedEvent: Sendable, Equatable {
+    /// What happened.
+    public enum Kind: String, Sendable, Equatable, CaseIterable {
+        /// A file became a job (`name`, `destination`, `size`).
+        case enqueued
+        /// A transfer began (`destination`, `attempt`, `offset`).
+        case started
+        /// Bytes moved, at most once a second per job (`confirmed`, `sent`, `size`).
+        case progress
+        /// The job is uploaded (`destination`, `remote_url`, `size`).
+        case uploaded
+        /// A transfer failed (`error`, `permanent`, and `retry_at` when it is tried again).
+        case failed
+        /// The job was cancelled.
+        case cancelled
+        /// Its metadata patch was delivered, failed for good, or will be tried again (`state`, `error`).
+        case patch
+        /// A hook ran (`hook`, `state`, `attempt`, `error`).
+        case hook
+        /// A destination's link class changed (`destination`, `class`, `source`, `interface`).
+        case link
+        /// The first line a follower gets: it is attached (`seq` is where it starts).
+        case following
+        /// The last line a reader gets when it fell too far behind (`lost`: lines it will not get).
+        case dropped
+    }
+
+    /// A field's value.
+    public enum Value: Sendable, Equatable {
+        case string(String)
+        case integer(Int64)
+        case boolean(Bool)
+        case null
+    }
+
+    public var kind: Kind
+    public var time: Date
+    public var job: JobID?
+    public var fields: [String: Value]
+    /// The daemon's count for a live line; nil for a replayed one.
+    public var sequence: Int64?
+
+    public init(_ kind: Kind, job: JobID? = nil, time: Date = Date(), fields: [String: Value] = [:]) {
+        self.kind = kind
+        self.job = job
+        self.time = time
+        self.fields = fields
+    }
+
+    /// The JSON line, without its newline; every string escaped so that no name can break or forge a line.
+    public var jsonLine: String {
+        var out = "{\"type\":\(SafeText.jsonString(kind.rawValue)),\"time\":\(SafeText.jsonString(Self.timeText(time)))"
+        if let sequence { out += ",\"seq\":\(sequence)" }
+        if let job { out += ",\"job\":\(SafeText.jsonString(job.rawValue))" }
+        for (name, value) in fields.sorted(by: { $0.key < $1.key }) {
+            out += ",\(SafeText.jsonString(name)):"
+            switch value {
+            case .string(let text): out += SafeText.jsonString(text)
+            case .integer(let number): out += "\(number)"
+            case .boolean(let flag): out += flag ? "true" : "false"
+            case .null: out += "null"
+            }
+        }
+        return out + "}"
+    }
+
+    /// RFC 3339 with milliseconds in UTC: events of one second keep their order when sorted by time.
+    static func timeText(_ date: Date) -> String {
+        let text = StoredDate.text(date)  // yyyy-MM-dd HH:mm:ss.SSS, UTC
+        return text.replacingOccurrences(of: " ", with: "T") + "Z"
+    }
+}
