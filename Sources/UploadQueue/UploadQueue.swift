@@ -179,6 +179,14 @@ public actor UploadQueue {
         wakeRunner()
     }
 
+    /// Runs a job's failed patch and hooks again (due now), whatever the job's state; whether it had any.
+    @discardableResult
+    public func retryOutbox(_ id: JobID) throws -> Bool {
+        let changed = try store.retryOutbox(id)
+        if changed { wakeRunner() }
+        return changed
+    }
+
     /// Makes these failed jobs pending now; for an uploaded job whose patch failed, sends the patch again.
     @discardableResult
     public func retry(_ ids: [JobID]) throws -> [JobID] {
@@ -335,6 +343,11 @@ public actor UploadQueue {
         }
         let feeder = feed.map { EventFeeder(feed: $0, store: store) }
         if let feed { hub.attachFeed { event in feed.publish(event) } }
+        // However this run ends, its readers see the stream close and the socket goes.
+        defer {
+            hub.attachFeed(nil)
+            feed?.stop()
+        }
         let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger) { [feed] entry, outcome in
             feed?.publish(OutboxDispatcher.feedEvent(entry, outcome))
         }
@@ -343,7 +356,7 @@ public actor UploadQueue {
         let wakeSocket: WakeSocket?
         do {
             wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, feeder] named in
-                feeder?.announce(named)
+                if let feeder, !named.isEmpty { Task { await feeder.announce(named) } }
                 wake.signal()
                 patches.wake.signal()
             }
@@ -397,8 +410,6 @@ public actor UploadQueue {
         metricsWriter?.cancel()
         feedRunner?.cancel()
         await patchRunner.value
-        hub.attachFeed(nil)
-        feed?.stop()
         await metricsWriter?.value
         // The last write, with the running monitor still there (no DNS or D-Bus while stopping).
         if let path = configuration.metrics.textfile { writeMetrics(to: path, stopped: true) }

@@ -38,12 +38,16 @@ struct EventsCommand: AsyncParsableCommand {
             }
         }
         let stream = client?.lines()
+        let attachedAt = Date()
+        // What the replay printed of the moments since attaching: the live stream may bring it again.
         var replayed: Set<String> = []
         let newest = after == nil ? (lines ?? (follow ? 0 : 10)) : nil
         if newest != 0 {
             let queue = try options.openQueue()
             try queue.store.replayEvents(after: after, newest: newest) { event in
-                if let job = event.job { replayed.insert("\(event.kind.rawValue) \(job.rawValue)") }
+                if follow, let job = event.job, event.time >= attachedAt.addingTimeInterval(-2) {
+                    replayed.insert("\(event.kind.rawValue) \(job.rawValue)")
+                }
                 try emit(event.jsonLine)
             }
         }

@@ -195,7 +195,8 @@ struct CLITests {
         let zsh = try String(contentsOfFile: prefix + "/share/zsh/site-functions/_uploadq", encoding: .utf8)
         let fish = try String(contentsOfFile: prefix + "/share/fish/vendor_completions.d/uploadq.fish", encoding: .utf8)
         #expect(manual.contains(".Dt UPLOADQ 1"))
-        for command in ["daemon", "enqueue", "status", "list", "show", "retry", "cancel", "link", "watch"] {
+        for command in ["daemon", "enqueue", "status", "list", "show", "retry", "cancel", "link", "watch", "prune",
+                        "events", "config", "doctor"] {
             #expect(manual.contains(".It Em \(command)"), "man page lacks \(command)")
             #expect(bash.contains(command) && zsh.contains(command) && fish.contains(command), "\(command)")
         }

@@ -94,12 +94,21 @@ struct DebianPackageTests {
         let delivered = (facts["delivered"] ?? "").split(separator: " ")
         #expect(delivered.count == 3 && delivered[0] == delivered[2], "the dropped file: \(facts["delivered"] ?? "")")
         #expect(facts["spool"] == "0")
+        #expect(facts["upgraded:config"] == "640 root uploadq", "the upgrade opened the config up")
+        #expect(facts["upgraded:enabled"] == "/lib/systemd/system/uploadq.service")
         #expect(facts["removed:binary"] == "gone")
         #expect(facts["removed:queue"] == "kept")
         #expect(facts["removed:config"] == "kept")
-        #expect(facts["purged:queue"] == "gone")
+        // Purge never deletes a file the queue has not delivered: it keeps the queue with it, and says so.
+        #expect(facts["purged-pending:queue"] == "kept")
+        #expect(facts["purged-pending:blobs"] == "1")
+        #expect(facts["purged-pending:said"] == "1")
         #expect(facts["purged:config"] == "gone")
-        #expect(facts["purged:uploaded"] == "1", "purge deleted an uploaded file")
         #expect(facts["purged:enabled"] == "no")
+        // Installed again, the kept queue is finished; the next purge deletes it, and keeps the uploaded files.
+        #expect(facts["reinstalled:daemon"] == "ok", "\(facts["reinstalled:daemon"] ?? "")")
+        #expect(facts["reinstalled:delivered"] == "1")
+        #expect(facts["purged:queue"] == "gone")
+        #expect(facts["purged:uploaded"] == "2", "purge deleted an uploaded file")
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Logging
 @testable import UploadQueue
 
 /// `uploadq events`: a second process follows the daemon's event stream through its socket, a reader that stops
@@ -119,7 +120,7 @@ struct EventTests {
             #expect(done, "daemon log:\n\(daemon.log.suffix(2000))")
             return ContinuousClock.now - start
         }
-        let baseline = try await batch(0, count: 500)
+        let baseline = try await batch(0, count: 300)
 
         // A reader that connects and never reads, with a small receive buffer.
         let reader = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
@@ -128,8 +129,8 @@ struct EventTests {
         setsockopt(reader, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
         let address = try #require(UnixSocketAddress.make(sandbox.state + "/events.sock"))
         #expect(UnixSocketAddress.with(address) { connect(reader, $0, $1) } == 0)
-        let stalled = try await batch(1, count: 500)
-        print("500 uploads: \(baseline) without a reader, \(stalled) with one that does not read")
+        let stalled = try await batch(1, count: 300)
+        print("300 uploads: \(baseline) without a reader, \(stalled) with one that does not read")
         #expect(stalled < baseline * 2 + .seconds(3), "a stalled reader slowed the uploads: \(baseline) → \(stalled)")
         let dropped = await eventually(timeout: .seconds(10)) { daemon.log.contains("and was dropped") }
         #expect(dropped, "daemon log:\n\(daemon.log.suffix(2000))")
@@ -150,6 +151,39 @@ struct EventTests {
         #expect(objects.last?["type"] as? String == "dropped", "\(lines.suffix(2))")
         #expect((objects.last?["lost"] as? Int ?? 0) > 0)
         #expect(daemon.terminate() < .seconds(5))
+    }
+
+    @Test("the feed serves at most 64 readers, turns more away, and after stop() closes them; a late publish is harmless")
+    func feedLimits() async throws {
+        let sandbox = try Sandbox()
+        let path = sandbox.root + "/events.sock"
+        let feed = try EventFeed(path: path, group: nil, readerBuffer: 64 << 10, logger: .init(label: "test"))
+        var mode = stat()
+        #expect(stat(path, &mode) == 0 && mode.st_mode & 0o777 == 0o600)
+        var clients: [EventFeedClient] = []
+        var iterators: [EventLines.AsyncIterator] = []
+        for _ in 0..<(EventFeed.maximumReaders + 6) {
+            let client = try EventFeedClient(path: path)
+            clients.append(client)
+            iterators.append(client.lines().makeAsyncIterator())
+        }
+        var served = 0
+        var turnedAway = 0
+        for index in iterators.indices {
+            if let line = await iterators[index].next() {
+                #expect(line.contains("\"following\""))
+                served += 1
+            } else {
+                turnedAway += 1
+            }
+        }
+        #expect(served == EventFeed.maximumReaders && turnedAway == 6)
+        feed.publish(FeedEvent(.link, fields: ["class": .string("metered")]))
+        #expect(await iterators[0].next()?.contains("\"seq\":1") == true)
+        feed.stop()
+        #expect(await iterators[0].next() == nil, "the stream did not end at stop()")
+        feed.publish(FeedEvent(.link))  // after stop: nothing written anywhere
+        #expect(!FileManager.default.fileExists(atPath: path))
     }
 
     @Test("--follow without a daemon exits 4; the throttle lets one progress line a second through, and the last")

@@ -213,8 +213,8 @@ struct HookTests {
         #expect(try store.job(localID)?.state == .uploaded)
         let shown = try BinaryRunner.run(["show", localID.rawValue, "--config", sandbox.configPath])
         #expect(shown.stdout.contains("hook:         on_uploaded failed, 2 attempt(s)"), "\(shown.stdout)")
-        // `uploadq retry` runs it again.
-        let retried = try BinaryRunner.run(["retry", localID.rawValue, "--config", sandbox.configPath])
+        // `uploadq retry --hooks` runs it again.
+        let retried = try BinaryRunner.run(["retry", "--hooks", localID.rawValue, "--config", sandbox.configPath])
         #expect(retried.status == 0, "\(retried.stderr)")
         let again = try await eventually(timeout: .seconds(20)) {
             let entry = try hookEntries(store, localID).first
@@ -262,6 +262,54 @@ struct HookTests {
         _ = try store.apply(.failPermanent(error: "gone"), to: ids[2])
         #expect(try store.outboxEntries(ids[2]).map(\.consumer) == [.hook(.failed)])
         #expect(try store.outboxEntries(ids[2]).first?.state == .pending)
+    }
+
+    @Test("a hook taken out of the config holds up no other entry; a job failing for good again owes on_failed again")
+    func outboxRules() throws {
+        let sandbox = try Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        var hooks = HookSettings()
+        hooks.onFailed = ["/bin/true"]
+        hooks.onUploaded = ["/bin/true"]
+        try store.setHookConsumers(hooks)
+        let base = Date(timeIntervalSince1970: 1_800_000_000)
+        let ids = (0..<6).map { JobID.generate(at: base.addingTimeInterval(Double($0))) }
+        try store.writer.write { db in
+            for (index, id) in ids.enumerated() {
+                try db.execute(sql: """
+                    INSERT INTO job (id, state, permanent, file, source_path, original_name, mode, size, sha256,
+                    content_type, mtime_ns, inode, device, destination, meta, intake_complete, patch_state,
+                    created_at, updated_at)
+                    VALUES (?, 'pending', 0, '/tmp/f', '/tmp/f', 'f.jpg', 'copy', 10, 'sha', 'image/jpeg', 0, 1, 1,
+                    'default', '{}', 1, 'none', ?, ?)
+                    """, arguments: [id.rawValue, base.addingTimeInterval(Double(index)), base.addingTimeInterval(Double(index))])
+            }
+        }
+        // Five on_failed runs owed first, then one on_uploaded run.
+        for id in ids.prefix(5) { _ = try store.apply(.failPermanent(error: "gone"), to: id, now: base.addingTimeInterval(10)) }
+        _ = try store.apply(.claim, to: ids[5], now: base.addingTimeInterval(20))
+        _ = try store.apply(.succeed, to: ids[5], now: base.addingTimeInterval(20))
+        // A daemon whose config has only on_uploaded takes that one, not the older on_failed ones.
+        let due = try store.dueOutbox(of: [.hook(.uploaded)], now: base.addingTimeInterval(30), limit: 4)
+        #expect(due.map(\.entry.jobID) == [ids[5]])
+        #expect(try store.nextOutboxDue(of: [.hook(.uploaded)]) == base.addingTimeInterval(20))
+
+        // on_failed ran; the job is retried by hand and fails for good again: the hook is owed again.
+        try store.finishOutbox(ids[0], .hook(.failed), outcome: .done, now: base.addingTimeInterval(40))
+        #expect(try store.outboxEntries(ids[0]).first?.state == .done)
+        _ = try store.apply(.retryNow, to: ids[0], now: base.addingTimeInterval(50))
+        _ = try store.apply(.failPermanent(error: "gone again"), to: ids[0], now: base.addingTimeInterval(60))
+        let again = try #require(try store.outboxEntries(ids[0]).first)
+        #expect(again.state == .pending && again.attempts == 0, "\(again)")
+        // Retried by hand before that run: the job is not failed any more, and owes it no longer.
+        _ = try store.apply(.retryNow, to: ids[0], now: base.addingTimeInterval(70))
+        #expect(try store.outboxEntries(ids[0]).isEmpty)
+        // An on_failed run that failed for good is run again by `retry --hooks`, the job left as it is.
+        try store.finishOutbox(ids[1], .hook(.failed), outcome: .failed(error: "exit 1"), now: base.addingTimeInterval(80))
+        #expect(try store.retryOutbox(ids[1], now: base.addingTimeInterval(90)))
+        #expect(try store.outboxEntries(ids[1]).first?.state == .pending)
+        #expect(try store.job(ids[1])?.state == .failed)
     }
 
     @Test("[hooks] mistakes name their key: a program without a path, an empty command, a bad pass_env")

@@ -80,13 +80,36 @@ say delivered "$([ -n "$delivered" ] && sha256sum "$delivered" | cut -d' ' -f1 |
 say spool "$(find "$root/var/spool/uploadq" -mindepth 1 -maxdepth 1 ! -name .rejected | wc -l)"
 say jobs "$(in_root uploadq list --json --config /etc/uploadq/uploadq.toml 2>&1 | tr -d '\n' | head -c 4000 || true)"
 
+# An upgrade (the same package again): the conffile keeps its mode, the unit stays enabled, nothing starts.
+in_root dpkg -i /tmp/uploadq.deb > "$scratch/dpkg-upgrade.log" 2>&1 || { cat "$scratch/dpkg-upgrade.log" >&2; exit 1; }
+say upgraded:config "$(in_root stat -c '%a %U %G' /etc/uploadq/uploadq.toml)"
+say upgraded:enabled "$(readlink "$root/etc/systemd/system/multi-user.target.wants/uploadq.service" || echo no)"
+
+# A file the queue took but could not upload yet (no daemon runs): its copy waits in blobs/.
+head -c 5000 /dev/urandom > "$root/tmp/pending.jpg"
+chmod 0644 "$root/tmp/pending.jpg"
+in_root setpriv --reuid=uploadq --regid=uploadq --init-groups -- uploadq enqueue --config /etc/uploadq/uploadq.toml \
+    /tmp/pending.jpg > "$scratch/enqueue.log" 2>&1 || { cat "$scratch/enqueue.log" >&2; exit 1; }
+
 in_root dpkg -r uploadq > "$scratch/dpkg-remove.log" 2>&1 || { cat "$scratch/dpkg-remove.log" >&2; exit 1; }
 say removed:binary "$([ -e "$root/usr/bin/uploadq" ] && echo present || echo gone)"
 say removed:queue "$([ -e "$root/var/lib/uploadq/queue.sqlite" ] && echo kept || echo gone)"
 say removed:config "$([ -e "$root/etc/uploadq/uploadq.toml" ] && echo kept || echo gone)"
+# Purged while the queue still holds a file: the queue and the file stay, and it says so.
 in_root dpkg -P uploadq > "$scratch/dpkg-purge.log" 2>&1 || { cat "$scratch/dpkg-purge.log" >&2; exit 1; }
-say purged:queue "$([ -e "$root/var/lib/uploadq/queue.sqlite" ] && echo kept || echo gone)"
+say purged-pending:queue "$([ -e "$root/var/lib/uploadq/queue.sqlite" ] && echo kept || echo gone)"
+say purged-pending:blobs "$(find "$root/var/lib/uploadq/blobs" -type f 2>/dev/null | wc -l)"
+say purged-pending:said "$(grep -c 'the queue still holds files' "$scratch/dpkg-purge.log" || true)"
 say purged:config "$([ -e "$root/etc/uploadq/uploadq.toml" ] && echo kept || echo gone)"
-say purged:uploaded "$(find "$root/var/lib/uploadq/uploaded" -type f 2>/dev/null | wc -l)"
 say purged:enabled "$([ -e "$root/etc/systemd/system/multi-user.target.wants/uploadq.service" ] && echo yes || echo no)"
+
+# Installed again, the daemon finds the kept queue and delivers the waiting file; purged then, the queue goes.
+in_root dpkg -i /tmp/uploadq.deb > "$scratch/dpkg-reinstall.log" 2>&1 || { cat "$scratch/dpkg-reinstall.log" >&2; exit 1; }
+chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 setpriv --reuid=uploadq --regid=uploadq \
+    --groups=uploadq-drop -- uploadq daemon --config /etc/uploadq/uploadq.toml --exit-when-idle > "$scratch/daemon2.log" 2>&1 \
+    && say reinstalled:daemon ok || say reinstalled:daemon "failed: $(tail -3 "$scratch/daemon2.log" | tr '\n' ' ')"
+say reinstalled:delivered "$(find "$root/var/lib/uploadq/uploaded" -type f -name '*pending.jpg' | wc -l)"
+in_root dpkg -P uploadq > "$scratch/dpkg-purge2.log" 2>&1 || { cat "$scratch/dpkg-purge2.log" >&2; exit 1; }
+say purged:queue "$([ -e "$root/var/lib/uploadq/queue.sqlite" ] && echo kept || echo gone)"
+say purged:uploaded "$(find "$root/var/lib/uploadq/uploaded" -type f 2>/dev/null | wc -l)"
 INNER

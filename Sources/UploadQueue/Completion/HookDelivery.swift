@@ -6,7 +6,7 @@ import Logging
 ///
 /// Exit status 0 is done. Any other status, a run killed at its deadline, or a program that cannot start is a
 /// failed attempt, tried again on the `[retry]` schedule, and after `max_attempts` failed for good (visible in
-/// `show` and `status`; `uploadq retry ID` runs it again). The job's own state never changes.
+/// `show` and `status`; `uploadq retry --hooks ID` runs it again). The job's own state never changes.
 struct HookDelivery: OutboxDelivery {
     let event: HookEvent
     let command: [String]
@@ -52,7 +52,7 @@ struct HookDelivery: OutboxDelivery {
             logger.warning("\(failure)", metadata: metadata)
         }
         if settings.maximumAttempts > 0, attempt >= settings.maximumAttempts {
-            logger.error("hook \(event.key) failed for good after \(attempt) attempts; `uploadq retry \(job.id)` runs it again",
+            logger.error("hook \(event.key) failed for good after \(attempt) attempts; `uploadq retry --hooks \(job.id)` runs it again",
                          metadata: metadata)
             return .failed(error: failure)
         }
@@ -84,10 +84,20 @@ struct HookDelivery: OutboxDelivery {
         return fields
     }
 
-    /// `text` trimmed, with every word that is a URL redacted (a hook may print the presigned URL it was given).
+    /// The first 4 KiB of `text` as words on one line: every word that holds a URL redacted (a hook may print the
+    /// presigned URL it was given), and the word after `Bearer`, `Basic` or `token=`-like keys too.
     static func redacted(_ text: String) -> String {
-        text.prefix(4096).split(separator: " ", omittingEmptySubsequences: false).map { word in
-            word.contains("://") ? URLRedaction.redact(String(word)) : String(word)
-        }.joined(separator: " ").trimmingCharacters(in: .whitespacesAndNewlines)
+        var hideNext = false
+        return text.prefix(4096).split(whereSeparator: \.isWhitespace).map { word -> String in
+            defer { hideNext = ["bearer", "basic", "token", "token:", "password", "password:", "secret", "secret:"]
+                .contains(word.lowercased()) }
+            if hideNext { return "<redacted>" }
+            if word.contains("://") { return URLRedaction.redact(String(word)) }
+            if let equals = word.firstIndex(of: "="),
+               ["token", "password", "secret", "key", "signature"].contains(where: { word[..<equals].lowercased().hasSuffix($0) }) {
+                return String(word[...equals]) + "<redacted>"
+            }
+            return String(word)
+        }.joined(separator: " ")
     }
 }

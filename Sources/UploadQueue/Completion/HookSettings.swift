@@ -14,8 +14,8 @@ public struct HookSettings: Sendable, Equatable {
     public var timeout: Duration = .seconds(30)
     /// `pass_env`: the daemon's variables a hook also gets.
     public var passEnvironment: [String] = []
-    /// `max_attempts`: after this many failed runs a hook is failed for good (`uploadq retry ID` runs it again);
-    /// 0 tries for ever.
+    /// `max_attempts`: after this many failed runs a hook is failed for good (`uploadq retry --hooks ID` runs it
+    /// again); 0 tries for ever.
     public var maximumAttempts = 10
 
     /// No hooks.

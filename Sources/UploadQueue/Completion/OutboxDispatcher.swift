@@ -11,6 +11,7 @@ import Logging
 actor OutboxDispatcher {
     private let store: QueueStore
     private let deliveries: [OutboxConsumer: any OutboxDelivery]
+    private var consumers: Set<OutboxConsumer> { Set(deliveries.keys) }
     private let logger: Logger
     nonisolated let wake = WakeSignal()
     /// Entries delivered at once.
@@ -67,7 +68,7 @@ actor OutboxDispatcher {
             let pass = ContinuousClock.now
             do {
                 try recordUnrecorded()
-                let due = try store.dueOutbox(limit: parallel).filter { deliveries[$0.entry.consumer] != nil }
+                let due = try store.dueOutbox(of: consumers, limit: parallel)
                 if !due.isEmpty {
                     await deliver(due)
                     if unrecorded.isEmpty { continue }
@@ -78,7 +79,7 @@ actor OutboxDispatcher {
                     storeTrouble = nil
                     logger.notice("outbox: the queue can be written again")
                 }
-                let next = try store.nextOutboxDue().map { $0.timeIntervalSinceNow } ?? 5
+                let next = try store.nextOutboxDue(of: consumers).map { $0.timeIntervalSinceNow } ?? 5
                 await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.01), 5) * 1000)), spacedFrom: pass,
                                 by: .milliseconds(20))
             } catch {
@@ -91,7 +92,7 @@ actor OutboxDispatcher {
     /// Delivers every entry due now once (what a batch run does before it exits).
     func deliverDue() async {
         try? recordUnrecorded()
-        guard let due = try? store.dueOutbox(limit: 10_000).filter({ deliveries[$0.entry.consumer] != nil }) else { return }
+        guard let due = try? store.dueOutbox(of: consumers, limit: 10_000) else { return }
         for start in stride(from: 0, to: due.count, by: parallel) {
             await deliver(Array(due[start..<min(due.count, start + parallel)]))
         }

@@ -8,7 +8,9 @@ extension QueueDatabase {
     ///   and next attempt. The patch rows move over with their job's `patch_state`.
     /// - `outbox_consumer` names the hooks the running daemon's config has, by the event they follow. Two triggers
     ///   owe each of them a row in the very transaction that makes a job `uploaded`, or `failed` for good, whichever
-    ///   code path does it: a crash cannot lose a hook, and no path can forget one.
+    ///   code path does it: a crash cannot lose a hook, and no path can forget one. A job that fails for good again
+    ///   (after `uploadq retry`) owes its `on_failed` hook again; a job retried before that hook ran no longer owes
+    ///   it (it is not failed any more).
     static func migrateToOutbox(_ db: Database) throws {
         try db.execute(sql: """
             CREATE TABLE outbox (
@@ -40,9 +42,16 @@ extension QueueDatabase {
             CREATE TRIGGER outbox_owed_on_failure AFTER UPDATE OF state, permanent ON job
                 WHEN NEW.state = 'failed' AND NEW.permanent = 1 AND NOT (OLD.state = 'failed' AND OLD.permanent = 1)
             BEGIN
-                INSERT OR IGNORE INTO outbox (job_id, consumer, state, next_attempt_at, created_at, updated_at)
+                INSERT INTO outbox (job_id, consumer, state, next_attempt_at, created_at, updated_at)
                     SELECT NEW.id, name, 'pending', NEW.updated_at, NEW.updated_at, NEW.updated_at
-                    FROM outbox_consumer WHERE event = 'failed';
+                    FROM outbox_consumer WHERE event = 'failed'
+                ON CONFLICT (job_id, consumer) DO UPDATE SET state = 'pending', attempts = 0, last_error = NULL,
+                    next_attempt_at = excluded.next_attempt_at, updated_at = excluded.updated_at;
+            END;
+            CREATE TRIGGER outbox_failure_withdrawn AFTER UPDATE OF state ON job
+                WHEN OLD.state = 'failed' AND NEW.state != 'failed'
+            BEGIN
+                DELETE FROM outbox WHERE job_id = NEW.id AND consumer = 'hook:failed' AND state != 'done';
             END;
             """)
     }

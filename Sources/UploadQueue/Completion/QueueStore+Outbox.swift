@@ -84,13 +84,16 @@ extension QueueStore {
         }
     }
 
-    /// Pending entries that are due, oldest first, with their jobs.
-    func dueOutbox(now: Date = Date(), limit: Int) throws -> [(entry: OutboxEntry, job: Job)] {
+    /// Pending entries of `consumers` that are due, oldest first, with their jobs. (An entry of another consumer,
+    /// such as a hook taken out of the config, neither runs nor holds up the others.)
+    func dueOutbox(of consumers: Set<OutboxConsumer>, now: Date = Date(), limit: Int) throws -> [(entry: OutboxEntry, job: Job)] {
         try writer.read { db in
-            let rows = try Row.fetchAll(db.cachedStatement(sql: """
+            let names = consumers.map(\.description).sorted()
+            let list = Array(repeating: "?", count: names.count).joined(separator: ",")
+            let rows = try Row.fetchAll(db, sql: """
                 SELECT job_id, consumer, state, attempts, last_error, next_attempt_at FROM outbox INDEXED BY outbox_due
-                WHERE state = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?
-                """), arguments: [now, limit])
+                WHERE state = 'pending' AND next_attempt_at <= ? AND consumer IN (\(list)) ORDER BY next_attempt_at LIMIT ?
+                """, arguments: StatementArguments([now] as [any DatabaseValueConvertible] + names + [limit]))
             return try rows.compactMap { row -> (OutboxEntry, Job)? in
                 guard let entry = Self.entry(row), let job = try Job.fetchOne(db, key: entry.jobID.rawValue) else { return nil }
                 return (entry, job)
@@ -98,12 +101,14 @@ extension QueueStore {
         }
     }
 
-    /// When the next pending entry is due, if any.
-    func nextOutboxDue() throws -> Date? {
+    /// When the next pending entry of `consumers` is due, if any.
+    func nextOutboxDue(of consumers: Set<OutboxConsumer>) throws -> Date? {
         try writer.read { db in
-            try Date.fetchOne(db.cachedStatement(sql: """
-                SELECT MIN(next_attempt_at) FROM outbox INDEXED BY outbox_due WHERE state = 'pending'
-                """))
+            let names = consumers.map(\.description).sorted()
+            let list = Array(repeating: "?", count: names.count).joined(separator: ",")
+            return try Date.fetchOne(db, sql: """
+                SELECT MIN(next_attempt_at) FROM outbox INDEXED BY outbox_due WHERE state = 'pending' AND consumer IN (\(list))
+                """, arguments: StatementArguments(names))
         }
     }
 

@@ -22,8 +22,9 @@ public struct Doctor: Sendable {
         findings += database.findings
         findings += local.spool()
         findings += local.systemLimits()
-        findings += await Task.detached { local.link(override: database.linkOverride) }.value
-        findings += local.power()
+        // busctl (NetworkManager, UPower) and DNS block: on a thread of their own.
+        let override = database.linkOverride
+        findings += await BlockingWork.runResult { () throws(Never) in local.link(override: override) + local.power() }.get()
         findings += local.windows(now: now)
         let checkup = DestinationCheckup(configuration: configuration, timeout: networkTimeout)
         let names = configuration.destinations.keys.sorted()

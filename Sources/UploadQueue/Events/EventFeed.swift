@@ -35,31 +35,38 @@ final class EventFeed: Sendable {
         guard let address = UnixSocketAddress.make(path) else {
             throw UploadQueueError(.io, "the events socket path is too long for a Unix socket (max 107 bytes)", path: path)
         }
+        // A stale socket of an earlier run is replaced (the caller holds the daemon lock); anything else at the
+        // path is left alone.
+        var existing = stat()
+        if lstat(path, &existing) == 0 {
+            guard existing.st_mode & S_IFMT == S_IFSOCK else {
+                throw UploadQueueError(.io, "[events] socket: something other than a socket is there; move it away "
+                    + "or choose another path", path: path)
+            }
+            unlink(path)
+        }
         let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { throw .system("socket", path: path) }
-        unlink(path)
-        // Made 0600 first, so no other user can connect before the mode is set.
-        let previous = umask(0o177)
-        let bound = UnixSocketAddress.with(address) { bind(descriptor, $0, $1) }
-        umask(previous)
-        guard bound == 0, listen(descriptor, 16) == 0 else {
-            let error = UploadQueueError.system(bound == 0 ? "listen" : "bind", path: path)
+        // Nobody can connect before `listen`, and the mode is set before it.
+        func fail(_ error: UploadQueueError, bound: Bool) -> UploadQueueError {
             close(descriptor)
-            throw error
+            if bound { unlink(path) }
+            return error
+        }
+        guard UnixSocketAddress.with(address, { bind(descriptor, $0, $1) }) == 0 else {
+            throw fail(.system("bind", path: path), bound: false)
         }
         if let group {
             guard let entry = getgrnam(group) else {
-                close(descriptor)
-                unlink(path)
-                throw UploadQueueError(.io, "[events] group \"\(group)\" does not exist (getent group \(group))", path: path)
+                throw fail(UploadQueueError(.io, "[events] group \"\(group)\" does not exist (getent group \(group))",
+                                            path: path), bound: true)
             }
-            guard chown(path, uid_t.max, entry.pointee.gr_gid) == 0, chmod(path, 0o660) == 0 else {
-                let error = UploadQueueError.system("chown/chmod to group \(group)", path: path)
-                close(descriptor)
-                unlink(path)
-                throw error
+            guard chown(path, uid_t.max, entry.pointee.gr_gid) == 0 else {
+                throw fail(.system("chown to group \(group)", path: path), bound: true)
             }
         }
+        guard chmod(path, group == nil ? 0o600 : 0o660) == 0 else { throw fail(.system("chmod", path: path), bound: true) }
+        guard listen(descriptor, 16) == 0 else { throw fail(.system("listen", path: path), bound: true) }
         var pipeEnds: [Int32] = [-1, -1]
         guard pipe(&pipeEnds) == 0 else {
             close(descriptor)
@@ -77,29 +84,40 @@ final class EventFeed: Sendable {
         thread.start()
     }
 
-    /// Sends `event` to every reader connected now; returns at once.
+    /// Sends `event` to every reader connected now; returns at once. After `stop()` it does nothing.
     func publish(_ event: FeedEvent) {
-        inbox.withLock { inbox in
-            guard !inbox.stopping else { return }
+        let taken = inbox.withLock { inbox -> Bool in
+            guard !inbox.stopping else { return false }
             inbox.sequence += 1
             var numbered = event
             numbered.sequence = inbox.sequence
+            // The gap shows in `seq`.
             if inbox.lines.count >= Self.inboxLimit { inbox.lines.removeFirst(inbox.lines.count / 2) }
             inbox.lines.append(numbered.jsonLine + "\n")
+            return true
         }
-        poke()
+        if taken { poke() }
     }
 
-    /// Closes every reader and the socket; the thread ends.
+    /// Closes every reader and the socket; the thread ends. (The wake-up pipe stays open until the feed is gone,
+    /// so a late `publish` never writes to a descriptor that was closed and reused.)
     func stop() {
         inbox.withLock { $0.stopping = true }
         poke()
+    }
+
+    deinit {
+        close(wakeRead)
+        close(wakeWrite)
     }
 
     private func poke() {
         var byte: UInt8 = 1
         _ = write(wakeWrite, &byte, 1)  // a full pipe already wakes the thread
     }
+
+    /// Readers served at once; more are turned away (their connection closed at once).
+    static let maximumReaders = 64
 
     // MARK: The thread
 
@@ -115,14 +133,17 @@ final class EventFeed: Sendable {
 
     private func serve() {
         var readers: [Reader] = []
+        // While the process is out of descriptors, the listener is not watched (it would stay readable).
+        var listenerPausedUntil: ContinuousClock.Instant?
         while true {
-            var polled = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0),
+            let listening = listenerPausedUntil.map { ContinuousClock.now >= $0 } ?? true
+            var polled = [pollfd(fd: listening ? listener : -1, events: Int16(POLLIN), revents: 0),
                           pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)]
             for reader in readers {
                 polled.append(pollfd(fd: reader.descriptor,
                                      events: Int16(POLLIN) | (reader.pending.isEmpty ? 0 : Int16(POLLOUT)), revents: 0))
             }
-            let closing = readers.contains { $0.closingBy != nil }
+            let closing = readers.contains { $0.closingBy != nil } || !listening
             _ = poll(&polled, nfds_t(polled.count), closing ? 1000 : -1)
             if polled[1].revents != 0 {
                 var sink = [UInt8](repeating: 0, count: 256)
@@ -133,11 +154,10 @@ final class EventFeed: Sendable {
                 return (inbox.lines, inbox.sequence, inbox.stopping)
             }
             if stopping {
-                for reader in readers { close(reader.descriptor) }
+                // The path goes first: a reader that sees its stream end finds no socket to reconnect to.
                 close(listener)
-                close(wakeRead)
-                close(wakeWrite)
                 unlink(path)
+                for reader in readers { close(reader.descriptor) }
                 return
             }
             // Readers that hung up or failed.
@@ -155,10 +175,22 @@ final class EventFeed: Sendable {
                     queue(bytes, to: &readers[index])
                 }
             }
-            if polled[0].revents != 0 {
+            if listening, polled[0].revents != 0 {
+                let wasPaused = listenerPausedUntil != nil
+                listenerPausedUntil = nil
                 while true {
                     let descriptor = accept(listener, nil, nil)
-                    guard descriptor >= 0 else { break }
+                    guard descriptor >= 0 else {
+                        if errno == EMFILE || errno == ENFILE {
+                            listenerPausedUntil = .now + .seconds(1)
+                            if !wasPaused { logger.warning("events: out of file descriptors; new readers wait") }
+                        }
+                        break
+                    }
+                    guard readers.count < Self.maximumReaders else {
+                        close(descriptor)
+                        continue
+                    }
                     Self.makeNonBlocking(descriptor)
                     var reader = Reader(descriptor: descriptor)
                     reader.pending = Array((FeedEvent(.following, fields: ["from_seq": .integer(sequence + 1)]).jsonLine + "\n").utf8)

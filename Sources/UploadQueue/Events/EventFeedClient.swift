@@ -24,10 +24,14 @@ public final class EventFeedClient: Sendable {
         close(descriptor)
     }
 
-    /// The lines as they arrive, without their newlines; the stream ends when the daemon closes the connection.
+    /// The lines as they arrive, without their newlines; the sequence ends when the daemon closes the connection.
     /// Iterate it once.
-    public func lines() -> AsyncStream<String> {
+    ///
+    /// At most `EventLines.window` lines wait to be taken: past that the socket is not read, so a consumer that
+    /// cannot keep up is dropped by the daemon (with its `dropped` line) instead of growing this process.
+    public func lines() -> EventLines {
         let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
+        let slots = DispatchSemaphore(value: EventLines.window)
         let descriptor = self.descriptor
         // The thread holds the client (and so its descriptor) until the stream ends.
         let thread = Thread { [self] in
@@ -40,16 +44,46 @@ public final class EventFeedClient: Sendable {
                 guard count > 0 else { break }
                 pending += buffer[0..<count]
                 while let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
-                    continuation.yield(String(decoding: pending[..<end], as: UTF8.self))
+                    slots.wait()
+                    if case .terminated = continuation.yield(String(decoding: pending[..<end], as: UTF8.self)) {
+                        continuation.finish()
+                        return
+                    }
                     pending.removeFirst(end + 1)
                 }
             }
             continuation.finish()
         }
         thread.name = "uploadq-events-reader"
-        // A reader that stops iterating ends the read.
-        continuation.onTermination = { _ in _ = shutdown(descriptor, Int32(SHUT_RDWR)) }
+        // A consumer that stops iterating ends the read (and frees a reader waiting for a slot).
+        continuation.onTermination = { _ in
+            _ = shutdown(descriptor, Int32(SHUT_RDWR))
+            slots.signal()
+        }
         thread.start()
-        return stream
+        return EventLines(stream: stream, slots: slots)
+    }
+}
+
+/// The lines of an event stream, handed over as the consumer takes them (see `EventFeedClient.lines()`).
+public struct EventLines: AsyncSequence, Sendable {
+    /// How many lines may wait to be taken.
+    public static let window = 1024
+    let stream: AsyncStream<String>
+    let slots: DispatchSemaphore
+
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        var base: AsyncStream<String>.Iterator
+        let slots: DispatchSemaphore
+
+        public mutating func next() async -> String? {
+            let line = await base.next()
+            if line != nil { slots.signal() }
+            return line
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: stream.makeAsyncIterator(), slots: slots)
     }
 }

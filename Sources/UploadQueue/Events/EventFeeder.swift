@@ -7,6 +7,10 @@ actor EventFeeder {
     private let feed: EventFeed
     private let store: QueueStore
     private var throttle = ProgressThrottle()
+    /// The jobs enqueued while this feed runs whose `enqueued` line went out, until they end: a job may be claimed
+    /// before its enqueuer's event arrives, and its `enqueued` line must still come first, once.
+    private var announced: Set<JobID> = []
+    private let started = Date()
 
     init(feed: EventFeed, store: QueueStore) {
         self.feed = feed
@@ -18,9 +22,8 @@ actor EventFeeder {
         for await event in events { publish(event) }
     }
 
-    /// Announces jobs another process enqueued (the ids its wake-up named); those gone already are skipped. Called
-    /// before the scheduler is woken for them, so their `enqueued` line comes before their `started`.
-    nonisolated func announce(_ ids: [JobID]) {
+    /// Announces jobs another process enqueued (the ids its wake-up named); those gone already are skipped.
+    func announce(_ ids: [JobID]) {
         for id in ids { enqueued(id) }
     }
 
@@ -30,12 +33,15 @@ actor EventFeeder {
             enqueued(id)
         case .stateChanged(let id, .uploading):
             guard let job = try? store.job(id, holdsInForce: false) else { return }
+            // Claimed before its enqueuer's event came: announced now, so `enqueued` comes before `started`.
+            if job.createdAt >= started, !announced.contains(id) { enqueued(job) }
             feed.publish(FeedEvent(.started, job: id, fields: [
                 "destination": .string(job.destination), "attempt": .integer(Int64(job.attempts)),
                 "offset": .integer(job.bytesConfirmed),
             ]))
         case .stateChanged(let id, .uploaded):
             throttle.ended(id)
+            announced.remove(id)
             guard let job = try? store.job(id, holdsInForce: false) else { return }
             feed.publish(FeedEvent(.uploaded, job: id, fields: [
                 "destination": .string(job.destination), "size": .integer(job.size),
@@ -44,6 +50,7 @@ actor EventFeeder {
         case .stateChanged(let id, .failed):
             throttle.ended(id)
             guard let job = try? store.job(id, holdsInForce: false) else { return }
+            if job.permanent { announced.remove(id) }
             feed.publish(FeedEvent(.failed, job: id, fields: [
                 "destination": .string(job.destination), "error": job.lastError.map(FeedEvent.Value.string) ?? .null,
                 "permanent": .boolean(job.permanent),
@@ -59,13 +66,22 @@ actor EventFeeder {
             ]))
         case .cancelled(let id):
             throttle.ended(id)
+            announced.remove(id)
             feed.publish(FeedEvent(.cancelled, job: id))
         }
     }
 
-    private nonisolated func enqueued(_ id: JobID) {
-        guard let job = try? store.job(id, holdsInForce: false) else { return }
-        feed.publish(FeedEvent(.enqueued, job: id, time: job.createdAt, fields: [
+    private func enqueued(_ id: JobID) {
+        guard !announced.contains(id), let job = try? store.job(id, holdsInForce: false) else { return }
+        enqueued(job)
+    }
+
+    private func enqueued(_ job: Job) {
+        // A job already uploaded or failed for good by the time its event is read needs no entry in the set.
+        if job.state == .pending || job.state == .uploading || (job.state == .failed && !job.permanent) {
+            announced.insert(job.id)
+        }
+        feed.publish(FeedEvent(.enqueued, job: job.id, time: job.createdAt, fields: [
             "name": .string(job.originalName), "destination": .string(job.destination), "size": .integer(job.size),
         ]))
     }
