@@ -20,9 +20,9 @@ if [ "$#" -gt 0 ]; then
     contrib/test-servers/run.sh swift test --skip-build "$@"
 else
     # The suites that load the machine most (lintian and a package installed into a throwaway root; hundreds of
-    # uploads timed against a stalled event reader) run on their own after the others, so that neither skews the
-    # timing of the other.
-    heavy="DebianPackageTests|EventTests"
+    # uploads timed against a stalled event reader; daemons running hooks that hang or flood; the doctor's probes)
+    # run on their own after the others, so that neither skews the timing of the other.
+    heavy="DebianPackageTests|EventTests|HookTests|DoctorTests"
     contrib/test-servers/run.sh swift test --skip-build --skip "$heavy"
     contrib/test-servers/run.sh swift test --skip-build --filter "$heavy"
 fi

@@ -12,6 +12,12 @@ extension QueueDatabase {
     ///   (after `uploadq retry`) owes its `on_failed` hook again; a job retried before that hook ran no longer owes
     ///   it (it is not failed any more).
     static func migrateToOutbox(_ db: Database) throws {
+        // The states are the enums' names, written into the SQL (a partial index needs them as literals).
+        let (pending, done) = (OutboxState.pending.rawValue, OutboxState.done.rawValue)
+        let (uploaded, failedJob) = (JobState.uploaded.rawValue, JobState.failed.rawValue)
+        let patch = OutboxConsumer.patch.description
+        let (onUploaded, onFailed) = (HookEvent.uploaded.rawValue, HookEvent.failed.rawValue)
+        let failedHook = OutboxConsumer.hook(.failed).description
         try db.execute(sql: """
             CREATE TABLE outbox (
                 job_id TEXT NOT NULL REFERENCES job(id) ON DELETE CASCADE,
@@ -24,34 +30,34 @@ extension QueueDatabase {
                 updated_at DATETIME NOT NULL,
                 PRIMARY KEY (job_id, consumer)
             ) WITHOUT ROWID;
-            CREATE INDEX outbox_due ON outbox(next_attempt_at) WHERE state = 'pending';
+            CREATE INDEX outbox_due ON outbox(next_attempt_at) WHERE state = '\(pending)';
             CREATE INDEX outbox_summary ON outbox(consumer, state);
             INSERT INTO outbox (job_id, consumer, state, attempts, last_error, next_attempt_at, created_at, updated_at)
-                SELECT o.job_id, 'patch', CASE j.patch_state WHEN 'none' THEN 'done' ELSE j.patch_state END,
+                SELECT o.job_id, '\(patch)', CASE j.patch_state WHEN '\(PatchState.none.rawValue)' THEN '\(done)' ELSE j.patch_state END,
                        o.attempts, o.last_error, o.next_attempt_at, o.created_at, o.updated_at
                 FROM patch_outbox o JOIN job j ON j.id = o.job_id;
             DROP TABLE patch_outbox;
             CREATE TABLE outbox_consumer (name TEXT PRIMARY KEY, event TEXT NOT NULL) WITHOUT ROWID;
             CREATE TRIGGER outbox_owed_on_upload AFTER UPDATE OF state ON job
-                WHEN NEW.state = 'uploaded' AND OLD.state != 'uploaded'
+                WHEN NEW.state = '\(uploaded)' AND OLD.state != '\(uploaded)'
             BEGIN
                 INSERT OR IGNORE INTO outbox (job_id, consumer, state, next_attempt_at, created_at, updated_at)
-                    SELECT NEW.id, name, 'pending', NEW.updated_at, NEW.updated_at, NEW.updated_at
-                    FROM outbox_consumer WHERE event = 'uploaded';
+                    SELECT NEW.id, name, '\(pending)', NEW.updated_at, NEW.updated_at, NEW.updated_at
+                    FROM outbox_consumer WHERE event = '\(onUploaded)';
             END;
             CREATE TRIGGER outbox_owed_on_failure AFTER UPDATE OF state, permanent ON job
-                WHEN NEW.state = 'failed' AND NEW.permanent = 1 AND NOT (OLD.state = 'failed' AND OLD.permanent = 1)
+                WHEN NEW.state = '\(failedJob)' AND NEW.permanent = 1 AND NOT (OLD.state = '\(failedJob)' AND OLD.permanent = 1)
             BEGIN
                 INSERT INTO outbox (job_id, consumer, state, next_attempt_at, created_at, updated_at)
-                    SELECT NEW.id, name, 'pending', NEW.updated_at, NEW.updated_at, NEW.updated_at
-                    FROM outbox_consumer WHERE event = 'failed'
-                ON CONFLICT (job_id, consumer) DO UPDATE SET state = 'pending', attempts = 0, last_error = NULL,
+                    SELECT NEW.id, name, '\(pending)', NEW.updated_at, NEW.updated_at, NEW.updated_at
+                    FROM outbox_consumer WHERE event = '\(onFailed)'
+                ON CONFLICT (job_id, consumer) DO UPDATE SET state = '\(pending)', attempts = 0, last_error = NULL,
                     next_attempt_at = excluded.next_attempt_at, updated_at = excluded.updated_at;
             END;
             CREATE TRIGGER outbox_failure_withdrawn AFTER UPDATE OF state ON job
-                WHEN OLD.state = 'failed' AND NEW.state != 'failed'
+                WHEN OLD.state = '\(failedJob)' AND NEW.state != '\(failedJob)'
             BEGIN
-                DELETE FROM outbox WHERE job_id = NEW.id AND consumer = 'hook:failed' AND state != 'done';
+                DELETE FROM outbox WHERE job_id = NEW.id AND consumer = '\(failedHook)' AND state != '\(done)';
             END;
             """)
     }

@@ -68,8 +68,9 @@ extension QueueStore {
     static func owePatch(_ id: JobID, now: Date, in db: Database) throws {
         try db.cachedStatement(sql: """
             INSERT INTO outbox (job_id, consumer, state, attempts, next_attempt_at, created_at, updated_at)
-            VALUES (?, 'patch', 'pending', 0, ?, ?, ?) ON CONFLICT(job_id, consumer) DO NOTHING
-            """).execute(arguments: [id.rawValue, now, now, now])
+            VALUES (?, ?, ?, 0, ?, ?, ?) ON CONFLICT(job_id, consumer) DO NOTHING
+            """).execute(arguments: [id.rawValue, OutboxConsumer.patch.description, OutboxState.pending.rawValue,
+                                     now, now, now])
     }
 
     /// Makes the hooks of `hooks` the ones owed from now on (the running daemon's config): a job that ends from
@@ -92,7 +93,8 @@ extension QueueStore {
             let list = Array(repeating: "?", count: names.count).joined(separator: ",")
             let rows = try Row.fetchAll(db, sql: """
                 SELECT job_id, consumer, state, attempts, last_error, next_attempt_at FROM outbox INDEXED BY outbox_due
-                WHERE state = 'pending' AND next_attempt_at <= ? AND consumer IN (\(list)) ORDER BY next_attempt_at LIMIT ?
+                WHERE state = '\(OutboxState.pending.rawValue)' AND next_attempt_at <= ? AND consumer IN (\(list))
+                ORDER BY next_attempt_at LIMIT ?
                 """, arguments: StatementArguments([now] as [any DatabaseValueConvertible] + names + [limit]))
             return try rows.compactMap { row -> (OutboxEntry, Job)? in
                 guard let entry = Self.entry(row), let job = try Job.fetchOne(db, key: entry.jobID.rawValue) else { return nil }
@@ -107,7 +109,8 @@ extension QueueStore {
             let names = consumers.map(\.description).sorted()
             let list = Array(repeating: "?", count: names.count).joined(separator: ",")
             return try Date.fetchOne(db, sql: """
-                SELECT MIN(next_attempt_at) FROM outbox INDEXED BY outbox_due WHERE state = 'pending' AND consumer IN (\(list))
+                SELECT MIN(next_attempt_at) FROM outbox INDEXED BY outbox_due
+                WHERE state = '\(OutboxState.pending.rawValue)' AND consumer IN (\(list))
                 """, arguments: StatementArguments(names))
         }
     }
@@ -148,8 +151,8 @@ extension QueueStore {
     func outboxEntries(_ id: JobID, in db: Database) throws -> [OutboxEntry] {
         try Row.fetchAll(db, sql: """
             SELECT job_id, consumer, state, attempts, last_error, next_attempt_at FROM outbox WHERE job_id = ?
-            ORDER BY consumer = 'patch' DESC, consumer
-            """, arguments: [id.rawValue]).compactMap(Self.entry)
+            ORDER BY consumer = ? DESC, consumer
+            """, arguments: [id.rawValue, OutboxConsumer.patch.description]).compactMap(Self.entry)
     }
 
     /// Entries per consumer and state, for `status`.
@@ -177,9 +180,8 @@ extension QueueStore {
     func retryOutbox(_ id: JobID, now: Date = Date()) throws -> Bool {
         try writer.write { db in
             try db.execute(sql: """
-                UPDATE outbox SET state = 'pending', attempts = 0, next_attempt_at = ?, updated_at = ?
-                WHERE job_id = ? AND state = 'failed'
-                """, arguments: [now, now, id.rawValue])
+                UPDATE outbox SET state = ?, attempts = 0, next_attempt_at = ?, updated_at = ? WHERE job_id = ? AND state = ?
+                """, arguments: [OutboxState.pending.rawValue, now, now, id.rawValue, OutboxState.failed.rawValue])
             let changed = db.changesCount > 0
             try db.execute(sql: "UPDATE job SET patch_state = ? WHERE id = ? AND patch_state = ?",
                            arguments: [PatchState.pending.rawValue, id.rawValue, PatchState.failed.rawValue])

@@ -94,7 +94,7 @@ extension QueueStore {
             SELECT id FROM job INDEXED BY job_uploaded WHERE state = 'uploaded' AND updated_at < ?
             AND patch_state IN (?, ?)
             AND id NOT IN (SELECT job_id FROM file_release WHERE action = ?)
-            AND id NOT IN (SELECT job_id FROM outbox INDEXED BY outbox_due WHERE state = 'pending')
+            AND id NOT IN (SELECT job_id FROM outbox INDEXED BY outbox_due WHERE state = '\(OutboxState.pending.rawValue)')
             \(consumer ? "AND id IN (SELECT job_id FROM completion_ack)" : "") ORDER BY updated_at LIMIT ?
             """
         // The state is a literal: the `job_uploaded` index holds only those rows, and SQLite uses a partial index
