@@ -27,9 +27,17 @@ swift build --build-path "$build" -c debug --target UploadQueue "${flags[@]}" 2>
 modules="$build/debug/Modules"
 [ -d "$modules" ] || modules="$build/debug"
 # Every object of the module and its dependencies (not the executable's, not the tests', not plugins').
-mapfile -t objects < <(find "$build/debug/" -path "*.build/*.o" \
+mapfile -t found < <(find "$build/debug/" -path "*.build/*.o" \
     -not -path "*/uploadq.build/*" -not -path "*/UploadQueueTests.build/*" -not -path "*Plugin*" \
     -not -path "*/plugins/*" -not -path "*/GenerateManual*" -not -path "*/GenerateDocc*" | sort)
+# Only those of the sources there are now: a renamed or removed Swift file leaves its old object behind, which
+# would define its symbols twice. A Swift module's output-file-map.json names its current objects.
+objects=()
+for object in "${found[@]}"; do
+    map="$(dirname "$object")/output-file-map.json"
+    if [ -f "$map" ] && ! grep -qF "/$(basename "$object")\"" "$map"; then continue; fi
+    objects+=("$object")
+done
 # The C modules the UploadQueue module imports, by their module maps.
 includes=()
 for map in Sources/CCurl/module.modulemap Sources/CMagic/module.modulemap \
