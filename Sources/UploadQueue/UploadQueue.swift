@@ -259,7 +259,7 @@ public actor UploadQueue {
                 engine.shutdown()
             }
         }
-        wakeRunner()
+        wakeRunner(cancelled: outcome == .removed ? [id] : [])
         return outcome
     }
 
@@ -355,8 +355,8 @@ public actor UploadQueue {
         self.scheduler = scheduler
         let wakeSocket: WakeSocket?
         do {
-            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, feeder] named in
-                if let feeder, !named.isEmpty { Task { await feeder.announce(named) } }
+            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, feeder] news in
+                if let feeder, !news.isEmpty { Task { await feeder.tell(news) } }
                 wake.signal()
                 patches.wake.signal()
             }
@@ -491,12 +491,12 @@ public actor UploadQueue {
     }
 
     /// Wakes whoever runs the queue: this process's scheduler, or a daemon's through its socket, telling it which
-    /// jobs were just `enqueued` here (its event feed announces them).
-    private func wakeRunner(enqueued: [JobID] = []) {
+    /// jobs were just `enqueued` or `cancelled` here (its event feed tells its readers).
+    private func wakeRunner(enqueued: [JobID] = [], cancelled: [JobID] = []) {
         if let scheduler {
             scheduler.wake.signal()
         } else {
-            WakeSocket.poke(path: configuration.wakeSocketPath, enqueued: enqueued)
+            WakeSocket.poke(path: configuration.wakeSocketPath, news: WakeSocket.News(enqueued: enqueued, cancelled: cancelled))
         }
     }
 

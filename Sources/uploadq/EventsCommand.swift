@@ -45,9 +45,7 @@ struct EventsCommand: AsyncParsableCommand {
         if newest != 0 {
             let queue = try options.openQueue()
             try queue.store.replayEvents(after: after, newest: newest) { event in
-                if follow, let job = event.job, event.time >= attachedAt.addingTimeInterval(-2) {
-                    replayed.insert("\(event.kind.rawValue) \(job.rawValue)")
-                }
+                if follow, event.time >= attachedAt.addingTimeInterval(-2) { replayed.insert(Self.key(event.jsonLine)) }
                 try emit(event.jsonLine)
             }
         }
@@ -55,8 +53,9 @@ struct EventsCommand: AsyncParsableCommand {
         for await line in stream {
             guard let object = Self.object(line) else { continue }
             let kind = object["type"] as? String ?? ""
-            // What the replay printed already is not printed twice.
-            if let job = object["job"] as? String, replayed.contains("\(kind) \(job)") { continue }
+            // What the replay printed already is not printed twice (each such line once: a later attempt's lines
+            // come through).
+            if !replayed.isEmpty, replayed.remove(Self.key(line)) != nil { continue }
             if kind == "following" && !json { continue }
             try emit(line)
             if kind == "dropped" {
@@ -87,6 +86,12 @@ struct EventsCommand: AsyncParsableCommand {
             guard written > 0 else { throw ExitCode.success }
             bytes = bytes.dropFirst(written)
         }
+    }
+
+    /// What makes two lines the same event, replayed or live: its type, job, attempt and state.
+    static func key(_ line: String) -> String {
+        let object = Self.object(line) ?? [:]
+        return ["type", "job", "attempt", "state", "hook"].map { "\(object[$0] ?? "")" }.joined(separator: " ")
     }
 
     private static func object(_ line: String) -> [String: Any]? {

@@ -96,6 +96,7 @@ struct DebianPackageTests {
         #expect(facts["spool"] == "0")
         #expect(facts["upgraded:config"] == "640 root uploadq", "the upgrade opened the config up")
         #expect(facts["upgraded:enabled"] == "/lib/systemd/system/uploadq.service")
+        #expect(facts["upgraded:without-config"] == "ok", "\(facts["upgraded:without-config"] ?? "")")
         #expect(facts["removed:binary"] == "gone")
         #expect(facts["removed:queue"] == "kept")
         #expect(facts["removed:config"] == "kept")

@@ -153,6 +153,38 @@ struct EventTests {
         #expect(daemon.terminate() < .seconds(5))
     }
 
+    @Test("jobs another process enqueues and cancels reach a follower as enqueued and cancelled")
+    func otherProcesses() async throws {
+        // A metered link that the tus destination waits out: its jobs stay pending until cancelled.
+        let sandbox = try Sandbox(config: """
+            [destinations.tus]
+            protocol = "tus"
+            url = "http://127.0.0.1:1/files/"
+            on_metered = "defer"
+            [link]
+            mode = "metered"
+            """)
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        let follower = try Follower(sandbox)
+        #expect(await eventually(timeout: .seconds(10)) { follower.lines.first?["type"] as? String == "following" })
+        let file = try sandbox.makeFile(sandbox.root + "/w.jpg", size: 1000, seed: 77)
+        let enqueued = try BinaryRunner.run(["enqueue", "--destination", "tus", file, "--config", sandbox.configPath])
+        let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(enqueued.stderr)")
+        #expect(await eventually(timeout: .seconds(10)) { follower.lines.contains { $0["job"] as? String == id.rawValue } })
+        let cancelled = try BinaryRunner.run(["cancel", id.rawValue, "--config", sandbox.configPath])
+        #expect(cancelled.status == 0, "\(cancelled.stderr)")
+        let seen = await eventually(timeout: .seconds(10)) {
+            follower.lines.contains { $0["job"] as? String == id.rawValue && $0["type"] as? String == "cancelled" }
+        }
+        _ = follower.stop()
+        #expect(seen, "\(follower.lines)")
+        let kinds = follower.lines.filter { $0["job"] as? String == id.rawValue }.map { $0["type"] as? String ?? "" }
+        #expect(kinds == ["enqueued", "cancelled"], "\(kinds)")
+        #expect(follower.lines.first { $0["type"] as? String == "enqueued" }?["name"] as? String == "w.jpg")
+        #expect(daemon.terminate() < .seconds(5))
+    }
+
     @Test("the feed serves at most 64 readers, turns more away, and after stop() closes them; a late publish is harmless")
     func feedLimits() async throws {
         let sandbox = try Sandbox()
@@ -170,14 +202,19 @@ struct EventTests {
         var served = 0
         var turnedAway = 0
         for index in iterators.indices {
-            if let line = await iterators[index].next() {
-                #expect(line.contains("\"following\""))
+            let line = await iterators[index].next() ?? ""
+            if line.contains("\"following\"") {
                 served += 1
-            } else {
+            } else if line.contains("\"dropped\"") {
                 turnedAway += 1
+                #expect(await iterators[index].next() == nil)
             }
         }
         #expect(served == EventFeed.maximumReaders && turnedAway == 6)
+        // Those turned away were told why.
+        let extra = try EventFeedClient(path: path)
+        var told = extra.lines().makeAsyncIterator()
+        #expect(await told.next()?.contains("serves at most 64 readers") == true)
         feed.publish(FeedEvent(.link, fields: ["class": .string("metered")]))
         #expect(await iterators[0].next()?.contains("\"seq\":1") == true)
         feed.stop()
@@ -204,8 +241,9 @@ struct EventTests {
         #expect(throttle.lastSent.isEmpty)
 
         let ids = [JobID.generate(at: Date()), JobID.generate(at: Date())]
-        #expect(WakeSocket.enqueuedIDs(in: Array("enqueued \(ids[0]) \(ids[1])".utf8)[...]) == ids)
-        #expect(WakeSocket.enqueuedIDs(in: Array("wake".utf8)[...]).isEmpty)
+        #expect(WakeSocket.news(in: Array("enqueued \(ids[0]) \(ids[1])".utf8)[...]) == WakeSocket.News(enqueued: ids))
+        #expect(WakeSocket.news(in: Array("cancelled \(ids[1])".utf8)[...]) == WakeSocket.News(cancelled: [ids[1]]))
+        #expect(WakeSocket.news(in: Array("wake".utf8)[...]).isEmpty)
         let line = FeedEvent(.enqueued, job: ids[0], fields: ["name": .string("a\n\"b\"\u{1B}.jpg")]).jsonLine
         #expect(!line.contains("\n") && !line.unicodeScalars.contains("\u{1B}"))
         let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]

@@ -233,7 +233,7 @@ struct HookTests {
         let database = try DatabaseQueue(path: path)
         try QueueDatabase.migrator.migrate(database, upTo: "v11-device-constraints")
         let base = Date(timeIntervalSince1970: 1_800_000_000)
-        let ids = (0..<3).map { JobID.generate(at: base.addingTimeInterval(Double($0))) }
+        let ids = (0..<4).map { JobID.generate(at: base.addingTimeInterval(Double($0))) }
         try database.write { db in
             for (index, id) in ids.enumerated() {
                 try db.execute(sql: """
@@ -243,9 +243,9 @@ struct HookTests {
                     VALUES (?, ?, 0, '/tmp/f', '/tmp/f', 'f.jpg', 'copy', 10, 'sha', 'image/jpeg', 0, 1, 1, 'default',
                     '{}', 1, ?, ?, ?)
                     """, arguments: [id.rawValue, index == 2 ? "pending" : "uploaded",
-                                     ["failed", "done", "none"][index], base, base])
+                                     ["failed", "done", "none", "pending"][index], base, base])
             }
-            for id in ids.prefix(2) {
+            for id in ids.prefix(2) + [ids[3]] {
                 try db.execute(sql: """
                     INSERT INTO patch_outbox (job_id, attempts, last_error, next_attempt_at, created_at, updated_at)
                     VALUES (?, 3, 'HTTP 404', ?, ?, ?)
@@ -257,6 +257,9 @@ struct HookTests {
         #expect(try store.outboxEntries(ids[0]).map(\.state) == [.failed])
         #expect(try store.outboxEntries(ids[1]).map(\.state) == [.done])
         #expect(try store.patchRecord(ids[0])?.attempts == 3)
+        // A patch still owed stays owed, due when it was.
+        #expect(try store.outboxEntries(ids[3]).map(\.state) == [.pending])
+        #expect(try store.dueOutbox(of: [.patch], now: base, limit: 10).map(\.entry.jobID) == [ids[3]])
         // A hook configured now is owed by whatever makes a job end, here a plain state change.
         try store.setHookConsumers({ var hooks = HookSettings(); hooks.onFailed = ["/bin/true"]; return hooks }())
         _ = try store.apply(.failPermanent(error: "gone"), to: ids[2])
@@ -333,6 +336,21 @@ struct HookTests {
         let relative = try ConfigurationLoader.parse("[hooks]\non_uploaded = [\"bin/notify\", \"-v\"]\n",
                                                      file: "/etc/uploadq/t.toml", baseDirectory: "/etc/uploadq")
         #expect(relative.hooks.onUploaded == ["/etc/uploadq/bin/notify", "-v"])
+    }
+
+    @Test("what a hook prints is logged with URLs, bearer tokens and secret-looking values redacted")
+    func outputRedaction() {
+        let printed = """
+            uploaded to https://bucket.s3.amazonaws.com/a.jpg?X-Amz-Signature=abc123&X-Amz-Credential=AKIA
+            Authorization: Bearer eyJhbGciOi.secret token=t0ps3cret {"api_key": "k3y-value", "ok": true}
+            X-Api-Key: header-secret password=hunter2
+            """
+        let shown = HookDelivery.redacted(printed)
+        for secret in ["abc123", "AKIA", "eyJhbGciOi.secret", "t0ps3cret", "k3y-value", "header-secret", "hunter2"] {
+            #expect(!shown.contains(secret), "\(secret) in: \(shown)")
+        }
+        #expect(shown.contains("uploaded to https://bucket.s3.amazonaws.com/a.jpg"))
+        #expect(shown.contains("\"ok\": true") && !shown.contains("\n"))
     }
 
     /// The process's peak resident memory (VmHWM), in KiB.

@@ -80,10 +80,17 @@ say delivered "$([ -n "$delivered" ] && sha256sum "$delivered" | cut -d' ' -f1 |
 say spool "$(find "$root/var/spool/uploadq" -mindepth 1 -maxdepth 1 ! -name .rejected | wc -l)"
 say jobs "$(in_root uploadq list --json --config /etc/uploadq/uploadq.toml 2>&1 | tr -d '\n' | head -c 4000 || true)"
 
-# An upgrade (the same package again): the conffile keeps its mode, the unit stays enabled, nothing starts.
+# An upgrade (the same package again), as after a conffile that came back 0644: it is 0640 again, the unit stays
+# enabled, nothing starts. Then one with the conffile deleted by the admin: the upgrade still completes.
+chmod 0644 "$root/etc/uploadq/uploadq.toml"
+chgrp root "$root/etc/uploadq/uploadq.toml"
 in_root dpkg -i /tmp/uploadq.deb > "$scratch/dpkg-upgrade.log" 2>&1 || { cat "$scratch/dpkg-upgrade.log" >&2; exit 1; }
 say upgraded:config "$(in_root stat -c '%a %U %G' /etc/uploadq/uploadq.toml)"
 say upgraded:enabled "$(readlink "$root/etc/systemd/system/multi-user.target.wants/uploadq.service" || echo no)"
+mv "$root/etc/uploadq/uploadq.toml" "$scratch/kept.toml"
+in_root dpkg -i /tmp/uploadq.deb > "$scratch/dpkg-upgrade2.log" 2>&1 && say upgraded:without-config ok \
+    || say upgraded:without-config "failed: $(tail -3 "$scratch/dpkg-upgrade2.log" | tr '\n' ' ')"
+mv "$scratch/kept.toml" "$root/etc/uploadq/uploadq.toml"
 
 # A file the queue took but could not upload yet (no daemon runs): its copy waits in blobs/.
 head -c 5000 /dev/urandom > "$root/tmp/pending.jpg"

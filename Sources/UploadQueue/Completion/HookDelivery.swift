@@ -61,14 +61,21 @@ struct HookDelivery: OutboxDelivery {
     }
 
     /// The job as a hook reads it: the fields `uploadq show --json` has that say what happened, with the event.
+    /// A job whose metadata would make it larger than a pipe holds gets `meta_truncated: true` instead of `meta`.
     static func payload(_ job: Job, event: HookEvent) -> [UInt8] {
+        let whole = payload(job, event: event, withMeta: true)
+        return whole.count <= BoundedCommand.maximumInput ? whole : payload(job, event: event, withMeta: false)
+    }
+
+    private static func payload(_ job: Job, event: HookEvent, withMeta: Bool) -> [UInt8] {
         var object: [String: Any] = [
             "event": event.rawValue, "id": job.id.rawValue, "state": job.state.rawValue, "destination": job.destination,
-            "original_name": job.originalName, "size": job.size, "content_type": job.contentType, "meta": job.meta,
+            "original_name": job.originalName, "size": job.size, "content_type": job.contentType,
             "attempts": job.attempts, "permanent": job.permanent, "created_at": job.createdAt.rfc3339,
             "updated_at": job.updatedAt.rfc3339,
         ]
-        object["sha256"] = job.sha256 ?? NSNull()
+        if withMeta { object["meta"] = job.meta } else { object["meta_truncated"] = true }
+        object["sha256"] = job.sha256.isEmpty ? NSNull() : job.sha256
         object["remote_url"] = job.remoteURL ?? NSNull()
         object["last_error"] = job.lastError ?? NSNull()
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
@@ -84,20 +91,24 @@ struct HookDelivery: OutboxDelivery {
         return fields
     }
 
-    /// The first 4 KiB of `text` as words on one line: every word that holds a URL redacted (a hook may print the
-    /// presigned URL it was given), and the word after `Bearer`, `Basic` or `token=`-like keys too.
+    /// The first 4 KiB of `text` as words on one line, with what looks secret redacted: every URL's user info and
+    /// query values (a hook may print the presigned URL it was given), the word after `Bearer` or `Basic`, and the
+    /// value of any key naming a token, secret, password, key, signature or credential (`token=…`,
+    /// `"api_key": "…"`, `X-Api-Key: …`).
     static func redacted(_ text: String) -> String {
         var hideNext = false
-        return text.prefix(4096).split(whereSeparator: \.isWhitespace).map { word -> String in
-            defer { hideNext = ["bearer", "basic", "token", "token:", "password", "password:", "secret", "secret:"]
-                .contains(word.lowercased()) }
+        let words = text.prefix(4096).split(whereSeparator: \.isWhitespace).map { word -> String in
+            defer { hideNext = ["bearer", "basic"].contains(word.lowercased()) }
             if hideNext { return "<redacted>" }
-            if word.contains("://") { return URLRedaction.redact(String(word)) }
-            if let equals = word.firstIndex(of: "="),
-               ["token", "password", "secret", "key", "signature"].contains(where: { word[..<equals].lowercased().hasSuffix($0) }) {
-                return String(word[...equals]) + "<redacted>"
-            }
-            return String(word)
-        }.joined(separator: " ")
+            return word.contains("://") ? URLRedaction.redact(String(word)) : String(word)
+        }
+        let line = words.joined(separator: " ")
+        let range = NSRange(line.startIndex..., in: line)
+        return secretValue.stringByReplacingMatches(in: line, range: range, withTemplate: "$1<redacted>")
     }
+
+    /// A key naming a secret, its separator, and the value after it (group 1 is what is kept).
+    private static let secretValue = try! NSRegularExpression(pattern: #"""
+        (?i)((?:token|secret|passw(?:or)?d|api[-_]?key|access[-_]?key|authorization|signature|credential)[a-z0-9_-]*["']?\s*[:=]\s*["']?)(?!<redacted>)[^\s"',;}&]+
+        """#)
 }

@@ -321,7 +321,7 @@ private struct Builder {
                 table.set("trusted_origins", .array(destination.trustedOrigins.map { .string($0.description) }))
             }
             if let template = destination.publicURLTemplate {
-                table.set("public_url_template", .string(template.description))
+                table.set("public_url_template", url(template.description))
             }
             table.set("circuit_threshold", .integer(Int64(destination.circuitBreaker.threshold)))
             table.set("circuit_probe_interval", Self.duration(destination.circuitBreaker.probeInterval))

@@ -92,7 +92,10 @@ struct LocalCheckup: Sendable {
                     + (counts.isEmpty ? "none" : counts.joined(separator: ", ")))], override)
             }
         } catch {
-            let denied = access(path, R_OK) != 0
+            // Reading beside a running daemon takes writing its -shm (the log's index): a permission problem, not a
+            // damaged queue.
+            let shm = path + "-shm"
+            let denied = access(path, R_OK) != 0 || (FileManager.default.fileExists(atPath: shm) && access(shm, R_OK | W_OK) != 0)
             return ([DoctorFinding("database", .failure, "cannot read \(path): \(error)",
                                    fix: denied ? "run uploadq doctor as the daemon's user or as root" : recover)], nil)
         }

@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Logging
 import Synchronization
@@ -20,6 +21,8 @@ final class EventFeed: Sendable {
     private let readerBuffer: Int
     private let logger: Logger
     private let inbox = Mutex(Inbox())
+    /// Signalled when the thread has ended (and the socket is gone).
+    private let ended = DispatchSemaphore(value: 0)
     /// Lines published while the thread has not taken them yet, at most this many (it takes them within
     /// milliseconds; the bound holds should it ever stall).
     private static let inboxLimit = 10_000
@@ -99,11 +102,17 @@ final class EventFeed: Sendable {
         if taken { poke() }
     }
 
-    /// Closes every reader and the socket; the thread ends. (The wake-up pipe stays open until the feed is gone,
-    /// so a late `publish` never writes to a descriptor that was closed and reused.)
+    /// Closes every reader and the socket, and returns once the thread has ended (so a feed started next on the
+    /// same path keeps its socket). The wake-up pipe stays open until the feed is gone, so a late `publish` never
+    /// writes to a descriptor that was closed and reused.
     func stop() {
-        inbox.withLock { $0.stopping = true }
+        let first = inbox.withLock { inbox -> Bool in
+            defer { inbox.stopping = true }
+            return !inbox.stopping
+        }
+        guard first else { return }
         poke()
+        _ = ended.wait(timeout: .now() + 5)
     }
 
     deinit {
@@ -158,6 +167,7 @@ final class EventFeed: Sendable {
                 close(listener)
                 unlink(path)
                 for reader in readers { close(reader.descriptor) }
+                ended.signal()
                 return
             }
             // Readers that hung up or failed.
@@ -188,6 +198,12 @@ final class EventFeed: Sendable {
                         break
                     }
                     guard readers.count < Self.maximumReaders else {
+                        // Told why (the line fits its empty socket buffer), so it is not taken for a daemon gone.
+                        let refusal = FeedEvent(.dropped, fields: [
+                            "lost": .integer(0),
+                            "reason": .string("the daemon serves at most \(Self.maximumReaders) readers at once"),
+                        ]).jsonLine + "\n"
+                        _ = refusal.withCString { send(descriptor, $0, strlen($0), Int32(MSG_DONTWAIT | MSG_NOSIGNAL)) }
                         close(descriptor)
                         continue
                     }

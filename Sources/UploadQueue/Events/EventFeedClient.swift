@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A reader of a running daemon's event stream (`EventFeed`): connects to its socket and hands over its JSON lines
 /// as they come, read on a thread of its own.
@@ -32,6 +33,7 @@ public final class EventFeedClient: Sendable {
     public func lines() -> EventLines {
         let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .unbounded)
         let slots = DispatchSemaphore(value: EventLines.window)
+        let stopped = StopFlag()
         let descriptor = self.descriptor
         // The thread holds the client (and so its descriptor) until the stream ends.
         let thread = Thread { [self] in
@@ -45,18 +47,21 @@ public final class EventFeedClient: Sendable {
                 pending += buffer[0..<count]
                 while let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
                     slots.wait()
+                    if stopped.isSet { break }
                     if case .terminated = continuation.yield(String(decoding: pending[..<end], as: UTF8.self)) {
                         continuation.finish()
                         return
                     }
                     pending.removeFirst(end + 1)
                 }
+                if stopped.isSet { break }
             }
             continuation.finish()
         }
         thread.name = "uploadq-events-reader"
         // A consumer that stops iterating ends the read (and frees a reader waiting for a slot).
         continuation.onTermination = { _ in
+            stopped.set()
             _ = shutdown(descriptor, Int32(SHUT_RDWR))
             slots.signal()
         }
@@ -86,4 +91,11 @@ public struct EventLines: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator {
         AsyncIterator(base: stream.makeAsyncIterator(), slots: slots)
     }
+}
+
+/// Set once a consumer stopped taking lines: the reading thread ends instead of waiting for a slot.
+private final class StopFlag: Sendable {
+    private let flag = Atomic<Bool>(false)
+    var isSet: Bool { flag.load(ordering: .acquiring) }
+    func set() { flag.store(true, ordering: .releasing) }
 }

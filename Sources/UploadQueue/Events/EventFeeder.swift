@@ -22,9 +22,15 @@ actor EventFeeder {
         for await event in events { publish(event) }
     }
 
-    /// Announces jobs another process enqueued (the ids its wake-up named); those gone already are skipped.
-    func announce(_ ids: [JobID]) {
-        for id in ids { enqueued(id) }
+    /// Tells of the jobs another process enqueued or cancelled (what its wake-up named). An enqueued job that was
+    /// claimed already was announced then; one gone already is skipped.
+    func tell(_ news: WakeSocket.News) {
+        for id in news.enqueued { enqueued(id) }
+        for id in news.cancelled {
+            throttle.ended(id)
+            announced.remove(id)
+            feed.publish(FeedEvent(.cancelled, job: id))
+        }
     }
 
     private func publish(_ event: UploadEvent) {
@@ -34,7 +40,7 @@ actor EventFeeder {
         case .stateChanged(let id, .uploading):
             guard let job = try? store.job(id, holdsInForce: false) else { return }
             // Claimed before its enqueuer's event came: announced now, so `enqueued` comes before `started`.
-            if job.createdAt >= started, !announced.contains(id) { enqueued(job) }
+            if job.createdAt >= started, job.attempts <= 1, !announced.contains(id) { enqueued(job) }
             feed.publish(FeedEvent(.started, job: id, fields: [
                 "destination": .string(job.destination), "attempt": .integer(Int64(job.attempts)),
                 "offset": .integer(job.bytesConfirmed),
@@ -72,7 +78,8 @@ actor EventFeeder {
     }
 
     private func enqueued(_ id: JobID) {
-        guard !announced.contains(id), let job = try? store.job(id, holdsInForce: false) else { return }
+        // A job that has been claimed already had its `enqueued` line then.
+        guard !announced.contains(id), let job = try? store.job(id, holdsInForce: false), job.attempts == 0 else { return }
         enqueued(job)
     }
 
