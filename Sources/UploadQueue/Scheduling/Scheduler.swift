@@ -126,7 +126,13 @@ actor Scheduler {
                 // (With every slot busy a due retry cannot start anyway: a finishing transfer wakes the loop.)
                 let due = state.nextWake(now: Date(), nextDue: nextDue).map { $0.timeIntervalSinceNow }
                     ?? pollInterval.seconds
-                let wait = min(max(due, 0.01), pollInterval.seconds)
+                var wait = min(max(due, 0.01), pollInterval.seconds)
+                // Bytes the engine counted and the database does not hold yet are booked within a second, so
+                // `status` and the budget's ledger on disk follow closely even when nothing else moves.
+                if let engine, engine.traffic.peek({ _ in true }) > 0 {
+                    let booking = 1 - (ContinuousClock.now - trafficBookedAt).seconds
+                    wait = min(wait, max(booking, 0.01))
+                }
                 await wake.wait(timeout: .milliseconds(Int64(wait * 1000)))
             } catch {
                 storeFailed(error)
