@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-extra=(nginx curl openssl lintian)   # lintian: DebianPackageTests
+extra=(nginx curl openssl lintian dpkg-dev)   # lintian, dpkg-shlibdeps: the Debian package and its tests
 command -v ip > /dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || extra+=(iproute2)   # network namespaces
 python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
 command -v gcc > /dev/null || extra+=(gcc libc6-dev)   # the clock-step shim
