@@ -4,7 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-extra=(nginx curl openssl lintian dpkg-dev)   # lintian, dpkg-shlibdeps: the Debian package and its tests
+extra=(nginx curl openssl lintian dpkg-dev adduser procps)   # the Debian package and its tests: lintian,
+# dpkg-shlibdeps, the package's own dependency adduser; pgrep and pkill for the hook tests
 command -v ip > /dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || extra+=(iproute2)   # network namespaces
 python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
 command -v gcc > /dev/null || extra+=(gcc libc6-dev)   # the clock-step shim
