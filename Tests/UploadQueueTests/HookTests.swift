@@ -313,6 +313,18 @@ struct HookTests {
         #expect(try store.retryOutbox(ids[1], now: base.addingTimeInterval(90)))
         #expect(try store.outboxEntries(ids[1]).first?.state == .pending)
         #expect(try store.job(ids[1])?.state == .failed)
+        // The tally `status` reads follows every change, a job's removal with its entries included.
+        try store.writer.write { db in try db.execute(sql: "DELETE FROM job WHERE id = ?", arguments: [ids[2].rawValue]) }
+        let counted = try store.writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT consumer, state, COUNT(*) AS n FROM outbox GROUP BY consumer, state")
+                .reduce(into: [OutboxConsumer: [OutboxState: Int]]()) { counts, row in
+                    if let consumer = OutboxConsumer(stored: row["consumer"]), let state = OutboxState(rawValue: row["state"]) {
+                        counts[consumer, default: [:]][state] = row["n"]
+                    }
+                }
+        }
+        #expect(try store.outboxCounts() == counted)
+        #expect(counted[.hook(.failed)]?[.pending] == 3, "\(counted)")
     }
 
     @Test("[hooks] mistakes name their key: a program without a path, an empty command, a bad pass_env")

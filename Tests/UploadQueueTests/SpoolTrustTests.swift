@@ -271,11 +271,11 @@ struct SpoolTrustTests {
         #expect(SafeText.escaped(bytes: [0x66, 0xFF, 0x5C, 0x2E, 0x0A]) == "f\\xff\\x5c.\\x0a")
     }
 
-    @Test("a name with a newline, a forged <0> and an escape sequence: escaped in the log, list, show and JSON")
-    func hostileName() async throws {
-        let sandbox = try Sandbox()
-        // As under systemd: each log line starts with its <N> priority, which a name must not forge.
-        let daemon = try DaemonProcess(sandbox: sandbox, environment: ["JOURNAL_STREAM": "8:1234"])
+    /// A daemon (logging as under systemd: each line starts with its <N> priority, which a name must not forge)
+    /// that took a file named with a newline, a forged `<0>`, an escape sequence and a bidi override, uploaded it
+    /// and stopped.
+    func uploadHostileName(_ sandbox: Sandbox, arguments: [String] = []) async throws -> (DaemonProcess, QueueStore, String) {
+        let daemon = try DaemonProcess(sandbox: sandbox, environment: ["JOURNAL_STREAM": "8:1234"], arguments: arguments)
         #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
         let name = "evil\n<0>forged\u{1B}[2J\u{202E}gpj.jpg"
         try sandbox.makeFile(sandbox.root + "/x", size: 500, seed: 1)
@@ -284,6 +284,13 @@ struct SpoolTrustTests {
         let uploaded = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
         #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
         #expect(daemon.terminate() < .seconds(5))
+        return (daemon, store, name)
+    }
+
+    @Test("a name with a newline, a forged <0> and an escape sequence: escaped in the log, list, show and JSON")
+    func hostileName() async throws {
+        let sandbox = try Sandbox()
+        let (daemon, store, name) = try await uploadHostileName(sandbox)
         let log = daemon.log
         #expect(log.contains("evil\\n<0>forged\\x1b[2J\\u{202e}gpj.jpg"), "\(log.suffix(2000))")
         #expect(!log.split(separator: "\n").contains { $0.hasPrefix("<0>") || $0.hasPrefix("forged") })
@@ -306,16 +313,7 @@ struct SpoolTrustTests {
     @Test("--log-format json: one object per line with job and destination; a hostile name stays in its string")
     func jsonLog() async throws {
         let sandbox = try Sandbox()
-        let daemon = try DaemonProcess(sandbox: sandbox, environment: ["JOURNAL_STREAM": "8:1234"],
-                                       arguments: ["--log-format", "json"])
-        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
-        let name = "evil\n<0>forged\u{1B}[2J\u{202E}gpj.jpg"
-        try sandbox.makeFile(sandbox.root + "/x", size: 500, seed: 2)
-        #expect(rename(sandbox.root + "/x", sandbox.spool + "/" + name) == 0)
-        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
-        let uploaded = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
-        #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
-        #expect(daemon.terminate() < .seconds(5))
+        let (daemon, store, name) = try await uploadHostileName(sandbox, arguments: ["--log-format", "json"])
         let id = try #require(try store.jobs().first?.id)
         var objects: [[String: Any]] = []
         for line in daemon.log.split(separator: "\n") {

@@ -11,6 +11,8 @@ extension QueueDatabase {
     ///   code path does it: a crash cannot lose a hook, and no path can forget one. A job that fails for good again
     ///   (after `uploadq retry`) owes its `on_failed` hook again; a job retried before that hook ran no longer owes
     ///   it (it is not failed any more).
+    /// - `outbox_tally`, kept by triggers as `job_tally` is: `status` and the metrics count entries per consumer
+    ///   and state without reading the outbox, whose done rows stay as long as their jobs' history.
     static func migrateToOutbox(_ db: Database) throws {
         // The states are the enums' names, written into the SQL (a partial index needs them as literals).
         let (pending, done) = (OutboxState.pending.rawValue, OutboxState.done.rawValue)
@@ -31,12 +33,32 @@ extension QueueDatabase {
                 PRIMARY KEY (job_id, consumer)
             ) WITHOUT ROWID;
             CREATE INDEX outbox_due ON outbox(next_attempt_at) WHERE state = '\(pending)';
-            CREATE INDEX outbox_summary ON outbox(consumer, state);
             INSERT INTO outbox (job_id, consumer, state, attempts, last_error, next_attempt_at, created_at, updated_at)
                 SELECT o.job_id, '\(patch)', CASE j.patch_state WHEN '\(PatchState.none.rawValue)' THEN '\(done)' ELSE j.patch_state END,
                        o.attempts, o.last_error, o.next_attempt_at, o.created_at, o.updated_at
                 FROM patch_outbox o JOIN job j ON j.id = o.job_id;
             DROP TABLE patch_outbox;
+            CREATE TABLE outbox_tally (
+                consumer TEXT NOT NULL,
+                state TEXT NOT NULL,
+                entries INTEGER NOT NULL,
+                PRIMARY KEY (consumer, state)
+            ) WITHOUT ROWID;
+            INSERT INTO outbox_tally (consumer, state, entries) SELECT consumer, state, COUNT(*) FROM outbox GROUP BY consumer, state;
+            CREATE TRIGGER outbox_tally_insert AFTER INSERT ON outbox BEGIN
+                INSERT INTO outbox_tally (consumer, state, entries) VALUES (NEW.consumer, NEW.state, 1)
+                ON CONFLICT (consumer, state) DO UPDATE SET entries = entries + 1;
+            END;
+            CREATE TRIGGER outbox_tally_delete AFTER DELETE ON outbox BEGIN
+                UPDATE outbox_tally SET entries = entries - 1 WHERE consumer = OLD.consumer AND state = OLD.state;
+            END;
+            CREATE TRIGGER outbox_tally_update AFTER UPDATE OF consumer, state ON outbox
+                WHEN OLD.consumer IS NOT NEW.consumer OR OLD.state IS NOT NEW.state
+            BEGIN
+                UPDATE outbox_tally SET entries = entries - 1 WHERE consumer = OLD.consumer AND state = OLD.state;
+                INSERT INTO outbox_tally (consumer, state, entries) VALUES (NEW.consumer, NEW.state, 1)
+                ON CONFLICT (consumer, state) DO UPDATE SET entries = entries + 1;
+            END;
             CREATE TABLE outbox_consumer (name TEXT PRIMARY KEY, event TEXT NOT NULL) WITHOUT ROWID;
             CREATE TRIGGER outbox_owed_on_upload AFTER UPDATE OF state ON job
                 WHEN NEW.state = '\(uploaded)' AND OLD.state != '\(uploaded)'

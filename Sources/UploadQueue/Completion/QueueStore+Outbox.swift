@@ -155,11 +155,11 @@ extension QueueStore {
             """, arguments: [id.rawValue, OutboxConsumer.patch.description]).compactMap(Self.entry)
     }
 
-    /// Entries per consumer and state, for `status`.
+    /// Entries per consumer and state, for `status` (from `outbox_tally`: no walk of the outbox).
     public func outboxCounts() throws -> [OutboxConsumer: [OutboxState: Int]] {
         try writer.read { db in
             var counts: [OutboxConsumer: [OutboxState: Int]] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT consumer, state, COUNT(*) AS n FROM outbox INDEXED BY outbox_summary GROUP BY consumer, state") {
+            for row in try Row.fetchAll(db, sql: "SELECT consumer, state, entries AS n FROM outbox_tally WHERE entries != 0") {
                 guard let consumer = OutboxConsumer(stored: row["consumer"]),
                       let state = OutboxState(rawValue: row["state"]) else { continue }
                 counts[consumer, default: [:]][state] = row["n"]

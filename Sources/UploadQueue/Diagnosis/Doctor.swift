@@ -37,6 +37,7 @@ public struct Doctor: Sendable {
             for await (name, found) in group { byName[name] = found }
             return byName
         }
+        checkup.engine.shutdown()
         for name in names { findings += results[name] ?? [] }
         return findings
     }

@@ -84,8 +84,10 @@ struct LocalCheckup: Sendable {
                     return ([DoctorFinding("database", .failure, "\(path) fails PRAGMA quick_check: "
                         + problems.prefix(3).joined(separator: "; "), fix: recover)], nil)
                 }
-                let counts = try Row.fetchAll(db, sql: "SELECT state, COUNT(*) AS n FROM job GROUP BY state ORDER BY state")
-                    .map { "\($0["n"] as Int64) \($0["state"] as String)" }
+                // From the tally the triggers keep: no walk of the jobs, however long the history.
+                let counts = try Row.fetchAll(db, sql: """
+                    SELECT state, SUM(jobs) AS n FROM job_tally GROUP BY state HAVING SUM(jobs) > 0 ORDER BY state
+                    """).map { "\($0["n"] as Int64) \($0["state"] as String)" }
                 let override = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?",
                                                    arguments: [LinkMonitor.overrideSetting])
                 return ([DoctorFinding("database", .ok, "\(path): quick_check ok; jobs: "
