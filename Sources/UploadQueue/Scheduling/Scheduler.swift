@@ -127,9 +127,10 @@ actor Scheduler {
                 let due = state.nextWake(now: Date(), nextDue: nextDue).map { $0.timeIntervalSinceNow }
                     ?? pollInterval.seconds
                 var wait = min(max(due, 0.01), pollInterval.seconds)
-                // Bytes the engine counted and the database does not hold yet are booked within a second, so
-                // `status` and the budget's ledger on disk follow closely even when nothing else moves.
-                if let engine, engine.traffic.peek({ _ in true }) > 0 {
+                // Bytes the engine counted and the database does not hold yet are booked within a second once no
+                // transfer runs, so `status` and the budget's ledger on disk catch up even when nothing else moves.
+                // (While transfers run, the rounds they cause book them, at most once a second.)
+                if workers.isEmpty, let engine, engine.traffic.peek({ _ in true }) > 0 {
                     let booking = 1 - (ContinuousClock.now - trafficBookedAt).seconds
                     wait = min(wait, max(booking, 0.01))
                 }
