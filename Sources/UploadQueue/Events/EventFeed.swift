@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 import Logging
 import Synchronization
@@ -21,8 +20,9 @@ final class EventFeed: Sendable {
     private let readerBuffer: Int
     private let logger: Logger
     private let inbox = Mutex(Inbox())
-    /// Signalled when the thread has ended (and the socket is gone).
-    private let ended = DispatchSemaphore(value: 0)
+    /// The socket file this feed made (device and inode): on stopping, it removes that file alone, never one a
+    /// feed started next on the same path has made meanwhile.
+    private let socketFile: (device: UInt64, inode: UInt64)
     /// Lines published while the thread has not taken them yet, at most this many (it takes them within
     /// milliseconds; the bound holds should it ever stall).
     private static let inboxLimit = 10_000
@@ -70,6 +70,9 @@ final class EventFeed: Sendable {
         }
         guard chmod(path, group == nil ? 0o600 : 0o660) == 0 else { throw fail(.system("chmod", path: path), bound: true) }
         guard listen(descriptor, 16) == 0 else { throw fail(.system("listen", path: path), bound: true) }
+        var made = stat()
+        guard lstat(path, &made) == 0 else { throw fail(.system("lstat", path: path), bound: true) }
+        socketFile = (UInt64(made.st_dev), UInt64(made.st_ino))
         var pipeEnds: [Int32] = [-1, -1]
         guard pipe(&pipeEnds) == 0 else {
             close(descriptor)
@@ -102,17 +105,12 @@ final class EventFeed: Sendable {
         if taken { poke() }
     }
 
-    /// Closes every reader and the socket, and returns once the thread has ended (so a feed started next on the
-    /// same path keeps its socket). The wake-up pipe stays open until the feed is gone, so a late `publish` never
-    /// writes to a descriptor that was closed and reused.
+    /// Closes every reader and the socket (the thread does, at once); returns without waiting. The wake-up pipe
+    /// stays open until the feed is gone, so a late `publish` never writes to a descriptor that was closed and
+    /// reused.
     func stop() {
-        let first = inbox.withLock { inbox -> Bool in
-            defer { inbox.stopping = true }
-            return !inbox.stopping
-        }
-        guard first else { return }
+        inbox.withLock { $0.stopping = true }
         poke()
-        _ = ended.wait(timeout: .now() + 5)
     }
 
     deinit {
@@ -165,9 +163,12 @@ final class EventFeed: Sendable {
             if stopping {
                 // The path goes first: a reader that sees its stream end finds no socket to reconnect to.
                 close(listener)
-                unlink(path)
+                var current = stat()
+                if lstat(path, &current) == 0, UInt64(current.st_dev) == socketFile.device,
+                   UInt64(current.st_ino) == socketFile.inode {
+                    unlink(path)
+                }
                 for reader in readers { close(reader.descriptor) }
-                ended.signal()
                 return
             }
             // Readers that hung up or failed.
