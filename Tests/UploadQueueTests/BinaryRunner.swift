@@ -24,23 +24,24 @@ enum BinaryRunner {
 
     /// Runs `uploadq enqueue ARGS` for one file and returns the job id it printed; a failed run is an issue of the
     /// calling test, with the command's stderr.
-    static func enqueue(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) throws -> JobID {
-        let enqueued = try run(["enqueue"] + arguments)
+    static func enqueue(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> JobID {
+        let enqueued = try await run(["enqueue"] + arguments)
         #expect(enqueued.status == 0, "\(enqueued.stderr)", sourceLocation: sourceLocation)
         return try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)),
                             sourceLocation: sourceLocation)
     }
 
-    /// Runs `uploadq ARGS` (or another `executable`) to completion in `directory`.
+    /// Runs `uploadq ARGS` (or another `executable`) to completion in `directory`, waiting on a thread of its own.
     static func run(_ arguments: [String], in directory: String? = nil, environment: [String: String] = [:],
-                    executable: String? = nil) throws -> Output {
+                    executable: String? = nil) async throws -> Output {
         let program = executable ?? path
         #expect(FileManager.default.isExecutableFile(atPath: program), "build the uploadq binary first: \(program)")
         var env = ProcessInfo.processInfo.environment
         env["UPLOADQ_CONFIG"] = nil
         env.merge(environment) { $1 }
         let argv = executable == nil ? [program] + arguments : arguments
-        let (status, stdout, stderr) = try ChildProcess.run(argv, executable: program, directory: directory, environment: env)
+        let (status, stdout, stderr) = try await ChildProcess.run(argv, executable: program, directory: directory,
+                                                                  environment: env)
         return Output(status: status, stdout: String(decoding: stdout, as: UTF8.self),
                       stderr: String(decoding: stderr, as: UTF8.self))
     }
@@ -50,9 +51,11 @@ extension Sandbox {
     /// Runs `uploadq daemon --exit-when-idle` on this sandbox to the end (at most `limit` seconds: a daemon that
     /// does not finish fails the test instead of hanging the run); returns its output.
     @discardableResult
-    func drain(limit: Int = 60) throws -> BinaryRunner.Output {
-        let output = try BinaryRunner.run(["timeout", "\(limit)", BinaryRunner.path, "daemon", "--exit-when-idle",
-                                           "--config", configPath], executable: "/usr/bin/timeout")
+    func drain(limit: Int = 60) async throws -> BinaryRunner.Output {
+        // `-k`: a daemon that hangs on its way out of SIGTERM is killed 10 s later, and the run goes on.
+        let output = try await BinaryRunner.run(["timeout", "-k", "10", "\(limit)", BinaryRunner.path, "daemon",
+                                                 "--exit-when-idle", "--config", configPath],
+                                                executable: "/usr/bin/timeout")
         #expect(output.status == 0, "daemon --exit-when-idle: status \(output.status)\n\(output.stderr.suffix(2000))")
         return output
     }
@@ -77,8 +80,6 @@ final class DaemonProcess: Sendable {
 
     var pid: Int32 { child.pid }
     var isRunning: Bool { child.isRunning }
-    /// The exit code once the daemon ended.
-    var terminationStatus: Int32 { child.wait() }
     var log: String { (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "" }
 
     /// Waits until the daemon holds the queue (its lock file names it), then for its spool watcher to have made
@@ -89,23 +90,42 @@ final class DaemonProcess: Sendable {
         return true
     }
 
-    func kill9() {
-        kill(pid, SIGKILL)
-        child.wait()
+    func kill9() async {
+        child.signal(SIGKILL)
+        _ = await child.exit()
     }
 
-    /// Sends SIGTERM and returns how long the daemon took to exit.
-    func terminate() -> Duration {
+    /// Waits for the daemon to end by itself; returns its exit code. One still running after `limit` is killed
+    /// and that is an issue of the test: a hung daemon fails the test instead of hanging the whole run.
+    func exitStatus(limit: Duration = .seconds(120), sourceLocation: SourceLocation = #_sourceLocation) async -> Int32 {
+        await ended(within: limit, after: "running to its end", sourceLocation: sourceLocation).code
+    }
+
+    /// Sends SIGTERM and returns how long the daemon took to exit (measured where it is waited for, not
+    /// lengthened by a busy concurrency pool); one still running after `limit` is killed, and that is an issue.
+    func terminate(limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async -> Duration {
         let start = ContinuousClock.now
-        kill(pid, SIGTERM)
-        child.wait()
-        return ContinuousClock.now - start
+        child.signal(SIGTERM)
+        return await ended(within: limit, after: "SIGTERM", sourceLocation: sourceLocation).at - start
+    }
+
+    /// Waits for the daemon's end; past `limit`, kills it and records an issue.
+    private func ended(within limit: Duration, after what: String,
+                       sourceLocation: SourceLocation) async -> (code: Int32, at: ContinuousClock.Instant) {
+        let deadline = Task { [child] in
+            try await Task.sleep(for: limit)
+            return child.signal(SIGKILL)
+        }
+        let end = await child.exit()
+        deadline.cancel()
+        if (try? await deadline.value) == true {
+            Issue.record("the daemon still ran \(limit) after \(what): killed it. Log:\n\(log.suffix(3000))",
+                         sourceLocation: sourceLocation)
+        }
+        return end
     }
 
     deinit {
-        if child.isRunning {
-            kill(pid, SIGKILL)
-            child.wait()
-        }
+        if child.signal(SIGKILL) { child.wait() }
     }
 }

@@ -11,26 +11,26 @@ struct CLITests {
         sandbox = try Sandbox()
     }
 
-    func uploadq(_ arguments: String...) throws -> BinaryRunner.Output {
-        try BinaryRunner.run(arguments + ["--config", sandbox.configPath])
+    func uploadq(_ arguments: String...) async throws -> BinaryRunner.Output {
+        try await BinaryRunner.run(arguments + ["--config", sandbox.configPath])
     }
 
-    func enqueue(_ size: Int, seed: UInt64, _ extra: String...) throws -> String {
+    func enqueue(_ size: Int, seed: UInt64, _ extra: String...) async throws -> String {
         let path = try sandbox.makeFile(sandbox.root + "/in-\(seed).bin", size: size, seed: seed)
-        let output = try BinaryRunner.run(["enqueue", path] + extra + ["--config", sandbox.configPath])
+        let output = try await BinaryRunner.run(["enqueue", path] + extra + ["--config", sandbox.configPath])
         #expect(output.status == 0, "enqueue: \(output.stderr)")
         return output.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
     }
 
     @Test("list leaves out a row this version cannot read, names it on stderr, and lists the others")
-    func listWithUnreadableRow() throws {
-        let first = try enqueue(100, seed: 11)
-        let second = try enqueue(200, seed: 12)
+    func listWithUnreadableRow() async throws {
+        let first = try await enqueue(100, seed: 11)
+        let second = try await enqueue(200, seed: 12)
         let queue = try QueueDatabase.open(path: try sandbox.configuration().databasePath)
-        try queue.writer.write { db in
+        try await queue.writer.write { db in
             try db.execute(sql: "UPDATE job SET mode = 'mirror' WHERE id = ?", arguments: [first])
         }
-        let list = try uploadq("list", "--json")
+        let list = try await uploadq("list", "--json")
         #expect(list.status == 0, "\(list.stderr)")
         let jobs = try #require(try list.json() as? [[String: Any]])
         #expect(jobs.compactMap { $0["id"] as? String } == [second])
@@ -38,17 +38,17 @@ struct CLITests {
     }
 
     @Test("enqueue prints one id per line; list shows the jobs newest first; show --json has the contract's keys")
-    func enqueueListShow() throws {
-        let first = try enqueue(100, seed: 1, "--meta", "record=r1", "--priority", "3")
-        let second = try enqueue(200, seed: 2)
+    func enqueueListShow() async throws {
+        let first = try await enqueue(100, seed: 1, "--meta", "record=r1", "--priority", "3")
+        let second = try await enqueue(200, seed: 2)
         #expect(JobID(first) != nil && JobID(second) != nil)
 
-        let list = try uploadq("list", "--json")
+        let list = try await uploadq("list", "--json")
         #expect(list.status == 0)
         let jobs = try #require(try list.json() as? [[String: Any]])
         #expect(jobs.compactMap { $0["id"] as? String } == [second, first])
 
-        let show = try uploadq("show", first, "--json")
+        let show = try await uploadq("show", first, "--json")
         #expect(show.status == 0)
         let job = try #require(try show.json() as? [String: Any])
         for key in ["id", "state", "waiting_reason", "file", "original_name", "size", "sha256", "content_type",
@@ -61,15 +61,15 @@ struct CLITests {
         #expect((job["meta"] as? [String: String]) == ["record": "r1"])
         #expect(job["sha256"] as? String == (try sha256(ofFile: sandbox.root + "/in-1.bin")))
 
-        let text = try uploadq("list")
+        let text = try await uploadq("list")
         #expect(text.status == 0 && text.stdout.contains(first) && text.stdout.contains("pending"))
     }
 
     @Test("the same content enqueued twice returns the first job's id")
-    func dedupe() throws {
+    func dedupe() async throws {
         let path = try sandbox.makeFile(sandbox.root + "/same.bin", size: 300, seed: 9)
-        let first = try uploadq("enqueue", path, "--json")
-        let second = try uploadq("enqueue", path, "--json")
+        let first = try await uploadq("enqueue", path, "--json")
+        let second = try await uploadq("enqueue", path, "--json")
         let a = try #require(try first.json() as? [[String: Any]])
         let b = try #require(try second.json() as? [[String: Any]])
         #expect(a.first?["id"] as? String == b.first?["id"] as? String)
@@ -77,9 +77,9 @@ struct CLITests {
     }
 
     @Test("status without a daemon reports it stopped and counts the queue")
-    func statusWithoutDaemon() throws {
-        _ = try enqueue(1000, seed: 3)
-        let output = try uploadq("status", "--json")
+    func statusWithoutDaemon() async throws {
+        _ = try await enqueue(1000, seed: 3)
+        let output = try await uploadq("status", "--json")
         #expect(output.status == 0)
         let status = try #require(try output.json() as? [String: Any])
         #expect((status["daemon"] as? [String: Any])?["running"] as? Bool == false)
@@ -87,52 +87,52 @@ struct CLITests {
         #expect((status["bytes"] as? [String: Int])?["pending"] == 1000)
         #expect(((status["link"] as? [String: Any])?["class"] as? String) != nil)
         #expect(status["active"] is [Any])
-        let text = try uploadq("status")
+        let text = try await uploadq("status")
         #expect(text.status == 0 && text.stdout.contains("not running"))
     }
 
     @Test("exit codes: unknown job 3, malformed id 2, bad option 2, retrying a pending job 1")
-    func exitCodes() throws {
+    func exitCodes() async throws {
         let unknown = JobID.generate().rawValue
-        #expect(try uploadq("show", unknown).status == 3)
-        #expect(try uploadq("retry", unknown).status == 3)
-        #expect(try uploadq("cancel", unknown).status == 3)
-        let malformed = try uploadq("show", "not-an-id")
+        await #expect(try uploadq("show", unknown).status == 3)
+        await #expect(try uploadq("retry", unknown).status == 3)
+        await #expect(try uploadq("cancel", unknown).status == 3)
+        let malformed = try await uploadq("show", "not-an-id")
         #expect(malformed.status == 2)
         #expect(malformed.stderr.contains("not a job id"))
-        #expect(try uploadq("list", "--state", "bogus").status == 2)
-        #expect(try uploadq("enqueue", "x", "--mode", "teleport").status == 2)
-        #expect(try uploadq("frobnicate").status == 2)
+        await #expect(try uploadq("list", "--state", "bogus").status == 2)
+        await #expect(try uploadq("enqueue", "x", "--mode", "teleport").status == 2)
+        await #expect(try uploadq("frobnicate").status == 2)
 
-        let id = try enqueue(10, seed: 4)
-        let retry = try uploadq("retry", id)
+        let id = try await enqueue(10, seed: 4)
+        let retry = try await uploadq("retry", id)
         #expect(retry.status == 1)
         #expect(retry.stderr.contains("pending"))
     }
 
     @Test("enqueue --wait without a daemon exits 4 and says to start one")
-    func waitNeedsDaemon() throws {
+    func waitNeedsDaemon() async throws {
         let path = try sandbox.makeFile(sandbox.root + "/w.bin", size: 10, seed: 5)
-        let output = try uploadq("enqueue", path, "--wait")
+        let output = try await uploadq("enqueue", path, "--wait")
         #expect(output.status == 4)
         #expect(output.stderr.contains("uploadq daemon"))
     }
 
     @Test("a missing file is refused with its path, exit 1, and nothing is queued")
-    func missingFile() throws {
-        let output = try uploadq("enqueue", sandbox.root + "/nope.jpg")
+    func missingFile() async throws {
+        let output = try await uploadq("enqueue", sandbox.root + "/nope.jpg")
         #expect(output.status == 1)
         #expect(output.stderr.contains("nope.jpg"))
-        let list = try #require(try uploadq("list", "--json").json() as? [Any])
+        let list = try await #require(try uploadq("list", "--json").json() as? [Any])
         #expect(list.isEmpty)
     }
 
     @Test("cancel of a pending job removes it and keeps the queue's copy under cancelled/")
-    func cancelPending() throws {
-        let id = try enqueue(500, seed: 6)
-        let cancel = try uploadq("cancel", id)
+    func cancelPending() async throws {
+        let id = try await enqueue(500, seed: 6)
+        let cancel = try await uploadq("cancel", id)
         #expect(cancel.status == 0, "\(cancel.stderr)")
-        #expect(try uploadq("show", id).status == 3)
+        await #expect(try uploadq("show", id).status == 3)
         let kept = try FileManager.default.contentsOfDirectory(atPath: sandbox.state + "/cancelled")
         #expect(kept.contains { $0.hasPrefix(id) })
         let original = sandbox.root + "/in-6.bin"
@@ -140,16 +140,16 @@ struct CLITests {
     }
 
     @Test("a config error names the file, the line and the key, and exits 1")
-    func configError() throws {
+    func configError() async throws {
         try "state_dir = \"s\"\n[limits]\nconcurrency = \"many\"\n".write(toFile: sandbox.configPath, atomically: true, encoding: .utf8)
-        let output = try uploadq("status")
+        let output = try await uploadq("status")
         #expect(output.status == 1)
         #expect(output.stderr.contains("\(sandbox.configPath):3: key `limits.concurrency`"))
     }
 
     @Test("help lists every subcommand")
-    func help() throws {
-        let output = try BinaryRunner.run(["--help"])
+    func help() async throws {
+        let output = try await BinaryRunner.run(["--help"])
         #expect(output.status == 0)
         for command in ["daemon", "enqueue", "status", "list", "show", "retry", "cancel", "link"] {
             #expect(output.stdout.contains(command))
@@ -157,7 +157,7 @@ struct CLITests {
     }
 
     @Test("enqueue --files-from - --null takes thousands of names from standard input in one batch")
-    func filesFrom() throws {
+    func filesFrom() async throws {
         let sandbox = try Sandbox()
         var names: [String] = []
         for index in 0..<1200 {
@@ -165,28 +165,28 @@ struct CLITests {
         }
         let list = sandbox.root + "/list"
         try Data((names.joined(separator: "\0") + "\0").utf8).write(to: URL(fileURLWithPath: list))
-        let (exitCode, output, _) = try ChildProcess.run(
+        let (exitCode, output, _) = try await ChildProcess.run(
             [BinaryRunner.path, "enqueue", "--files-from", "-", "--null", "--config", sandbox.configPath],
             executable: BinaryRunner.path, environment: ProcessInfo.processInfo.environment,
             input: .file(list))
         let printed = String(decoding: output, as: UTF8.self)
         #expect(exitCode == 0)
         #expect(printed.split(separator: "\n").count == 1200)
-        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         #expect(((try status.json() as? [String: Any])?["counts"] as? [String: Int])?["pending"] == 1200)
-        let usage = try BinaryRunner.run(["enqueue", "--null", "--config", sandbox.configPath])
+        let usage = try await BinaryRunner.run(["enqueue", "--null", "--config", sandbox.configPath])
         #expect(usage.status == 2)
     }
 
     @Test("contrib/install-cli-extras.sh installs a man page and bash/zsh/fish completions naming every command")
-    func manPageAndCompletions() throws {
+    func manPageAndCompletions() async throws {
         let sandbox = try Sandbox()
         let prefix = sandbox.root + "/prefix"
         // `swift build --product generate-manual` names it generate-manual; the plugin, generate-manual-tool.
         let tool = ["generate-manual", "generate-manual-tool"].map { ConfigurationTests.repositoryRoot + "/.build/debug/" + $0 }
             .first { FileManager.default.isExecutableFile(atPath: $0) } ?? "generate-manual"
         #expect(FileManager.default.isExecutableFile(atPath: tool), "build it first: swift build --product generate-manual")
-        let result = try BinaryRunner.run(["bash", ConfigurationTests.repositoryRoot + "/contrib/install-cli-extras.sh", prefix],
+        let result = try await BinaryRunner.run(["bash", ConfigurationTests.repositoryRoot + "/contrib/install-cli-extras.sh", prefix],
                                           environment: ["UPLOADQ_BINARY": BinaryRunner.path, "GENERATE_MANUAL": tool],
                                           executable: "/bin/bash")
         #expect(result.status == 0, "\(result.stderr)")

@@ -3,12 +3,14 @@ import Foundation
 import Synchronization
 import Testing
 
-/// A child process for the tests, started with `posix_spawn` and reaped with `waitpid` on the calling thread.
+/// A child process for the tests, started with `posix_spawn` and reaped with `waitpid` on a thread of its own.
 ///
-/// Foundation's `Process` waits for a child by running a run loop on the calling thread (a worker of Swift's
-/// concurrency pool, in an async test) and reads pipes on dispatch's global queues, which on a 2-core machine are
-/// two threads wide. This needs no run loop and no other thread: both pipes are read with `poll` and the child is
-/// reaped with `waitpid`, on the calling thread.
+/// Swift's concurrency pool has as many threads as cores: two here, shared by every test running at once. A test
+/// that waited for a child on one of them (Foundation's `Process` runs a run loop on the calling thread; a plain
+/// `waitpid` blocks it) held that thread for the child's whole life, and two daemons run to their end starved
+/// every other test of the run: an in-process upload's progress or an `eventually` poll then stalled for seconds.
+/// So the async `exit()` and `run` wait on a thread started for the purpose; the blocking `wait()` is left for
+/// `deinit`, where the child is killed first, and for those threads.
 final class ChildProcess: Sendable {
     /// Where the child's standard input comes from.
     enum Input {
@@ -22,9 +24,10 @@ final class ChildProcess: Sendable {
     private let reaped = Mutex<Int32?>(nil)
 
     /// Starts `arguments` (the first names the program, run as `executable`) with stdout and stderr going to the
-    /// given descriptors; `directory` is the working directory.
+    /// given descriptors; `directory` is the working directory. `ownGroup` makes the child lead a process group
+    /// of its own, so that `signal(_:group:)` reaches what it started too.
     init(_ arguments: [String], executable: String, directory: String? = nil, environment: [String: String],
-         input: Int32?, output: Int32, errors: Int32) throws {
+         input: Int32?, output: Int32, errors: Int32, ownGroup: Bool = false) throws {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
@@ -46,7 +49,14 @@ final class ChildProcess: Sendable {
         defer { for pointer in envp { free(pointer) } }
         var child: pid_t = 0
         let program = directory == nil ? executable : "/usr/bin/env"
-        let spawned = posix_spawn(&child, program, &actions, nil, argv, envp)
+        var attributes = posix_spawnattr_t()
+        posix_spawnattr_init(&attributes)
+        defer { posix_spawnattr_destroy(&attributes) }
+        if ownGroup {
+            posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+            posix_spawnattr_setpgroup(&attributes, 0)
+        }
+        let spawned = posix_spawn(&child, program, &actions, &attributes, argv, envp)
         guard spawned == 0 else {
             throw CocoaError(.executableLoad, userInfo: [NSFilePathErrorKey: executable,
                                                          NSLocalizedDescriptionKey: String(cString: strerror(spawned))])
@@ -54,25 +64,49 @@ final class ChildProcess: Sendable {
         pid = child
     }
 
-    /// The exit code once it ended (128 + the signal for a killed child), else nil.
+    /// The exit code once it ended (128 + the signal for a killed child), else nil. Never blocks.
     var exitCode: Int32? {
-        reap(blocking: false).map(Self.code)
+        reap().map(Self.code)
     }
 
     var isRunning: Bool { exitCode == nil }
 
-    /// Waits for the child to end; returns its exit code.
+    /// Sends `signal` unless the child was reaped already (its pid may then name another process); returns
+    /// whether it was sent. The pid stays the child's until it is reaped, which only happens under the same lock.
     @discardableResult
-    func wait() -> Int32 {
-        Self.code(reap(blocking: true) ?? 0)
+    func signal(_ signal: Int32, group: Bool = false) -> Bool {
+        reaped.withLock { status in
+            guard status == nil else { return false }
+            return kill(group ? -pid : pid, signal) == 0
+        }
     }
 
-    private func reap(blocking: Bool) -> Int32? {
+    /// Waits for the child to end, on a thread of its own; returns its exit code and when it ended (taken on
+    /// that thread, so a busy concurrency pool does not lengthen it).
+    func exit() async -> (code: Int32, at: ContinuousClock.Instant) {
+        if let code = exitCode { return (code, .now) }
+        return await onOwnThread { (self.wait(), ContinuousClock.now) }
+    }
+
+    /// Waits for the child to end, blocking the calling thread; returns its exit code. For `deinit`, `runBlocking`
+    /// (once the child's pipes closed) and `exit()`'s own thread: async code uses `exit()`.
+    ///
+    /// It waits with `WNOWAIT`, outside the lock, and then reaps under it: `exitCode` and `signal` never wait
+    /// for the child's life, and the child's pid cannot be reused before `signal` sees it reaped.
+    @discardableResult
+    func wait() -> Int32 {
+        var info = siginfo_t()
+        while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) < 0 && errno == EINTR {}
+        return exitCode ?? 0
+    }
+
+    /// Reaps the child if it ended, without waiting; its raw wait status once reaped.
+    private func reap() -> Int32? {
         reaped.withLock { status in
             if status == nil {
                 var raw: Int32 = 0
                 var result: pid_t
-                repeat { result = waitpid(pid, &raw, blocking ? 0 : WNOHANG) } while result < 0 && errno == EINTR
+                repeat { result = waitpid(pid, &raw, WNOHANG) } while result < 0 && errno == EINTR
                 if result == pid { status = raw }
             }
             return status
@@ -83,10 +117,26 @@ final class ChildProcess: Sendable {
         (raw & 0x7f) == 0 ? (raw >> 8) & 0xff : 128 + (raw & 0x7f)
     }
 
-    /// Runs a program to its end and returns its exit code, stdout and stderr (both read as they come, so a
-    /// chatty child never blocks on a full pipe).
+    /// Runs a program to its end, waiting on a thread of its own, and returns its exit code, stdout and stderr.
     static func run(_ arguments: [String], executable: String, directory: String? = nil,
-                    environment: [String: String], input: Input = .none) throws -> (Int32, Data, Data) {
+                    environment: [String: String], input: Input = .none,
+                    limit: Duration = .seconds(300)) async throws -> (Int32, Data, Data) {
+        let (status, stdout, stderr) = try await onOwnThread {
+            try runBlocking(arguments, executable: executable, directory: directory, environment: environment,
+                            input: input, limit: limit)
+        }
+        return (status, stdout, stderr)
+    }
+
+    /// Runs a program to its end on the calling thread and returns its exit code, stdout and stderr (both read as
+    /// they come, so a chatty child never blocks on a full pipe). Only for synchronous places (a `deinit`) and
+    /// commands that end at once: async code uses `run`.
+    ///
+    /// The program leads a process group of its own. One still running after `limit` is killed with its group
+    /// and that is an issue of the running test: a hung command fails its test instead of hanging the run.
+    static func runBlocking(_ arguments: [String], executable: String, directory: String? = nil,
+                            environment: [String: String], input: Input = .none,
+                            limit: Duration = .seconds(300)) throws -> (Int32, Data, Data) {
         var out: [Int32] = [-1, -1]
         var err: [Int32] = [-1, -1]
         guard pipe(&out) == 0, pipe(&err) == 0 else { throw POSIXError(.EMFILE) }
@@ -104,7 +154,7 @@ final class ChildProcess: Sendable {
         let child: ChildProcess
         do {
             child = try ChildProcess(arguments, executable: executable, directory: directory, environment: environment,
-                                     input: inputDescriptor, output: out[1], errors: err[1])
+                                     input: inputDescriptor, output: out[1], errors: err[1], ownGroup: true)
         } catch {
             for descriptor in [out[0], out[1], err[0], err[1], feed[0], feed[1]] where descriptor >= 0 { close(descriptor) }
             if case .file = input, let inputDescriptor { close(inputDescriptor) }
@@ -128,9 +178,18 @@ final class ChildProcess: Sendable {
         var stderr = Data()
         var open = [out[0], err[0]]
         var buffer = [UInt8](repeating: 0, count: 65_536)
+        let deadline = ContinuousClock.now + limit
+        var expired = false
         while !open.isEmpty {
             var polled = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
-            guard poll(&polled, nfds_t(polled.count), -1) >= 0 || errno == EINTR else { break }
+            let left = deadline - ContinuousClock.now
+            if left <= .zero && !expired {
+                expired = true
+                child.signal(SIGKILL, group: true)
+                Issue.record("\(arguments.prefix(3).joined(separator: " ")) still ran after \(limit): killed it")
+            }
+            let wait = expired ? -1 : Int32(clamping: left.components.seconds * 1000 + 1)
+            guard poll(&polled, nfds_t(polled.count), wait) >= 0 || errno == EINTR else { break }
             for entry in polled where entry.revents != 0 {
                 let count = read(entry.fd, &buffer, buffer.count)
                 if count > 0 {
@@ -143,5 +202,20 @@ final class ChildProcess: Sendable {
             }
         }
         return (child.wait(), stdout, stderr)
+    }
+}
+
+/// Runs `body` on a thread started for it and resumes the caller when it returns, so that a blocking wait (for a
+/// child process, a pipe) never holds one of the concurrency pool's few threads.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+/// `onOwnThread` for a body that cannot fail.
+func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+        Thread { continuation.resume(returning: body()) }.start()
     }
 }

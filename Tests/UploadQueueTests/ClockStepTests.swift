@@ -64,7 +64,7 @@ struct ClockStepTests {
     func failOnce(_ sandbox: Sandbox, _ recorder: RecorderSession) async throws -> (JobID, QueueStore) {
         try await recorder.script([["status": 503, "body": "down for maintenance"]])
         let path = try sandbox.makeFile(sandbox.root + "/in/p.jpg", size: 20_000, seed: 402)
-        let id = try BinaryRunner.enqueue([path, "--destination", "api", "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([path, "--destination", "api", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         return (id, store)
     }
@@ -110,7 +110,7 @@ struct ClockStepTests {
         #expect(ContinuousClock.now - run.failedAt < .seconds(30))
         #expect(run.daemon.log.contains("the wall clock stepped back by"), "daemon log:\n\(run.daemon.log.suffix(3000))")
         #expect(try await run.recorder.requests().count == 2)
-        #expect(run.daemon.terminate() < .seconds(10))
+        #expect(await run.daemon.terminate() < .seconds(10))
     }
 
     @Test("the clock steps forwards an hour after a failure: the retry keeps its wait instead of firing at once")
@@ -125,6 +125,6 @@ struct ClockStepTests {
         let uploaded = try await eventually(timeout: .seconds(40)) { try run.store.job(run.id)?.state == .uploaded }
         #expect(uploaded, "daemon log:\n\(run.daemon.log.suffix(3000))")
         #expect(ContinuousClock.now - run.failedAt > .seconds(7), "the retry waited out its backoff")
-        #expect(run.daemon.terminate() < .seconds(10))
+        #expect(await run.daemon.terminate() < .seconds(10))
     }
 }

@@ -6,19 +6,19 @@ import Testing
 /// in the middle of a transfer, and bad input that must not stop the daemon.
 @Suite(.serialized)
 struct DaemonTests {
-    func statusJSON(_ sandbox: Sandbox) throws -> [String: Any] {
-        let output = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+    func statusJSON(_ sandbox: Sandbox) async throws -> [String: Any] {
+        let output = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         #expect(output.status == 0, "status failed: \(output.stderr)")
         return try #require(try output.json() as? [String: Any])
     }
 
-    func count(_ state: String, _ sandbox: Sandbox) throws -> Int {
-        let counts = try statusJSON(sandbox)["counts"] as? [String: Any]
+    func count(_ state: String, _ sandbox: Sandbox) async throws -> Int {
+        let counts = try await statusJSON(sandbox)["counts"] as? [String: Any]
         return counts?[state] as? Int ?? -1
     }
 
-    func jobs(_ sandbox: Sandbox) throws -> [[String: Any]] {
-        let output = try BinaryRunner.run(["list", "--json", "--config", sandbox.configPath])
+    func jobs(_ sandbox: Sandbox) async throws -> [[String: Any]] {
+        let output = try await BinaryRunner.run(["list", "--json", "--config", sandbox.configPath])
         #expect(output.status == 0, "list failed: \(output.stderr)")
         return try #require(try output.json() as? [[String: Any]])
     }
@@ -44,7 +44,7 @@ struct DaemonTests {
             expected[name] = try sha256(ofFile: source)
             switch index % 3 {
             case 0:
-                let cp = try BinaryRunner.run(["/bin/cp", source, sandbox.spool + "/" + name], executable: "/bin/cp")
+                let cp = try await BinaryRunner.run(["/bin/cp", source, sandbox.spool + "/" + name], executable: "/bin/cp")
                 #expect(cp.status == 0, "cp: \(cp.stderr)")
             case 1:
                 let temporary = sandbox.spool + "/.\(name).XXXXXX"
@@ -54,9 +54,9 @@ struct DaemonTests {
                 #expect(rename(source, sandbox.spool + "/" + name) == 0)
             }
         }
-        let arrived = try await eventually(timeout: .seconds(90)) { try count("uploaded", sandbox) == 100 }
+        let arrived = try await eventually(timeout: .seconds(90)) { try await count("uploaded", sandbox) == 100 }
         #expect(arrived, "daemon log:\n\(daemon.log.suffix(3000))")
-        let listed = try jobs(sandbox)
+        let listed = try await jobs(sandbox)
         #expect(listed.count == 100)
         for job in listed {
             let name = try #require(job["original_name"] as? String)
@@ -66,7 +66,7 @@ struct DaemonTests {
         #expect(sandbox.deliveredFiles().count == 100)
         let leftovers = try FileManager.default.contentsOfDirectory(atPath: sandbox.spool).filter { $0 != ".rejected" }
         #expect(leftovers.isEmpty)
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("kill -9 mid-transfer: after restart the copy continues from the partial length and is byte-identical")
@@ -74,7 +74,7 @@ struct DaemonTests {
         let sandbox = try Sandbox(bandwidth: 4 << 20)
         let source = try sandbox.makeFile(sandbox.root + "/big.bin", size: 20 << 20, seed: 7)
         let expected = try sha256(ofFile: source)
-        let id = try BinaryRunner.enqueue([source, "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([source, "--config", sandbox.configPath])
         let partial = sandbox.target + "/.uploadq-\(id).partial"
 
         let daemon = try DaemonProcess(sandbox: sandbox)
@@ -82,7 +82,7 @@ struct DaemonTests {
             ((try? FileFingerprint.of(path: partial).size) ?? 0) >= 6 << 20
         }
         #expect(started, "daemon log:\n\(daemon.log.suffix(3000))")
-        daemon.kill9()
+        await daemon.kill9()
         let partialLength = try FileFingerprint.of(path: partial).size
         #expect(partialLength > 0 && partialLength < 20 << 20)
         let queue = try UploadQueue(configuration: try sandbox.configuration())
@@ -97,22 +97,22 @@ struct DaemonTests {
         #expect(attempts.last?.startOffset == partialLength, "the second attempt continues from the partial file's length")
         let job = try #require(try await queue.job(id))
         #expect(try sha256(ofFile: try #require(URL(string: job.remoteURL ?? "")).path) == expected)
-        #expect(try count("uploading", sandbox) == 0)
+        await #expect(try count("uploading", sandbox) == 0)
         #expect(!FileManager.default.fileExists(atPath: partial))
-        #expect(restarted.terminate() < .seconds(5))
+        #expect(await restarted.terminate() < .seconds(5))
     }
 
     @Test("SIGTERM during a transfer: exit within 5 s, job pending with its offset saved")
     func gracefulStop() async throws {
         let sandbox = try Sandbox(bandwidth: 2 << 20)
         let source = try sandbox.makeFile(sandbox.root + "/big.bin", size: 20 << 20, seed: 8)
-        let id = try BinaryRunner.enqueue([source, "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([source, "--config", sandbox.configPath])
         let queue = try UploadQueue(configuration: try sandbox.configuration())
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(try await eventually(timeout: .seconds(30)) { (try await queue.job(id)?.bytesConfirmed ?? 0) >= 2 << 20 })
-        let took = daemon.terminate()
+        let took = await daemon.terminate()
         #expect(took < .seconds(5))
-        #expect(daemon.terminationStatus == 0, "daemon log:\n\(daemon.log.suffix(2000))")
+        #expect(await daemon.exitStatus() == 0, "daemon log:\n\(daemon.log.suffix(2000))")
         let job = try #require(try await queue.job(id))
         #expect(job.state == .pending)
         #expect(job.bytesConfirmed >= 2 << 20 && job.bytesConfirmed < job.size)
@@ -155,14 +155,14 @@ struct DaemonTests {
             writer.write(piece)
             written.append(piece)
             try await Task.sleep(for: .milliseconds(500))
-            #expect(try jobs(sandbox).allSatisfy { $0["original_name"] as? String != "slow.jpg" },
+            await #expect(try jobs(sandbox).allSatisfy { $0["original_name"] as? String != "slow.jpg" },
                     "slow.jpg was taken while still open for writing")
         }
         try writer.close()
 
         let settled = try await eventually(timeout: .seconds(30)) {
-            let names = Set(try jobs(sandbox).compactMap { $0["original_name"] as? String })
-            let uploaded = try count("uploaded", sandbox)
+            let names = await Set(try jobs(sandbox).compactMap { $0["original_name"] as? String })
+            let uploaded = try await count("uploaded", sandbox)
             return names.isSuperset(of: ["empty.jpg", "linked.jpg", "good.jpg", "slow.jpg"]) && uploaded == 4
                 && ["link-inside.jpg", "link-outside.jpg", "pipe.jpg", "folder", "bad-sidecar.jpg"].allSatisfy {
                     FileManager.default.fileExists(atPath: rejected + "/\($0).reason.txt")
@@ -180,14 +180,14 @@ struct DaemonTests {
         #expect(try String(contentsOfFile: rejected + "/pipe.jpg.reason.txt", encoding: .utf8).contains("FIFO"))
         #expect(FileManager.default.fileExists(atPath: linked), "the other hard link keeps its file")
 
-        let byName = Dictionary(uniqueKeysWithValues: try jobs(sandbox).map { ($0["original_name"] as? String ?? "", $0) })
+        let byName = await Dictionary(uniqueKeysWithValues: try jobs(sandbox).map { ($0["original_name"] as? String ?? "", $0) })
         #expect(byName["empty.jpg"]?["size"] as? Int == 0)
         #expect(byName["good.jpg"]?["meta"] as? [String: String] == ["event": "e-1", "n": "3"])
         let slow = try #require(byName["slow.jpg"])
         #expect(slow["size"] as? Int == written.count)
         #expect(try Data(contentsOf: URL(fileURLWithPath: try remotePath(slow))) == written)
         #expect(try sha256(ofFile: try remotePath(byName["linked.jpg"])) == (try sha256(ofFile: linked)))
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("with a daemon running: enqueue --wait wakes it at once and returns 0; cancel stops a transfer")
@@ -199,28 +199,28 @@ struct DaemonTests {
         let small = try sandbox.makeFile(sandbox.root + "/small.jpg", size: 10_000, seed: 11)
         let clock = ContinuousClock()
         let start = clock.now
-        let waited = try BinaryRunner.run(["enqueue", small, "--wait", "--config", sandbox.configPath])
+        let waited = try await BinaryRunner.run(["enqueue", small, "--wait", "--config", sandbox.configPath])
         #expect(waited.status == 0, "\(waited.stderr)")
         #expect(clock.now - start < .seconds(3))
         let id = waited.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(try jobs(sandbox).first { $0["id"] as? String == id }?["state"] as? String == "uploaded")
+        await #expect(try jobs(sandbox).first { $0["id"] as? String == id }?["state"] as? String == "uploaded")
 
         let big = try sandbox.makeFile(sandbox.root + "/big.bin", size: 30 << 20, seed: 12)
-        let enqueued = try BinaryRunner.run(["enqueue", big, "--config", sandbox.configPath])
+        let enqueued = try await BinaryRunner.run(["enqueue", big, "--config", sandbox.configPath])
         let bigID = enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let moving = try await eventually(timeout: .seconds(20)) {
-            try jobs(sandbox).first { $0["id"] as? String == bigID }?["state"] as? String == "uploading"
+            try await jobs(sandbox).first { $0["id"] as? String == bigID }?["state"] as? String == "uploading"
         }
         #expect(moving)
-        let cancel = try BinaryRunner.run(["cancel", bigID, "--config", sandbox.configPath])
+        let cancel = try await BinaryRunner.run(["cancel", bigID, "--config", sandbox.configPath])
         #expect(cancel.status == 0, "\(cancel.stderr)")
         #expect(cancel.stdout.contains("cancelled"))
-        #expect(try BinaryRunner.run(["show", bigID, "--config", sandbox.configPath]).status == 3)
+        #expect(try await BinaryRunner.run(["show", bigID, "--config", sandbox.configPath]).status == 3)
         #expect(!sandbox.deliveredFiles().contains { $0.hasSuffix("big.bin") })
         let partials = try FileManager.default.contentsOfDirectory(atPath: sandbox.target).filter { $0.hasSuffix(".partial") }
         #expect(partials.isEmpty, "the cancelled transfer's partial file is removed")
         #expect(FileManager.default.fileExists(atPath: big))
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("a second daemon on the same state directory exits 1 with a clear message")
@@ -228,12 +228,12 @@ struct DaemonTests {
         let sandbox = try Sandbox()
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox))
-        let second = try BinaryRunner.run(["daemon", "--config", sandbox.configPath])
+        let second = try await BinaryRunner.run(["daemon", "--config", sandbox.configPath])
         #expect(second.status == 1)
         #expect(second.stderr.contains("already runs this queue"))
         #expect(second.stderr.contains("pid \(daemon.pid)"))
-        let status = try statusJSON(sandbox)
+        let status = try await statusJSON(sandbox)
         #expect((status["daemon"] as? [String: Any])?["pid"] as? Int == Int(daemon.pid))
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 }

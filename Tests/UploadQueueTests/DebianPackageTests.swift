@@ -9,8 +9,10 @@ import Testing
 @Suite(.serialized)
 struct DebianPackageTests {
     static var package: String {
-        let arch = (try? BinaryRunner.run(["dpkg", "--print-architecture"], executable: "/usr/bin/dpkg").stdout
-            .trimmingCharacters(in: .whitespacesAndNewlines)) ?? "amd64"
+        // dpkg answers at once: this blocking run costs the concurrency pool nothing worth a thread.
+        let arch = (try? ChildProcess.runBlocking(["dpkg", "--print-architecture"], executable: "/usr/bin/dpkg",
+                                                  environment: ProcessInfo.processInfo.environment))
+            .map { String(decoding: $0.1, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "amd64"
         return ConfigurationTests.repositoryRoot + "/.build/deb/uploadq_\(UploadQueueVersion.current)_\(arch).deb"
     }
 
@@ -22,16 +24,16 @@ struct DebianPackageTests {
     }
 
     @Test("the package's control names the one version, the shared libraries' packages and adduser")
-    func control() throws {
+    func control() async throws {
         let deb = try requirePackage()
-        let fields = try BinaryRunner.run(["dpkg-deb", "-f", deb, "Package", "Version", "Depends", "Architecture"],
+        let fields = try await BinaryRunner.run(["dpkg-deb", "-f", deb, "Package", "Version", "Depends", "Architecture"],
                                           executable: "/usr/bin/dpkg-deb")
         #expect(fields.status == 0, "\(fields.stderr)")
         #expect(fields.stdout.contains("Version: \(UploadQueueVersion.current)\n"))
         for dependency in ["adduser", "libc6", "libcurl4", "libsqlite3-0", "libmagic1"] {
             #expect(fields.stdout.contains(dependency), "Depends lacks \(dependency): \(fields.stdout)")
         }
-        let listing = try BinaryRunner.run(["dpkg-deb", "-c", deb], executable: "/usr/bin/dpkg-deb").stdout
+        let listing = try await BinaryRunner.run(["dpkg-deb", "-c", deb], executable: "/usr/bin/dpkg-deb").stdout
         for path in ["./usr/bin/uploadq", "./etc/uploadq/uploadq.toml", "./lib/systemd/system/uploadq.service",
                      "./usr/share/man/man1/uploadq.1.gz", "./usr/share/doc/uploadq/copyright"] {
             #expect(listing.contains(path), "\(path) missing")
@@ -39,9 +41,9 @@ struct DebianPackageTests {
     }
 
     @Test("lintian: no error, warning or info that is not overridden with its reason")
-    func lintian() throws {
+    func lintian() async throws {
         let deb = try requirePackage()
-        let result = try BinaryRunner.run(["lintian", "--fail-on", "error,warning,info", "-I", "-E", "--pedantic", deb],
+        let result = try await BinaryRunner.run(["lintian", "--fail-on", "error,warning,info", "-I", "-E", "--pedantic", deb],
                                           executable: "/usr/bin/lintian")
         #expect(result.status == 0, "lintian:\n\(result.stdout)\(result.stderr)")
         let tags = result.stdout.split(separator: "\n").filter { $0.hasPrefix("E:") || $0.hasPrefix("W:") || $0.hasPrefix("I:") || $0.hasPrefix("P:") }
@@ -55,9 +57,9 @@ struct DebianPackageTests {
     }
 
     @Test("installed into a throwaway root: user, group, modes, conffile, enabled unit, a delivered file; remove and purge")
-    func install() throws {
+    func install() async throws {
         let deb = try requirePackage()
-        let result = try BinaryRunner.run(["bash", ConfigurationTests.repositoryRoot + "/contrib/debian/throwaway-install.sh", deb],
+        let result = try await BinaryRunner.run(["bash", ConfigurationTests.repositoryRoot + "/contrib/debian/throwaway-install.sh", deb],
                                           executable: "/bin/bash")
         #expect(result.status == 0, "throwaway-install:\n\(result.stdout)\n\(result.stderr)")
         var facts: [String: String] = [:]

@@ -64,7 +64,7 @@ struct DeviceConstraintDaemonTests {
         #expect(held.waitingReason == .power, "\(held.waitingHolds)")
         #expect(held.waitingHolds.first?.detail?.contains("on battery (80%)") == true, "\(held.waitingHolds)")
         #expect(held.bytesConfirmed % (8 << 20) == 0, "stopped at a chunk boundary")
-        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let power = try #require((try status.json() as? [String: Any])?["power"] as? [String: Any])
         #expect(power["external"] as? Bool == false && power["battery_percent"] as? Int == 80)
 
@@ -96,7 +96,7 @@ struct DeviceConstraintDaemonTests {
         #expect(waiting.state == .pending)
         try await Task.sleep(for: .seconds(2))
         #expect(try await proxy.bodyBytes() == 0, "nothing goes on a low battery")
-        let shown = try BinaryRunner.run(["show", id.rawValue, "--config", sandbox.configPath]).stdout
+        let shown = try await BinaryRunner.run(["show", id.rawValue, "--config", sandbox.configPath]).stdout
         #expect(shown.contains("power: battery at 40%, below 50%"), "\(shown)")
         try setPower(sandbox, capacity: 60)
         let done = try await running.settled(id, timeout: .seconds(20))
@@ -127,12 +127,12 @@ struct DeviceConstraintDaemonTests {
         print("budget test: \(sent) bytes through the proxy for a 10 MiB budget, 2 MiB chunks")
         #expect(sent <= (10 << 20) + (2 << 20), "\(sent) bytes on the metered link")
         #expect(sent >= 8 << 20, "the budget was used: \(sent)")
-        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let budget = try #require((try status.json() as? [String: Any])?["metered_budget"] as? [String: Any])
         #expect((budget["used"] as? Int ?? 0) >= 10 << 20 && budget["left"] as? Int == 0, "\(budget)")
-        let listed = try BinaryRunner.run(["list", "--config", sandbox.configPath]).stdout
+        let listed = try await BinaryRunner.run(["list", "--config", sandbox.configPath]).stdout
         #expect(listed.contains("metered link, budget 10.0 MiB/day spent, resets 00:00"), "\(listed)")
-        let metrics = try BinaryRunner.run(["status", "--prometheus", "--config", sandbox.configPath]).stdout
+        let metrics = try await BinaryRunner.run(["status", "--prometheus", "--config", sandbox.configPath]).stdout
         #expect(metrics.contains("uploadq_metered_budget_bytes{state=\"left\"} 0"), "\(metrics)")
         let waitingForBudget = try ids.filter { try running.queue.store.job($0)?.state == .pending }.count
         #expect(waitingForBudget >= 2)
@@ -181,9 +181,9 @@ struct DeviceConstraintDaemonTests {
             urgent_priority = 10
             time_zone = "UTC"
             """, bandwidth: 2 << 20)
-        let plain = try BinaryRunner.enqueue([try sandbox.makeRandomFile(sandbox.root + "/plain.mov", size: 64 << 20),
+        let plain = try await BinaryRunner.enqueue([try sandbox.makeRandomFile(sandbox.root + "/plain.mov", size: 64 << 20),
                                               "--destination", "tus", "--config", sandbox.configPath])
-        let urgent = try BinaryRunner.enqueue([try sandbox.makeRandomFile(sandbox.root + "/urgent.mov", size: 40 << 20),
+        let urgent = try await BinaryRunner.enqueue([try sandbox.makeRandomFile(sandbox.root + "/urgent.mov", size: 40 << 20),
                                                "--destination", "tus", "--priority", "10", "--config", sandbox.configPath])
         // 25 s before the window closes, at 1 MiB/s each: both run well before, and neither is done by then.
         let daemon = try daemon(sandbox, at: "11:59:35")
@@ -199,13 +199,13 @@ struct DeviceConstraintDaemonTests {
         let attempt = try #require(try store.attempts(of: plain).last)
         #expect(attempt.outcome == "interrupted" && attempt.error?.contains("outside its upload windows") == true,
                 "\(attempt)")
-        let shown = try BinaryRunner.run(["show", plain.rawValue, "--config", sandbox.configPath]).stdout
+        let shown = try await BinaryRunner.run(["show", plain.rawValue, "--config", sandbox.configPath]).stdout
         #expect(shown.contains("outside window until"), "\(shown)")
         let done = try await eventually(timeout: .seconds(60)) { try store.job(urgent)?.state == .uploaded }
         #expect(done, "daemon log:\n\(daemon.log.suffix(2000))")
         try await Task.sleep(for: .seconds(1))
         #expect(try store.job(plain)?.state == .pending, "the plain job waits for the window")
-        #expect(daemon.terminate() < .seconds(10))
+        #expect(await daemon.terminate() < .seconds(10))
     }
 
     @Test("the timetable slows a running upload from 4 MiB/s to 512 KiB/s at its time, as the wire shows (±15 %)")
@@ -215,7 +215,7 @@ struct DeviceConstraintDaemonTests {
             [schedule]
             time_zone = "UTC"
             """, bandwidthKeys: "timetable = [\"00:00,4MiB\", \"12:00,512KiB\"]")
-        _ = try BinaryRunner.enqueue([try sandbox.makeRandomFile(sandbox.root + "/long.mov", size: 128 << 20),
+        _ = try await BinaryRunner.enqueue([try sandbox.makeRandomFile(sandbox.root + "/long.mov", size: 128 << 20),
                                       "--destination", "tus", "--config", sandbox.configPath])
         // 20 s of 4 MiB/s before 12:00 (80 MiB, in one request), then 512 KiB/s.
         let daemon = try daemon(sandbox, at: "11:59:40")
@@ -237,6 +237,6 @@ struct DeviceConstraintDaemonTests {
         print("timetable test: \(Int(fast)) B/s before 12:00, \(Int(slow)) B/s after")
         #expect(abs(fast - 4 * 1_048_576) / (4 * 1_048_576) < 0.15, "\(fast) B/s for a cap of 4 MiB/s")
         #expect(abs(slow - 512 * 1024) / (512 * 1024) < 0.15, "\(slow) B/s for a cap of 512 KiB/s")
-        #expect(daemon.terminate() < .seconds(10))
+        #expect(await daemon.terminate() < .seconds(10))
     }
 }

@@ -52,23 +52,23 @@ struct FreeSpaceGuardTests {
 struct DiskFullTests {
     /// Writes zeros to `path` until the file system is full, to the last page (or `megabytes` are written).
     @discardableResult
-    func fill(_ path: String, megabytes: Int? = nil) throws -> BinaryRunner.Output {
+    func fill(_ path: String, megabytes: Int? = nil) async throws -> BinaryRunner.Output {
         var arguments = ["dd", "if=/dev/zero", "of=\(path)", "bs=4k"]
         if let megabytes { arguments.append("count=\(megabytes * 256)") }
-        return try BinaryRunner.run(arguments, executable: "/bin/dd")
+        return try await BinaryRunner.run(arguments, executable: "/bin/dd")
     }
 
     @Test("below min_free_space: copies are refused (exit 5), reference jobs taken, status explains; room comes back, copies are taken")
     func intakePausesAndResumes() async throws {
         let sandbox = try Sandbox(limits: "min_free_space = \"20MiB\"")
-        let disk = try TmpfsMount(at: sandbox.state, size: "32m")
+        let disk = try await TmpfsMount(at: sandbox.state, size: "32m")
         let queue = try UploadQueue(configuration: try sandbox.configuration())
         let small = try sandbox.makeFile(sandbox.root + "/in/small.jpg", size: 10_000, seed: 301)
         let big = try sandbox.makeFile(sandbox.root + "/in/big.jpg", size: 6 << 20, seed: 302)
 
         // 32 MiB free: a 6 MiB copy fits above the floor.
         _ = try await queue.enqueue(big)
-        try fill(disk.path + "/filler", megabytes: 10)
+        try await fill(disk.path + "/filler", megabytes: 10)
         // About 16 MiB free now: below the floor.
         await #expect {
             try await queue.enqueue(small)
@@ -78,32 +78,32 @@ struct DiskFullTests {
         let reference = try await queue.enqueue(small, mode: .reference)
         #expect(try await queue.job(reference)?.mode == .reference, "a reference job writes no copy and is taken")
 
-        let cli = try BinaryRunner.run(["enqueue", small, "--config", sandbox.configPath])
+        let cli = try await BinaryRunner.run(["enqueue", small, "--config", sandbox.configPath])
         #expect(cli.status == 5, "exit 5 for a disk that is low: \(cli.stderr)")
         #expect(cli.stderr.contains("below min_free_space (20.0 MiB)"), "\(cli.stderr)")
-        let status = try BinaryRunner.run(["status", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--config", sandbox.configPath])
         #expect(status.stdout.contains("intake:   paused: the disk holding \(sandbox.state)"), "\(status.stdout)")
-        let json = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let json = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let document = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
         let diskJSON = try #require(document["disk"] as? [String: Any])
         #expect(diskJSON["intake_paused"] as? Bool == true)
         #expect((diskJSON["min_free_bytes"] as? Int) == 20 << 20)
-        let metrics = try BinaryRunner.run(["status", "--prometheus", "--config", sandbox.configPath])
+        let metrics = try await BinaryRunner.run(["status", "--prometheus", "--config", sandbox.configPath])
         #expect(metrics.stdout.contains("uploadq_intake_paused 1"), "\(metrics.stdout)")
 
         unlink(disk.path + "/filler")
         let other = try sandbox.makeFile(sandbox.root + "/in/other.jpg", size: 10_000, seed: 304)
         let copied = try await queue.enqueue(EnqueueRequest(path: other))
         #expect(!copied.deduplicated, "with room again the copy is taken")
-        let after = try BinaryRunner.run(["status", "--config", sandbox.configPath])
+        let after = try await BinaryRunner.run(["status", "--config", sandbox.configPath])
         #expect(!after.stdout.contains("intake:") && after.stdout.contains("disk:"), "\(after.stdout)")
     }
 
     @Test("the spool waits while the disk is low and takes its files by itself once there is room")
     func spoolWaitsForRoom() async throws {
         let sandbox = try Sandbox(limits: "min_free_space = \"20MiB\"")
-        let disk = try TmpfsMount(at: sandbox.state, size: "32m")
-        try fill(disk.path + "/filler", megabytes: 16)
+        let disk = try await TmpfsMount(at: sandbox.state, size: "32m")
+        try await fill(disk.path + "/filler", megabytes: 16)
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
         try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)
@@ -122,21 +122,21 @@ struct DiskFullTests {
         let name = try #require(try FileManager.default.contentsOfDirectory(atPath: sandbox.target).first { $0.hasSuffix("photo.jpg") })
         #expect(try sha256(ofFile: sandbox.target + "/" + name) == expected)
         #expect(daemon.log.contains("spool: there is room again"))
-        #expect(daemon.terminate() < .seconds(10))
+        #expect(await daemon.terminate() < .seconds(10))
     }
 
     @Test("a daemon started on a disk too full to open the queue waits, says why, and starts by itself once there is room")
     func startWaitsForRoom() async throws {
         let sandbox = try Sandbox(limits: "min_free_space = 0")
-        let disk = try TmpfsMount(at: sandbox.state, size: "16m")
+        let disk = try await TmpfsMount(at: sandbox.state, size: "16m")
         let path = try sandbox.makeFile(sandbox.root + "/in/a.jpg", size: 100_000, seed: 320)
-        let enqueued = try BinaryRunner.run(["enqueue", path, "--config", sandbox.configPath])
+        let enqueued = try await BinaryRunner.run(["enqueue", path, "--config", sandbox.configPath])
         #expect(enqueued.status == 0, "\(enqueued.stderr)")
-        try fill(disk.path + "/filler")
+        try await fill(disk.path + "/filler")
         // Whether SQLite can still open the queue on a full tmpfs depends on pages it happens to hold: either the
         // queue cannot be opened (exit 5; the daemon waits to open it) or it opens and cannot be written (the
         // daemon says so and waits). Both must end in a daemon that stays up, says why, and goes on by itself.
-        let status = try BinaryRunner.run(["status", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--config", sandbox.configPath])
         #expect(status.status == 0 || (status.status == 5 && status.stderr.contains("full")),
                 "exit 5 for a disk too full to open the queue: \(status.status) \(status.stderr)")
         let daemon = try DaemonProcess(sandbox: sandbox)
@@ -151,7 +151,7 @@ struct DiskFullTests {
             ((try? FileManager.default.contentsOfDirectory(atPath: sandbox.target)) ?? []).contains { $0.hasSuffix("a.jpg") }
         }
         #expect(delivered, "daemon log:\n\(daemon.log.suffix(2000))")
-        #expect(daemon.terminate() < .seconds(10))
+        #expect(await daemon.terminate() < .seconds(10))
     }
 
     @Test("the disk fills while uploads finish: the reserve records the first, the second waits in memory; nothing is sent twice")
@@ -164,11 +164,11 @@ struct DiskFullTests {
             protocol = "http-put"
             url = "\(proxy.url("/record/\(recorder.name)/{job_id}-{name}"))"
             """, concurrency: 1, limits: "min_free_space = 0")
-        let disk = try TmpfsMount(at: sandbox.state, size: "24m")
+        let disk = try await TmpfsMount(at: sandbox.state, size: "24m")
         var ids: [JobID] = []
         for index in 0..<2 {
             let path = try sandbox.makeFile(sandbox.root + "/in/p\(index).jpg", size: 100_000, seed: UInt64(310 + index))
-            ids.append(try BinaryRunner.enqueue([path, "--destination", "api", "--config", sandbox.configPath]))
+            ids.append(try await BinaryRunner.enqueue([path, "--destination", "api", "--config", sandbox.configPath]))
         }
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let daemon = try DaemonProcess(sandbox: sandbox)
@@ -186,14 +186,14 @@ struct DiskFullTests {
         // 1. The server has the first file; the disk fills before the daemon hears so. Its first write fails,
         //    the reserve goes, and the success is recorded.
         #expect(try await held(1), "daemon log:\n\(daemon.log.suffix(2000))")
-        try fill(disk.path + "/filler-1")
+        try await fill(disk.path + "/filler-1")
         let first = try await eventually(timeout: .seconds(30)) { try store.job(ids[0])?.state == .uploaded }
         #expect(first, "daemon log:\n\(daemon.log.suffix(3000))")
 
         // 2. The second: the disk fills again and there is no reserve left. The success waits in memory (the
         //    row stays `uploading`, nothing is sent again), and is recorded once there is room.
         #expect(try await held(2), "daemon log:\n\(daemon.log.suffix(2000))")
-        try fill(disk.path + "/filler-2")
+        try await fill(disk.path + "/filler-2")
         let waiting = await eventually(timeout: .seconds(30)) {
             daemon.log.contains("cannot record the end of a transfer yet")
         }
@@ -212,7 +212,7 @@ struct DiskFullTests {
             #expect(sent == 1, "each file reached the server once: \(sent) PUTs of \(id)\n\(requests)")
         }
         #expect(try store.jobs(state: .uploading).isEmpty)
-        #expect(daemon.terminate() < .seconds(10))
+        #expect(await daemon.terminate() < .seconds(10))
     }
 }
 

@@ -16,10 +16,10 @@ struct DoctorTests {
         func findings(_ check: String) -> [[String: String]] { findings.filter { $0["check"] == check } }
     }
 
-    func doctor(_ sandbox: Sandbox, environment: [String: String] = [:]) throws -> Report {
+    func doctor(_ sandbox: Sandbox, environment: [String: String] = [:]) async throws -> Report {
         var env = S3TestBucket.environment
         env.merge(environment) { $1 }
-        let output = try BinaryRunner.run(["doctor", "--json", "--config", sandbox.configPath], environment: env)
+        let output = try await BinaryRunner.run(["doctor", "--json", "--config", sandbox.configPath], environment: env)
         let object = try output.json() as? [String: Any]
         let findings = (object?["findings"] as? [[String: Any]] ?? []).map { finding in
             finding.compactMapValues { $0 as? String }
@@ -55,7 +55,7 @@ struct DoctorTests {
             """)
         // A queue with a job in it (the CLI makes the state directory 0700), and a spool droppers may write to.
         try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 1)
-        let enqueued = try BinaryRunner.run(["enqueue", sandbox.root + "/a.jpg", "--config", sandbox.configPath])
+        let enqueued = try await BinaryRunner.run(["enqueue", sandbox.root + "/a.jpg", "--config", sandbox.configPath])
         #expect(enqueued.status == 0, "\(enqueued.stderr)")
         try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)
         #expect(chmod(sandbox.spool, 0o3770) == 0)
@@ -66,7 +66,7 @@ struct DoctorTests {
     func healthy() async throws {
         let sandbox = try await healthySandbox()
         let before = try FileManager.default.subpathsOfDirectory(atPath: sandbox.root).sorted()
-        let report = try doctor(sandbox)
+        let report = try await doctor(sandbox)
         #expect(report.status == 0, "\(report.text)")
         #expect(report.healthy)
         #expect(report.findings.allSatisfy { $0["severity"] != "failure" }, "\(report.findings)")
@@ -85,7 +85,7 @@ struct DoctorTests {
         let after = try FileManager.default.subpathsOfDirectory(atPath: sandbox.root).sorted()
         #expect(before == after, "the doctor changed the sandbox")
         // The text form says the same, and ends with the verdict.
-        let text = try BinaryRunner.run(["doctor", "--config", sandbox.configPath], environment: S3TestBucket.environment)
+        let text = try await BinaryRunner.run(["doctor", "--config", sandbox.configPath], environment: S3TestBucket.environment)
         #expect(text.status == 0)
         #expect(text.stdout.hasSuffix("all well\n") || text.stdout.contains("all well ("), "\(text.stdout)")
     }
@@ -124,7 +124,7 @@ struct DoctorTests {
         try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)
         #expect(chmod(sandbox.spool, 0o777) == 0)
 
-        let report = try doctor(sandbox)
+        let report = try await doctor(sandbox)
         #expect(report.status == 1, "\(report.text)")
         #expect(!report.healthy)
         func expectFailure(_ check: String, says: String, fix: String, sourceLocation: SourceLocation = #_sourceLocation) {
@@ -142,7 +142,7 @@ struct DoctorTests {
 
         // A spool only its owner can write to is a warning with its fix, not a failure.
         #expect(chmod(sandbox.spool, 0o755) == 0)
-        let owned = try doctor(sandbox)
+        let owned = try await doctor(sandbox)
         #expect(owned.findings("spool").contains { $0["severity"] == "warning" && ($0["fix"] ?? "").contains("chmod 3770") },
                 "\(owned.findings("spool"))")
     }
@@ -153,7 +153,7 @@ struct DoctorTests {
         let shim = try TestServers.address("UPLOADQ_TEST_CLOCKSHIFT")
         let offset = sandbox.root + "/clock-offset"
         try "600\n".write(toFile: offset, atomically: true, encoding: .utf8)
-        let report = try doctor(sandbox, environment: ["LD_PRELOAD": shim, "CLOCKSHIFT_FILE": offset])
+        let report = try await doctor(sandbox, environment: ["LD_PRELOAD": shim, "CLOCKSHIFT_FILE": offset])
         #expect(report.status == 1, "\(report.text)")
         for name in ["tus", "bucket", "dav"] {
             #expect(report.findings("destination \(name)").contains {
@@ -164,10 +164,10 @@ struct DoctorTests {
     }
 
     @Test("a config that does not load is the one finding, with file and line, and exit 1")
-    func brokenConfig() throws {
+    func brokenConfig() async throws {
         let sandbox = try Sandbox()
         try "[limits]\nconcurrency = \"many\"\n".write(toFile: sandbox.configPath, atomically: true, encoding: .utf8)
-        let report = try doctor(sandbox)
+        let report = try await doctor(sandbox)
         #expect(report.status == 1)
         #expect(report.findings.count == 1)
         #expect(report.findings.first?["check"] == "config")
@@ -182,9 +182,9 @@ extension DoctorTests {
         let sandbox = try Sandbox()
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
-        let report = try doctor(sandbox)
+        let report = try await doctor(sandbox)
         #expect(report.findings("database").first?["severity"] == "ok", "\(report.findings("database"))")
         #expect(report.findings("destination default").first?["severity"] != "failure")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 }

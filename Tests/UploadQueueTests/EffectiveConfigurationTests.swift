@@ -222,20 +222,20 @@ struct EffectiveConfigurationTests {
     }
 
     @Test("uploadq config check says OK or exits 1 with file:line:key; config show prints loadable TOML and JSON")
-    func commands() throws {
+    func commands() async throws {
         let sandbox = try Sandbox()
-        let good = try BinaryRunner.run(["config", "check", "--config", sandbox.configPath])
+        let good = try await BinaryRunner.run(["config", "check", "--config", sandbox.configPath])
         #expect(good.status == 0, "\(good.stderr)")
         #expect(good.stdout.contains("config OK: \(sandbox.configPath)"))
 
         let bad = sandbox.root + "/bad.toml"
         try "state_dir = \"s\"\n[limits]\nconcurrency = 0\n".write(toFile: bad, atomically: true, encoding: .utf8)
-        let failed = try BinaryRunner.run(["config", "check", "--config", bad])
+        let failed = try await BinaryRunner.run(["config", "check", "--config", bad])
         #expect(failed.status == 1)
         #expect(failed.stderr.contains("\(bad):3: key `limits.concurrency`"), "\(failed.stderr)")
         #expect(!FileManager.default.fileExists(atPath: sandbox.root + "/s"), "check created the state directory")
 
-        let shown = try BinaryRunner.run(["config", "show", "--config", sandbox.configPath])
+        let shown = try await BinaryRunner.run(["config", "show", "--config", sandbox.configPath])
         #expect(shown.status == 0, "\(shown.stderr)")
         let copy = sandbox.root + "/shown.toml"
         try shown.stdout.write(toFile: copy, atomically: true, encoding: .utf8)
@@ -243,7 +243,7 @@ struct EffectiveConfigurationTests {
         var reloaded = try ConfigurationLoader.load(path: copy)
         (original.file, reloaded.file) = (nil, nil)
         #expect(original == reloaded)
-        let json = try BinaryRunner.run(["config", "show", "--json", "--config", sandbox.configPath])
+        let json = try await BinaryRunner.run(["config", "show", "--json", "--config", sandbox.configPath])
         #expect((try json.json() as? [String: Any])?["state_dir"] as? String == original.stateDirectory)
     }
 }

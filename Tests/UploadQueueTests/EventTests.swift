@@ -28,9 +28,9 @@ struct EventTests {
             }
         }
 
-        func stop() -> Int32 {
-            kill(child.pid, SIGTERM)
-            return child.wait()
+        func stop() async -> Int32 {
+            child.signal(SIGTERM)
+            return await child.exit().code
         }
     }
 
@@ -57,7 +57,7 @@ struct EventTests {
             follower.lines.filter { $0["type"] as? String == "uploaded" }.count == 50
         }
         #expect(seen)
-        _ = follower.stop()
+        _ = await follower.stop()
         let lines = follower.lines
         let jobs = try store.jobs()
         for job in jobs {
@@ -79,7 +79,7 @@ struct EventTests {
 
         // --since replays the jobs enqueued after the tenth, from the database.
         let ordered = jobs.map(\.id).sorted { $0.rawValue < $1.rawValue }
-        let replay = try BinaryRunner.run(["events", "--since", ordered[9].rawValue, "--json", "--config", sandbox.configPath])
+        let replay = try await BinaryRunner.run(["events", "--since", ordered[9].rawValue, "--json", "--config", sandbox.configPath])
         #expect(replay.status == 0, "\(replay.stderr)")
         let replayed = replay.stdout.split(separator: "\n").compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any]
@@ -91,10 +91,10 @@ struct EventTests {
             #expect(kinds == ["enqueued", "started", "uploaded"], "\(id): \(kinds)")
         }
         // The text form, for people: one line per event, the name escaped.
-        let text = try BinaryRunner.run(["events", "--lines", "1", "--config", sandbox.configPath])
+        let text = try await BinaryRunner.run(["events", "--lines", "1", "--config", sandbox.configPath])
         #expect(text.stdout.split(separator: "\n").count == 3, "\(text.stdout)")
         #expect(text.stdout.contains("\\n\"x\".jpg"), "\(text.stdout)")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("a reader that stops reading is dropped with a last line, and does not slow the uploads (measured)")
@@ -112,7 +112,7 @@ struct EventTests {
                 paths.append(try sandbox.makeFile(folder + "/f\(index).jpg", size: 200, seed: UInt64(round * 10_000 + index + 1)))
             }
             let start = ContinuousClock.now
-            let enqueued = try BinaryRunner.run(["enqueue"] + paths + ["--config", sandbox.configPath])
+            let enqueued = try await BinaryRunner.run(["enqueue"] + paths + ["--config", sandbox.configPath])
             #expect(enqueued.status == 0, "\(enqueued.stderr)")
             let done = try await eventually(timeout: .seconds(120)) {
                 try store.summary().counts[.uploaded] == (round + 1) * count
@@ -136,21 +136,25 @@ struct EventTests {
         #expect(dropped, "daemon log:\n\(daemon.log.suffix(2000))")
 
         // What it gets when it reads at last: whole lines, then the `dropped` line, then the end.
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65536)
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
         setsockopt(reader, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        while true {
-            let count = read(reader, &buffer, buffer.count)
-            guard count > 0 else { break }
-            received += buffer[0..<count]
+        // The reads block (up to 5 s each): on a thread of their own.
+        let received = await onOwnThread { [reader] in
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while true {
+                let count = read(reader, &buffer, buffer.count)
+                guard count > 0 else { break }
+                received += buffer[0..<count]
+            }
+            return received
         }
         let lines = String(decoding: received, as: UTF8.self).split(separator: "\n")
         let objects = lines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
         #expect(objects.count == lines.count, "a line was cut")
         #expect(objects.last?["type"] as? String == "dropped", "\(lines.suffix(2))")
         #expect((objects.last?["lost"] as? Int ?? 0) > 0)
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("jobs another process enqueues and cancels reach a follower as enqueued and cancelled")
@@ -169,20 +173,20 @@ struct EventTests {
         let follower = try Follower(sandbox)
         #expect(await eventually(timeout: .seconds(10)) { follower.lines.first?["type"] as? String == "following" })
         let file = try sandbox.makeFile(sandbox.root + "/w.jpg", size: 1000, seed: 77)
-        let enqueued = try BinaryRunner.run(["enqueue", "--destination", "tus", file, "--config", sandbox.configPath])
+        let enqueued = try await BinaryRunner.run(["enqueue", "--destination", "tus", file, "--config", sandbox.configPath])
         let id = try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(enqueued.stderr)")
         #expect(await eventually(timeout: .seconds(10)) { follower.lines.contains { $0["job"] as? String == id.rawValue } })
-        let cancelled = try BinaryRunner.run(["cancel", id.rawValue, "--config", sandbox.configPath])
+        let cancelled = try await BinaryRunner.run(["cancel", id.rawValue, "--config", sandbox.configPath])
         #expect(cancelled.status == 0, "\(cancelled.stderr)")
         let seen = await eventually(timeout: .seconds(10)) {
             follower.lines.contains { $0["job"] as? String == id.rawValue && $0["type"] as? String == "cancelled" }
         }
-        _ = follower.stop()
+        _ = await follower.stop()
         #expect(seen, "\(follower.lines)")
         let kinds = follower.lines.filter { $0["job"] as? String == id.rawValue }.map { $0["type"] as? String ?? "" }
         #expect(kinds == ["enqueued", "cancelled"], "\(kinds)")
         #expect(follower.lines.first { $0["type"] as? String == "enqueued" }?["name"] as? String == "w.jpg")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("the feed serves at most 64 readers, turns more away, and after stop() closes them; a late publish is harmless")
@@ -224,9 +228,9 @@ struct EventTests {
     }
 
     @Test("--follow without a daemon exits 4; the throttle lets one progress line a second through, and the last")
-    func pieces() throws {
+    func pieces() async throws {
         let sandbox = try Sandbox()
-        let result = try BinaryRunner.run(["events", "--follow", "--config", sandbox.configPath])
+        let result = try await BinaryRunner.run(["events", "--follow", "--config", sandbox.configPath])
         #expect(result.status == 4, "\(result.stderr)")
         #expect(result.stderr.contains("no daemon to follow"))
 

@@ -61,7 +61,7 @@ struct HookTests {
         #expect(settled, "daemon log:\n\(daemon.log.suffix(3000))")
         // A moment more: a second run would show now.
         try await Task.sleep(for: .milliseconds(1500))
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         let runs = try String(contentsOfFile: hooks + "/runs", encoding: .utf8).split(separator: "\n")
         let jobs = try store.jobs()
         #expect(runs.count == 5, "\(runs)")
@@ -84,7 +84,7 @@ struct HookTests {
             #expect(object["sha256"] as? String == job.sha256)
             #expect(try hookEntries(store, job.id).map(\.attempts) == [1])
         }
-        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let counts = ((try status.json() as? [String: Any])?["hooks"] as? [String: Any])?["on_uploaded"] as? [String: Int]
         #expect(counts?["done"] == 5, "\(status.stdout)")
     }
@@ -103,9 +103,9 @@ struct HookTests {
         #expect(rename(sandbox.root + "/x", sandbox.spool + "/x.jpg") == 0)
         let running = await eventually(timeout: .seconds(30)) { FileManager.default.fileExists(atPath: hooks + "/first") }
         #expect(running, "daemon log:\n\(first.log.suffix(3000))")
-        first.kill9()
+        await first.kill9()
         // The killed run is still asleep in its own process group: stopped here, as a reboot would.
-        _ = try? BinaryRunner.run(["pkill", "-f", hooks + "/on_uploaded.sh"], executable: "/usr/bin/pkill")
+        _ = try? await BinaryRunner.run(["pkill", "-f", hooks + "/on_uploaded.sh"], executable: "/usr/bin/pkill")
 
         let second = try DaemonProcess(sandbox: sandbox, name: "second")
         #expect(await second.waitUntilReady(sandbox))
@@ -113,7 +113,7 @@ struct HookTests {
         let id = try #require(try store.jobs().first?.id)
         let done = try await eventually(timeout: .seconds(30)) { try hookEntries(store, id).first?.state == .done }
         #expect(done, "second daemon log:\n\(second.log.suffix(3000))")
-        #expect(second.terminate() < .seconds(5))
+        #expect(await second.terminate() < .seconds(5))
         let runs = try String(contentsOfFile: hooks + "/runs", encoding: .utf8).split(separator: "\n")
         #expect(runs.filter { $0.hasPrefix("start \(id.rawValue)") }.count == 2, "\(runs)")
         #expect(runs.filter { $0 == "end \(id.rawValue)" }.count == 1, "\(runs)")
@@ -137,14 +137,14 @@ struct HookTests {
             return try hookEntries(store, id).first?.state == .done
         }
         #expect(done, "daemon log:\n\(daemon.log.suffix(3000))")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         let id = try #require(try store.jobs().first?.id)
         #expect(try hookEntries(store, id).first?.attempts == 2)
         #expect(daemon.log.contains("did not finish within 1s and was killed"), "\(daemon.log.suffix(2000))")
         let runs = try String(contentsOfFile: hooks + "/runs", encoding: .utf8).split(separator: "\n")
         #expect(runs == ["start 1", "start 2"], "\(runs)")
         // The sleep it started went with it (the hook's whole process group is killed).
-        let left = try BinaryRunner.run(["pgrep", "-f", "sleep 600"], executable: "/usr/bin/pgrep")
+        let left = try await BinaryRunner.run(["pgrep", "-f", "sleep 600"], executable: "/usr/bin/pgrep")
         #expect(left.stdout.isEmpty, "left running: \(left.stdout)")
     }
 
@@ -170,7 +170,7 @@ struct HookTests {
         }
         print("hook printing 100 MiB: daemon peak resident \(peaks[0]) KiB after a quiet hook, \(peaks[1]) KiB after the flood")
         #expect(peaks[1] - peaks[0] < 4 * 1024, "the daemon's peak resident memory grew by \((peaks[1] - peaks[0]) / 1024) MiB")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         let line = try #require(daemon.log.split(separator: "\n").last { $0.contains("hook on_uploaded ran") })
         #expect(line.contains("stdout=" + String(repeating: "x", count: 1024)) && line.count < 1400,
                 "the log line holds \(line.count) characters")
@@ -189,10 +189,10 @@ struct HookTests {
             """)
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox))
-        let web = try BinaryRunner.run(["enqueue", "--destination", "web", try sandbox.makeFile(sandbox.root + "/w.jpg", size: 100, seed: 12),
+        let web = try await BinaryRunner.run(["enqueue", "--destination", "web", try sandbox.makeFile(sandbox.root + "/w.jpg", size: 100, seed: 12),
                                         "--config", sandbox.configPath])
         let webID = try #require(JobID(web.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
-        let local = try BinaryRunner.run(["enqueue", try sandbox.makeFile(sandbox.root + "/l.jpg", size: 100, seed: 13),
+        let local = try await BinaryRunner.run(["enqueue", try sandbox.makeFile(sandbox.root + "/l.jpg", size: 100, seed: 13),
                                           "--config", sandbox.configPath])
         let localID = try #require(JobID(local.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
         let store = try store(sandbox)
@@ -211,10 +211,10 @@ struct HookTests {
         let entry = try #require(try hookEntries(store, localID).first)
         #expect(entry.attempts == 2 && entry.lastError?.contains("exited with status 3") == true, "\(entry)")
         #expect(try store.job(localID)?.state == .uploaded)
-        let shown = try BinaryRunner.run(["show", localID.rawValue, "--config", sandbox.configPath])
+        let shown = try await BinaryRunner.run(["show", localID.rawValue, "--config", sandbox.configPath])
         #expect(shown.stdout.contains("hook:         on_uploaded failed, 2 attempt(s)"), "\(shown.stdout)")
         // `uploadq retry --hooks` runs it again.
-        let retried = try BinaryRunner.run(["retry", "--hooks", localID.rawValue, "--config", sandbox.configPath])
+        let retried = try await BinaryRunner.run(["retry", "--hooks", localID.rawValue, "--config", sandbox.configPath])
         #expect(retried.status == 0, "\(retried.stderr)")
         let again = try await eventually(timeout: .seconds(20)) {
             let entry = try hookEntries(store, localID).first
@@ -222,7 +222,7 @@ struct HookTests {
                 && daemon.log.components(separatedBy: "exited with status 3").count >= 5
         }
         #expect(again, "daemon log:\n\(daemon.log.suffix(3000))")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("the v12 migration moves patch rows into the outbox with their state; triggers owe hooks on any path")
@@ -275,6 +275,20 @@ struct HookTests {
         var hooks = HookSettings()
         hooks.onFailed = ["/bin/true"]
         hooks.onUploaded = ["/bin/true"]
+        try store.setHookConsumers(hooks)
+        // The same hooks again (a restart with the same config) write nothing: a start on a full disk gets past it.
+        let changes = store.writer.writeWithoutTransaction { $0.totalChangesCount }
+        try store.setHookConsumers(hooks)
+        #expect(store.writer.writeWithoutTransaction { $0.totalChangesCount } == changes)
+        let events = { try store.writer.read { try String.fetchAll($0, sql: "SELECT event FROM outbox_consumer ORDER BY event") } }
+        #expect(try events() == ["failed", "uploaded"])
+        // A hook taken out is no longer owed; none at all, nothing.
+        var fewer = hooks
+        fewer.onFailed = nil
+        try store.setHookConsumers(fewer)
+        #expect(try events() == ["uploaded"])
+        try store.setHookConsumers(HookSettings())
+        #expect(try events() == [])
         try store.setHookConsumers(hooks)
         let base = Date(timeIntervalSince1970: 1_800_000_000)
         let ids = (0..<6).map { JobID.generate(at: base.addingTimeInterval(Double($0))) }

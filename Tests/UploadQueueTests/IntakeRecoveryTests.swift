@@ -24,7 +24,7 @@ struct IntakeRecoveryTests {
     func moveUndoneOnFullDisk() async throws {
         // No free-space floor: the copy itself runs into the full disk.
         let sandbox = try Sandbox(limits: "min_free_space = 0")
-        let blobs = try TmpfsMount(at: sandbox.state + "/blobs", size: "1m")
+        let blobs = try await TmpfsMount(at: sandbox.state + "/blobs", size: "1m")
         let queue = try UploadQueue(configuration: try sandbox.configuration())
         let path = try sandbox.makeFile(sandbox.root + "/in/big.jpg", size: 2 << 20, seed: 11)
         let expected = try sha256(ofFile: path)
@@ -32,7 +32,7 @@ struct IntakeRecoveryTests {
         #expect(try sha256(ofFile: path) == expected, "the file is where it was, whole")
         #expect(try await queue.jobs().isEmpty, "no half-taken row is left behind")
         #expect(try FileManager.default.contentsOfDirectory(atPath: blobs.path).isEmpty, "no partial copy is left")
-        try blobs.resize("8m")
+        try await blobs.resize("8m")
         let again = try await queue.enqueue(EnqueueRequest(path: path, mode: .move))
         #expect(!again.deduplicated)
         let job = try #require(try await queue.job(again.id))
@@ -65,7 +65,7 @@ struct IntakeRecoveryTests {
         }
         #expect(FileManager.default.fileExists(atPath: sources[0]), "the file that could not be taken stays where it is")
         // The queue still starts and delivers the rest.
-        try sandbox.drain()
+        try await sandbox.drain()
         let second = try await queue.job(ids[1])
         let third = try await queue.job(ids[2])
         #expect(second?.state == .uploaded && third?.state == .uploaded)
@@ -84,7 +84,7 @@ struct IntakeRecoveryTests {
         #expect(job.intakeComplete)
         #expect(job.inode == (try FileFingerprint.of(path: job.file).inode))
         #expect(!FileManager.default.fileExists(atPath: source), "the original is unlinked once the copy is recorded")
-        try sandbox.drain()
+        try await sandbox.drain()
         let done = try #require(try await queue.job(id))
         #expect(done.state == .uploaded, "\(done.lastError ?? "")")
     }

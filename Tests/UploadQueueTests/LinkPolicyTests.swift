@@ -22,7 +22,7 @@ struct LinkPolicyTests {
     func deferOnMetered() async throws {
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.davURL()))
         let sandbox = try davSandbox(proxy)
-        let set = try BinaryRunner.run(["link", "metered", "--config", sandbox.configPath])
+        let set = try await BinaryRunner.run(["link", "metered", "--config", sandbox.configPath])
         #expect(set.status == 0 && set.stdout.hasPrefix("metered (source: override"), "\(set.stdout)\(set.stderr)")
         let running = try RunningQueue(sandbox)
         let photo = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 3 << 20, seed: 70),
@@ -37,7 +37,7 @@ struct LinkPolicyTests {
         try await Task.sleep(for: .seconds(1))
         #expect(try await proxy.bodyBytes() == 40_000, "only the small file reached the server")
 
-        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let json = try #require(try status.json() as? [String: Any])
         let link = try #require(json["link"] as? [String: Any])
         #expect(link["class"] as? String == "metered" && link["source"] as? String == "override")
@@ -52,7 +52,7 @@ struct LinkPolicyTests {
         let traffic = try running.queue.store.traffic()["dav"] ?? [:]
         #expect((traffic["metered"] ?? 0) >= 40_000 && (traffic["metered"] ?? 0) < 1 << 20, "\(traffic)")
         #expect((traffic["unmetered"] ?? 0) >= 3 << 20, "\(traffic)")
-        let after = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let after = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let byClass = try #require(((try after.json() as? [String: Any])?["traffic"] as? [String: Any])?["by_class"]
             as? [String: Int])
         #expect(byClass["metered"] == Int(traffic["metered"] ?? -1))

@@ -6,7 +6,7 @@ import Testing
 /// reference parser (`prometheus_client` in the test virtualenv).
 struct MetricsTests {
     /// The samples of a Prometheus text, as the Python client parses them: "name{labels}" → value.
-    static func parse(_ text: String) throws -> [String: Double] {
+    static func parse(_ text: String) async throws -> [String: Double] {
         let python = ConfigurationTests.repositoryRoot + "/.build-venv/bin/python"
         let script = """
             import json, sys
@@ -18,7 +18,7 @@ struct MetricsTests {
                     out[sample.name + ("{" + labels + "}" if labels else "")] = sample.value
             print(json.dumps(out))
             """
-        let (status, data, errors) = try ChildProcess.run([python, "-c", script], executable: python,
+        let (status, data, errors) = try await ChildProcess.run([python, "-c", script], executable: python,
                                                           environment: ProcessInfo.processInfo.environment,
                                                           input: .bytes(Data(text.utf8)))
         let problem = String(decoding: errors, as: UTF8.self)
@@ -39,11 +39,11 @@ struct MetricsTests {
                                           to: "default")
         }
         let path = sandbox.root + "/metrics.prom"
-        let written = try await eventually(timeout: .seconds(20)) {
+        let written = await eventually(timeout: .seconds(20)) {
             ((try? String(contentsOfFile: path, encoding: .utf8)) ?? "").contains("uploadq_jobs{state=\"uploaded\"} 3")
         }
         #expect(written)
-        let samples = try Self.parse(try String(contentsOfFile: path, encoding: .utf8))
+        let samples = try await Self.parse(try String(contentsOfFile: path, encoding: .utf8))
         await running.stop()
         #expect(samples["uploadq_up"] == 1)
         #expect(samples["uploadq_jobs{state=\"uploaded\"}"] == 3)
@@ -51,22 +51,22 @@ struct MetricsTests {
         #expect(samples["uploadq_link_class{class=\"unmetered\"}"] != nil)
         #expect(samples["uploadq_failed_attempts"] == 0)
         #expect(samples["uploadq_patches{state=\"pending\"}"] == 0)
-        let final = try Self.parse(try String(contentsOfFile: path, encoding: .utf8))
+        let final = try await Self.parse(try String(contentsOfFile: path, encoding: .utf8))
         #expect(final["uploadq_up"] == 0, "the last write after the stop says nobody runs the queue")
-        let cli = try BinaryRunner.run(["status", "--prometheus", "--config", sandbox.configPath])
+        let cli = try await BinaryRunner.run(["status", "--prometheus", "--config", sandbox.configPath])
         #expect(cli.status == 0)
-        let printed = try Self.parse(cli.stdout)
+        let printed = try await Self.parse(cli.stdout)
         #expect(printed["uploadq_jobs{state=\"uploaded\"}"] == 3)
     }
 
     @Test("label values with quotes, backslashes and newlines stay parseable")
-    func escaping() throws {
+    func escaping() async throws {
         var summary = QueueSummary(counts: [:], bytes: [:], waiting: [:], permanentFailures: 0, active: [],
                                    nextAttemptAt: nil, patches: [:])
         summary.openCircuits = ["odd \"name\"\\\nx"]
         let status = QueueStatus(runnerPID: nil, link: .assumedUnmetered, summary: summary,
                                  traffic: ["odd \"name\"\\\nx": ["metered": 5]])
-        let samples = try Self.parse(PrometheusText.render(status))
+        let samples = try await Self.parse(PrometheusText.render(status))
         #expect(samples.keys.contains { $0.hasPrefix("uploadq_sent_bytes_total{") && $0.contains("metered") })
         #expect(samples.values.contains(5))
     }

@@ -30,7 +30,7 @@ struct MintedTargetTests {
 
     func stored(_ bucket: S3TestBucket, _ job: Job) async throws -> String {
         let key = "\(job.id)-\(job.originalName)"
-        let path = try bucket.download(key, to: NSTemporaryDirectory() + "/minted-\(job.id)")
+        let path = try await bucket.download(key, to: NSTemporaryDirectory() + "/minted-\(job.id)")
         defer { try? FileManager.default.removeItem(atPath: path) }
         return try sha256(ofFile: path)
     }
@@ -43,7 +43,7 @@ struct MintedTargetTests {
         var ids: [JobID] = []
         for index in 0..<3 {
             let path = try sandbox.makeFile(sandbox.root + "/shot \(index).jpg", size: 300_000 + index, seed: UInt64(90 + index))
-            ids.append(try BinaryRunner.enqueue([path, "--destination", "minted", "--config", sandbox.configPath]))
+            ids.append(try await BinaryRunner.enqueue([path, "--destination", "minted", "--config", sandbox.configPath]))
         }
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let done = try await eventually(timeout: .seconds(30)) {
@@ -66,9 +66,9 @@ struct MintedTargetTests {
         #expect(uploads.allSatisfy { ($0["headers"] as? [String: String])?["authorization"] == nil },
                 "the backend's token never goes to the storage")
         // No signature in the log or in what the CLI prints.
-        let show = try BinaryRunner.run(["show", "--json", ids[0].rawValue, "--config", sandbox.configPath]).stdout
-        let list = try BinaryRunner.run(["list", "--config", sandbox.configPath]).stdout
-        #expect(daemon.terminate() < .seconds(5))
+        let show = try await BinaryRunner.run(["show", "--json", ids[0].rawValue, "--config", sandbox.configPath]).stdout
+        let list = try await BinaryRunner.run(["list", "--config", sandbox.configPath]).stdout
+        #expect(await daemon.terminate() < .seconds(5))
         for text in [daemon.log, show, list] {
             #expect(!text.contains("X-Amz-Signature") && !text.contains("X-Amz-Credential") && !text.contains(Self.token))
         }
@@ -235,7 +235,7 @@ struct CompanionTests {
     func storedDigest(_ bucket: S3TestBucket) async throws -> String {
         let keys = try await bucket.keys()
         #expect(keys.count == 1, "\(keys)")
-        let path = try bucket.download(try #require(keys.first), to: NSTemporaryDirectory() + "/companion-\(UUID())")
+        let path = try await bucket.download(try #require(keys.first), to: NSTemporaryDirectory() + "/companion-\(UUID())")
         defer { try? FileManager.default.removeItem(atPath: path) }
         return try sha256(ofFile: path)
     }
@@ -258,7 +258,7 @@ struct CompanionTests {
         let size = 100 << 20
         let source = try sandbox.makeRandomFile(sandbox.root + "/take.mov", size: size)
         let expected = try sha256(ofFile: source)
-        let id = try BinaryRunner.enqueue([source, "--destination", "companion", "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([source, "--destination", "companion", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         func job() throws -> Job { try #require(try store.job(id)) }
         let environment = ["UPLOADQ_TEST_MINT_TOKEN": MintedTargetTests.token]
@@ -271,13 +271,13 @@ struct CompanionTests {
                 try await proxy.bodyBytes() - base >= 2 * (8 << 20) + (4 << 20)
             }
             #expect(midway, "daemon log:\n\(daemon.log.suffix(2000))")
-            daemon.kill9()
+            await daemon.kill9()
             #expect(S3ResumeState(json: try job().resumeState) != nil)
         }
         let daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-3", environment: environment)
         let finished = try await eventually(timeout: .seconds(120)) { try job().state == .uploaded }
         #expect(finished, "daemon log:\n\(daemon.log.suffix(3000))")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         #expect(try await storedDigest(bucket) == expected)
         let asked = try await backend.requests()
         let paths = asked.map { String(($0["path"] as? String ?? "").prefix { $0 != "?" }) }

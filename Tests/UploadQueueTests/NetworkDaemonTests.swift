@@ -18,18 +18,18 @@ struct NetworkDaemonTests {
             """)
         let daemon = try DaemonProcess(sandbox: sandbox, environment: ["UPLOADQ_TEST_SECRET": "tok-SECRET-123"])
         let path = try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 70)
-        let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "api", "--config", sandbox.configPath])
+        let enqueued = try await BinaryRunner.run(["enqueue", path, "--destination", "api", "--config", sandbox.configPath])
         let id = enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let failed = try await eventually {
-            try BinaryRunner.run(["show", id, "--json", "--config", sandbox.configPath]).stdout.contains("\"failed\"")
+            try await BinaryRunner.run(["show", id, "--json", "--config", sandbox.configPath]).stdout.contains("\"failed\"")
         }
         #expect(failed, "daemon log:\n\(daemon.log.suffix(2000))")
         let sent = try await recorder.requests().compactMap { ($0["headers"] as? [String: String])?["authorization"] }
         #expect(sent == ["Bearer tok-SECRET-123", "Bearer tok-SECRET-123"])
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         var outputs = [daemon.log]
         for command in [["show", id, "--json"], ["show", id], ["list", "--json"], ["status", "--json"], ["status"]] {
-            outputs.append(try BinaryRunner.run(command + ["--config", sandbox.configPath]).stdout)
+            outputs.append(try await BinaryRunner.run(command + ["--config", sandbox.configPath]).stdout)
         }
         #expect(outputs[1].contains("HTTP 401") && outputs[1].contains("invalid token"))
         for output in outputs {
@@ -48,14 +48,14 @@ struct NetworkDaemonTests {
             chunk_size = "256KiB"
             """, retry: "30s")
         let path = try sandbox.makeFile(sandbox.root + "/a.bin", size: 1_000_000, seed: 71)
-        let id = try BinaryRunner.enqueue([path, "--destination", "tus", "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([path, "--destination", "tus", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         var daemon = try DaemonProcess(sandbox: sandbox)
         #expect(try await eventually { try store.job(id)?.state == .failed })
         let upload = try #require(TusResumeState(json: try store.job(id)?.resumeState)).uploadURL
-        if !daemonRunning { #expect(daemon.terminate() < .seconds(5)) }
+        if !daemonRunning { #expect(await daemon.terminate() < .seconds(5)) }
 
-        let cancelled = try BinaryRunner.run(["cancel", id.rawValue, "--config", sandbox.configPath])
+        let cancelled = try await BinaryRunner.run(["cancel", id.rawValue, "--config", sandbox.configPath])
         #expect(cancelled.status == 0, "\(cancelled.stderr)")
         #expect(try await eventually { try store.job(id) == nil })
         #expect(try await eventually {
@@ -63,9 +63,9 @@ struct NetworkDaemonTests {
         }, "daemon log:\n\(daemon.log.suffix(2000))")
         #expect(!FileManager.default.fileExists(atPath: try TestServers.tusStoredFile(uploadURL: upload)))
         #expect(FileManager.default.fileExists(atPath: sandbox.state + "/cancelled/\(id)-a.bin"))
-        if daemonRunning { #expect(daemon.terminate() < .seconds(5)) }
+        if daemonRunning { #expect(await daemon.terminate() < .seconds(5)) }
         daemon = try DaemonProcess(sandbox: sandbox, name: "after")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("daemon --exit-when-idle drains the queue to nginx DAV, then exits 0 (batch use)")
@@ -77,12 +77,12 @@ struct NetworkDaemonTests {
         var ids: [String] = []
         for index in 0..<3 {
             let path = try sandbox.makeFile(sandbox.root + "/p\(index).jpg", size: 50_000 * (index + 1), seed: UInt64(72 + index))
-            let enqueued = try BinaryRunner.run(["enqueue", path, "--destination", "dav", "--config", sandbox.configPath])
+            let enqueued = try await BinaryRunner.run(["enqueue", path, "--destination", "dav", "--config", sandbox.configPath])
             ids.append(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         }
-        let run = try BinaryRunner.run(["daemon", "--exit-when-idle", "--config", sandbox.configPath])
+        let run = try await BinaryRunner.run(["daemon", "--exit-when-idle", "--config", sandbox.configPath])
         #expect(run.status == 0, "\(run.stderr.suffix(2000))")
-        let status = try #require(try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath]).json()
+        let status = try #require(try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath]).json()
             as? [String: Any])
         #expect((status["counts"] as? [String: Int])?["uploaded"] == 3)
         #expect((status["daemon"] as? [String: Any])?["running"] as? Bool == false)

@@ -67,11 +67,11 @@ struct PatchTests {
         let record = try #require(try running.queue.store.patchRecord(id))
         #expect(record.lastError?.contains("HTTP 404") == true, "\(record.lastError ?? "")")
         #expect(record.lastError?.contains("no such record") == true)
-        let show = try BinaryRunner.run(["show", id.rawValue, "--json", "--config", sandbox.configPath])
+        let show = try await BinaryRunner.run(["show", id.rawValue, "--json", "--config", sandbox.configPath])
         let patch = try #require((try show.json() as? [String: Any])?["patch"] as? [String: Any])
         #expect(patch["state"] as? String == "failed")
         #expect((patch["last_error"] as? String)?.contains("HTTP 404") == true)
-        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let patches = try #require((try status.json() as? [String: Any])?["patches"] as? [String: Int])
         #expect(patches["failed"] == 1)
     }
@@ -87,7 +87,7 @@ struct PatchTests {
         _ = try await running.wait(id, timeout: .seconds(20)) { $0.patchState == .failed }
         let other = try await running.queue.enqueue(path, patch: PatchTarget(url: recorder.url("/records/r-6")))
         #expect(other != id, "another record's patch is not folded into the first job")
-        let retried = try BinaryRunner.run(["retry", id.rawValue, "--config", sandbox.configPath])
+        let retried = try await BinaryRunner.run(["retry", id.rawValue, "--config", sandbox.configPath])
         #expect(retried.status == 0, "\(retried.stderr)")
         let done = try await running.wait(id, timeout: .seconds(20)) { $0.patchState == .done }
         let second = try await running.wait(other, timeout: .seconds(20)) { $0.patchState == .done }
@@ -108,7 +108,7 @@ struct PatchTests {
             _ = try await queue.enqueue(path, patch: PatchTarget(url: "https://api.example.com/r/1",
                                                                  body: #"{"u": "{{photo_url}}"}"#))
         }
-        let cli = try BinaryRunner.run(["enqueue", path, "--patch-url", "https://api.example.com/r/1",
+        let cli = try await BinaryRunner.run(["enqueue", path, "--patch-url", "https://api.example.com/r/1",
                                         "--patch-body", #"{"u": "{{remote}}"}"#, "--config", sandbox.configPath])
         #expect(cli.status != 0 && cli.stderr.contains("{{remote}}"), "\(cli.stderr)")
         #expect(try queue.store.jobs().isEmpty)
@@ -122,13 +122,13 @@ struct PatchTests {
         let sandbox = try sandbox()
         let path = try sandbox.makeFile(sandbox.root + "/c.jpg", size: 20_000, seed: 83)
         let url = proxy.url("/record/\(recorder.name)/records/r-3")
-        let id = try BinaryRunner.enqueue([path, "--patch-url", url, "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([path, "--patch-url", url, "--config", sandbox.configPath])
         var daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-1")
         let held = try await eventually(timeout: .seconds(30)) {
             try await proxy.requests().contains { $0["held"] as? Bool == true }
         }
         #expect(held, "daemon log:\n\(daemon.log.suffix(2000))")
-        daemon.kill9()
+        await daemon.kill9()
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let before = try #require(try store.job(id))
         #expect(before.state == .uploaded && before.patchState == .pending)
@@ -136,7 +136,7 @@ struct PatchTests {
         daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-2")
         let done = try await eventually(timeout: .seconds(30)) { try store.job(id)?.patchState == .done }
         #expect(done, "daemon log:\n\(daemon.log.suffix(2000))")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         let requests = try await recorder.requests()
         #expect(requests.count == 2, "the held one and the one after the restart")
         #expect(requests.allSatisfy { ($0["headers"] as? [String: String])?["idempotency-key"] == id.rawValue })
@@ -161,7 +161,7 @@ struct PatchTests {
             try store.jobs().first?.patchState == .done
         }
         #expect(done, "daemon log:\n\(daemon.log.suffix(2000))")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         let job = try #require(try store.jobs().first)
         let request = try #require(try await recorder.requests().first)
         #expect(request["method"] as? String == "PUT")

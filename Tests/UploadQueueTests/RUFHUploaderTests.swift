@@ -261,7 +261,7 @@ struct RUFHCrashTests {
         let size = 256 << 20
         let source = try sandbox.makeRandomFile(sandbox.root + "/video.bin", size: size)
         let expected = try sha256(ofFile: source)
-        let id = try BinaryRunner.enqueue([source, "--destination", "rufh", "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([source, "--destination", "rufh", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         func job() throws -> Job { try #require(try store.job(id)) }
 
@@ -276,7 +276,7 @@ struct RUFHCrashTests {
                 try await proxy.bodyBytes() - base >= Self.chunk + Self.chunk / 2
             }
             #expect(midway, "daemon log:\n\(daemon?.log.suffix(2000) ?? "")")
-            daemon?.kill9()
+            await daemon?.kill9()
             #expect(RUFHResumeState(json: try job().resumeState) != nil, "the upload URL was saved before its data")
         }
         daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-4")
@@ -293,7 +293,7 @@ struct RUFHCrashTests {
         print("rufh crash test: \(sent) bytes sent through the proxy for a \(size)-byte file with 3 kills "
             + "(\(String(format: "%.2f", Double(sent - size) / Double(Self.chunk))) chunks re-sent)")
         #expect(sent <= size + 3 * Self.chunk, "sent \(sent) bytes for a \(size)-byte file and 3 kills")
-        #expect(daemon?.terminate() ?? .zero < .seconds(5))
+        #expect(await daemon?.terminate() ?? .zero < .seconds(5))
     }
 }
 
@@ -440,19 +440,19 @@ struct RUFHInteropTests {
         let size = 20 << 20
         let source = try sandbox.makeRandomFile(sandbox.root + "/interop.bin", size: size)
         let expected = try sha256(ofFile: source)
-        let id = try BinaryRunner.enqueue([source, "--destination", "nio", "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([source, "--destination", "nio", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let first = try DaemonProcess(sandbox: sandbox, name: "daemon-1")
         let stalled = try await eventually(timeout: .seconds(30)) {
             try await proxy.bodyBytes() >= (4 << 20) + (1 << 20)
         }
         #expect(stalled, "daemon log:\n\(first.log.suffix(2000))")
-        first.kill9()
+        await first.kill9()
         #expect(try store.job(id)?.state == .uploading, "killed mid-upload")
         let second = try DaemonProcess(sandbox: sandbox, name: "daemon-2")
         let finished = try await eventually(timeout: .seconds(60)) { try store.job(id)?.state == .uploaded }
         #expect(finished, "daemon log:\n\(second.log.suffix(3000))")
-        #expect(second.terminate() < .seconds(5))
+        #expect(await second.terminate() < .seconds(5))
         let stored = try FileManager.default.contentsOfDirectory(atPath: files).filter { !$0.hasSuffix(".part") }
         #expect(try stored.map { try sha256(ofFile: files + "/" + $0) }.contains(expected), "\(stored)")
         let requests = try await proxy.requests()

@@ -54,10 +54,10 @@ struct RetentionTests {
         let emptied = try await eventually { try owed(queue).isEmpty && blobNames(sandbox).isEmpty }
         #expect(emptied, "left in blobs/: \(blobNames(sandbox).prefix(5))")
         #expect(sandbox.deliveredFiles().count == 60)
-        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let releases = try #require((try status.json() as? [String: Any])?["releases"] as? [String: Any])
         #expect(releases["owed"] as? Int == 0)
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("a crash between the uploaded commit and the unlink leaks nothing: the next start finishes the release")
@@ -74,7 +74,7 @@ struct RetentionTests {
         }
         #expect(blobNames(sandbox) == [id.rawValue])
         #expect(try owed(queue).map(\.jobID) == [id])
-        try sandbox.drain()
+        try await sandbox.drain()
         #expect(blobNames(sandbox).isEmpty)
         #expect(try owed(queue).isEmpty)
     }
@@ -82,7 +82,7 @@ struct RetentionTests {
     @Test("archive across file systems: the copy and its sidecar move under the template; a full archive keeps it owed")
     func archiveAcrossFileSystems() async throws {
         let sandbox = try Sandbox(config: "[retention]\nuploaded_copies = \"archive\"\narchive_dir = \"archive\"\n")
-        let archive = try TmpfsMount(at: sandbox.root + "/archive", size: "1m")
+        let archive = try await TmpfsMount(at: sandbox.root + "/archive", size: "1m")
         let queue = try UploadQueue(configuration: try sandbox.configuration())
         let small = try await queue.enqueue(try sandbox.makeFile(sandbox.root + "/small.jpg", size: 100_000, seed: 3))
         let large = try await queue.enqueue(try sandbox.makeFile(sandbox.root + "/large.jpg", size: 3 << 20, seed: 4))
@@ -102,9 +102,9 @@ struct RetentionTests {
         let failing = try await eventually { try queue.store.summary().releaseError != nil }
         #expect(failing)
         #expect(blobNames(sandbox) == [large.rawValue], "nothing is lost while the archive is full")
-        let status = try BinaryRunner.run(["status", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--config", sandbox.configPath])
         #expect(status.stdout.contains("1 uploaded copy to release (failing:"), "\(status.stdout)")
-        try archive.resize("16m")
+        try await archive.resize("16m")
         #expect(try await eventually(timeout: .seconds(20)) { try owed(queue).isEmpty && blobNames(sandbox).isEmpty })
         #expect(try sha256(ofFile: sandbox.root + "/archive/\(day)/\(large)-large.jpg") == largeJob.sha256)
         running.cancel()
@@ -124,7 +124,7 @@ struct RetentionTests {
             try db.execute(sql: "INSERT INTO file_release (job_id, action, path, due_at, created_at) VALUES (?, 'policy', ?, ?, ?)",
                            arguments: [id.rawValue, sandbox.state + "/blobs/\(id)", Date(), Date()])
         }
-        try sandbox.drain()
+        try await sandbox.drain()
         #expect(FileManager.default.fileExists(atPath: sandbox.root + "/archive/old/old.jpg"))
         #expect(blobNames(sandbox).isEmpty)
     }
@@ -200,15 +200,15 @@ struct RetentionTests {
         _ = try await seed(queue, sandbox, old: 30)
         try FileManager.default.createDirectory(atPath: sandbox.state + "/cancelled", withIntermediateDirectories: true)
         #expect(FileManager.default.createFile(atPath: sandbox.state + "/cancelled/x-old.jpg", contents: Data("x".utf8)))
-        let dry = try BinaryRunner.run(["prune", "--older-than", "30d", "--dry-run", "--config", sandbox.configPath])
+        let dry = try await BinaryRunner.run(["prune", "--older-than", "30d", "--dry-run", "--config", sandbox.configPath])
         #expect(dry.status == 0 && dry.stdout.contains("would remove 30 uploaded job(s)"), "\(dry.stdout)\(dry.stderr)")
-        let bad = try BinaryRunner.run(["prune", "--older-than", "soon", "--config", sandbox.configPath])
+        let bad = try await BinaryRunner.run(["prune", "--older-than", "soon", "--config", sandbox.configPath])
         #expect(bad.status == 2)
-        let real = try BinaryRunner.run(["prune", "--older-than", "30d", "--json", "--config", sandbox.configPath])
+        let real = try await BinaryRunner.run(["prune", "--older-than", "30d", "--json", "--config", sandbox.configPath])
         let report = try #require(try real.json() as? [String: Any])
         #expect(report["jobs"] as? Int == 30 && report["attempts"] as? Int == 30)
         #expect(report["cancelled_files"] as? Int == 0, "a file cancelled moments ago is not history yet")
-        let everything = try BinaryRunner.run(["prune", "--older-than", "0s", "--json", "--config", sandbox.configPath])
+        let everything = try await BinaryRunner.run(["prune", "--older-than", "0s", "--json", "--config", sandbox.configPath])
         let second = try #require(try everything.json() as? [String: Any])
         #expect(second["cancelled_files"] as? Int == 1)
         #expect(try await queue.jobs().count == 6, "recent uploads go at 0s; patch-owed, failed and pending stay")
@@ -288,7 +288,7 @@ struct RetentionUpgradeTests {
         let owed = try await store.writer.read { db in try FileRelease.fetchAll(db) }
         #expect(owed.map(\.action) == [.policy] && owed.first?.jobID == id)
         #expect(FileManager.default.fileExists(atPath: blob), "nothing is deleted by the migration itself")
-        try sandbox.drain()
+        try await sandbox.drain()
         #expect(!FileManager.default.fileExists(atPath: blob), "the daemon applies the policy (delete) and releases it")
         #expect(try await store.writer.read { db in try FileRelease.fetchCount(db) } == 0)
     }

@@ -27,7 +27,7 @@ struct S3DaemonTests {
         let size = 100 << 20
         let source = try sandbox.makeRandomFile(sandbox.root + "/survey.bin", size: size)
         let expected = try sha256(ofFile: source)
-        let id = try BinaryRunner.enqueue([source, "--destination", "s3", "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([source, "--destination", "s3", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         func job() throws -> Job { try #require(try store.job(id)) }
         func state() throws -> S3ResumeState? { S3ResumeState(json: try job().resumeState) }
@@ -36,7 +36,7 @@ struct S3DaemonTests {
         var daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-1", environment: S3TestBucket.environment)
         let someParts = try await eventually(timeout: .seconds(60)) { try job().bytesConfirmed >= Int64(3 * Self.part) }
         #expect(someParts, "daemon log:\n\(daemon.log.suffix(2000))")
-        daemon.kill9()
+        await daemon.kill9()
         let first = try #require(try state())
         #expect(first.parts.count >= 3 && first.parts.count < 9)
 
@@ -46,7 +46,7 @@ struct S3DaemonTests {
             try await proxy.requests().contains { $0["held"] as? Bool == true && $0["upstream_status"] as? Int == 200 }
         }
         #expect(held, "daemon log:\n\(daemon.log.suffix(2000))")
-        daemon.kill9()
+        await daemon.kill9()
         let second = try #require(try state())
         #expect(second.uploadID == first.uploadID, "the restart resumed the same upload")
         #expect(second.parts.map(\.number) == Array(1...8), "part 9 was stored but not saved")
@@ -58,7 +58,7 @@ struct S3DaemonTests {
         let done = try job()
         let key = "\(PathTemplate.utcDay(done.createdAt))/\(id)-survey.bin"
         #expect(done.remoteURL == "\(proxy.url(""))/\(bucket.name)/\(key)")
-        #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/downloaded")) == expected)
+        await #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/downloaded")) == expected)
         #expect(try await bucket.openUploads().isEmpty)
 
         let requests = try await proxy.requests()
@@ -77,10 +77,10 @@ struct S3DaemonTests {
         print("s3 crash test: \(sent) bytes sent through the proxy for a \(size)-byte file with 2 kills "
             + "(\(String(format: "%.2f", Double(sent - size) / Double(Self.part))) parts re-sent)")
         #expect(sent <= size + 2 * Self.part * 2, "sent \(sent) bytes for a \(size)-byte file and 2 kills")
-        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let counts = try #require((try status.json() as? [String: Any])?["counts"] as? [String: Int])
         #expect(counts["uploaded"] == 1 && counts["uploading"] == 0)
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         let secret = try #require(S3TestBucket.environment["UPLOADQ_TEST_MOTO_SECRET"])
         for name in ["daemon-1", "daemon-2", "daemon-3"] {
             let log = try String(contentsOfFile: sandbox.root + "/\(name).log", encoding: .utf8)
@@ -102,18 +102,18 @@ struct S3DaemonTests {
             files[(path as NSString).lastPathComponent] = (size, try md5(ofFile: path))
         }
         let paths = files.keys.sorted().map { sandbox.root + "/photos/" + $0 }
-        let enqueued = try BinaryRunner.run(["enqueue"] + paths + ["--destination", "s3", "--config", sandbox.configPath])
+        let enqueued = try await BinaryRunner.run(["enqueue"] + paths + ["--destination", "s3", "--config", sandbox.configPath])
         #expect(enqueued.status == 0, "\(enqueued.stderr)")
         let daemon = try DaemonProcess(sandbox: sandbox, environment: S3TestBucket.environment)
         var counts: [String: Int] = [:]
         let done = try await eventually(timeout: .seconds(120)) {
-            let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+            let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
             counts = (try status.json() as? [String: Any])?["counts"] as? [String: Int] ?? [:]
             return counts["uploaded"] == 200
         }
         #expect(done, "counts \(counts); daemon log:\n\(daemon.log.suffix(2000))")
         #expect(counts["pending"] == 0 && counts["uploading"] == 0 && counts["failed"] == 0)
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
 
         let (status, body) = try await TestHTTP.request("GET", "\(bucket.endpoint)/\(bucket.name)?list-type=2&max-keys=1000")
         #expect(status == 200)

@@ -41,7 +41,7 @@ struct S3UploaderTests {
         #expect(headers["x-amz-meta-album"] == "../trip/x")
         #expect(headers["x-amz-meta-caption"] == "=?UTF-8?B?\(Data("Plage à Nice".utf8).base64EncodedString())?=")
         #expect(headers["x-amz-meta-bad key"] == nil)
-        let copy = try bucket.download(key, to: sandbox.root + "/downloaded")
+        let copy = try await bucket.download(key, to: sandbox.root + "/downloaded")
         #expect(try sha256(ofFile: copy) == job.sha256)
     }
 
@@ -68,7 +68,7 @@ struct S3UploaderTests {
         let key = "\(job.id)-video.bin"
         let (_, headers) = try await bucket.head(key)
         #expect(headers["etag"]?.hasSuffix("-3\"") == true, "\(headers)")
-        #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/copy")) == job.sha256)
+        await #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/copy")) == job.sha256)
         let parts = try await proxy.requests().filter { ($0["path"] as? String)?.contains("partNumber=") == true }
         #expect(parts.count == 3)
         for part in parts {
@@ -93,7 +93,7 @@ struct S3UploaderTests {
         #expect(attempts.count == 2)
         #expect(attempts.first?.error?.contains("InternalError") == true, "\(attempts.first?.error ?? "")")
         let key = "\(job.id)-clip.bin"
-        #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/copy")) == job.sha256)
+        await #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/copy")) == job.sha256)
         let parts = try await proxy.requests().filter { ($0["path"] as? String)?.contains("partNumber=") == true }
         #expect(parts.count == 3, "the second attempt completed without sending a part again")
     }
@@ -143,7 +143,7 @@ struct S3UploaderTests {
         #expect(listPages.count == 3, "one ListParts page per part: \(listPages.map { $0["path"] ?? "" })")
         let sentParts = requests.compactMap { ($0["path"] as? String)?.firstMatch(of: /partNumber=(\d+)/)?.1 }
         #expect(sentParts.sorted() == ["3", "4"], "part 2 was kept (its MD5 matches), part 3 sent again (it does not)")
-        #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/copy")) == job.sha256)
+        await #expect(try sha256(ofFile: try bucket.download(key, to: sandbox.root + "/copy")) == job.sha256)
         let saved = try #require(recorder.states().compactMap { S3ResumeState(json: $0) }.last)
         #expect(saved.parts.map(\.number) == [1, 2, 3, 4] && saved.completing)
         #expect(saved.parts[1].etag == etags[1])
@@ -170,7 +170,7 @@ struct S3UploaderTests {
         #expect(completes.last?["status"] as? Int == 404)
         #expect(requests.last?["method"] as? String == "HEAD", "the object was checked after NoSuchUpload")
         #expect(requests.filter { ($0["path"] as? String)?.contains("partNumber=") == true }.count == 3)
-        #expect(try sha256(ofFile: try bucket.download("\(job.id)-pano.jpg", to: sandbox.root + "/copy")) == job.sha256)
+        await #expect(try sha256(ofFile: try bucket.download("\(job.id)-pano.jpg", to: sandbox.root + "/copy")) == job.sha256)
     }
 
     @Test("RequestTimeTooSkewed: the request is signed again on the server's clock and goes through")
@@ -222,7 +222,7 @@ struct S3UploaderTests {
         #expect(job.state == .uploaded, "\(job.lastError ?? "")")
         let partOne = try await proxy.requests().filter { ($0["path"] as? String)?.contains("partNumber=1&") == true }
         #expect(partOne.count == 1, "part 1 was kept across the failure")
-        #expect(try sha256(ofFile: try bucket.download("\(id)-big.tif", to: sandbox.root + "/copy")) == job.sha256)
+        await #expect(try sha256(ofFile: try bucket.download("\(id)-big.tif", to: sandbox.root + "/copy")) == job.sha256)
     }
 
     @Test("cancel mid-upload aborts the multipart upload: ListMultipartUploads shows none left")

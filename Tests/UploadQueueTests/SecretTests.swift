@@ -31,16 +31,16 @@ struct SecretTests {
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
         let path = try sandbox.makeFile(sandbox.root + "/p.jpg", size: 2000, seed: 1)
-        let id = try BinaryRunner.enqueue(["--config", sandbox.configPath, "--destination", "dav", path])
+        let id = try await BinaryRunner.enqueue(["--config", sandbox.configPath, "--destination", "dav", path])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let uploaded = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
         #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
         #expect(try store.jobs().first?.remoteURL?.contains("5ec2e7") == true, "the library keeps the real URL")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         #expect(daemon.log.contains("remote_url=https://cdn.example.com/p.jpg?"), "\(daemon.log.suffix(2000))")
         var shown = daemon.log
         for arguments in [["list"], ["list", "--json"], ["show", id.rawValue], ["show", id.rawValue, "--json"]] {
-            let output = try BinaryRunner.run(arguments + ["--config", sandbox.configPath])
+            let output = try await BinaryRunner.run(arguments + ["--config", sandbox.configPath])
             #expect(output.status == 0, "\(arguments): \(output.stderr)")
             #expect(output.stdout.contains("cdn.example.com"), "\(arguments): \(output.stdout)")
             shown += output.stdout
@@ -128,7 +128,7 @@ struct SecretTests {
         let limits = try String(contentsOfFile: "/proc/\(daemon.pid)/limits", encoding: .utf8)
         let core = try #require(limits.split(separator: "\n").first { $0.hasPrefix("Max core file size") })
         #expect(core.split(separator: " ", omittingEmptySubsequences: true).dropFirst(4).prefix(2) == ["0", "0"], "\(core)")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         // In this process: the same call makes it undumpable.
         #expect(ProcessHardening.isDumpable)
         #expect(ProcessHardening.apply().isEmpty)

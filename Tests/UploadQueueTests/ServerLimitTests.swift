@@ -32,9 +32,9 @@ struct ServerLimitTests {
         #expect(try running.attempts(id).count == 1, "the 413s are handled inside one attempt")
 
         // The CLI (another process) sees it, and a new run starts at the learnt size.
-        let status = try BinaryRunner.run(["status", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--config", sandbox.configPath])
         #expect(status.stdout.contains("tus: chunks of at most 2.0 MiB"), "\(status.stdout)")
-        let json = try #require(try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath]).json()
+        let json = try #require(try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath]).json()
             as? [String: Any])
         #expect((json["request_limits"] as? [String: [String: Any]])?["tus"]?["chunk_cap"] as? Int == 2 << 20)
         let again = try RunningQueue(sandbox)
@@ -102,7 +102,7 @@ struct ServerLimitTests {
                 "\(attempts.map { $0.error ?? "-" })")
         #expect(limits["s3"]?.chunkCap == 5 << 20)
         #expect(try await bucket.openUploads().isEmpty, "the upload with 8 MiB parts was aborted")
-        let path = try bucket.download("\(job.id)-s3.mov", to: NSTemporaryDirectory() + "/s3parts-\(job.id)")
+        let path = try await bucket.download("\(job.id)-s3.mov", to: NSTemporaryDirectory() + "/s3parts-\(job.id)")
         defer { try? FileManager.default.removeItem(atPath: path) }
         #expect(try sha256(ofFile: path) == job.sha256)
     }

@@ -6,8 +6,8 @@ import Testing
 /// after the confirmation, and only on the file that was enqueued.
 @Suite(.serialized)
 struct SourceAfterUploadTests {
-    func enqueue(_ sandbox: Sandbox, _ path: String, _ extra: [String] = []) throws -> JobID {
-        let result = try BinaryRunner.run(["enqueue", path, "--mode", "reference", "--config", sandbox.configPath] + extra)
+    func enqueue(_ sandbox: Sandbox, _ path: String, _ extra: [String] = []) async throws -> JobID {
+        let result = try await BinaryRunner.run(["enqueue", path, "--mode", "reference", "--config", sandbox.configPath] + extra)
         #expect(result.status == 0, "\(result.stderr)")
         return try #require(JobID(result.stdout.trimmingCharacters(in: .whitespacesAndNewlines)))
     }
@@ -19,10 +19,10 @@ struct SourceAfterUploadTests {
         let moved = try sandbox.makeFile(sandbox.root + "/in/b.jpg", size: 30_000, seed: 602)
         let kept = try sandbox.makeFile(sandbox.root + "/in/c.jpg", size: 30_000, seed: 603)
         let movedSum = try sha256(ofFile: moved)
-        let ids = [try enqueue(sandbox, deleted, ["--then", "delete"]),
+        let ids = await [try enqueue(sandbox, deleted, ["--then", "delete"]),
                    try enqueue(sandbox, moved, ["--then", "move:\(sandbox.root)/sent"]),
-                   try enqueue(sandbox, kept)]
-        try sandbox.drain()
+                   try await enqueue(sandbox, kept)]
+        try await sandbox.drain()
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         for id in ids { #expect(try store.job(id)?.state == .uploaded) }
         #expect(!FileManager.default.fileExists(atPath: deleted), "deleted after the upload")
@@ -44,9 +44,9 @@ struct SourceAfterUploadTests {
             """)
         let gone = try sandbox.makeFile(sandbox.root + "/in/a.jpg", size: 10_000, seed: 611)
         let stays = try sandbox.makeFile(sandbox.root + "/in/b.jpg", size: 10_000, seed: 612)
-        _ = try enqueue(sandbox, gone, ["--destination", "tidy"])
-        _ = try enqueue(sandbox, stays, ["--destination", "tidy", "--then", "keep"])
-        try sandbox.drain()
+        _ = try await enqueue(sandbox, gone, ["--destination", "tidy"])
+        _ = try await enqueue(sandbox, stays, ["--destination", "tidy", "--then", "keep"])
+        try await sandbox.drain()
         #expect(!FileManager.default.fileExists(atPath: gone))
         #expect(FileManager.default.fileExists(atPath: stays), "--then keep narrows the destination's delete")
     }
@@ -75,9 +75,9 @@ struct SourceAfterUploadTests {
     func refusals() async throws {
         let sandbox = try Sandbox()
         let path = try sandbox.makeFile(sandbox.root + "/in/a.jpg", size: 1_000, seed: 631)
-        let cli = try BinaryRunner.run(["enqueue", path, "--then", "delete", "--config", sandbox.configPath])
+        let cli = try await BinaryRunner.run(["enqueue", path, "--then", "delete", "--config", sandbox.configPath])
         #expect(cli.status == 2 && cli.stderr.contains("--mode reference"), "\(cli.stderr)")
-        let bad = try BinaryRunner.run(["enqueue", path, "--mode", "reference", "--then", "shred",
+        let bad = try await BinaryRunner.run(["enqueue", path, "--mode", "reference", "--then", "shred",
                                         "--config", sandbox.configPath])
         #expect(bad.status == 2, "\(bad.stderr)")
         let queue = try UploadQueue(configuration: try sandbox.configuration())
@@ -117,13 +117,13 @@ struct SourceReleaseCornerTests {
             """, retryInterval: "1s")
         let shared = try sandbox.makeFile(sandbox.root + "/in/shared.jpg", size: 20_000, seed: 641)
         let runner = SourceAfterUploadTests()
-        let first = try runner.enqueue(sandbox, shared, ["--then", "delete"])
-        let second = try runner.enqueue(sandbox, shared, ["--destination", "slow"])
+        let first = try await runner.enqueue(sandbox, shared, ["--then", "delete"])
+        let second = try await runner.enqueue(sandbox, shared, ["--destination", "slow"])
         let named = try sandbox.makeFile(sandbox.root + "/in/IMG_0001.JPG", size: 10_000, seed: 642)
         let namedSum = try sha256(ofFile: named)
         let earlier = try sandbox.makeFile(sandbox.root + "/sent/IMG_0001.JPG", size: 5_000, seed: 643)
         let earlierSum = try sha256(ofFile: earlier)
-        let moved = try runner.enqueue(sandbox, named, ["--then", "move:\(sandbox.root)/sent"])
+        let moved = try await runner.enqueue(sandbox, named, ["--then", "move:\(sandbox.root)/sent"])
 
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let daemon = try DaemonProcess(sandbox: sandbox)
@@ -140,7 +140,7 @@ struct SourceReleaseCornerTests {
         let arrived = await eventually(timeout: .seconds(20)) { FileManager.default.fileExists(atPath: renamed) }
         #expect(arrived, "daemon log:\n\(daemon.log.suffix(2000))")
         #expect(try sha256(ofFile: renamed) == namedSum)
-        #expect(daemon.terminate() < .seconds(10))
+        #expect(await daemon.terminate() < .seconds(10))
     }
 
     @Test("a file a crash left aside under its hidden name is finished by the next pass")

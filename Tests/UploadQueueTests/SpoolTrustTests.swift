@@ -257,7 +257,7 @@ struct SpoolTrustTests {
         #expect(jobs.count == 1 && jobs.first?.size == Int64(first.count + second.count))
         let remote = try #require(jobs.first?.remoteURL.flatMap(URL.init(string:)))
         #expect(try Data(contentsOf: remote) == first + second)
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     // MARK: names are data
@@ -283,7 +283,7 @@ struct SpoolTrustTests {
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let uploaded = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
         #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         return (daemon, store, name)
     }
 
@@ -299,14 +299,14 @@ struct SpoolTrustTests {
         let config = ["--config", sandbox.configPath]
         let id = try #require(try store.jobs().first?.id)
         for arguments in [["list"], ["show", id.rawValue], ["list", "--json"], ["show", id.rawValue, "--json"]] {
-            let output = try BinaryRunner.run(arguments + config)
+            let output = try await BinaryRunner.run(arguments + config)
             #expect(output.status == 0, "\(arguments): \(output.stderr)")
             #expect(!output.stdout.unicodeScalars.contains { $0 == "\u{1B}" || $0 == "\u{202E}" }, "\(arguments)")
             #expect(!output.stdout.split(separator: "\n").contains { $0.hasPrefix("<0>") || $0.hasPrefix("forged") },
                     "\(arguments): \(output.stdout)")
         }
         // JSON keeps the name itself, escaped the JSON way.
-        let listed = try #require(try BinaryRunner.run(["list", "--json"] + config).json() as? [[String: Any]])
+        let listed = try #require(try await BinaryRunner.run(["list", "--json"] + config).json() as? [[String: Any]])
         #expect(listed.first?["original_name"] as? String == name)
     }
 
@@ -366,13 +366,13 @@ struct SpoolTrustTests {
         }
         #expect(reason.contains("caf\\xe9.jpg") && reason.contains("not valid UTF-8"), "\(reason)")
         #expect(daemon.log.contains("caf\\xe9.jpg"), "\(daemon.log.suffix(2000))")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("a spool on a file system of its own: the file and its sidecar are copied in, as examined")
     func crossDeviceSpool() async throws {
         let sandbox = try Sandbox()
-        let disk = try TmpfsMount(at: sandbox.spool, size: "8m")
+        let disk = try await TmpfsMount(at: sandbox.spool, size: "8m")
         #expect(mkdir(disk.path + "/.rejected", 0o700) == 0)
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
@@ -384,7 +384,7 @@ struct SpoolTrustTests {
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let uploaded = try await eventually(timeout: .seconds(30)) { try store.jobs().first?.state == .uploaded }
         #expect(uploaded, "daemon log:\n\(daemon.log.suffix(3000))")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
         let job = try #require(try store.jobs().first)
         #expect(job.meta == ["record": "r-7"] && job.sha256 == digest)
         #expect(!FileManager.default.fileExists(atPath: disk.path + "/a.jpg"), "moved out of the spool")
@@ -464,7 +464,7 @@ struct SpoolTrustTests {
         #expect(try await allowedRecorder.requests().count == 1)
         let rssAfter = try Self.residentKiB(daemon.pid)
         #expect(rssAfter - rssBefore < 8 * 1024, "RSS grew from \(rssBefore) to \(rssAfter) KiB")
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     /// The resident set size of process `pid`, in KiB (`VmRSS` of `/proc/PID/status`).

@@ -269,9 +269,9 @@ struct S3TestBucket: Sendable {
     }
 
     /// Downloads an object with the aws cli into `path` and returns the path.
-    func download(_ key: String, to path: String) throws -> String {
+    func download(_ key: String, to path: String) async throws -> String {
         let aws = try TestServers.address("UPLOADQ_TEST_AWS")
-        let result = try BinaryRunner.run(
+        let result = try await BinaryRunner.run(
             ["aws", "s3api", "get-object", "--endpoint-url", endpoint, "--bucket", name, "--key", key, path],
             environment: ["AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
                           "AWS_DEFAULT_REGION": "us-east-1"],

@@ -58,9 +58,19 @@ final class Sandbox: @unchecked Sendable {
     func makeFile(_ path: String, size: Int, seed: UInt64) throws -> String {
         var generator = SeededGenerator(seed: seed)
         var data = Data(count: size)
+        // Eight bytes a draw: a debug build fills 20 MiB in a fraction of a second, not seconds of a pool thread.
         data.withUnsafeMutableBytes { raw in
-            let words = raw.bindMemory(to: UInt8.self)
-            for index in 0..<size { words[index] = UInt8(truncatingIfNeeded: generator.next()) }
+            var offset = 0
+            while offset + 8 <= size {
+                raw.storeBytes(of: generator.next().littleEndian, toByteOffset: offset, as: UInt64.self)
+                offset += 8
+            }
+            var last = generator.next()
+            while offset < size {
+                raw[offset] = UInt8(truncatingIfNeeded: last)
+                last >>= 8
+                offset += 1
+            }
         }
         try FileManager.default.createDirectory(atPath: (path as NSString).deletingLastPathComponent,
                                                 withIntermediateDirectories: true)
@@ -122,7 +132,7 @@ func sha256(ofFile path: String) throws -> String {
 /// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.
 func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
+    while ContinuousClock.now < deadline && !Task.isCancelled {
         if try await condition() { return true }
         try? await Task.sleep(for: .milliseconds(50))
     }
@@ -135,10 +145,10 @@ func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -
 final class TmpfsMount: @unchecked Sendable {
     let path: String
 
-    init(at path: String, size: String) throws {
+    init(at path: String, size: String) async throws {
         self.path = path
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        let result = try BinaryRunner.run(["mount", "-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path],
+        let result = try await BinaryRunner.run(["mount", "-t", "tmpfs", "-o", "size=\(size),mode=0700", "tmpfs", path],
                                           executable: "/bin/mount")
         guard result.status == 0 else {
             Issue.record("cannot mount a tmpfs at \(path) (the tests need root): \(result.stderr)")
@@ -147,12 +157,14 @@ final class TmpfsMount: @unchecked Sendable {
     }
 
     /// Changes the size: smaller to fill it up, larger to give space back.
-    func resize(_ size: String) throws {
-        let result = try BinaryRunner.run(["mount", "-o", "remount,size=\(size)", path], executable: "/bin/mount")
+    func resize(_ size: String) async throws {
+        let result = try await BinaryRunner.run(["mount", "-o", "remount,size=\(size)", path], executable: "/bin/mount")
         #expect(result.status == 0, "remount \(path): \(result.stderr)")
     }
 
     deinit {
-        _ = try? BinaryRunner.run(["umount", "-l", path], executable: "/bin/umount")
+        // A lazy unmount returns at once; `deinit` cannot wait on another thread.
+        _ = try? ChildProcess.runBlocking(["umount", "-l", path], executable: "/bin/umount",
+                                          environment: ProcessInfo.processInfo.environment)
     }
 }

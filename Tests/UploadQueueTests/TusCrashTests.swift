@@ -22,7 +22,7 @@ struct TusCrashTests {
         let size = 256 << 20
         let source = try sandbox.makeRandomFile(sandbox.root + "/video.bin", size: size)
         let expected = try sha256(ofFile: source)
-        let id = try BinaryRunner.enqueue([source, "--destination", "tus", "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([source, "--destination", "tus", "--config", sandbox.configPath])
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         func job() throws -> Job { try #require(try store.job(id)) }
         var kills = 0
@@ -33,7 +33,7 @@ struct TusCrashTests {
             try await proxy.requests().contains { $0["method"] as? String == "POST" }
         }
         #expect(creating, "daemon log:\n\(daemon.log.suffix(2000))")
-        daemon.kill9()
+        await daemon.kill9()
         kills += 1
         #expect(try job().resumeState == nil && job().bytesConfirmed == 0)
 
@@ -44,7 +44,7 @@ struct TusCrashTests {
             try await proxy.bodyBytes() - base >= 4 * Self.chunk + Self.chunk / 2
         }
         #expect(midway, "daemon log:\n\(daemon.log.suffix(2000))")
-        daemon.kill9()
+        await daemon.kill9()
         kills += 1
         let afterMidway = try job()
         #expect(afterMidway.state == .uploading, "a killed daemon leaves its row as it was")
@@ -58,7 +58,7 @@ struct TusCrashTests {
             try job().bytesConfirmed >= confirmedBefore + Int64(2 * Self.chunk)
         }
         #expect(advanced, "daemon log:\n\(daemon.log.suffix(2000))")
-        daemon.kill9()
+        await daemon.kill9()
         kills += 1
         let confirmedAtKill = try job().bytesConfirmed
 
@@ -93,10 +93,10 @@ struct TusCrashTests {
         #expect(sent <= size + 2 * Self.chunk * kills, "sent \(sent) bytes for a \(size)-byte file and \(kills) kills")
         let posts = try await proxy.requests().filter { $0["method"] as? String == "POST" }
         #expect(posts.count == 2, "one creation cut short, one that lasted")
-        let status = try BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
+        let status = try await BinaryRunner.run(["status", "--json", "--config", sandbox.configPath])
         let counts = try #require((try status.json() as? [String: Any])?["counts"] as? [String: Int])
         #expect(counts["uploaded"] == 1 && counts["uploading"] == 0)
-        #expect(daemon.terminate() < .seconds(5))
+        #expect(await daemon.terminate() < .seconds(5))
     }
 }
 
@@ -122,13 +122,13 @@ struct TusCreationTests {
             """)
         let path = try sandbox.makeRandomFile(sandbox.root + "/small.jpg", size: 200_000)
         let digest = try sha256(ofFile: path)
-        let id = try BinaryRunner.enqueue([path, "--destination", "tus", "--config", sandbox.configPath])
+        let id = try await BinaryRunner.enqueue([path, "--destination", "tus", "--config", sandbox.configPath])
         var daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-1")
         let held = try await eventually(timeout: .seconds(30)) {
             try await proxy.requests().contains { $0["held"] as? Bool == true }
         }
         #expect(held, "daemon log:\n\(daemon.log.suffix(2000))")
-        daemon.kill9()
+        await daemon.kill9()
         daemon = try DaemonProcess(sandbox: sandbox, name: "daemon-2")
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         let done = try await eventually(timeout: .seconds(60)) { try store.job(id)?.state == .uploaded }
@@ -136,7 +136,7 @@ struct TusCreationTests {
         let posts = try await proxy.requests().filter { $0["method"] as? String == "POST" }
         #expect(posts.allSatisfy { ($0["content_length"] as? Int) == 0 }, "creation requests carry no data")
         #expect(try completeCopies(of: digest) == 1, "one complete copy on the server")
-        #expect(daemon.terminate() < .seconds(10))
+        #expect(await daemon.terminate() < .seconds(10))
     }
 
     @Test("creation_with_upload = true sends a one-chunk file in the creation request itself")

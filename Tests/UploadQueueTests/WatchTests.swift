@@ -14,7 +14,7 @@ struct WatchTests {
                                            to: "default")
         _ = try await running.wait(id) { $0.state == .uploading && $0.bytesConfirmed > 0 }
         let command = "\(BinaryRunner.path) watch --count 5 --interval 0.4 --config \(sandbox.configPath)"
-        let output = try BinaryRunner.run(["script", "-qfec", command, "/dev/null"], executable: "/usr/bin/script")
+        let output = try await BinaryRunner.run(["script", "-qfec", command, "/dev/null"], executable: "/usr/bin/script")
         await running.stop()
         #expect(output.status == 0, "\(output.stderr)")
         let text = output.stdout
@@ -32,7 +32,7 @@ struct WatchTests {
         let sandbox = try Sandbox()
         let (job, _) = try await sandbox.uploadOne("done.jpg", size: 1000, seed: 95, to: "default")
         #expect(job.state == .uploaded)
-        let output = try BinaryRunner.run(["watch", "--until-idle", "--interval", "0.1", "--config", sandbox.configPath])
+        let output = try await BinaryRunner.run(["watch", "--until-idle", "--interval", "0.1", "--config", sandbox.configPath])
         #expect(output.status == 0)
         #expect(!output.stdout.contains("\u{1B}"))
         #expect(output.stdout.contains("jobs    0 pending · 0 uploading · 1 uploaded · 0 failed"), "\(output.stdout)")

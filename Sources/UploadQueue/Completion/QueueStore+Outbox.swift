@@ -74,13 +74,20 @@ extension QueueStore {
     }
 
     /// Makes the hooks of `hooks` the ones owed from now on (the running daemon's config): a job that ends from
-    /// now on owes each a run.
+    /// now on owes each a run. Writes nothing when they are already the ones recorded, as at most starts: a
+    /// daemon started on a full disk then goes on to its scheduler, which explains the wait, instead of waiting
+    /// here to record what is already there.
     func setHookConsumers(_ hooks: HookSettings) throws {
+        let wanted = Set(HookEvent.allCases.filter { hooks.command(for: $0) != nil }
+            .map { [OutboxConsumer.hook($0).description, $0.rawValue] })
+        let recorded = try writer.read { db in
+            Set(try Row.fetchAll(db, sql: "SELECT name, event FROM outbox_consumer").map { [$0["name"] as String, $0["event"] as String] })
+        }
+        guard recorded != wanted else { return }
         try writer.write { db in
             try db.execute(sql: "DELETE FROM outbox_consumer")
-            for event in HookEvent.allCases where hooks.command(for: event) != nil {
-                try db.execute(sql: "INSERT INTO outbox_consumer (name, event) VALUES (?, ?)",
-                               arguments: [OutboxConsumer.hook(event).description, event.rawValue])
+            for row in wanted {
+                try db.execute(sql: "INSERT INTO outbox_consumer (name, event) VALUES (?, ?)", arguments: [row[0], row[1]])
             }
         }
     }

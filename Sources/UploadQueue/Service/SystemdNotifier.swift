@@ -10,7 +10,14 @@ public struct SystemdNotifier: Sendable {
     }
 
     /// Sends one notification (`READY=1`, `STATUS=…`, `STOPPING=1`); does nothing outside systemd.
-    public func notify(_ message: String) {
+    ///
+    /// A datagram to a receiver that does not read (its queue holds `net.unix.max_dgram_qlen` messages: 10 by the
+    /// kernel's default, 512 once systemd raised it) would block the sender for as long as it does not read: a
+    /// daemon whose notify socket is not read would stop at its next watchdog ping, and never end when told to
+    /// stop. So a send waits at most `patience` for room, blocking the calling thread that long at worst, and is
+    /// then dropped. Under a microsecond (the watchdog's pings) it never waits: a ping lost to a manager too busy
+    /// to read is followed by the next, half a watchdog interval later.
+    public func notify(_ message: String, patience: Duration = .seconds(1)) {
         guard let socketPath else { return }
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return }
@@ -23,9 +30,18 @@ public struct SystemdNotifier: Sendable {
         withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
         let length = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
         let payload = Array(message.utf8)
+        var flags = Int32(MSG_NOSIGNAL)
+        let (seconds, attoseconds) = patience.components
+        // A zero timeval would mean "no timeout": below a microsecond, and if the timeout cannot be set, the send
+        // does not wait at all.
+        var timeout = timeval(tv_sec: Int(clamping: seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+        if patience < .microseconds(1) || timeout.tv_sec < 0
+            || setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) != 0 {
+            flags |= Int32(MSG_DONTWAIT)
+        }
         _ = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                sendto(descriptor, payload, payload.count, Int32(MSG_NOSIGNAL), $0, length)
+                sendto(descriptor, payload, payload.count, flags, $0, length)
             }
         }
     }

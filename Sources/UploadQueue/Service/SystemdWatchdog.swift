@@ -31,7 +31,7 @@ public struct SystemdWatchdog: Service {
                 try? await Task.sleep(for: interval)
                 if Task.isCancelled { break }
                 if await queue.isHealthy() {
-                    notifier.notify("WATCHDOG=1")
+                    notifier.notify("WATCHDOG=1", patience: .zero)
                     complained = false
                 } else if !complained {
                     logger.warning("not feeding the systemd watchdog: the scheduler, the transfer engine or the database does not answer")
