@@ -23,9 +23,9 @@ else
     # uploads timed against a stalled event reader; daemons running hooks that hang or flood; the doctor's probes)
     # run on their own after the others, so that neither skews the timing of the other.
     heavy="DebianPackageTests|EventTests|HookTests|DoctorTests"
-    # At most 6 tests at once: unbounded, all ~360 start together on 2 cores, and the big files they write and
-    # delete at once stalled the whole machine for tens of seconds now and then, past the timing tests' bounds.
-    # Six keeps the run about as short (170 s against 145 s).
+    # At most 6 tests at once: unbounded, all ~360 start together on 2 cores, writing and deleting hundreds of MiB
+    # at once, and now and then the whole test process stood still for tens of seconds, past the timing tests'
+    # bounds. Six keeps the run about as short (170-185 s against 145 s).
     contrib/test-servers/run.sh swift test --skip-build --experimental-maximum-parallelization-width 6 --skip "$heavy"
     contrib/test-servers/run.sh swift test --skip-build --filter "$heavy"
 fi
