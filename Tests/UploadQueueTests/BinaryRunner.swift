@@ -25,15 +25,16 @@ enum BinaryRunner {
     /// Runs `uploadq enqueue ARGS` for one file and returns the job id it printed; a failed run is an issue of the
     /// calling test, with the command's stderr.
     static func enqueue(_ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation) async throws -> JobID {
-        let enqueued = try await run(["enqueue"] + arguments)
+        let enqueued = try await run(["enqueue"] + arguments, sourceLocation: sourceLocation)
         #expect(enqueued.status == 0, "\(enqueued.stderr)", sourceLocation: sourceLocation)
         return try #require(JobID(enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)),
                             sourceLocation: sourceLocation)
     }
 
     /// Runs `uploadq ARGS` (or another `executable`) to completion in `directory`, waiting on a thread of its own.
+    /// One still running after 300 s is killed, and that is an issue of the calling test.
     static func run(_ arguments: [String], in directory: String? = nil, environment: [String: String] = [:],
-                    executable: String? = nil) async throws -> Output {
+                    executable: String? = nil, sourceLocation: SourceLocation = #_sourceLocation) async throws -> Output {
         let program = executable ?? path
         #expect(FileManager.default.isExecutableFile(atPath: program), "build the uploadq binary first: \(program)")
         var env = ProcessInfo.processInfo.environment
@@ -41,7 +42,7 @@ enum BinaryRunner {
         env.merge(environment) { $1 }
         let argv = executable == nil ? [program] + arguments : arguments
         let (status, stdout, stderr) = try await ChildProcess.run(argv, executable: program, directory: directory,
-                                                                  environment: env)
+                                                                  environment: env, sourceLocation: sourceLocation)
         return Output(status: status, stdout: String(decoding: stdout, as: UTF8.self),
                       stderr: String(decoding: stderr, as: UTF8.self))
     }
@@ -51,12 +52,13 @@ extension Sandbox {
     /// Runs `uploadq daemon --exit-when-idle` on this sandbox to the end (at most `limit` seconds: a daemon that
     /// does not finish fails the test instead of hanging the run); returns its output.
     @discardableResult
-    func drain(limit: Int = 60) async throws -> BinaryRunner.Output {
+    func drain(limit: Int = 60, sourceLocation: SourceLocation = #_sourceLocation) async throws -> BinaryRunner.Output {
         // `-k`: a daemon that hangs on its way out of SIGTERM is killed 10 s later, and the run goes on.
         let output = try await BinaryRunner.run(["timeout", "-k", "10", "\(limit)", BinaryRunner.path, "daemon",
                                                  "--exit-when-idle", "--config", configPath],
-                                                executable: "/usr/bin/timeout")
-        #expect(output.status == 0, "daemon --exit-when-idle: status \(output.status)\n\(output.stderr.suffix(2000))")
+                                                executable: "/usr/bin/timeout", sourceLocation: sourceLocation)
+        #expect(output.status == 0, "daemon --exit-when-idle: status \(output.status)\n\(output.stderr.suffix(2000))",
+                sourceLocation: sourceLocation)
         return output
     }
 }
@@ -105,7 +107,10 @@ final class DaemonProcess: Sendable {
     /// lengthened by a busy concurrency pool); one still running after `limit` is killed, and that is an issue.
     func terminate(limit: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async -> Duration {
         let start = ContinuousClock.now
-        child.signal(SIGTERM)
+        if !child.signal(SIGTERM) {
+            Issue.record("the daemon had ended before it was told to stop. Log:\n\(log.suffix(3000))",
+                         sourceLocation: sourceLocation)
+        }
         return await ended(within: limit, after: "SIGTERM", sourceLocation: sourceLocation).at - start
     }
 

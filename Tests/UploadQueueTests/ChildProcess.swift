@@ -73,9 +73,11 @@ final class ChildProcess: Sendable {
 
     /// Sends `signal` unless the child was reaped already (its pid may then name another process); returns
     /// whether it was sent. The pid stays the child's until it is reaped, which only happens under the same lock.
+    /// A child that ended but was not reaped yet is reaped first, and not signalled.
     @discardableResult
     func signal(_ signal: Int32, group: Bool = false) -> Bool {
         reaped.withLock { status in
+            Self.reap(pid, into: &status)
             guard status == nil else { return false }
             return kill(group ? -pid : pid, signal) == 0
         }
@@ -103,14 +105,18 @@ final class ChildProcess: Sendable {
     /// Reaps the child if it ended, without waiting; its raw wait status once reaped.
     private func reap() -> Int32? {
         reaped.withLock { status in
-            if status == nil {
-                var raw: Int32 = 0
-                var result: pid_t
-                repeat { result = waitpid(pid, &raw, WNOHANG) } while result < 0 && errno == EINTR
-                if result == pid { status = raw }
-            }
+            Self.reap(pid, into: &status)
             return status
         }
+    }
+
+    /// Reaps `pid` if it ended and `status` holds nothing yet, without waiting; called under the lock.
+    private static func reap(_ pid: pid_t, into status: inout Int32?) {
+        guard status == nil else { return }
+        var raw: Int32 = 0
+        var result: pid_t
+        repeat { result = waitpid(pid, &raw, WNOHANG) } while result < 0 && errno == EINTR
+        if result == pid { status = raw }
     }
 
     private static func code(_ raw: Int32) -> Int32 {
@@ -118,14 +124,28 @@ final class ChildProcess: Sendable {
     }
 
     /// Runs a program to its end, waiting on a thread of its own, and returns its exit code, stdout and stderr.
+    /// One still running after `limit` is killed with its process group, and that is an issue of the calling test.
     static func run(_ arguments: [String], executable: String, directory: String? = nil,
-                    environment: [String: String], input: Input = .none,
-                    limit: Duration = .seconds(300)) async throws -> (Int32, Data, Data) {
-        let (status, stdout, stderr) = try await onOwnThread {
+                    environment: [String: String], input: Input = .none, limit: Duration = .seconds(300),
+                    sourceLocation: SourceLocation = #_sourceLocation) async throws -> (Int32, Data, Data) {
+        let ending = try await onOwnThread {
             try runBlocking(arguments, executable: executable, directory: directory, environment: environment,
                             input: input, limit: limit)
         }
-        return (status, stdout, stderr)
+        // Recorded here, in the test's task: a plain thread has no current test to blame.
+        if ending.expired {
+            Issue.record("\(arguments.prefix(3).joined(separator: " ")) still ran after \(limit): killed it",
+                         sourceLocation: sourceLocation)
+        }
+        return (ending.status, ending.stdout, ending.stderr)
+    }
+
+    /// What a program left when it ended; `expired`: it was killed at its limit.
+    struct Ending: Sendable {
+        var status: Int32
+        var stdout: Data
+        var stderr: Data
+        var expired: Bool
     }
 
     /// Runs a program to its end on the calling thread and returns its exit code, stdout and stderr (both read as
@@ -133,21 +153,34 @@ final class ChildProcess: Sendable {
     /// commands that end at once: async code uses `run`.
     ///
     /// The program leads a process group of its own. One still running after `limit` is killed with its group
-    /// and that is an issue of the running test: a hung command fails its test instead of hanging the run.
+    /// (and `expired` says so): a hung command fails its test instead of hanging the run.
     static func runBlocking(_ arguments: [String], executable: String, directory: String? = nil,
                             environment: [String: String], input: Input = .none,
-                            limit: Duration = .seconds(300)) throws -> (Int32, Data, Data) {
+                            limit: Duration = .seconds(300)) throws -> Ending {
         var out: [Int32] = [-1, -1]
         var err: [Int32] = [-1, -1]
-        guard pipe(&out) == 0, pipe(&err) == 0 else { throw POSIXError(.EMFILE) }
+        guard pipe(&out) == 0 else { throw POSIXError(.EMFILE) }
+        guard pipe(&err) == 0 else {
+            for descriptor in out { close(descriptor) }
+            throw POSIXError(.EMFILE)
+        }
         for descriptor in [out[0], err[0]] { _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC) }
         var inputDescriptor: Int32?
         var feed: [Int32] = [-1, -1]
         switch input {
         case .none: break
-        case .file(let path): inputDescriptor = open(path, O_RDONLY | O_CLOEXEC)
+        case .file(let path):
+            let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+            guard descriptor >= 0 else {
+                for descriptor in out + err { close(descriptor) }
+                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            }
+            inputDescriptor = descriptor
         case .bytes:
-            guard pipe(&feed) == 0 else { throw POSIXError(.EMFILE) }
+            guard pipe(&feed) == 0 else {
+                for descriptor in out + err { close(descriptor) }
+                throw POSIXError(.EMFILE)
+            }
             _ = fcntl(feed[1], F_SETFD, FD_CLOEXEC)
             inputDescriptor = feed[0]
         }
@@ -186,9 +219,9 @@ final class ChildProcess: Sendable {
             if left <= .zero && !expired {
                 expired = true
                 child.signal(SIGKILL, group: true)
-                Issue.record("\(arguments.prefix(3).joined(separator: " ")) still ran after \(limit): killed it")
             }
-            let wait = expired ? -1 : Int32(clamping: left.components.seconds * 1000 + 1)
+            // Whole milliseconds, rounded up: no busy polling in the last second.
+            let wait = expired ? -1 : Int32(clamping: Int64((left / .milliseconds(1)).rounded(.up)))
             guard poll(&polled, nfds_t(polled.count), wait) >= 0 || errno == EINTR else { break }
             for entry in polled where entry.revents != 0 {
                 let count = read(entry.fd, &buffer, buffer.count)
@@ -201,7 +234,7 @@ final class ChildProcess: Sendable {
                 }
             }
         }
-        return (child.wait(), stdout, stderr)
+        return Ending(status: child.wait(), stdout: stdout, stderr: stderr, expired: expired)
     }
 }
 

@@ -12,7 +12,7 @@ struct DebianPackageTests {
         // dpkg answers at once: this blocking run costs the concurrency pool nothing worth a thread.
         let arch = (try? ChildProcess.runBlocking(["dpkg", "--print-architecture"], executable: "/usr/bin/dpkg",
                                                   environment: ProcessInfo.processInfo.environment))
-            .map { String(decoding: $0.1, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "amd64"
+            .map { String(decoding: $0.stdout, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) } ?? "amd64"
         return ConfigurationTests.repositoryRoot + "/.build/deb/uploadq_\(UploadQueueVersion.current)_\(arch).deb"
     }
 

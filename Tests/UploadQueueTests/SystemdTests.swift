@@ -18,6 +18,8 @@ struct SystemdTests {
             let state = Mutex<(messages: [Message], open: Bool)>(([], true))
         }
         private let inbox = Inbox()
+        /// The sockets `fill()` sent from, open until this one goes.
+        private let senders = Mutex<[Int32]>([])
         private let descriptor: Int32
         private let reading: Bool
 
@@ -61,27 +63,32 @@ struct SystemdTests {
         var messages: [Message] { inbox.state.withLock { $0.messages } }
 
         /// Fills the socket's queue with datagrams of its own until it takes no more, whatever
-        /// `net.unix.max_dgram_qlen` is here; returns how many it took.
-        func fill() -> Int {
-            let sender = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            defer { close(sender) }
+        /// `net.unix.max_dgram_qlen` is here; returns whether a fresh sender then finds it full. A sender whose own
+        /// buffer runs out first is kept open (its datagrams stay queued) and another one goes on.
+        func fill() -> Bool {
             var address = sockaddr_un()
             address.sun_family = sa_family_t(AF_UNIX)
             withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: Array(path.utf8)) }
-            var taken = 0
-            while taken < 100_000 {
-                let sent = withUnsafePointer(to: &address) {
+            /// Sends one datagram without waiting; whether it went.
+            func send(from sender: Int32) -> Bool {
+                withUnsafePointer(to: &address) {
                     $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                        sendto(sender, "X=1", 3, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                        sendto(sender, "X=1", 3, Int32(MSG_DONTWAIT), $0, socklen_t(MemoryLayout<sockaddr_un>.size)) == 3
                     }
                 }
-                guard sent == 3 else { break }
-                taken += 1
             }
-            return taken
+            for _ in 0..<1000 {
+                let sender = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+                guard sender >= 0 else { return false }
+                senders.withLock { $0.append(sender) }
+                guard send(from: sender) else { return errno == EAGAIN }
+                while send(from: sender) {}
+            }
+            return false
         }
 
         deinit {
+            for sender in senders.withLock({ $0 }) { close(sender) }
             inbox.state.withLock { $0.open = false }
             if !reading {
                 close(descriptor)
@@ -117,7 +124,7 @@ struct SystemdTests {
         let sandbox = try Sandbox()
         // Full before the daemon starts: a blocking send would hang READY=1, the watchdog's pings and the stop.
         let socket = try NotifySocket(path: sandbox.root + "/notify.sock", reading: false)
-        #expect(socket.fill() > 0)
+        #expect(socket.fill(), "the notify socket's queue could not be filled")
         let daemon = try DaemonProcess(sandbox: sandbox, environment: [
             "NOTIFY_SOCKET": socket.path, "WATCHDOG_USEC": "400000",
         ])

@@ -74,9 +74,9 @@ extension QueueStore {
     }
 
     /// Makes the hooks of `hooks` the ones owed from now on (the running daemon's config): a job that ends from
-    /// now on owes each a run. Writes nothing when they are already the ones recorded, as at most starts: a
-    /// daemon started on a full disk then goes on to its scheduler, which explains the wait, instead of waiting
-    /// here to record what is already there.
+    /// now on owes each a run. Writes nothing when they are already the ones recorded (a start with an unchanged
+    /// config): a daemon started on a full disk then goes on to its scheduler, which explains the wait, instead
+    /// of waiting here to record what is already there.
     func setHookConsumers(_ hooks: HookSettings) throws {
         let wanted = Set(HookEvent.allCases.filter { hooks.command(for: $0) != nil }
             .map { [OutboxConsumer.hook($0).description, $0.rawValue] })
