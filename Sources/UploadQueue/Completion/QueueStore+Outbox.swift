@@ -81,7 +81,8 @@ extension QueueStore {
         let wanted = Set(HookEvent.allCases.filter { hooks.command(for: $0) != nil }
             .map { [OutboxConsumer.hook($0).description, $0.rawValue] })
         let recorded = try writer.read { db in
-            Set(try Row.fetchAll(db, sql: "SELECT name, event FROM outbox_consumer").map { [$0["name"] as String, $0["event"] as String] })
+            Set(try Row.fetchAll(db, sql: "SELECT name, event FROM outbox_consumer")
+                .map { [$0["name"] as String, $0["event"] as String] })
         }
         guard recorded != wanted else { return }
         try writer.write { db in
