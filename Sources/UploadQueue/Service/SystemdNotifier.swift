@@ -35,7 +35,7 @@ public struct SystemdNotifier: Sendable {
         // A zero timeval would mean "no timeout": below a microsecond, and if the timeout cannot be set, the send
         // does not wait at all.
         var timeout = timeval(tv_sec: Int(clamping: seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
-        if patience < .microseconds(1) || timeout.tv_sec < 0
+        if patience < .microseconds(1)
             || setsockopt(descriptor, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size)) != 0 {
             flags |= Int32(MSG_DONTWAIT)
         }
