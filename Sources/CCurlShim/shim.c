@@ -36,6 +36,14 @@ CURLcode uploadq_curl_setopt_xferinfo_callback(CURL *handle, uploadq_curl_xferin
     return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, callback);
 }
 
+CURLcode uploadq_curl_setopt_sockopt_callback(CURL *handle, uploadq_curl_sockopt_callback callback) {
+    return curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, callback);
+}
+
+CURLcode uploadq_curl_setopt_prereq_callback(CURL *handle, uploadq_curl_prereq_callback callback) {
+    return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, callback);
+}
+
 CURLcode uploadq_curl_getinfo_long(CURL *handle, CURLINFO info, long *value) {
     return curl_easy_getinfo(handle, info, value);
 }
@@ -65,6 +73,8 @@ size_t uploadq_curl_readfunc_pause(void) { return CURL_READFUNC_PAUSE; }
 int uploadq_curl_unpause(void *handle) { return (int)curl_easy_pause((CURL *)handle, CURLPAUSE_CONT); }
 int uploadq_curl_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
 int uploadq_curl_seekfunc_fail(void) { return CURL_SEEKFUNC_FAIL; }
+int uploadq_curl_sockopt_ok(void) { return CURL_SOCKOPT_OK; }
+int uploadq_curl_prereqfunc_ok(void) { return CURL_PREREQFUNC_OK; }
 long uploadq_curl_pipe_multiplex(void) { return CURLPIPE_MULTIPLEX; }
 long uploadq_curl_global_default(void) { return CURL_GLOBAL_DEFAULT; }
 

@@ -37,21 +37,48 @@ struct FaultInjectionTests {
             ids.append(try await running.enqueue(path, to: "tus", mode: .reference))
         }
         var histories: [String] = []
+        var attemptsByUpload: [String: [JobAttempt]] = [:]
         for id in ids {
             let job = try await running.settled(id, timeout: .seconds(240))
             #expect(job.state == .uploaded, "\(job.lastError ?? "")")
             guard let remote = job.remoteURL else { continue }
             #expect(try sha256(ofFile: try TestServers.tusStoredFile(uploadURL: remote)) == job.sha256)
-            histories += try running.attempts(id).compactMap(\.error)
+            let attempts = try running.attempts(id)
+            histories += attempts.compactMap(\.error)
+            attemptsByUpload[URL(string: remote)?.lastPathComponent ?? remote] = attempts
         }
         await running.stop()
         let sent = try await proxy.bodyBytes()
         print("fault test: \(ids.count) files, \(total) bytes, \(sent) sent, \(histories.count) failed attempts")
-        let stalled = try await proxy.requests().filter { $0["action"] as? String == "stall" }
+        let requests = try await proxy.requests()
+        let stalled = requests.filter { $0["action"] as? String == "stall" }
         #expect(stalled.count == 1)
-        #expect(histories.contains { $0.contains("stalled") }, "\(histories)\nstalled requests: \(stalled)")
+        #expect(histories.contains { $0.contains("stalled") }, """
+            \(histories)
+            \(Self.story(of: stalled.first, requests: requests, attempts: attemptsByUpload))
+            """)
         #expect(histories.contains { $0.contains("HTTP 503") && $0.contains("overloaded") }, "\(histories)")
         #expect(histories.filter { $0.localizedCaseInsensitiveContains("reset") || $0.contains("without an answer") }
             .count >= 3, "\(histories)")
+    }
+
+    /// What happened to the upload the proxy stalled: every request the proxy saw for it and the job's attempts,
+    /// for a failure message that shows where the stall went.
+    private static func story(of stalled: [String: Any]?, requests: [[String: Any]],
+                              attempts: [String: [JobAttempt]]) -> String {
+        guard let path = stalled?["path"] as? String else { return "no request was stalled" }
+        let upload = path.split(separator: "/").last.map(String.init) ?? path
+        let seen = requests.filter { ($0["path"] as? String) == path }.map { request in
+            let headers = request["headers"] as? [String: Any] ?? [:]
+            return "\(request["method"] ?? "?") offset \(headers["upload-offset"] ?? "-") "
+                + "action \(request["action"] ?? "-") body \(request["body_bytes"] ?? "?") "
+                + "status \(request["status"] ?? "-") upstream \(request["upstream_status"] ?? "-")"
+        }
+        let tried = (attempts[upload] ?? []).map { attempt in
+            "#\(attempt.number) \(attempt.startOffset)→\(attempt.endOffset.map(String.init) ?? "-") "
+                + "\(attempt.outcome ?? "running"): \(attempt.error ?? "")"
+        }
+        return "requests for \(upload):\n  " + seen.joined(separator: "\n  ")
+            + "\nits job's attempts:\n  " + tried.joined(separator: "\n  ")
     }
 }

@@ -14,6 +14,12 @@ typedef int (*uploadq_curl_seek_callback)(void *userdata, curl_off_t offset, int
 typedef int (*uploadq_curl_xferinfo_callback)(void *userdata, curl_off_t dltotal, curl_off_t dlnow,
                                               curl_off_t ultotal, curl_off_t ulnow);
 
+/// Socket callback: (userdata, socket, purpose) -> CURL_SOCKOPT_OK; called for every socket libcurl opens.
+typedef int (*uploadq_curl_sockopt_callback)(void *userdata, curl_socket_t socket, curlsocktype purpose);
+/// Pre-request callback: (userdata, peer address, local address, peer port, local port) -> CURL_PREREQFUNC_OK;
+/// called each time a request is about to go out on a connection that is ready (libcurl 7.80 and later).
+typedef int (*uploadq_curl_prereq_callback)(void *userdata, char *peer, char *local, int peerPort, int localPort);
+
 CURLcode uploadq_curl_setopt_long(CURL *handle, CURLoption option, long value);
 CURLcode uploadq_curl_setopt_offset(CURL *handle, CURLoption option, curl_off_t value);
 CURLcode uploadq_curl_setopt_string(CURL *handle, CURLoption option, const char *value);
@@ -22,6 +28,8 @@ CURLcode uploadq_curl_setopt_slist(CURL *handle, CURLoption option, struct curl_
 CURLcode uploadq_curl_setopt_data_callback(CURL *handle, CURLoption option, uploadq_curl_data_callback callback);
 CURLcode uploadq_curl_setopt_seek_callback(CURL *handle, uploadq_curl_seek_callback callback);
 CURLcode uploadq_curl_setopt_xferinfo_callback(CURL *handle, uploadq_curl_xferinfo_callback callback);
+CURLcode uploadq_curl_setopt_sockopt_callback(CURL *handle, uploadq_curl_sockopt_callback callback);
+CURLcode uploadq_curl_setopt_prereq_callback(CURL *handle, uploadq_curl_prereq_callback callback);
 
 CURLcode uploadq_curl_getinfo_long(CURL *handle, CURLINFO info, long *value);
 CURLcode uploadq_curl_getinfo_offset(CURL *handle, CURLINFO info, curl_off_t *value);
@@ -40,6 +48,8 @@ size_t uploadq_curl_readfunc_pause(void);
 int uploadq_curl_unpause(void *handle);
 int uploadq_curl_seekfunc_ok(void);
 int uploadq_curl_seekfunc_fail(void);
+int uploadq_curl_sockopt_ok(void);
+int uploadq_curl_prereqfunc_ok(void);
 long uploadq_curl_pipe_multiplex(void);
 long uploadq_curl_global_default(void);
 /// True when the linked libcurl has `feature` (a CURL_VERSION_* bit name: "http2", "asynchdns", "threadsafe").

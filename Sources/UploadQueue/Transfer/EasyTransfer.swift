@@ -27,6 +27,8 @@ final class EasyTransfer: @unchecked Sendable {
     private var belowFloor: RateFloor.Verdict?
     /// Header bytes received (libcurl counts only the body's): a server that trickles its answer is moving.
     private var receivedHeaderBytes: Int64 = 0
+    /// Sends and connections libcurl made for this request, and the failure it recovered from by resending.
+    private var resend = SilentResend()
     /// This exchange's share of the send-rate cap (0: none), which the rate floor judges it by.
     private var sendSpeed: Int64 = 0
     /// This exchange's share of the send cap, which its body reads take from (set by the engine for paced uploads).
@@ -118,7 +120,7 @@ final class EasyTransfer: @unchecked Sendable {
                 return .failure(TransferError(code: .cancelled, message: "cancelled", curlCode: Int(code.rawValue)))
             }
             let detail = String(cString: errorBuffer)
-            return .failure(TransferError(curlCode: code, detail: detail, url: request.url))
+            return .failure(TransferError(curlCode: code, detail: detail, url: request.url, resend: resend))
         }
         return .success(response)
     }
@@ -165,6 +167,10 @@ final class EasyTransfer: @unchecked Sendable {
         _ = uploadq_curl_setopt_long(handle, CURLOPT_NOPROGRESS, 0)
         _ = uploadq_curl_setopt_xferinfo_callback(handle, easyProgressCallback)
         _ = uploadq_curl_setopt_pointer(handle, CURLOPT_XFERINFODATA, this)
+        _ = uploadq_curl_setopt_sockopt_callback(handle, easySocketCallback)
+        _ = uploadq_curl_setopt_pointer(handle, CURLOPT_SOCKOPTDATA, this)
+        _ = uploadq_curl_setopt_prereq_callback(handle, easyRequestCallback)
+        _ = uploadq_curl_setopt_pointer(handle, CURLOPT_PREREQDATA, this)
 
         var fields = request.headers
         let method = request.method.uppercased()
@@ -241,6 +247,21 @@ final class EasyTransfer: @unchecked Sendable {
         return uploadq_curl_seekfunc_ok()
     }
 
+    fileprivate func socketOpened() {
+        if resend.socketOpened() { keepRecoveredFailure() }
+    }
+
+    fileprivate func requestGoesOut() {
+        if resend.requestSent() { keepRecoveredFailure() }
+    }
+
+    /// libcurl is resending the request: the error text so far is the failure it recovers from. Cleared, so that
+    /// an empty buffer at the end says libcurl wrote nothing for what ended the request.
+    private func keepRecoveredFailure() {
+        resend.recover(String(cString: errorBuffer))
+        errorBuffer[0] = 0
+    }
+
     fileprivate func receiveHeader(_ buffer: UnsafeMutablePointer<CChar>, length: Int) {
         receivedHeaderBytes += Int64(length)
         // Read from the bytes: every response passes here, and Foundation's trimming cost more than the request.
@@ -310,6 +331,16 @@ private let easyReadCallback: uploadq_curl_data_callback = { buffer, size, count
 private let easySeekCallback: uploadq_curl_seek_callback = { userdata, offset, origin in
     guard let userdata else { return uploadq_curl_seekfunc_fail() }
     return Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().seekBody(to: Int64(offset), origin: origin)
+}
+
+private let easySocketCallback: uploadq_curl_sockopt_callback = { userdata, _, _ in
+    if let userdata { Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().socketOpened() }
+    return uploadq_curl_sockopt_ok()
+}
+
+private let easyRequestCallback: uploadq_curl_prereq_callback = { userdata, _, _, _, _ in
+    if let userdata { Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().requestGoesOut() }
+    return uploadq_curl_prereqfunc_ok()
 }
 
 private let easyHeaderCallback: uploadq_curl_data_callback = { buffer, size, count, userdata in

@@ -1,18 +1,23 @@
 import CCurlShim
 
 extension TransferError {
-    /// Classifies a failed libcurl transfer; `detail` is libcurl's error buffer for it.
-    init(curlCode: CURLcode, detail: String, url: String) {
+    /// Classifies a failed libcurl transfer; `detail` is libcurl's error buffer for it, less the text of a failure
+    /// libcurl recovered from by resending the request, which `resend` holds.
+    init(curlCode: CURLcode, detail: String, url: String, resend: SilentResend = SilentResend()) {
         let raw = Int(curlCode.rawValue)
         let summary = String(cString: curl_easy_strerror(curlCode))
         let location = URLRedaction.redact(url)
-        let text = detail.isEmpty ? summary : detail
+        var text = detail.isEmpty ? summary : detail
         let code: Code
         switch curlCode {
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY: code = .dns
         case CURLE_COULDNT_CONNECT: code = .connect
-        case CURLE_OPERATION_TIMEDOUT:
-            code = text.localizedCaseInsensitiveContains("too slow") ? .stall : .timeout
+        case CURLE_OPERATION_TIMEDOUT where text.localizedCaseInsensitiveContains("too slow"):
+            code = .stall
+        case CURLE_OPERATION_TIMEDOUT where detail.isEmpty && resend.timeoutIsStall:
+            code = .stall
+            text = "the resent request stopped moving (below stall_min_rate for stall_timeout)"
+        case CURLE_OPERATION_TIMEDOUT: code = .timeout
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_ISSUER_ERROR,
              CURLE_SSL_PINNEDPUBKEYNOTMATCH:
             code = .tlsVerification
@@ -25,6 +30,9 @@ extension TransferError {
         case CURLE_READ_ERROR: code = .sourceRead
         case CURLE_ABORTED_BY_CALLBACK: code = .cancelled
         default: code = .other
+        }
+        if let recovered = resend.recovered {
+            text += "; libcurl had resent the request on a new connection after: \(recovered)"
         }
         let message: String
         switch code {
