@@ -1,4 +1,3 @@
-import CCurlShim
 import Foundation
 import Synchronization
 import Testing
@@ -172,78 +171,6 @@ struct TransferEngineTests {
         } catch {
             #expect(error.code == .connect, "\(error)")
             #expect(FailureClassifier.failure(for: error, method: "PUT").destinationFault)
-        }
-    }
-
-    @Test("a silent resend is told from libcurl's callbacks, and an error after it names what ended the request")
-    func silentResendDecisions() {
-        var fresh = SilentResend()
-        let firstSocket = fresh.socketOpened(), firstSend = fresh.requestSent()
-        #expect(!firstSocket && !firstSend)
-        #expect(!fresh.hasResent && !fresh.timeoutIsStall)
-        // A new connection after the first send: a resend, still connecting (a timeout then is the connect's).
-        var reconnecting = fresh
-        let newSocket = reconnecting.socketOpened()
-        #expect(newSocket)
-        #expect(reconnecting.hasResent && !reconnecting.timeoutIsStall)
-        reconnecting.recover("Recv failure: Connection reset by peer")
-        reconnecting.recover("a later text")
-        #expect(reconnecting.recovered == "Recv failure: Connection reset by peer")
-        let resent = reconnecting.requestSent()
-        #expect(resent && reconnecting.timeoutIsStall)
-        // A resend on another connection from the pool: no socket, a second send.
-        var pooled = fresh
-        let secondSend = pooled.requestSent()
-        #expect(secondSend && pooled.timeoutIsStall)
-        pooled.recover("")
-        #expect(pooled.recovered == nil)
-
-        let url = "http://127.0.0.1:1/files/x?X-Amz-Signature=secret"
-        let stall = TransferError(curlCode: CURLE_OPERATION_TIMEDOUT, detail: "", url: url, resend: reconnecting)
-        #expect(stall.code == .stall && stall.message.hasPrefix("stalled: the resent request stopped moving"))
-        #expect(stall.message.contains("after: Recv failure: Connection reset by peer") && !stall.message.contains("secret"))
-        var stillConnecting = SilentResend()
-        _ = stillConnecting.requestSent()
-        _ = stillConnecting.socketOpened()
-        stillConnecting.recover("Recv failure: Connection reset by peer")
-        let timeout = TransferError(curlCode: CURLE_OPERATION_TIMEDOUT, detail: "", url: url, resend: stillConnecting)
-        #expect(timeout.code == .timeout && timeout.message.hasPrefix("Timeout was reached; libcurl had resent"))
-        let refused = TransferError(curlCode: CURLE_COULDNT_CONNECT, detail: "", url: url, resend: stillConnecting)
-        #expect(refused.code == .connect && refused.message.contains("after: Recv failure"), "\(refused.message)")
-        // Without a resend, libcurl's own words decide, as before.
-        #expect(TransferError(curlCode: CURLE_OPERATION_TIMEDOUT, detail: "Operation too slow. Less than 1 bytes/sec",
-                              url: url).code == .stall)
-        #expect(TransferError(curlCode: CURLE_OPERATION_TIMEDOUT, detail: "", url: url).code == .timeout)
-    }
-
-    @Test("a stall after libcurl silently resent a request is a stall, not the failure libcurl recovered from")
-    func stallAfterSilentResend() async throws {
-        let engine = TransferEngine()
-        defer { engine.shutdown() }
-        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.davURL()))
-        let url = proxy.url("/engine/\(UUID().uuidString).bin")
-        // A first request leaves a connection in the pool; the next one goes on it.
-        #expect(try await engine.perform(HTTPRequest(method: "PUT", url: url, body: .bytes([1]))).status == 201)
-        // The whole body fits in the socket buffers: libcurl waits for the answer when the reset comes, reads the
-        // reset (a receive error on a reused connection, before any answer) and resends on a new connection, which
-        // the second rule stalls.
-        let body = [UInt8](repeating: 7, count: 64 << 10)
-        try await proxy.add(["method": "PUT", "action": "reset", "after_bytes": body.count - 1])
-        try await proxy.add(["method": "PUT", "action": "stall", "after_bytes": 1000, "seconds": 8])
-        var options = TransferOptions()
-        options.stall = StallDetection(minimumRate: 1, window: .seconds(1))
-        do {
-            let response = try await engine.perform(HTTPRequest(method: "PUT", url: url, body: .bytes(body),
-                                                                options: options))
-            Issue.record("a stalled request was answered \(response.status)")
-        } catch {
-            let actions = try await proxy.requests().compactMap { $0["action"] as? String }
-            #expect(actions == ["reset", "stall"], "libcurl resent the request once: \(actions)")
-            #expect(error.code == .stall, "\(error)")
-            // What ended it first, and what libcurl recovered from as a note.
-            #expect(error.message.hasPrefix("stalled: the resent request stopped moving")
-                    && error.message.contains("resent the request on a new connection after: Recv failure"),
-                    "\(error.message)")
         }
     }
 

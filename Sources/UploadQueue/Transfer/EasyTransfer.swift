@@ -120,7 +120,8 @@ final class EasyTransfer: @unchecked Sendable {
                 return .failure(TransferError(code: .cancelled, message: "cancelled", curlCode: Int(code.rawValue)))
             }
             let detail = String(cString: errorBuffer)
-            return .failure(TransferError(curlCode: code, detail: detail, url: request.url, resend: resend))
+            return .failure(TransferError(curlCode: code, detail: detail, url: request.url, resend: resend,
+                                          stall: request.options.stall))
         }
         return .success(response)
     }
@@ -252,7 +253,7 @@ final class EasyTransfer: @unchecked Sendable {
     }
 
     fileprivate func requestGoesOut() {
-        if resend.requestSent() { keepRecoveredFailure() }
+        if resend.requestGoingOut() { keepRecoveredFailure() }
     }
 
     /// libcurl is resending the request: the error text so far is the failure it recovers from. Cleared, so that

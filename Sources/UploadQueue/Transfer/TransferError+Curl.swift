@@ -2,8 +2,10 @@ import CCurlShim
 
 extension TransferError {
     /// Classifies a failed libcurl transfer; `detail` is libcurl's error buffer for it, less the text of a failure
-    /// libcurl recovered from by resending the request, which `resend` holds.
-    init(curlCode: CURLcode, detail: String, url: String, resend: SilentResend = SilentResend()) {
+    /// libcurl recovered from by resending the request, which `resend` holds; `stall` is the request's stall rule,
+    /// named when libcurl left no words of its own for a stall.
+    init(curlCode: CURLcode, detail: String, url: String, resend: SilentResend = SilentResend(),
+         stall: StallDetection = StallDetection()) {
         let raw = Int(curlCode.rawValue)
         let summary = String(cString: curl_easy_strerror(curlCode))
         let location = URLRedaction.redact(url)
@@ -16,7 +18,8 @@ extension TransferError {
             code = .stall
         case CURLE_OPERATION_TIMEDOUT where detail.isEmpty && resend.timeoutIsStall:
             code = .stall
-            text = "the resent request stopped moving (below stall_min_rate for stall_timeout)"
+            text = "the resent request stopped moving (below \(stall.minimumRate) bytes/s for "
+                + "\(stall.window.milliseconds) ms: stall_min_rate, stall_timeout)"
         case CURLE_OPERATION_TIMEDOUT: code = .timeout
         case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_CERTPROBLEM, CURLE_SSL_ISSUER_ERROR,
              CURLE_SSL_PINNEDPUBKEYNOTMATCH:
@@ -31,10 +34,7 @@ extension TransferError {
         case CURLE_ABORTED_BY_CALLBACK: code = .cancelled
         default: code = .other
         }
-        if let recovered = resend.recovered {
-            text += "; libcurl had resent the request on a new connection after: \(recovered)"
-        }
-        let message: String
+        var message: String
         switch code {
         case .stall: message = "stalled: \(text) (\(location))"
         case .tlsVerification:
@@ -42,6 +42,9 @@ extension TransferError {
                 + "on the destination"
         case .badReply: message = "the server's reply is not valid HTTP: \(text) (\(location))"
         default: message = "\(text) (\(location))"
+        }
+        if let recovered = resend.recovered {
+            message += "; libcurl had resent the request on another connection after: \(recovered)"
         }
         self.init(code: code, message: message, curlCode: raw)
     }
