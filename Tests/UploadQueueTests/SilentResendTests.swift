@@ -1,4 +1,3 @@
-import CCurlShim
 import Foundation
 import Synchronization
 import Testing
@@ -7,6 +6,9 @@ import Testing
 /// libcurl resends a request on another connection when a reused one dies before any answer, and keeps the text of
 /// that recovered failure as the transfer's error: the error of what then ends the request must be its own.
 struct SilentResendTests {
+    /// libcurl's `CURLE_OPERATION_TIMEDOUT`.
+    private let operationTimedOut = 28
+
     @Test("a silent resend is told from libcurl's callbacks, and an error after it names what ended the request")
     func decisions() {
         var fresh = SilentResend()
@@ -32,7 +34,7 @@ struct SilentResendTests {
 
         let url = "http://127.0.0.1:1/files/x?X-Amz-Signature=secret"
         let rule = StallDetection(minimumRate: 1, window: .seconds(3))
-        let stall = TransferError(curlCode: CURLE_OPERATION_TIMEDOUT, detail: "", url: url, resend: reconnecting,
+        let stall = TransferError(curlCodeNumber: operationTimedOut, detail: "", url: url, resend: reconnecting,
                                   stall: rule)
         #expect(stall.code == .stall, "\(stall)")
         #expect(stall.message.hasPrefix("stalled: the resent request stopped moving (below 1 bytes/s for 3000 ms"),
@@ -43,13 +45,13 @@ struct SilentResendTests {
         _ = stillConnecting.requestGoingOut()
         _ = stillConnecting.socketOpened()
         stillConnecting.recover("Recv failure: Connection reset by peer")
-        let timeout = TransferError(curlCode: CURLE_OPERATION_TIMEDOUT, detail: "", url: url, resend: stillConnecting)
+        let timeout = TransferError(curlCodeNumber: operationTimedOut, detail: "", url: url, resend: stillConnecting)
         #expect(timeout.code == .timeout && timeout.message.hasPrefix("Timeout was reached (http://127.0.0.1:1/"),
                 "\(timeout.message)")
         // Without a resend, libcurl's own words decide, as before.
-        #expect(TransferError(curlCode: CURLE_OPERATION_TIMEDOUT, detail: "Operation too slow. Less than 1 bytes/sec",
+        #expect(TransferError(curlCodeNumber: operationTimedOut, detail: "Operation too slow. Less than 1 bytes/sec",
                               url: url).code == .stall)
-        #expect(TransferError(curlCode: CURLE_OPERATION_TIMEDOUT, detail: "", url: url).code == .timeout)
+        #expect(TransferError(curlCodeNumber: operationTimedOut, detail: "", url: url).code == .timeout)
     }
 
     @Test("a stall after libcurl silently resent a request is a stall, not the failure libcurl recovered from")

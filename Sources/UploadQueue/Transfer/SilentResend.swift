@@ -1,10 +1,11 @@
 /// What libcurl did out of sight with one request's connections, so that its error says what ended it.
 ///
 /// When a reused connection dies before any answer (a receive error or a close), libcurl sends the request again
-/// on another connection (a new one, or another from its pool) without telling. It keeps the text of that first failure, the one it recovered from, in the
-/// error buffer, and writes none for a later failure: read as it stands, a resent request that then stalls reads
-/// "Recv failure: Connection reset by peer" and passes for a timeout. The engine thread feeds this from libcurl's
-/// socket and pre-request callbacks; the decisions are pure and tested without a network.
+/// on another connection (a new one, or another from its pool) without telling. It keeps the text of that first
+/// failure, the one it recovered from, in the error buffer, and writes none for a later failure: read as it
+/// stands, a resent request that then stalls reads "Recv failure: Connection reset by peer" and passes for a
+/// timeout. The engine thread feeds this from libcurl's socket and pre-request callbacks; the decisions are pure
+/// and tested without a network.
 struct SilentResend: Sendable {
     /// Times the request went out on a ready connection.
     private(set) var sends = 0

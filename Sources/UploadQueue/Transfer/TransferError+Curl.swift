@@ -48,4 +48,12 @@ extension TransferError {
         }
         self.init(code: code, message: message, curlCode: raw)
     }
+
+    /// The same by libcurl's number for the code, for the tests: importing the shim there hides the C library's
+    /// socket constants from the test files that do not import it too.
+    init(curlCodeNumber: Int, detail: String, url: String, resend: SilentResend = SilentResend(),
+         stall: StallDetection = StallDetection()) {
+        self.init(curlCode: CURLcode(rawValue: UInt32(curlCodeNumber)), detail: detail, url: url, resend: resend,
+                  stall: stall)
+    }
 }
