@@ -381,23 +381,6 @@ struct SchedulerRoundCostTests {
         return counter
     }
 
-    /// A listening socket that never accepts: uploads to it start and then hang, holding their slots.
-    static func silentServer() throws -> (descriptor: Int32, port: Int) {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> Bool in
-                bind(descriptor, raw, length) == 0 && listen(descriptor, 64) == 0
-                    && getsockname(descriptor, raw, &length) == 0
-            }
-        }
-        guard bound else { throw UploadQueueError(.io, "cannot listen on loopback") }
-        return (descriptor, Int(UInt16(bigEndian: address.sin_port)))
-    }
-
     /// The VM steps of five rounds (after one that claims and records the holds), with `pending` jobs queued.
     static func stepsOfRounds(link: String, pending: Int, ownAllowed: Int = 0, port: Int) async throws -> (Int, Int) {
         let configuration = try ConfigurationLoader.parse("""
@@ -455,10 +438,11 @@ struct SchedulerRoundCostTests {
     @Test("offline, metered with a few jobs allowed, every slot busy: a round reads as much with 2,000 jobs as with 200",
           arguments: [("offline", 0), ("metered", 2), ("unmetered", 0)])
     func roundCostIsFlat(link: String, ownAllowed: Int) async throws {
-        let server = try Self.silentServer()
+        // A listening socket that never accepts: uploads to it start and then hang, holding their slots.
+        let server = try loopbackListener()
         defer { close(server.descriptor) }
-        let small = try await Self.stepsOfRounds(link: link, pending: 200, ownAllowed: ownAllowed, port: server.port)
-        let large = try await Self.stepsOfRounds(link: link, pending: 2000, ownAllowed: ownAllowed, port: server.port)
+        let small = try await Self.stepsOfRounds(link: link, pending: 200, ownAllowed: ownAllowed, port: Int(server.port))
+        let large = try await Self.stepsOfRounds(link: link, pending: 2000, ownAllowed: ownAllowed, port: Int(server.port))
         #expect(small.0 > 0, "the rounds ran statements")
         #expect(large.0 <= small.0 + small.0 / 4 + 200, "\(link): \(small.0) steps with 200 jobs, \(large.0) with 2,000")
         #expect(large.1 <= small.1 + 50, "\(link): full-scan steps \(small.1) with 200 jobs, \(large.1) with 2,000")

@@ -113,23 +113,10 @@ private struct VanishingServer: Sendable {
     private let outcome: ServedFlag
 
     static func start() throws -> VanishingServer {
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard listener >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0
-                && listen(listener, 4) == 0 && getsockname(listener, $0, &length) == 0 }
-        }
-        guard bound else {
-            close(listener)
-            throw POSIXError(.init(rawValue: errno) ?? .EIO)
-        }
+        let (listener, port) = try loopbackListener(backlog: 4)
         let outcome = ServedFlag()
         Thread { outcome.set(serve(listener)) }.start()
-        return VanishingServer(port: UInt16(bigEndian: address.sin_port), outcome: outcome)
+        return VanishingServer(port: port, outcome: outcome)
     }
 
     /// Whether both requests were read in full (waits for the server's thread, at most 10 s).

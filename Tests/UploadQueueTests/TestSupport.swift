@@ -129,6 +129,27 @@ func sha256(ofFile path: String) throws -> String {
     return try SHA256Digest.ofFile(descriptor: descriptor, path: path)
 }
 
+/// A TCP socket listening on a free loopback port (not accepting: the caller does, or leaves connections waiting).
+func loopbackListener(backlog: Int32 = 64) throws -> (descriptor: Int32, port: UInt16) {
+    let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard descriptor >= 0 else { throw UploadQueueError(.io, "cannot open a socket: errno \(errno)") }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> Bool in
+            bind(descriptor, raw, length) == 0 && listen(descriptor, backlog) == 0
+                && getsockname(descriptor, raw, &length) == 0
+        }
+    }
+    guard bound else {
+        close(descriptor)
+        throw UploadQueueError(.io, "cannot listen on loopback: errno \(errno)")
+    }
+    return (descriptor, UInt16(bigEndian: address.sin_port))
+}
+
 /// Polls `condition` every 50 ms until it holds or `timeout` passes; returns whether it held.
 func eventually(timeout: Duration = .seconds(20), _ condition: () async throws -> Bool) async rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
