@@ -5,8 +5,8 @@
 # throwaway root, then a short chaos run (random kill -9 of the daemon
 # during mixed uploads; the full run is contrib/chaos/run.sh) and a short field-life soak (spool bursts, link flaps,
 # kills, a full state disk, a clock step; the full run is contrib/soak/run.sh), and each libFuzzer target for 30 s
-# (contrib/fuzz/run.sh). Arguments go to `swift test` (and skip the chaos, soak and fuzz runs, as when running one
-# suite).
+# (contrib/fuzz/run.sh), and the time suites at seven instants of the wall clock (contrib/clock-sweep/run.sh).
+# Arguments go to `swift test` (and skip the sweep, chaos, soak and fuzz runs, as when running one suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 contrib/setup.sh
@@ -30,6 +30,10 @@ else
     contrib/test-servers/run.sh swift test --skip-build --filter "$heavy"
 fi
 if [ "$#" -eq 0 ]; then
+    # The suites of time's own rules (budgets, windows, timetables, retention ages, prune, clock steps) again with
+    # every process's wall clock at seven instants: a day's end and start, 03:59 UTC, Sunday into Monday, a month's
+    # end, both daylight-saving changes (about 2 minutes; every suite at each: contrib/clock-sweep/run.sh).
+    QUICK=1 contrib/clock-sweep/run.sh
     KILLS=6 FILES=24 MAX_MIB=12 BANDWIDTH_MIB=6 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/chaos/run.sh
     SHORT=1 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/soak/run.sh
     # Every fuzz target for 30 s on its seed corpus (the findings so far are in it); longer: contrib/fuzz/run.sh.

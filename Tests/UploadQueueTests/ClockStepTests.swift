@@ -51,12 +51,9 @@ struct WallClockWatchTests {
 /// CLOCK_REALTIME, gettimeofday and time): a retry keeps its wait whichever way the clock steps.
 @Suite(.serialized)
 struct ClockStepTests {
-    /// A daemon whose wall clock is moved by the seconds written to `offsetFile`.
-    func daemon(_ sandbox: Sandbox, offsetFile: String) throws -> DaemonProcess {
-        let shim = try TestServers.address("UPLOADQ_TEST_CLOCKSHIFT")
-        #expect(FileManager.default.fileExists(atPath: shim), "the clock shim is built by contrib/test-servers/setup.sh")
-        try "0\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-        return try DaemonProcess(sandbox: sandbox, environment: ["LD_PRELOAD": shim, "CLOCKSHIFT_FILE": offsetFile])
+    /// A daemon on this process's wall clock, under a shim that can step it.
+    func daemon(_ sandbox: Sandbox, clock: ClockShim) throws -> DaemonProcess {
+        try DaemonProcess(sandbox: sandbox, environment: clock.environment)
     }
 
     /// One job to the recorder whose first answer is a 503, retried after about 10 s; returns once that failure
@@ -93,12 +90,12 @@ struct ClockStepTests {
         let recorder = try RecorderSession()
         let sandbox = try sandbox(recorder)
         let (id, store) = try await failOnce(sandbox, recorder)
-        let offset = sandbox.root + "/clock-offset"
-        let daemon = try daemon(sandbox, offsetFile: offset)
+        let clock = try ClockShim(file: sandbox.root + "/clock-offset")
+        let daemon = try daemon(sandbox, clock: clock)
         let failed = try await eventually(timeout: .seconds(20)) { try store.job(id)?.state == .failed }
         #expect(failed, "daemon log:\n\(daemon.log.suffix(2000))")
         let failedAt = ContinuousClock.now
-        try "\(seconds)\n".write(toFile: offset, atomically: true, encoding: .utf8)
+        try clock.set(offset: Double(seconds))
         return Stepped(sandbox: sandbox, recorder: recorder, daemon: daemon, store: store, id: id, failedAt: failedAt)
     }
 

@@ -104,12 +104,24 @@ struct DeviceConstraintDaemonTests {
         #expect(done.state == .uploaded, "\(done.lastError ?? "")")
     }
 
+    /// A zone without daylight saving whose clock shows between 11:30 and 12:30 at `now`: a day in it ends at
+    /// least 11 hours after a test that starts then, and began as long before, whatever the hour the suite runs.
+    static func zoneNearNoon(_ now: Date = Date()) -> TimeZone {
+        let hour = now.timeIntervalSince1970.truncatingRemainder(dividingBy: 86_400) / 3600
+        let offset = Int((12 - hour).rounded())
+        let name = offset == 0 ? "Etc/GMT" : offset > 0 ? "Etc/GMT-\(offset)" : "Etc/GMT+\(-offset)"
+        return TimeZone(identifier: name)!
+    }
+
     @Test("budget 10 MiB on a metered link: 40 MiB of allowed uploads send at most 10 MiB and one chunk; the rest waits through a restart, then goes unmetered")
     func meteredBudget() async throws {
         let proxy = try await FaultProxy.start(upstream: try TestServers.authority(try TestServers.tusEndpoint()))
+        // The day's budget resets at midnight in a zone where it is about noon now: 11 hours or more away.
         let sandbox = try tusSandbox(proxy, chunk: "2MiB", extra: """
             [link]
             metered_budget = "10MiB/day"
+            [schedule]
+            time_zone = "\(Self.zoneNearNoon().identifier)"
             """, destinationKeys: "on_metered = \"allow\"", bandwidth: 20 << 20, concurrency: 1)
         var running = try RunningQueue(sandbox)
         try await running.queue.setLinkOverride(.metered)
@@ -161,15 +173,8 @@ struct DeviceConstraintDaemonTests {
 
     /// A daemon whose wall clock shows `time` (UTC, today) now, through the clock shim.
     func daemon(_ sandbox: Sandbox, at time: String) throws -> DaemonProcess {
-        let shim = try TestServers.address("UPLOADQ_TEST_CLOCKSHIFT")
-        #expect(FileManager.default.fileExists(atPath: shim), "the clock shim is built by contrib/test-servers/setup.sh")
-        var calendar = Calendar(identifier: .gregorian)
-        calendar.timeZone = TimeZone(identifier: "UTC")!
-        let parts = time.split(separator: ":").compactMap { Int($0) }
-        let target = try #require(calendar.date(bySettingHour: parts[0], minute: parts[1], second: parts[2], of: Date()))
-        let offsetFile = sandbox.root + "/clock-offset"
-        try "\(Int(target.timeIntervalSinceNow.rounded()))\n".write(toFile: offsetFile, atomically: true, encoding: .utf8)
-        return try DaemonProcess(sandbox: sandbox, environment: ["LD_PRELOAD": shim, "CLOCKSHIFT_FILE": offsetFile])
+        let clock = try ClockShim(file: sandbox.root + "/clock-offset", showing: try ClockShim.today(at: time))
+        return try DaemonProcess(sandbox: sandbox, environment: clock.environment)
     }
 
     @Test("a window that closes mid-transfer stops the upload after its chunk; an urgent one goes on")

@@ -191,6 +191,32 @@ import Testing
     }
 }
 
+/// The times a waiting reason names, on fixed clocks: the hour alone within 20 hours, with the weekday within six
+/// days, else the date; on the clock of the configured zone, in English whatever the locale.
+@Suite struct WaitingHoldClockTests {
+    @Test("a reset at midnight reads `sat 00:00` until 20 hours before it, then `00:00`; a week ahead, its date")
+    func thresholds() {
+        let zone = UploadWindowTests.berlin.timeZone
+        let berlin: (String) -> Date = UploadWindowTests.berlin
+        // 2026-11-28 is a Saturday: the daily budget's reset at the end of Friday.
+        let midnight = berlin("2026-11-28 00:00")
+        #expect(WaitingHold.clock(midnight, timeZone: zone, now: berlin("2026-11-27 00:52")) == "sat 00:00")
+        #expect(WaitingHold.clock(midnight, timeZone: zone, now: berlin("2026-11-27 04:00")) == "sat 00:00", "20 hours")
+        #expect(WaitingHold.clock(midnight, timeZone: zone, now: berlin("2026-11-27 04:01")) == "00:00")
+        #expect(WaitingHold.clock(midnight, timeZone: zone, now: berlin("2026-11-27 23:59")) == "00:00")
+        #expect(WaitingHold.clock(midnight, timeZone: zone, now: berlin("2026-11-22 00:01")) == "sat 00:00")
+        #expect(WaitingHold.clock(midnight, timeZone: zone, now: berlin("2026-11-21 23:59")) == "2026-11-28 00:00")
+        // The same instant on another zone's clock.
+        let york = TimeZone(identifier: "America/New_York")!
+        #expect(WaitingHold.clock(midnight, timeZone: york, now: berlin("2026-11-27 12:00")) == "18:00")
+        let hold = WaitingHold(reason: .budgetSpent, until: midnight, detail: "10.0 MiB/day")
+        #expect(hold.text(timeZone: zone, now: berlin("2026-11-27 00:52"))
+                == "metered link, budget 10.0 MiB/day spent, resets sat 00:00")
+        #expect(hold.text(timeZone: zone, now: berlin("2026-11-27 12:00"))
+                == "metered link, budget 10.0 MiB/day spent, resets 00:00")
+    }
+}
+
 @Suite struct PowerTests {
     /// A power-supply tree of the kernel's layout.
     static func tree(_ supplies: [String: [String: String]]) throws -> String {

@@ -113,6 +113,9 @@ struct DoctorTests {
         try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
         #expect(chmod(sandbox.state, 0o700) == 0)
         let copy = sandbox.state + "/queue.sqlite"
+        // All of it in the main file: the CLI's last commits may still be in the WAL when it exits.
+        let original = try QueueDatabase.open(path: good.state + "/queue.sqlite")
+        try await original.writer.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
         try FileManager.default.copyItem(atPath: good.state + "/queue.sqlite", toPath: copy)
         let handle = try FileHandle(forUpdating: URL(fileURLWithPath: copy))
         let size = try handle.seekToEnd()
@@ -150,10 +153,8 @@ struct DoctorTests {
     @Test("a clock 10 minutes ahead (the wall-clock shim) is reported for each server, with the fix")
     func clockSkew() async throws {
         let sandbox = try await healthySandbox()
-        let shim = try TestServers.address("UPLOADQ_TEST_CLOCKSHIFT")
-        let offset = sandbox.root + "/clock-offset"
-        try "600\n".write(toFile: offset, atomically: true, encoding: .utf8)
-        let report = try await doctor(sandbox, environment: ["LD_PRELOAD": shim, "CLOCKSHIFT_FILE": offset])
+        let clock = try ClockShim(file: sandbox.root + "/clock-offset", offset: 600)
+        let report = try await doctor(sandbox, environment: clock.environment)
         #expect(report.status == 1, "\(report.text)")
         for name in ["tus", "bucket", "dav"] {
             #expect(report.findings("destination \(name)").contains {

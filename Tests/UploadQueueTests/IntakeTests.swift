@@ -131,7 +131,7 @@ struct IntakeTests {
         #expect(uploadq_open_for_writing(path) == 0)
     }
 
-    @Test("copies (and kept sidecars) no job refers to are removed once older than a minute; referenced and young ones stay")
+    @Test("copies (and kept sidecars) no job refers to are removed once no intake is in flight; referenced ones stay")
     func orphanBlobs() throws {
         let sandbox = try Sandbox()
         let blobs = try BlobStore(directory: sandbox.state + "/blobs")
@@ -141,9 +141,11 @@ struct IntakeTests {
         }
         #expect(FileManager.default.createFile(atPath: blobs.path(for: orphan) + ".uploadq.json", contents: Data()))
         #expect(FileManager.default.createFile(atPath: blobs.path(for: kept) + ".uploadq.json", contents: Data()))
-        blobs.removeOrphans(referenced: [kept.rawValue])
-        #expect(FileManager.default.fileExists(atPath: blobs.path(for: orphan)), "a young copy may belong to a batch in progress")
-        blobs.removeOrphans(referenced: [kept.rawValue], now: Date().addingTimeInterval(120))
+        let intake = try #require(blobs.shareIntakeLock())
+        #expect(!blobs.removeLeftovers(referenced: [kept.rawValue]), "an intake is in flight")
+        #expect(FileManager.default.fileExists(atPath: blobs.path(for: orphan)), "a copy of an intake in flight has no row yet")
+        intake.release()
+        #expect(blobs.removeLeftovers(referenced: [kept.rawValue]))
         #expect(!FileManager.default.fileExists(atPath: blobs.path(for: orphan)))
         #expect(FileManager.default.fileExists(atPath: blobs.path(for: kept)))
         #expect(!FileManager.default.fileExists(atPath: blobs.path(for: orphan) + ".uploadq.json"),
@@ -257,21 +259,42 @@ struct IntakeTests {
         #expect(failed.lastError?.contains("vanished") == true)
     }
 
-    @Test("a starting runner removes a crashed copy's temporary, but not one being written or just made")
+    @Test("a starting runner removes a crashed copy's temporary, but not while an intake is in flight")
     func staleTemporaries() throws {
         let sandbox = try Sandbox()
         let blobs = try BlobStore(directory: sandbox.state + "/blobs")
-        let writing = sandbox.state + "/blobs/.writing.tmp"
         let crashed = sandbox.state + "/blobs/.crashed.tmp"
-        let fresh = sandbox.state + "/blobs/.fresh.tmp"
-        for path in [writing, crashed, fresh] { try sandbox.makeFile(path, size: 10, seed: 1) }
-        let held = open(writing, O_RDONLY)
-        defer { close(held) }
-        #expect(flock(held, LOCK_EX) == 0)
-        blobs.removeStaleTemporaries(now: Date())
-        #expect([writing, crashed, fresh].allSatisfy { FileManager.default.fileExists(atPath: $0) }, "all too fresh")
-        blobs.removeStaleTemporaries(now: Date().addingTimeInterval(120))
-        #expect(FileManager.default.fileExists(atPath: writing), "a copy in progress holds its lock")
-        #expect(!FileManager.default.fileExists(atPath: crashed) && !FileManager.default.fileExists(atPath: fresh))
+        try sandbox.makeFile(crashed, size: 10, seed: 1)
+        let intake = try #require(blobs.shareIntakeLock())
+        #expect(!blobs.removeLeftovers(referenced: []))
+        #expect(FileManager.default.fileExists(atPath: crashed), "it may be the copy in flight")
+        intake.release()
+        #expect(blobs.removeLeftovers(referenced: []))
+        #expect(!FileManager.default.fileExists(atPath: crashed))
+        #expect(FileManager.default.fileExists(atPath: blobs.intakeLockPath), "the lock file stays")
+    }
+
+    @Test("a starting runner leaves an unreferenced copy while another process's intake holds the lock, then removes it")
+    func leftoversAcrossProcesses() async throws {
+        let sandbox = try Sandbox()
+        let configuration = try sandbox.configuration()
+        let blobs = try BlobStore(directory: configuration.blobDirectory)
+        let stray = blobs.path(for: JobID.generate())
+        #expect(FileManager.default.createFile(atPath: stray, contents: Data("x".utf8)))
+        // Another process in the middle of an intake, as `uploadq enqueue` is between its copies and its rows.
+        let ready = sandbox.root + "/holding"
+        let log = open(sandbox.root + "/flock.log", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
+        defer { close(log) }
+        let holder = try ChildProcess(["/usr/bin/flock", "--shared", blobs.intakeLockPath, "-c", "touch \(ready); exec sleep 60"],
+                                      executable: "/usr/bin/flock", environment: ProcessInfo.processInfo.environment,
+                                      input: nil, output: log, errors: log, ownGroup: true)
+        #expect(await eventually { FileManager.default.fileExists(atPath: ready) }, "flock took the lock")
+        let queue = try UploadQueue(configuration: configuration)
+        #expect(queue.intake.finishIncompleteIntakes().isEmpty)
+        #expect(FileManager.default.fileExists(atPath: stray), "its row may be on its way")
+        #expect(holder.signal(SIGKILL, group: true))
+        _ = await holder.exit()
+        #expect(queue.intake.finishIncompleteIntakes().isEmpty)
+        #expect(!FileManager.default.fileExists(atPath: stray), "no intake in flight: nothing will ever refer to it")
     }
 }

@@ -198,8 +198,6 @@ struct RetentionTests {
         let sandbox = try Sandbox()
         let queue = try UploadQueue(configuration: try sandbox.configuration())
         _ = try await seed(queue, sandbox, old: 30)
-        try FileManager.default.createDirectory(atPath: sandbox.state + "/cancelled", withIntermediateDirectories: true)
-        #expect(FileManager.default.createFile(atPath: sandbox.state + "/cancelled/x-old.jpg", contents: Data("x".utf8)))
         let dry = try await BinaryRunner.run(["prune", "--older-than", "30d", "--dry-run", "--config", sandbox.configPath])
         #expect(dry.status == 0 && dry.stdout.contains("would remove 30 uploaded job(s)"), "\(dry.stdout)\(dry.stderr)")
         let bad = try await BinaryRunner.run(["prune", "--older-than", "soon", "--config", sandbox.configPath])
@@ -207,11 +205,32 @@ struct RetentionTests {
         let real = try await BinaryRunner.run(["prune", "--older-than", "30d", "--json", "--config", sandbox.configPath])
         let report = try #require(try real.json() as? [String: Any])
         #expect(report["jobs"] as? Int == 30 && report["attempts"] as? Int == 30)
-        #expect(report["cancelled_files"] as? Int == 0, "a file cancelled moments ago is not history yet")
+        // A kept file's age is its ctime's, on the kernel's clock (pruneCancelledFiles): at 0s it goes.
+        try FileManager.default.createDirectory(atPath: sandbox.state + "/cancelled", withIntermediateDirectories: true)
+        #expect(FileManager.default.createFile(atPath: sandbox.state + "/cancelled/x-old.jpg", contents: Data("x".utf8)))
         let everything = try await BinaryRunner.run(["prune", "--older-than", "0s", "--json", "--config", sandbox.configPath])
         let second = try #require(try everything.json() as? [String: Any])
         #expect(second["cancelled_files"] as? Int == 1)
         #expect(try await queue.jobs().count == 6, "recent uploads go at 0s; patch-owed, failed and pending stay")
+    }
+
+    @Test("kept files of cancelled jobs are aged by when they were moved there (their ctime): older than the cutoff go")
+    func pruneCancelledFiles() throws {
+        let sandbox = try Sandbox()
+        let cancelled = CancelledFiles(directory: sandbox.state + "/cancelled")
+        try FileManager.default.createDirectory(atPath: cancelled.directory, withIntermediateDirectories: true)
+        let kept = cancelled.directory + "/01a31899-5518-7d3e-8515-d34cee7ba43c-a.jpg"
+        #expect(FileManager.default.createFile(atPath: kept, contents: Data("x".utf8)))
+        // The cutoff from the file's own time, not the wall clock: the kernel stamps ctime, and the clock sweep's
+        // shim moves only the wall clock.
+        var info = stat()
+        #expect(lstat(kept, &info) == 0)
+        let moved = Date(timeIntervalSince1970: Double(info.st_ctim.tv_sec))
+        #expect(cancelled.prune(before: moved.addingTimeInterval(-1), dryRun: false) == 0, "moved after the cutoff: kept")
+        #expect(cancelled.prune(before: moved.addingTimeInterval(2), dryRun: true) == 1)
+        #expect(FileManager.default.fileExists(atPath: kept), "a dry run removes nothing")
+        #expect(cancelled.prune(before: moved.addingTimeInterval(2), dryRun: false) == 1)
+        #expect(!FileManager.default.fileExists(atPath: kept))
     }
 
     @Test("a database made before incremental vacuum is converted when a runner starts")
@@ -327,7 +346,7 @@ struct RetentionUpgradeTests {
         let strayPath = sandbox.state + "/blobs/\(stray)\(Sidecar.suffix)"
         try Data("{}".utf8).write(to: URL(fileURLWithPath: strayPath))
         let blobs = try BlobStore(directory: sandbox.state + "/blobs")
-        blobs.removeOrphans(referenced: [id.rawValue, secondID.rawValue], now: Date().addingTimeInterval(120))
+        #expect(blobs.removeLeftovers(referenced: [id.rawValue, secondID.rawValue]))
         #expect(!FileManager.default.fileExists(atPath: strayPath))
         #expect(FileManager.default.fileExists(atPath: sandbox.state + "/blobs/\(id)\(Sidecar.suffix)"))
     }

@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-extra=(nginx curl openssl lintian dpkg-dev adduser procps)   # the Debian package and its tests: lintian,
-# dpkg-shlibdeps, the package's own dependency adduser; pgrep and pkill for the hook tests
+extra=(nginx curl openssl lintian dpkg-dev adduser procps locales)   # the Debian package and its tests:
+# lintian, dpkg-shlibdeps, the package's own dependency adduser; pgrep and pkill for the hook tests; a German locale
+# for the clock sweep
 command -v ip > /dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || extra+=(iproute2)   # network namespaces
 python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
 command -v gcc > /dev/null || extra+=(gcc libc6-dev)   # the clock-step shim
@@ -25,6 +26,13 @@ fi
 swift build -c release --package-path contrib/nio-rufh-server 2>&1 | grep -E "error|warning: unre|Compiling|Build" | tail -2
 [ -x contrib/nio-rufh-server/.build/release/nio-rufh-server ] \
     || { echo "test-servers: contrib/nio-rufh-server did not build" >&2; exit 1; }
+
+# The clock sweep runs its Berlin instants under de_DE.UTF-8 (contrib/clock-sweep/run.sh).
+if ! locale -a 2>/dev/null | grep -qi '^de_DE\.utf-\?8$'; then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo localedef -i de_DE -f UTF-8 de_DE.UTF-8
+fi
 
 # The clock-step shim (LD_PRELOAD; see clockshift.c), rebuilt when its source changes.
 shim=$venv/libclockshift.so

@@ -7,7 +7,7 @@ import Foundation
 public struct Configuration: Sendable, Equatable {
     /// The config file this came from, or nil for the embedded default or a configuration built in code.
     public var file: String?
-    /// `state_dir`: `queue.sqlite`, `blobs/`, `daemon.lock`.
+    /// `state_dir`: `queue.sqlite`, `blobs/`, `daemon.lock`, `intake.lock`.
     public var stateDirectory: String
     /// The watched spool, if any.
     public var spool: Spool?

@@ -3,7 +3,8 @@ import Foundation
 
 /// The queue's own files under `state_dir/blobs/`: taking files over by rename, copying with a hash, syncing.
 ///
-/// A file is only ever renamed, copied and fsynced here; nothing is deleted except a temporary copy of ours.
+/// A file is only ever renamed, copied and fsynced here; nothing is deleted but what an intake of ours left
+/// (`removeLeftovers`).
 struct BlobStore: Sendable {
     let directory: String
 
@@ -28,8 +29,8 @@ struct BlobStore: Sendable {
         (directory as NSString).appendingPathComponent(".\(id.rawValue).tmp")
     }
 
-    /// A copy written to its temporary name, locked, not yet durable: `commit` makes a batch of them durable
-    /// with one flush, then renames them into place.
+    /// A copy written to its temporary name, not yet durable: `commit` makes a batch of them durable with one
+    /// flush, then renames them into place. Its intake holds the intake lock meanwhile.
     final class PendingCopy: @unchecked Sendable {
         let id: JobID
         let temporary: String
@@ -61,8 +62,6 @@ struct BlobStore: Sendable {
         let temporary = temporaryPath(for: id)
         let output = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw .system("open", path: temporary, job: id) }
-        // Held until the copy is renamed, so a starting runner's clean-up leaves a copy in progress alone.
-        _ = flock(output, LOCK_EX)
         let pending = PendingCopy(id: id, temporary: temporary, descriptor: output)
         let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: sourcePath, job: id) { block, offset throws(UploadQueueError) in
             try Self.writeAll(output, block, at: offset, path: temporary)
@@ -200,43 +199,84 @@ struct BlobStore: Sendable {
         unlink(kept)
     }
 
-    /// Removes copies no job refers to: what a crash between making a batch of copies durable and committing
-    /// their rows leaves behind (the callers' own files were untouched: `copy` keeps them). Only blobs older than
-    /// 60 s go, so a batch being committed right now is left alone; `move` blobs always have their row first.
-    func removeOrphans(referenced: Set<String>, now: Date = Date()) {
-        removeOrphans(isReferenced: { referenced.contains($0) }, now: now)
+    /// Where the intake lock lives: `intake.lock` in the state directory, beside `blobs/`; an empty file.
+    var intakeLockPath: String {
+        ((directory as NSString).deletingLastPathComponent as NSString).appendingPathComponent("intake.lock")
     }
 
-    /// `removeOrphans(referenced:)` asking about each file found (what is in `blobs/` is bounded by the jobs in
-    /// flight; the queue's history is not).
-    func removeOrphans(isReferenced: (String) -> Bool, now: Date = Date()) {
+    /// A hold on the intake lock: shared by every intake that writes into `blobs/`, from its first byte until its
+    /// rows are committed; exclusive for the clean-up of what crashed intakes left. Released by `release()`, or
+    /// when it goes (a crashed process's hold goes with it).
+    final class IntakeLock: @unchecked Sendable {
+        private var descriptor: Int32
+
+        fileprivate init(descriptor: Int32) { self.descriptor = descriptor }
+
+        func release() {
+            if descriptor >= 0 { close(descriptor) }
+            descriptor = -1
+        }
+
+        deinit { release() }
+    }
+
+    /// Holds the intake lock shared, waiting while a clean-up holds it (moments); nil when the lock file cannot
+    /// be opened, where no copy can be written into `blobs/` either.
+    func shareIntakeLock() -> IntakeLock? {
+        lockIntake(LOCK_SH)
+    }
+
+    /// Runs `body` while no intake is in flight, in this process or another (the intake lock held exclusively,
+    /// not waited for); nil, without running it, while one is.
+    func whileNoIntakeInFlight<T>(_ body: () throws -> T) rethrows -> T? {
+        guard let sweep = lockIntake(LOCK_EX | LOCK_NB) else { return nil }
+        defer { sweep.release() }
+        return try body()
+    }
+
+    private func lockIntake(_ operation: Int32) -> IntakeLock? {
+        // Read-only is enough for flock: a lock file another user made (0644) locks all the same.
+        let descriptor = open(intakeLockPath, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        guard descriptor >= 0 else { return nil }
+        while flock(descriptor, operation) != 0 {
+            if errno == EINTR { continue }
+            close(descriptor)
+            return nil
+        }
+        return IntakeLock(descriptor: descriptor)
+    }
+
+    /// Removes what crashed intakes left in `blobs/`: temporary copies, and copies (and kept spool sidecars) no
+    /// job refers to (a crash between making a batch of copies durable and committing their rows). Only within
+    /// `whileNoIntakeInFlight`, with `isReferenced` reading the rows after the lock was taken: a copy in flight is
+    /// told by the lock its intake holds, not by its age, so no clock is read, and a stepped wall clock (or file
+    /// times from another clock) cannot make it look abandoned. `move` blobs always have their row first.
+    func removeLeftovers(isReferenced: (String) -> Bool) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
-        for name in names where !name.hasPrefix(".") {
+        for name in names {
+            let path = (directory as NSString).appendingPathComponent(name)
+            if name.hasPrefix(".") {
+                if name.hasSuffix(".tmp") { unlinkRegularFile(path) }
+                continue
+            }
             // A copy is named by its job id; a kept spool sidecar by the id and the sidecar suffix.
             let id = name.hasSuffix(Sidecar.suffix) ? String(name.dropLast(Sidecar.suffix.count)) : name
             guard !id.contains("."), JobID(id) != nil, !isReferenced(id) else { continue }
-            let path = (directory as NSString).appendingPathComponent(name)
-            var info = stat()
-            guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG,
-                  now.timeIntervalSince1970 - Double(info.st_ctim.tv_sec) > 60 else { continue }
-            unlink(path)
+            unlinkRegularFile(path)
         }
     }
 
-    /// Removes a temporary copy left by a crash during `copy` (the original was never touched). A copy another
-    /// process is still writing holds its lock (or was created moments ago) and is left alone.
-    func removeStaleTemporaries(now: Date = Date()) {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
-        for name in names where name.hasPrefix(".") && name.hasSuffix(".tmp") {
-            let path = (directory as NSString).appendingPathComponent(name)
-            let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
-            guard descriptor >= 0 else { continue }
-            defer { close(descriptor) }
-            var info = stat()
-            guard flock(descriptor, LOCK_EX | LOCK_NB) == 0, fstat(descriptor, &info) == 0,
-                  now.timeIntervalSince1970 - Double(info.st_ctim.tv_sec) > 60 else { continue }
-            unlink(path)
-        }
+    /// `removeLeftovers(isReferenced:)` against a set of job ids, under the lock; false, leaving everything, while
+    /// an intake is in flight.
+    @discardableResult
+    func removeLeftovers(referenced: Set<String>) -> Bool {
+        whileNoIntakeInFlight { removeLeftovers(isReferenced: { referenced.contains($0) }) } != nil
+    }
+
+    private func unlinkRegularFile(_ path: String) {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return }
+        unlink(path)
     }
 
     static func writeAll(_ descriptor: Int32, _ bytes: UnsafeRawBufferPointer, at offset: off_t,

@@ -22,6 +22,9 @@ struct Intake: Sendable {
 
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`).
     func enqueue(_ request: EnqueueRequest, noFollow: Bool = false, now: Date = Date()) throws(UploadQueueError) -> EnqueueResult {
+        // Until its row is committed, a copy in `blobs/` is known to be in flight by this hold alone.
+        let writing = request.mode == .reference ? nil : blobs.shareIntakeLock()
+        defer { writing?.release() }
         let prepared = try prepare(request, noFollow: noFollow, now: now)
         let accepted = try commitAlone(prepared)
         if accepted.deduplicated { return accepted }
@@ -81,6 +84,9 @@ struct Intake: Sendable {
     func enqueue(batch requests: [EnqueueRequest], noFollow: Bool = false) -> [Result<EnqueueResult, UploadQueueError>] {
         var results = [Result<EnqueueResult, UploadQueueError>?](repeating: nil, count: requests.count)
         for chunkStart in stride(from: 0, to: requests.count, by: 256) {
+            // Held for the chunk: its copies sit in `blobs/` with no row until the chunk's transaction commits.
+            let writing = blobs.shareIntakeLock()
+            defer { writing?.release() }
             var prepared: [(index: Int, item: Prepared)] = []
             for index in chunkStart..<min(requests.count, chunkStart + 256) {
                 let request = requests[index]
@@ -328,21 +334,26 @@ struct Intake: Sendable {
     func finishIncompleteIntakes() -> [UploadQueueError] {
         var problems: [UploadQueueError] = []
         do {
+            // Finishing a move may copy into `blobs/` as an intake does.
+            let writing = blobs.shareIntakeLock()
+            defer { writing?.release() }
             for job in try store.incompleteIntakes() {
                 do { try finishIntake(job) } catch { problems.append(error) }
             }
         } catch {
             problems.append(.database("cannot read the queue", error))
         }
-        blobs.removeStaleTemporaries()
-        // Each file in `blobs/` is looked up by key: the queue's history is never read whole. A file whose lookup
-        // fails counts as referenced (kept).
+        // What crashed intakes left, once none is in flight (else at the next start). Each file in `blobs/` is
+        // looked up by key: the queue's history is never read whole. A file whose lookup fails counts as
+        // referenced (kept). The read begins after the lock is taken, so it holds every row an intake wrote.
         let blobs = self.blobs
-        try? store.writer.read { db in
-            let lookup = try db.cachedStatement(sql: """
-                SELECT EXISTS (SELECT 1 FROM job WHERE id = ?) OR EXISTS (SELECT 1 FROM file_release WHERE job_id = ?)
-                """)
-            blobs.removeOrphans(isReferenced: { id in (try? Bool.fetchOne(lookup, arguments: [id, id])) ?? true })
+        _ = blobs.whileNoIntakeInFlight {
+            try? store.writer.read { db in
+                let lookup = try db.cachedStatement(sql: """
+                    SELECT EXISTS (SELECT 1 FROM job WHERE id = ?) OR EXISTS (SELECT 1 FROM file_release WHERE job_id = ?)
+                    """)
+                blobs.removeLeftovers(isReferenced: { id in (try? Bool.fetchOne(lookup, arguments: [id, id])) ?? true })
+            }
         }
         return problems
     }
