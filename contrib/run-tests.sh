@@ -30,9 +30,10 @@ else
     contrib/test-servers/run.sh swift test --skip-build --filter "$heavy"
 fi
 if [ "$#" -eq 0 ]; then
-    # The suites of time's own rules (budgets, windows, timetables, retention ages, prune, clock steps) again with
-    # every process's wall clock at seven instants: a day's end and start, 03:59 UTC, Sunday into Monday, a month's
-    # end, both daylight-saving changes (about 2 minutes; every suite at each: contrib/clock-sweep/run.sh).
+    # The suites of time's own rules (windows, timetables, budgets, waiting texts, the clock-step watch, keep_for,
+    # prune) again with every process's wall clock at seven instants: a day's end and start, 03:59 UTC, Sunday into
+    # Monday, a month's end, both daylight-saving changes (about 2 minutes; every suite at each, about 20 minutes:
+    # contrib/clock-sweep/run.sh).
     QUICK=1 contrib/clock-sweep/run.sh
     KILLS=6 FILES=24 MAX_MIB=12 BANDWIDTH_MIB=6 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/chaos/run.sh
     SHORT=1 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/soak/run.sh

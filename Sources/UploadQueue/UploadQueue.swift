@@ -288,7 +288,7 @@ public actor UploadQueue {
             logger.notice("\(recovered.count) upload(s) of a stopped process go back to pending; they resume from their saved state")
         }
         for problem in intake.finishIncompleteIntakes() {
-            logger.error("an interrupted intake could not be finished; it is tried again at the next start: \(problem)")
+            logger.error("start-up recovery of the intake: \(problem); tried again at the next start")
         }
         let engine = TransferEngine()
         engine.setSendCap(configuration.bandwidth.unmetered)

@@ -125,7 +125,7 @@ struct CancelKeepsFileTests {
         #expect(FileManager.default.fileExists(atPath: sandbox.state + "/blobs/\(id)"))
         // The start-up sweep must not take the blob for an orphan either.
         let swept = try BlobStore(directory: sandbox.state + "/blobs")
-        #expect(swept.removeLeftovers(referenced: Set(try await queue.jobs().map(\.id.rawValue))))
+        #expect(try swept.removeLeftovers(referenced: Set(try await queue.jobs().map(\.id.rawValue))))
         #expect(FileManager.default.fileExists(atPath: sandbox.state + "/blobs/\(id)"))
         unlink(sandbox.state + "/cancelled")
         #expect(try await queue.cancel(id) == .removed)

@@ -141,11 +141,11 @@ struct IntakeTests {
         }
         #expect(FileManager.default.createFile(atPath: blobs.path(for: orphan) + ".uploadq.json", contents: Data()))
         #expect(FileManager.default.createFile(atPath: blobs.path(for: kept) + ".uploadq.json", contents: Data()))
-        let intake = try #require(blobs.shareIntakeLock())
-        #expect(!blobs.removeLeftovers(referenced: [kept.rawValue]), "an intake is in flight")
+        let intake = try blobs.shareIntakeLock()
+        #expect(try !blobs.removeLeftovers(referenced: [kept.rawValue]), "an intake is in flight")
         #expect(FileManager.default.fileExists(atPath: blobs.path(for: orphan)), "a copy of an intake in flight has no row yet")
         intake.release()
-        #expect(blobs.removeLeftovers(referenced: [kept.rawValue]))
+        #expect(try blobs.removeLeftovers(referenced: [kept.rawValue]))
         #expect(!FileManager.default.fileExists(atPath: blobs.path(for: orphan)))
         #expect(FileManager.default.fileExists(atPath: blobs.path(for: kept)))
         #expect(!FileManager.default.fileExists(atPath: blobs.path(for: orphan) + ".uploadq.json"),
@@ -265,13 +265,36 @@ struct IntakeTests {
         let blobs = try BlobStore(directory: sandbox.state + "/blobs")
         let crashed = sandbox.state + "/blobs/.crashed.tmp"
         try sandbox.makeFile(crashed, size: 10, seed: 1)
-        let intake = try #require(blobs.shareIntakeLock())
-        #expect(!blobs.removeLeftovers(referenced: []))
+        let intake = try blobs.shareIntakeLock()
+        #expect(try !blobs.removeLeftovers(referenced: []))
         #expect(FileManager.default.fileExists(atPath: crashed), "it may be the copy in flight")
         intake.release()
-        #expect(blobs.removeLeftovers(referenced: []))
+        #expect(try blobs.removeLeftovers(referenced: []))
         #expect(!FileManager.default.fileExists(atPath: crashed))
         #expect(FileManager.default.fileExists(atPath: blobs.intakeLockPath), "the lock file stays")
+    }
+
+    @Test("an intake that cannot take the intake lock copies nothing and says why; a reference job needs none")
+    func noIntakeLock() async throws {
+        let sandbox = try Sandbox()
+        let configuration = try sandbox.configuration()
+        let queue = try UploadQueue(configuration: configuration)
+        // Something in the lock's place that cannot be opened as a file.
+        try FileManager.default.createDirectory(atPath: sandbox.state + "/intake.lock", withIntermediateDirectories: true)
+        let photo = try sandbox.makeFile(sandbox.root + "/a.jpg", size: 1000, seed: 11)
+        await #expect(throws: UploadQueueError.self) { try await queue.enqueue(photo) }
+        let refused = await queue.enqueue(batch: [EnqueueRequest(path: photo)])
+        if case .failure(let error) = refused.first {
+            #expect(error.message.contains("cannot open the intake lock") && error.path == sandbox.state + "/intake.lock",
+                    "\(error)")
+        } else {
+            Issue.record("a batch copied without the intake lock: \(refused)")
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: configuration.blobDirectory).isEmpty)
+        #expect(FileManager.default.fileExists(atPath: photo))
+        _ = try await queue.enqueue(photo, mode: .reference)
+        let problems = queue.intake.finishIncompleteIntakes()
+        #expect(problems.count == 1 && problems.first?.message.contains("stays for now") == true, "\(problems)")
     }
 
     @Test("a starting runner leaves an unreferenced copy while another process's intake holds the lock, then removes it")
@@ -285,7 +308,7 @@ struct IntakeTests {
         let ready = sandbox.root + "/holding"
         let log = open(sandbox.root + "/flock.log", O_WRONLY | O_CREAT | O_CLOEXEC, 0o600)
         defer { close(log) }
-        let holder = try ChildProcess(["/usr/bin/flock", "--shared", blobs.intakeLockPath, "-c", "touch \(ready); exec sleep 60"],
+        let holder = try ChildProcess(["/usr/bin/flock", "--shared", "--close", blobs.intakeLockPath, "-c", "touch \(ready); exec sleep 60"],
                                       executable: "/usr/bin/flock", environment: ProcessInfo.processInfo.environment,
                                       input: nil, output: log, errors: log, ownGroup: true)
         #expect(await eventually { FileManager.default.fileExists(atPath: ready) }, "flock took the lock")

@@ -346,7 +346,7 @@ struct RetentionUpgradeTests {
         let strayPath = sandbox.state + "/blobs/\(stray)\(Sidecar.suffix)"
         try Data("{}".utf8).write(to: URL(fileURLWithPath: strayPath))
         let blobs = try BlobStore(directory: sandbox.state + "/blobs")
-        #expect(blobs.removeLeftovers(referenced: [id.rawValue, secondID.rawValue]))
+        #expect(try blobs.removeLeftovers(referenced: [id.rawValue, secondID.rawValue]))
         #expect(!FileManager.default.fileExists(atPath: strayPath))
         #expect(FileManager.default.fileExists(atPath: sandbox.state + "/blobs/\(id)\(Sidecar.suffix)"))
     }

@@ -32,14 +32,23 @@ def next_wall(now, zone, hour, minute, second, weekday=None, month_end=False):
 
 
 def next_offset_change(now, zone, forward):
-    """The first change of zone's UTC offset after now that moves the clocks forward (or back), minus LEAD."""
+    """The first change of zone's UTC offset after now that moves the clocks forward (or back), minus LEAD; found by
+    the hour, then to the second (a change need not fall on the hour: Lord Howe's falls on the half hour)."""
     hour = dt.timedelta(hours=1)
     moment = now.replace(minute=0, second=0, microsecond=0) + hour
     for _ in range(24 * 800):
         before = (moment - hour).astimezone(zone).utcoffset()
         after = moment.astimezone(zone).utcoffset()
         if before != after and (after > before) == forward:
-            return (moment - LEAD).astimezone(zone)
+            low, high = moment - hour, moment  # the offset at low is the old one, at high the new one
+            while high - low > dt.timedelta(seconds=1):
+                middle = low + (high - low) / 2
+                if middle.astimezone(zone).utcoffset() == before:
+                    low = middle
+                else:
+                    high = middle
+            change = high.replace(microsecond=0)
+            return (change - LEAD).astimezone(zone)
         moment += hour
     raise SystemExit("instants: no offset change within 800 days")
 
@@ -59,10 +68,19 @@ def instants(now):
 
 
 def main():
-    now = dt.datetime.now(UTC) + dt.timedelta(minutes=10)
-    if len(sys.argv) > 1:
-        now = dt.datetime.fromtimestamp(float(sys.argv[1]), UTC)
-    for name, zone, moment in instants(now):
+    """`instants.py`: every instant, the next of each from a few minutes ahead; `instants.py NAME`: that one only,
+    computed now (a whole sweep takes long enough for an instant computed at its start to have passed); with
+    `--after EPOCH`, counted from then instead."""
+    arguments = sys.argv[1:]
+    now = dt.datetime.now(UTC) + dt.timedelta(minutes=3)
+    if "--after" in arguments:
+        at = arguments.index("--after")
+        now = dt.datetime.fromtimestamp(float(arguments[at + 1]), UTC)
+        del arguments[at:at + 2]
+    chosen = [entry for entry in instants(now) if not arguments or entry[0] in arguments]
+    if arguments and len(chosen) != len(set(arguments)):
+        raise SystemExit(f"instants: no instant named {' '.join(arguments)}")
+    for name, zone, moment in chosen:
         print(name, zone, int(moment.timestamp()), moment.strftime("%Y-%m-%dT%H:%M:%S%z(%a)"))
 
 

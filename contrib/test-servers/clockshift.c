@@ -2,7 +2,7 @@
  * clockshift: an LD_PRELOAD shim that shifts the wall clock of one process, for clock-step tests.
  *
  * CLOCK_REALTIME (and its _COARSE variant), gettimeofday() and time() are moved by an offset in seconds (may be
- * negative, may have a fraction) read from the file named by $CLOCKSHIFT_FILE; every other clock (the monotonic
+ * negative, may have a fraction after a '.') read from the file named by $CLOCKSHIFT_FILE; every other clock (the monotonic
  * and boot-time clocks a program measures waits with) is left alone. The file is read again at most every
  * 100 ms of monotonic time, so a test steps the clock of a running daemon by rewriting it.
  *
@@ -37,6 +37,26 @@ static long long monotonic_ns(void) {
     return (long long)now.tv_sec * 1000000000LL + now.tv_nsec;
 }
 
+/* Seconds with an optional sign and fraction ("-3600", "12.345") in nanoseconds, read by hand: strtod follows
+ * the locale a program set, and under de_DE it would stop at the '.'. */
+static long long parse_seconds(const char *text) {
+    while (*text == ' ' || *text == '\t') text++;
+    int negative = *text == '-';
+    if (*text == '-' || *text == '+') text++;
+    long long whole = 0, fraction = 0, scale = 1000000000LL;
+    for (; *text >= '0' && *text <= '9'; text++) whole = whole * 10 + (*text - '0');
+    if (*text == '.') {
+        for (text++; *text >= '0' && *text <= '9'; text++) {
+            if (scale > 1) {
+                scale /= 10;
+                fraction += (*text - '0') * scale;
+            }
+        }
+    }
+    long long total = whole * 1000000000LL + fraction;
+    return negative ? -total : total;
+}
+
 /* The offset in nanoseconds, read again from the file when the last read is 100 ms old. */
 static long long current_offset(void) {
     long long now = monotonic_ns();
@@ -51,7 +71,7 @@ static long long current_offset(void) {
             close(fd);
             if (length > 0) {
                 text[length] = 0;
-                offset_ns = (long long)(strtod(text, NULL) * 1e9);
+                offset_ns = parse_seconds(text);
             }
         }
     }

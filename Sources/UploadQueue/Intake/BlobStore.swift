@@ -220,28 +220,46 @@ struct BlobStore: Sendable {
         deinit { release() }
     }
 
-    /// Holds the intake lock shared, waiting while a clean-up holds it (moments); nil when the lock file cannot
-    /// be opened, where no copy can be written into `blobs/` either.
-    func shareIntakeLock() -> IntakeLock? {
-        lockIntake(LOCK_SH)
+    /// Holds the intake lock shared, waiting while a clean-up holds it (moments). An intake that cannot take it
+    /// writes nothing: its copy would be unknown to a clean-up that starts meanwhile.
+    func shareIntakeLock() throws(UploadQueueError) -> IntakeLock {
+        guard let lock = try lockIntake(LOCK_SH) else {
+            throw UploadQueueError(.io, "the intake lock was not granted", path: intakeLockPath)
+        }
+        return lock
     }
 
     /// Runs `body` while no intake is in flight, in this process or another (the intake lock held exclusively,
-    /// not waited for); nil, without running it, while one is.
-    func whileNoIntakeInFlight<T>(_ body: () throws -> T) rethrows -> T? {
-        guard let sweep = lockIntake(LOCK_EX | LOCK_NB) else { return nil }
+    /// not waited for); nil, without running it, while one is. Throws when the lock cannot be taken at all.
+    func whileNoIntakeInFlight<T>(_ body: () throws -> T) throws(UploadQueueError) -> T? {
+        guard let sweep = try lockIntake(LOCK_EX | LOCK_NB) else { return nil }
         defer { sweep.release() }
-        return try body()
+        do {
+            return try body()
+        } catch let error as UploadQueueError {
+            throw error
+        } catch {
+            throw UploadQueueError(.io, "clean-up of blobs/ failed: \(error)", path: directory)
+        }
     }
 
-    private func lockIntake(_ operation: Int32) -> IntakeLock? {
-        // Read-only is enough for flock: a lock file another user made (0644) locks all the same.
-        let descriptor = open(intakeLockPath, O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
-        guard descriptor >= 0 else { return nil }
+    /// The lock taken with `operation`, or nil when a non-blocking one is held by another.
+    private func lockIntake(_ operation: Int32) throws(UploadQueueError) -> IntakeLock? {
+        // Read and write, as the daemon lock: on NFS or CIFS flock becomes a byte-range lock, which needs both.
+        let descriptor = open(intakeLockPath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        guard descriptor >= 0 else {
+            let code = errno
+            throw UploadQueueError(UploadQueueError.system("open", path: intakeLockPath, errno: code).code, """
+                cannot open the intake lock: \(String(cString: strerror(code))); the state directory and what is in it \
+                must belong to the user the daemon runs as
+                """, path: intakeLockPath, cause: String(cString: strerror(code)))
+        }
         while flock(descriptor, operation) != 0 {
-            if errno == EINTR { continue }
+            let code = errno
+            if code == EINTR { continue }
             close(descriptor)
-            return nil
+            if code == EWOULDBLOCK { return nil }
+            throw .system("flock", path: intakeLockPath, errno: code)
         }
         return IntakeLock(descriptor: descriptor)
     }
@@ -269,8 +287,8 @@ struct BlobStore: Sendable {
     /// `removeLeftovers(isReferenced:)` against a set of job ids, under the lock; false, leaving everything, while
     /// an intake is in flight.
     @discardableResult
-    func removeLeftovers(referenced: Set<String>) -> Bool {
-        whileNoIntakeInFlight { removeLeftovers(isReferenced: { referenced.contains($0) }) } != nil
+    func removeLeftovers(referenced: Set<String>) throws(UploadQueueError) -> Bool {
+        try whileNoIntakeInFlight { removeLeftovers(isReferenced: { referenced.contains($0) }) } != nil
     }
 
     private func unlinkRegularFile(_ path: String) {

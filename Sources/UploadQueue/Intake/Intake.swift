@@ -23,7 +23,7 @@ struct Intake: Sendable {
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`).
     func enqueue(_ request: EnqueueRequest, noFollow: Bool = false, now: Date = Date()) throws(UploadQueueError) -> EnqueueResult {
         // Until its row is committed, a copy in `blobs/` is known to be in flight by this hold alone.
-        let writing = request.mode == .reference ? nil : blobs.shareIntakeLock()
+        let writing = request.mode == .reference ? nil : try blobs.shareIntakeLock()
         defer { writing?.release() }
         let prepared = try prepare(request, noFollow: noFollow, now: now)
         let accepted = try commitAlone(prepared)
@@ -85,10 +85,17 @@ struct Intake: Sendable {
         var results = [Result<EnqueueResult, UploadQueueError>?](repeating: nil, count: requests.count)
         for chunkStart in stride(from: 0, to: requests.count, by: 256) {
             // Held for the chunk: its copies sit in `blobs/` with no row until the chunk's transaction commits.
-            let writing = blobs.shareIntakeLock()
-            defer { writing?.release() }
+            let chunk = chunkStart..<min(requests.count, chunkStart + 256)
+            let writing: BlobStore.IntakeLock
+            do {
+                writing = try blobs.shareIntakeLock()
+            } catch {
+                for index in chunk { results[index] = .failure(error) }
+                continue
+            }
+            defer { writing.release() }
             var prepared: [(index: Int, item: Prepared)] = []
-            for index in chunkStart..<min(requests.count, chunkStart + 256) {
+            for index in chunk {
                 let request = requests[index]
                 if request.mode == .move {
                     results[index] = Result { () throws(UploadQueueError) in try enqueue(request, noFollow: noFollow) }
@@ -330,16 +337,21 @@ struct Intake: Sendable {
     /// Completes `move` intakes a crash interrupted: the row is there, the file is still at its source, or
     /// already in `blobs/`. A file that is in neither place fails the job permanently (it is reported, not lost
     /// silently). Each intake is finished on its own: one that cannot be is returned as a problem, and the others
-    /// and the start go on.
+    /// and the start go on. Then removes what crashed intakes left in `blobs/` (`BlobStore.removeLeftovers`).
     func finishIncompleteIntakes() -> [UploadQueueError] {
         var problems: [UploadQueueError] = []
         do {
-            // Finishing a move may copy into `blobs/` as an intake does.
-            let writing = blobs.shareIntakeLock()
-            defer { writing?.release() }
-            for job in try store.incompleteIntakes() {
-                do { try finishIntake(job) } catch { problems.append(error) }
+            let incomplete = try store.incompleteIntakes()
+            if !incomplete.isEmpty {
+                // Finishing a move may copy into `blobs/` as an intake does.
+                let writing = try blobs.shareIntakeLock()
+                defer { writing.release() }
+                for job in incomplete {
+                    do { try finishIntake(job) } catch { problems.append(error) }
+                }
             }
+        } catch let error as UploadQueueError {
+            problems.append(error)
         } catch {
             problems.append(.database("cannot read the queue", error))
         }
@@ -347,13 +359,18 @@ struct Intake: Sendable {
         // looked up by key: the queue's history is never read whole. A file whose lookup fails counts as
         // referenced (kept). The read begins after the lock is taken, so it holds every row an intake wrote.
         let blobs = self.blobs
-        _ = blobs.whileNoIntakeInFlight {
-            try? store.writer.read { db in
-                let lookup = try db.cachedStatement(sql: """
-                    SELECT EXISTS (SELECT 1 FROM job WHERE id = ?) OR EXISTS (SELECT 1 FROM file_release WHERE job_id = ?)
-                    """)
-                blobs.removeLeftovers(isReferenced: { id in (try? Bool.fetchOne(lookup, arguments: [id, id])) ?? true })
+        do {
+            _ = try blobs.whileNoIntakeInFlight {
+                try store.writer.read { db in
+                    let lookup = try db.cachedStatement(sql: """
+                        SELECT EXISTS (SELECT 1 FROM job WHERE id = ?) OR EXISTS (SELECT 1 FROM file_release WHERE job_id = ?)
+                        """)
+                    blobs.removeLeftovers(isReferenced: { id in (try? Bool.fetchOne(lookup, arguments: [id, id])) ?? true })
+                }
             }
+        } catch {
+            problems.append(UploadQueueError(error.code, "what crashed intakes left in blobs/ stays for now: \(error.message)",
+                                             path: error.path, cause: error.cause))
         }
         return problems
     }
