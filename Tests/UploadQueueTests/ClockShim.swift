@@ -30,7 +30,11 @@ struct ClockShim {
 
     /// Moves the child's clock to `seconds` from this process's clock; a running child follows within 100 ms.
     func set(offset seconds: Double) throws {
-        let text = String(format: "%.3f\n", seconds + Self.ownOffset)
+        guard let own = Self.ownOffset else {
+            Issue.record("this process runs under the clock shim, but its offset file cannot be read as seconds")
+            throw CocoaError(.fileReadCorruptFile)
+        }
+        let text = String(format: "%.3f\n", seconds + own)
         try text.write(toFile: file, atomically: true, encoding: .utf8)
     }
 
@@ -43,12 +47,13 @@ struct ClockShim {
         return try #require(calendar.date(bySettingHour: parts[0], minute: parts[1], second: parts[2], of: Date()))
     }
 
-    /// The seconds this process's own wall clock is moved by: nonzero under the clock sweep.
-    static let ownOffset: Double = {
+    /// The seconds this process's own wall clock is moved by: nonzero under the clock sweep; nil when it runs
+    /// under the shim and the offset cannot be read (written in a locale with a decimal comma, say).
+    static let ownOffset: Double? = {
         let environment = ProcessInfo.processInfo.environment
-        guard environment["LD_PRELOAD"]?.contains("clockshift") == true, let path = environment["CLOCKSHIFT_FILE"],
-              let text = try? String(contentsOfFile: path, encoding: .utf8)
+        guard environment["LD_PRELOAD"]?.contains("clockshift") == true, let path = environment["CLOCKSHIFT_FILE"]
         else { return 0 }
-        return Double(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+        return Double(text.trimmingCharacters(in: .whitespacesAndNewlines))
     }()
 }

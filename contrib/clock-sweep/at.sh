@@ -6,6 +6,6 @@ set -euo pipefail
 epoch=$1
 shift
 : "${CLOCKSHIFT_FILE:?at.sh runs under the clock shim (CLOCKSHIFT_FILE)}"
-awk -v e="$epoch" -v n="$(env -u LD_PRELOAD date +%s.%N)" 'BEGIN { printf "%.3f\n", e - n }' > "$CLOCKSHIFT_FILE.new"
+LC_ALL=C awk -v e="$epoch" -v n="$(env -u LD_PRELOAD date +%s.%N)" 'BEGIN { printf "%.3f\n", e - n }' > "$CLOCKSHIFT_FILE.new"
 mv "$CLOCKSHIFT_FILE.new" "$CLOCKSHIFT_FILE"
 exec "$@"

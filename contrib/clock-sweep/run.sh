@@ -51,7 +51,8 @@ for wanted in "${names[@]}"; do
     read -r name zone epoch local < <(.build-venv/bin/python contrib/clock-sweep/instants.py "$wanted")
     offset="$work/$name.offset"
     # The servers start a minute before the instant; the tests start at it (at.sh moves the clock forwards to it).
-    awk -v e="$epoch" -v n="$(real_now)" 'BEGIN { printf "%.3f\n", e - n - 60 }' > "$offset"
+    # In the C locale: the offset is written with a decimal point, whatever LANG the runs use.
+    LC_ALL=C awk -v e="$epoch" -v n="$(real_now)" 'BEGIN { printf "%.3f\n", e - n - 60 }' > "$offset"
     # Foundation on Linux takes no locale from the environment today; C, Perl and Python code does.
     locale=C.UTF-8
     [ "$zone" = Europe/Berlin ] && locale=de_DE.UTF-8

@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,14 @@ static clock_gettime_fn real_clock_gettime(void) {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static long long offset_ns;
 static long long read_at_ns = -1;
+/* $CLOCKSHIFT_FILE as the process started: taken when the library is loaded, because some programs empty their
+ * environment later (nginx's workers keep only TZ) and would otherwise stop following the file. */
+static char offset_path[4096];
+
+__attribute__((constructor)) static void remember_path(void) {
+    const char *path = getenv("CLOCKSHIFT_FILE");
+    if (path && strlen(path) < sizeof offset_path) strcpy(offset_path, path);
+}
 
 static long long monotonic_ns(void) {
     struct timespec now;
@@ -63,8 +72,7 @@ static long long current_offset(void) {
     pthread_mutex_lock(&lock);
     if (read_at_ns < 0 || now - read_at_ns > 100000000LL) {
         read_at_ns = now;
-        const char *path = getenv("CLOCKSHIFT_FILE");
-        int fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+        int fd = offset_path[0] ? open(offset_path, O_RDONLY | O_CLOEXEC) : -1;
         if (fd >= 0) {
             char text[64];
             ssize_t length = read(fd, text, sizeof text - 1);
