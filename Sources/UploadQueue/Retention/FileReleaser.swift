@@ -34,10 +34,11 @@ struct FileReleaser: Sendable {
                     try Self.remove(release.sidecarPath)
                 case .archive:
                     guard let target = release.target else { throw UploadQueueError(.io, "no archive target recorded") }
-                    try Self.archive(release.path, to: target)
+                    // The sidecar first, as in the spool: whoever finds the file in the archive finds its sidecar.
                     if FileManager.default.fileExists(atPath: release.sidecarPath) {
                         try Self.archive(release.sidecarPath, to: target + Sidecar.suffix)
                     }
+                    try Self.archive(release.path, to: target)
                     touched.insert((target as NSString).deletingLastPathComponent)
                 case .deleteSource, .moveSource:
                     let aside: String
