@@ -3,7 +3,8 @@ import Testing
 @testable import UploadQueue
 
 /// A tus server that answers nonsense: each reply ends in a clear `last_error`, never a crash, and never a job
-/// left `uploading`.
+/// left `uploading`; an answer that proves nothing (no Location, not 201, no Tus-Resumable) fails nothing for
+/// good: the job waits and goes once the server answers as tus does.
 struct BadReplyTests {
     @Test("bad tus replies end in a clear last_error and a settled job", arguments: [
         ("garbage Upload-Offset", ["method": "PATCH", "action": "rewrite", "set_headers": ["Upload-Offset": "banana"]],
@@ -13,7 +14,11 @@ struct BadReplyTests {
         ("offset beyond what was sent", ["method": "PATCH", "action": "rewrite", "set_headers": ["Upload-Offset": "500000"]],
          false, "acknowledged offset 500000"),
         ("missing Location", ["method": "POST", "action": "rewrite", "remove_headers": ["Location"]],
-         true, "sent no Location header"),
+         false, "answered HTTP 201 without a Location"),
+        ("a creation answered 200, not 201", ["method": "POST", "action": "rewrite", "set_status": 200],
+         false, "answered HTTP 200 where a tus server answers 201 Created"),
+        ("an answer without Tus-Resumable", ["method": "PATCH", "action": "rewrite", "remove_headers": ["Tus-Resumable"]],
+         false, "without Tus-Resumable"),
         ("HTML error page", ["method": "PATCH", "action": "respond", "status": 502,
                              "body": "<html><body><h1>502 Bad Gateway</h1><hr>nginx</body></html>"],
          false, "HTTP 502 from PATCH"),
@@ -29,6 +34,7 @@ struct BadReplyTests {
             protocol = "tus"
             url = "\(proxy.url("/files/"))"
             chunk_size = "256KiB"
+            circuit_probe_interval = "500ms"
             """, retry: "300ms")
         let (job, attempts) = try await sandbox.uploadOne("f.bin", size: 700_000, seed: 80, to: "tus")
         #expect(job.state != .uploading)

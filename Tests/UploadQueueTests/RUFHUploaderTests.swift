@@ -339,15 +339,16 @@ struct UploadLimitTests {
 /// A destination whose storage is full (HTTP 507): its jobs wait as `quota-full`, one tries again on a doubling
 /// interval, and they all go once the storage takes files again.
 struct QuotaFullTests {
-    @Test("QuotaWatch: full at the first 507, one trial when due, twice the wait after a refused trial, cleared by an upload")
+    @Test("TrialWatch: held at the first refusal, one trial when due, twice the wait after a refused trial, cleared by an upload")
     func stateMachine() {
-        var watch = QuotaWatch()
+        var watch = TrialWatch()
         let policy = CircuitBreakerPolicy(threshold: 5, probeInterval: .seconds(10), maximumProbeInterval: .seconds(300))
         let start = Date(timeIntervalSince1970: 1_000_000)
         let (a, b, c) = (JobID(trusted: "a"), JobID(trusted: "b"), JobID(trusted: "c"))
-        #expect(watch.refused("d", job: a, policy: policy, now: start) == .full(until: start.addingTimeInterval(10)))
-        #expect(watch.refused("d", job: b, policy: policy, now: start) == nil, "said once")
-        #expect(watch.fullDestinations == ["d"])
+        let full = TrialWatch.Held(reason: .quotaFull)
+        #expect(watch.refused("d", full, job: a, policy: policy, now: start) == .held(full, until: start.addingTimeInterval(10)))
+        #expect(watch.refused("d", full, job: b, policy: policy, now: start) == nil, "said once")
+        #expect(watch.destinations(heldFor: .quotaFull) == ["d"])
         #expect(watch.dueTrials(now: start.addingTimeInterval(5), limit: 4, among: ["d"]).isEmpty)
         #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 0, among: ["d"]).isEmpty, "no free slot")
         #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4, among: []).isEmpty, "offline: no trial")
@@ -356,25 +357,53 @@ struct QuotaFullTests {
         watch.started("d", job: c)
         #expect(watch.dueTrials(now: start.addingTimeInterval(100), limit: 4, among: ["d"]).isEmpty, "one trial at a time")
         #expect(watch.finished("d", job: a, outcome: .other, now: start.addingTimeInterval(11)) == nil)
-        #expect(watch.refused("d", job: c, policy: policy, now: start.addingTimeInterval(12))
-                == .stillFull(until: start.addingTimeInterval(32)), "the second wait is twice the first")
+        #expect(watch.refused("d", full, job: c, policy: policy, now: start.addingTimeInterval(12))
+                == .stillHeld(full, until: start.addingTimeInterval(32)), "the second wait is twice the first")
         #expect(watch.dueTrials(now: start.addingTimeInterval(32), limit: 4, among: ["d"]) == ["d"])
         watch.started("d", job: a)
-        #expect(watch.finished("d", job: a, outcome: .uploaded, now: start.addingTimeInterval(33)) == .cleared)
-        #expect(watch.fullDestinations.isEmpty)
+        #expect(watch.finished("d", job: a, outcome: .uploaded, now: start.addingTimeInterval(33)) == .cleared(.quotaFull))
+        #expect(watch.heldDestinations.isEmpty)
         // A trial that fails for another reason lifts the hold too; a due trial with nothing to send as well.
-        _ = watch.refused("e", job: b, policy: policy, now: start)
+        _ = watch.refused("e", full, job: b, policy: policy, now: start)
         #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4, among: ["e"]) == ["e"])
-        #expect(watch.nothingToTry("e") == .cleared)
-        #expect(watch.fullDestinations.isEmpty)
-        // Another job's upload clears a full destination while its trial runs: the trial, refused later, makes
-        // it full again (it is not taken for a finished trial of a cleared watch).
-        _ = watch.refused("f", job: a, policy: policy, now: start)
+        #expect(watch.nothingToTry("e") == .cleared(.quotaFull))
+        #expect(watch.heldDestinations.isEmpty)
+        // Another job's upload clears a held destination while its trial runs: the trial, refused later, holds
+        // it again (it is not taken for a finished trial of a cleared watch).
+        _ = watch.refused("f", full, job: a, policy: policy, now: start)
         #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 4, among: ["f"]) == ["f"])
         watch.started("f", job: b)
-        #expect(watch.finished("f", job: c, outcome: .uploaded, now: start.addingTimeInterval(11)) == .cleared)
-        #expect(watch.refused("f", job: b, policy: policy, now: start.addingTimeInterval(12))
-                == .full(until: start.addingTimeInterval(22)))
+        #expect(watch.finished("f", job: c, outcome: .uploaded, now: start.addingTimeInterval(11)) == .cleared(.quotaFull))
+        #expect(watch.refused("f", full, job: b, policy: policy, now: start.addingTimeInterval(12))
+                == .held(full, until: start.addingTimeInterval(22)))
+    }
+
+    @Test("TrialWatch: an unverified answer holds with its words; a full destination whose trial meets a portal says so")
+    func unverifiedAnswers() {
+        var watch = TrialWatch()
+        let policy = CircuitBreakerPolicy(threshold: 5, probeInterval: .seconds(10), maximumProbeInterval: .seconds(300))
+        let start = Date(timeIntervalSince1970: 1_000_000)
+        let (a, b) = (JobID(trusted: "a"), JobID(trusted: "b"))
+        let portal = TrialWatch.Held(reason: .unverifiedAnswer, detail: "a captive portal answered")
+        #expect(watch.refused("d", portal, job: a, policy: policy, now: start)
+                == .held(portal, until: start.addingTimeInterval(10)))
+        #expect(watch.heldDestinations["d"] == portal)
+        #expect(watch.destinations(heldFor: .quotaFull).isEmpty && watch.destinations(heldFor: .unverifiedAnswer) == ["d"])
+        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 1, among: ["d"]) == ["d"])
+        watch.started("d", job: b)
+        #expect(watch.finished("d", job: b, outcome: .uploaded, now: start.addingTimeInterval(11)) == .cleared(.unverifiedAnswer))
+        // Held as full, then the trial is answered by a portal: the reason follows, and the wait doubles.
+        let full = TrialWatch.Held(reason: .quotaFull)
+        _ = watch.refused("e", full, job: a, policy: policy, now: start)
+        #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 1, among: ["e"]) == ["e"])
+        watch.started("e", job: b)
+        #expect(watch.refused("e", portal, job: b, policy: policy, now: start.addingTimeInterval(11))
+                == .stillHeld(portal, until: start.addingTimeInterval(31)))
+        #expect(watch.heldDestinations["e"]?.reason == .unverifiedAnswer)
+        // A job already sent when the hold began is refused for another reason: the hold says the newer one.
+        let other = TrialWatch.Held(reason: .unverifiedAnswer, detail: "HTTP 511")
+        #expect(watch.refused("e", other, job: a, policy: policy, now: start.addingTimeInterval(12)) == nil,
+                "held for that reason already: said once")
     }
 
     @Test("a server answering 507: jobs wait as quota-full, one trial per interval reaches it, all go once it takes files")

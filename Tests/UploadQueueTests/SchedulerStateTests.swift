@@ -291,12 +291,42 @@ import Testing
         let full = Self.job()
         let quota = TransferFailure(.transient(retryAfter: nil), code: TransferFailure.quotaFullCode, "507")
         let told = state.ended(full, result: .failure(quota), now: Self.noon)
-        #expect(told.contains { if case .quota("tus", .full) = $0 { true } else { false } })
+        #expect(told.contains { if case .held("tus", .held(.init(reason: .quotaFull), _)) = $0 { true } else { false } })
         let held = try #require(Self.plan(state.decide(now: Self.noon, inputs: .init())))
         #expect(held.gate.doors["tus"] == nil && held.trials.isEmpty)
         #expect(held.holdsOtherwise.hold(.quotaFull, on: "tus") != nil)
         let trialAt = Self.noon.addingTimeInterval(3600)
         let trial = try #require(Self.plan(state.decide(now: trialAt, inputs: .init())))
         #expect(trial.trials.map(\.name) == ["tus"] && trial.trials.first?.gate.doors == ["tus": .open])
+    }
+
+    @Test("an unverified answer holds the destination with its words, opens no circuit, and one trial goes when due")
+    func unverifiedAnswer() throws {
+        let configuration = try Self.configuration()
+        var state = SchedulerState(settings: .init(configuration))
+        _ = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
+        let portal = TransferFailure.unverified("a captive portal answered PATCH for destination \"tus\"")
+        var told: [SchedulerState.Notice] = []
+        for _ in 0..<6 { told += state.ended(Self.job(), result: .failure(portal), now: Self.noon) }
+        #expect(!told.contains { if case .circuitOpened = $0 { true } else { false } }, "a portal is not a dead server")
+        #expect(state.breakers["tus"]?.isOpen == false)
+        let held = try #require(Self.plan(state.decide(now: Self.noon, inputs: .init())))
+        #expect(held.gate.doors["tus"] == nil && held.trials.isEmpty)
+        let hold = try #require(held.holdsOtherwise.hold(.unverifiedAnswer, on: "tus"))
+        #expect(hold.detail == portal.message)
+        #expect(WaitingHold(hold).text(timeZone: Self.zone, now: Self.noon)
+                == "unverified answer (one upload tries again now and then): " + portal.message)
+        #expect(held.holdsOtherwise.holds(for: Self.job()).map(\.reason) == [.unverifiedAnswer])
+        // The local directory is not held by what answered for the tus server.
+        #expect(held.gate.doors["local"] == .open)
+        let trialAt = Self.noon.addingTimeInterval(3600)
+        let trial = try #require(Self.plan(state.decide(now: trialAt, inputs: .init())))
+        #expect(trial.trials.map(\.name) == ["tus"])
+        let job = Self.job()
+        _ = state.claimed([job], trials: ["tus": job.id])
+        let cleared = state.ended(job, result: .success(UploadOutcome(remoteURL: "https://x/1")), now: trialAt)
+        #expect(cleared.contains { if case .held("tus", .cleared(.unverifiedAnswer)) = $0 { true } else { false } })
+        let open = try #require(Self.plan(state.decide(now: trialAt, inputs: .init())))
+        #expect(open.gate.doors["tus"] == .open && open.holdsOtherwise.hold(.unverifiedAnswer, on: "tus") == nil)
     }
 }

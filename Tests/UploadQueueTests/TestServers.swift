@@ -202,8 +202,11 @@ struct RecorderSession: Sendable {
         _ = try await TestHTTP.json("POST", "\(base)/control/\(name)/responses", body: responses)
     }
 
-    func requests() async throws -> [[String: Any]] {
-        try #require(try await TestHTTP.json("GET", "\(base)/control/\(name)/requests") as? [[String: Any]])
+    /// The requests the session got, oldest first; the `HEAD`s that prove a PUT stored its file (`verify =
+    /// "head"`) only with `includingHEAD`, so a test about the uploads themselves sees those alone.
+    func requests(includingHEAD: Bool = false) async throws -> [[String: Any]] {
+        let all = try #require(try await TestHTTP.json("GET", "\(base)/control/\(name)/requests") as? [[String: Any]])
+        return includingHEAD ? all : all.filter { $0["method"] as? String != "HEAD" }
     }
 }
 

@@ -6,6 +6,10 @@ Requests to /record/SESSION/... (any method) are recorded: method, path, headers
 multipart/form-data body is split into its fields and its file part, whose bytes are kept under STORE_DIR.
 The answer is the next scripted one for the session, else 201 with `Location: /record/SESSION/objects/N`.
 
+A PUT answered 2xx stores its body, as a DAV server would: under its path and under the Location it was given.
+A HEAD or GET of a stored path answers 200 with its length (and, for GET, its bytes) without taking a scripted
+answer; of any other path, the next scripted answer, else 404.
+
   POST /control/SESSION/responses   [{"status": 500, "headers": {...}, "body": "..."}, {"close": true}, ...]
   GET  /control/SESSION/requests    the recorded requests, oldest first
 """
@@ -16,12 +20,14 @@ import json
 import os
 import sys
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 LOCK = threading.Lock()
 REQUESTS = {}
 SCRIPTS = {}
 STORE = "."
+STORED = {}  # path -> file under STORE holding the body a PUT left there
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -85,28 +91,52 @@ class Handler(BaseHTTPRequestHandler):
             entry["form"] = split_form(content_type, body, session)
         elif len(body) <= 65536:
             entry["body"] = body.decode("utf-8", "replace")
+        path = self.path.split("?")[0]
         with LOCK:
             log = REQUESTS.setdefault(session, [])
             log.append(entry)
             number = len(log)
+            stored = STORED.get(path) if self.command in ("HEAD", "GET") else None
             script = SCRIPTS.get(session) or []
-            scripted = script.pop(0) if script else None
+            scripted = script.pop(0) if script and stored is None else None
+        if stored is not None:
+            with open(stored, "rb") as handle:
+                data = handle.read()
+            return self.answer(200, {"Content-Type": "application/octet-stream"}, data, length=len(data))
         if scripted and scripted.get("close"):
             self.close_connection = True
             self.connection.close()
             return
         if scripted:
-            return self.answer(int(scripted.get("status", 200)), scripted.get("headers", {}),
-                               scripted.get("body", "").encode())
+            status = int(scripted.get("status", 200))
+            headers = scripted.get("headers", {})
+            if self.command == "PUT" and 200 <= status < 300:
+                self.keep(path, headers.get("Location"), body)
+            return self.answer(status, headers, scripted.get("body", "").encode())
+        if self.command in ("HEAD", "GET"):
+            return self.answer(404, {"Content-Type": "text/plain"}, b"not stored here")
         location = f"/record/{session}/objects/{number}"
+        if self.command == "PUT":
+            self.keep(path, location, body)
         self.answer(201, {"Location": location, "Content-Type": "application/json"},
                     json.dumps({"url": location}).encode())
 
-    def answer(self, status, headers, body):
+    def keep(self, path, location, body):
+        """Keeps a PUT's body under its path and the Location its answer gives."""
+        digest = hashlib.sha256(body).hexdigest()
+        target = os.path.join(STORE, f"put-{digest}")
+        with open(target, "wb") as handle:
+            handle.write(body)
+        with LOCK:
+            STORED[path] = target
+            if location:
+                STORED[urllib.parse.urlsplit(location).path] = target
+
+    def answer(self, status, headers, body, length=None):
         self.send_response(status)
         for name, value in headers.items():
             self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Content-Length", str(len(body) if length is None else length))
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(body)

@@ -80,8 +80,10 @@ struct PatchDelivery: OutboxDelivery {
             let delay = configuration.retry.delay(afterFailure: attempts, random: Double.random(in: 0...1),
                                                   retryAfter: retryAfter)
             return .retry(error: failure.message, at: Date().addingTimeInterval(delay.seconds))
-        case .interrupted where failure.code == TransferFailure.quotaFullCode:
-            // A full patch target (507) waits like a failure; it is no reason to send the patch again at once.
+        case .interrupted where failure.code == TransferFailure.quotaFullCode
+            || failure.code == TransferFailure.unverifiedAnswerCode:
+            // A full patch target (507), or a captive portal answering for it, waits like a failure; it is no
+            // reason to send the patch again at once.
             let delay = configuration.retry.delay(afterFailure: attempts, random: Double.random(in: 0...1),
                                                   retryAfter: nil)
             return .retry(error: failure.message, at: Date().addingTimeInterval(delay.seconds))

@@ -106,9 +106,17 @@ enum DestinationLoader {
                 }
                 post.formField = field
             }
+            post.verify = try verification(&table, allowed: [.response, .status]) ?? .response
+            if let text = try table.string("remote_url_from") {
+                guard let source = RemoteURLSource(text) else {
+                    throw table.error("remote_url_from", "\"\(text)\" is not json:/POINTER (an RFC 6901 pointer into the "
+                        + "answer's JSON body, such as \"json:/url\" or \"json:/files/0/location\")")
+                }
+                post.remoteURLFrom = source
+            }
             settings = .httpPost(post)
         default:
-            settings = .httpPut(HTTPPutSettings(url: urlTemplate))
+            settings = .httpPut(HTTPPutSettings(url: urlTemplate, verify: try verification(&table) ?? .head))
         }
         var destination = Destination(name: name, url: url, settings: settings)
         destination.http = try httpSettings(&table, baseDirectory: baseDirectory)
@@ -168,15 +176,47 @@ enum DestinationLoader {
             source = .command(arguments, timeout: timeout, passEnvironment: passed)
             shown = "mint-command:" + arguments[0]
         }
-        let settings: Destination.ProtocolSettings = transferProtocol == .httpPost
-            ? .httpPost(HTTPPostSettings(target: .minted(source)))
-            : .httpPut(HTTPPutSettings(target: .minted(source)))
+        // A minted URL is signed for its one request: the storage's answer is the proof, or the status alone.
+        let verify = try verification(&table, allowed: [.response, .status]) ?? .response
+        var settings: Destination.ProtocolSettings
+        if transferProtocol == .httpPost {
+            var post = HTTPPostSettings(target: .minted(source))
+            post.verify = verify
+            settings = .httpPost(post)
+        } else {
+            settings = .httpPut(HTTPPutSettings(target: .minted(source), verify: verify))
+        }
         var destination = Destination(name: name, url: shown, settings: settings)
         destination.http = try httpSettings(&table, baseDirectory: baseDirectory, passEnvTaken: true)
         destination.circuitBreaker = try circuitBreaker(&table)
         destination.onMetered = try onMetered(&table)
         destination.hashTiming = try hashTiming(&table, templates: [])
         return destination
+    }
+
+    /// `verify = "head" | "response" | "status"` of a whole-file destination, among `allowed`; nil when not set.
+    private static func verification(_ table: inout ConfigurationTable,
+                                     allowed: [WholeFileVerification] = WholeFileVerification.allCases)
+        throws(ConfigurationError) -> WholeFileVerification?
+    {
+        guard let text = try table.string("verify") else { return nil }
+        guard let value = WholeFileVerification(rawValue: text), allowed.contains(value) else {
+            let names = allowed.map { "\"\($0.rawValue)\"" }.joined(separator: ", ")
+            let why = text == "head" ? " (a POST's stored URL is not known to ask about, and a minted URL is signed "
+                + "for its one request)" : ""
+            throw table.error("verify", "\"\(text)\" is not one of \(names) here\(why)")
+        }
+        return value
+    }
+
+    /// `etag = "md5" | "opaque"` of an s3 destination.
+    private static func etags(_ table: inout ConfigurationTable) throws(ConfigurationError) -> S3Settings.ETags {
+        guard let text = try table.string("etag") else { return .md5 }
+        guard let value = S3Settings.ETags(rawValue: text) else {
+            throw table.error("etag", "\"\(text)\" is not \"md5\" (the store's ETags are the MD5 of the bytes, as "
+                + "AWS makes them) or \"opaque\" (SSE-KMS, SSE-C, stores whose ETags are not MD5s)")
+        }
+        return value
     }
 
     /// `trusted_origins = ["https://files.example.com"]`: each an origin alone (a scheme, a host, a port), no path.
@@ -300,6 +340,7 @@ enum DestinationLoader {
             throw table.error("multipart_threshold", "a single PutObject holds at most 5GiB; use a smaller threshold")
         }
         settings.partConcurrency = Int(try table.integer("part_concurrency", range: 1...16) ?? Int64(settings.partConcurrency))
+        settings.etags = try etags(&table)
         settings.credentials = try s3Credentials(&table, baseDirectory: baseDirectory)
         let http = try httpSettings(&table, baseDirectory: baseDirectory)
         var destination = Destination.s3(name: name, settings: settings, http: http)
@@ -340,6 +381,7 @@ enum DestinationLoader {
         }
         settings.partConcurrency = Int(try table.integer("part_concurrency", range: 1...16)
             ?? Int64(settings.partConcurrency))
+        settings.etags = try etags(&table)
         var destination = Destination(name: name, url: base, settings: .mintedS3(settings))
         destination.http = try httpSettings(&table, baseDirectory: baseDirectory)
         destination.circuitBreaker = try circuitBreaker(&table)

@@ -286,9 +286,12 @@ private struct Builder {
             table.set("chunk_size", Self.size(rufh.chunkSize))
         case .httpPut(let put):
             table.entries += target(put.target).entries
+            table.set("verify", .string(put.verify.rawValue))
         case .httpPost(let post):
             table.entries += target(post.target).entries
             table.set("form_field", .string(post.formField))
+            table.set("verify", .string(post.verify.rawValue))
+            table.set("remote_url_from", post.remoteURLFrom.map { .string($0.description) })
         case .s3(let s3):
             table.set("endpoint", url(s3.endpoint))
             table.set("bucket", .string(s3.bucket))
@@ -298,6 +301,7 @@ private struct Builder {
             table.set("multipart_threshold", Self.size(s3.multipartThreshold))
             table.set("part_size", Self.size(s3.partSize))
             table.set("part_concurrency", .integer(Int64(s3.partConcurrency)))
+            table.set("etag", .string(s3.etags.rawValue))
             switch s3.credentials {
             case .environment(let access, let secret, let token):
                 table.set("access_key_env", .string(access))
@@ -314,6 +318,7 @@ private struct Builder {
             table.set("multipart_threshold", Self.size(minted.multipartThreshold))
             table.set("part_size", Self.size(minted.partSize))
             table.set("part_concurrency", .integer(Int64(minted.partConcurrency)))
+            table.set("etag", .string(minted.etags.rawValue))
         }
         if connection {
             table.entries += http(destination.http).entries

@@ -98,15 +98,24 @@ public enum WholeFileTarget: Sendable, Equatable {
 public struct HTTPPutSettings: Sendable, Equatable {
     /// The URL template, or the backend that mints a target per file.
     public var target: WholeFileTarget
+    /// How the upload proves the server holds the file (`verify`): a `HEAD` of the stored URL for a template, the
+    /// storage's answer for a minted target (whose URL is signed for the PUT alone).
+    public var verify: WholeFileVerification
 
-    /// Files PUT to `url`.
-    public init(url: URLTemplate) {
+    /// Files PUT to `url`, each checked with a `HEAD`.
+    public init(url: URLTemplate, verify: WholeFileVerification = .head) {
         target = .template(url)
+        self.verify = verify
     }
 
-    /// Files sent where `target` says.
-    public init(target: WholeFileTarget) {
+    /// Files sent where `target` says, proven as the target allows by default.
+    public init(target: WholeFileTarget, verify: WholeFileVerification? = nil) {
         self.target = target
+        if case .minted = target {
+            self.verify = verify ?? .response
+        } else {
+            self.verify = verify ?? .head
+        }
     }
 }
 
@@ -117,6 +126,11 @@ public struct HTTPPostSettings: Sendable, Equatable {
     /// The form field that carries the file (the job's meta go as fields beside it); a minted POST names its own
     /// fields and sends the file as `file`.
     public var formField: String
+    /// How the answer proves the server took the file (`verify`): `.response` (the default) or `.status`.
+    public var verify: WholeFileVerification = .response
+    /// Where the answer names the stored file (`remote_url_from = "json:/url"`): required in the answer when set,
+    /// and the job's remote URL.
+    public var remoteURLFrom: RemoteURLSource?
 
     /// Files POSTed to `url` in the field `formField`.
     public init(url: URLTemplate, formField: String = "file") {
@@ -163,6 +177,8 @@ public struct MintedS3Settings: Sendable, Equatable {
     public var partSize: Int64
     /// Parts sent at once for one file, each signed just before it is sent.
     public var partConcurrency: Int
+    /// What the store's ETags are: the MD5 of the bytes (checked against each part and object), or opaque.
+    public var etags: S3Settings.ETags = .md5
 
     /// Parts of 8 MiB from 16 MiB on, two at a time.
     public init(base: String, multipartThreshold: Int64 = 16 << 20, partSize: Int64 = 8 << 20, partConcurrency: Int = 2) {

@@ -24,6 +24,19 @@ public struct S3Settings: Sendable, Equatable {
     public var partConcurrency: Int = 2
     /// Where the access key and secret come from.
     public var credentials: S3CredentialSource
+    /// What the store's ETags are (`etag`), which decides how an upload is proven.
+    public var etags: ETags = .md5
+
+    /// What a store's ETags are.
+    public enum ETags: String, Sendable, Equatable, CaseIterable {
+        /// The MD5 of the bytes, as AWS makes them by default: each PutObject's and UploadPart's ETag must equal
+        /// the MD5 uploadq sent (`Content-MD5`), and a completed upload's the MD5 of its parts' MD5s.
+        case md5
+        /// Not MD5s (SSE-KMS, SSE-C, some S3-compatible stores): a `HEAD` of the object after the upload must show
+        /// its size (and its `x-amz-checksum-sha256`, which uploadq sends with a PutObject, where the store keeps
+        /// one).
+        case opaque
+    }
 
     /// S3's smallest part (all but the last).
     public static let minimumPartSize: Int64 = 5 << 20

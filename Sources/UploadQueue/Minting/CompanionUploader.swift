@@ -18,8 +18,9 @@ struct CompanionUploader: Uploader {
         self.destination = destination
         self.settings = settings
         companion = CompanionClient(base: settings.base, destination: destination.name, settings: mint, engine: engine)
+        // A presigned PUT or POST is proven by the store's answer: its MD5 ETag (or a digest).
         sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine),
-                                 bodyLimit: bodyLimit)
+                                 bodyLimit: bodyLimit, verify: .response)
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
@@ -84,7 +85,7 @@ struct CompanionUploader: Uploader {
         }
         try await context.resumed(state.confirmedBytes)
         let partSender = S3PartSender(transport: partTransport(context), source: source, context: context, plan: plan,
-                                      concurrency: settings.partConcurrency)
+                                      concurrency: settings.partConcurrency, etags: settings.etags)
         try await partSender.sendMissing(&state)
         state.completing = true
         current = state
@@ -133,8 +134,10 @@ struct CompanionUploader: Uploader {
                 switch response.status {
                 case 200:
                     guard let etag = response.header("ETag"), !etag.isEmpty else {
-                        throw TransferFailure(.transient(retryAfter: nil), code: "bad-reply",
-                                              "\(shown): no ETag in the answer", destinationFault: true)
+                        throw .unverified("""
+                            \(shown) answered HTTP 200 without an ETag: not what S3 sends for a stored part (a proxy or \
+                            a portal answered?); the upload is tried again later
+                            """)
                     }
                     return etag
                 case 401, 403:

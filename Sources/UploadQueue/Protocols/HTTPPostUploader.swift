@@ -12,7 +12,8 @@ struct HTTPPostUploader: Uploader {
         self.settings = settings
         route = WholeFileRoute(settings.target, destination: destination, mint: mint, engine: engine)
         sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine),
-                                 bodyLimit: bodyLimit ?? RequestBodyLimit(destination: destination.name))
+                                 bodyLimit: bodyLimit ?? RequestBodyLimit(destination: destination.name),
+                                 verify: settings.verify, remoteURLFrom: settings.remoteURLFrom)
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {

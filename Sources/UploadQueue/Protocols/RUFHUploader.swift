@@ -10,6 +10,11 @@ import Foundation
 /// while an append is in flight: each attempt sends one request at a time), a resync to the offset a `409`
 /// carries, a new upload when the old one is gone (404/410) or past its `max-age`. A `413` halves the body size,
 /// down to 1 KiB or the server's `min-append-size`, and the size that passed is kept for the next files.
+///
+/// Proof of receipt: the creation is answered with a `Location`, every append's 2xx carries the draft's fields
+/// (`Upload-Offset` or `Upload-Complete`), and the completing append (interop 7 and 8) `Upload-Complete: ?1`, or a
+/// `HEAD` shows the upload complete at the file's size. Interop 6 gives its completing append's answer to the
+/// resource, so its 2xx (never an HTML page) is the proof. Anything else that claims success is `unverified`.
 struct RUFHUploader: Uploader {
     let destination: Destination
     let settings: RUFHSettings
@@ -107,13 +112,31 @@ struct RUFHUploader: Uploader {
                 state.note(UploadLimit(response))
                 let stated = try offsetField(response, request: "PATCH", url: state.uploadURL)
                 if completes {
-                    guard StructuredField.boolean(response.header("Upload-Complete")) != false,
-                          stated == nil || stated == job.size else {
+                    let said = StructuredField.boolean(response.header("Upload-Complete"))
+                    guard said != false, stated == nil || stated == job.size else {
                         throw badReply("PATCH", state.uploadURL, "the completing append was answered HTTP "
                             + "\(response.status) without completing the upload (Upload-Complete: ?0 or "
                             + "Upload-Offset \(stated ?? -1) of \(job.size))")
                     }
+                    if said == nil, settings.interopVersion >= 7 {
+                        // Interop 7 and 8 say `Upload-Complete: ?1`; without it, the server is asked.
+                        guard let found = try await locate(state, job: job, context: context), found.complete,
+                              found.offset == job.size else {
+                            throw .unverified("""
+                                PATCH \(redacted(state.uploadURL)) answered HTTP \(response.status) to the completing \
+                                append without Upload-Complete: ?1, and HEAD does not show the upload complete: a proxy \
+                                or a portal answered; the upload resumes from the server's offset once it answers
+                                """)
+                        }
+                    }
                     return try await finished(context, state: state, source: source)
+                }
+                guard stated != nil || response.header("Upload-Complete") != nil else {
+                    throw .unverified("""
+                        PATCH \(redacted(state.uploadURL)) answered HTTP \(response.status) without Upload-Offset or \
+                        Upload-Complete, which a resumable-upload server's answer to an append carries: a proxy or a \
+                        portal answered; the upload resumes from the server's offset once it answers
+                        """)
                 }
                 // Interop 6 answers the new offset; 7 and later may leave it out, meaning all of the body.
                 let acknowledged = stated ?? (offset + length)
@@ -210,11 +233,13 @@ struct RUFHUploader: Uploader {
         let response = try await client.send("HEAD", state.uploadURL, headers: [version])
         switch response.status {
         case 200, 204:
-            guard let offset = try offsetField(response, request: "HEAD", url: state.uploadURL) else {
-                throw badReply("HEAD", state.uploadURL, "no Upload-Offset in the HTTP \(response.status) answer")
-            }
-            guard let complete = StructuredField.boolean(response.header("Upload-Complete")) else {
-                throw badReply("HEAD", state.uploadURL, "no Upload-Complete (?0 or ?1) in the answer")
+            guard let offset = try offsetField(response, request: "HEAD", url: state.uploadURL),
+                  let complete = StructuredField.boolean(response.header("Upload-Complete")) else {
+                throw .unverified("""
+                    HEAD \(redacted(state.uploadURL)) answered HTTP \(response.status) without Upload-Offset and \
+                    Upload-Complete, which a resumable-upload server's answer carries: a proxy or a portal answered; \
+                    the upload resumes from the server's offset once it answers
+                    """)
             }
             if let length = StructuredField.integer(response.header("Upload-Length")), length != job.size {
                 await cancel(state.uploadURL)
@@ -257,10 +282,12 @@ struct RUFHUploader: Uploader {
         }
         guard let location = response.header("Location"), !location.isEmpty else {
             if empty { return (RUFHResumeState(uploadURL: endpoint, interopVersion: settings.interopVersion), 0) }
-            throw .permanent("bad-reply", "the server at \(redacted(endpoint)) answered HTTP \(response.status) to "
-                + "an upload creation without a Location; it does not speak resumable uploads (interop version "
-                + "\(settings.interopVersion)); check protocol and interop_version of destination "
-                + "\"\(destination.name)\"")
+            throw .unverified("""
+                POST \(redacted(endpoint)) answered HTTP \(response.status) to an upload creation without a Location: \
+                no upload was created that uploadq could use (a proxy answered, or the server does not speak \
+                resumable uploads, interop version \(settings.interopVersion): check protocol and interop_version of \
+                destination "\(destination.name)"); it is tried again later
+                """)
         }
         guard let uploadURL = response.location(resolvedAgainst: endpoint) else {
             throw badReply("POST", endpoint, "Location \"\(location.prefix(200))\" is not a usable URL")
@@ -341,15 +368,7 @@ struct RUFHUploader: Uploader {
 
     /// `Repr-Digest: sha-256=:…:` (RFC 9530) for a job whose SHA-256 is known before its last byte is sent.
     static func reprDigest(sha256 hex: String) -> HTTPHeader? {
-        guard hex.count == 64 else { return nil }
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while index < hex.endIndex {
-            let next = hex.index(index, offsetBy: 2)
-            guard let byte = UInt8(hex[index..<next], radix: 16) else { return nil }
-            bytes.append(byte)
-            index = next
-        }
+        guard hex.count == 64, let bytes = SHA256Digest.bytes(hex: hex) else { return nil }
         return HTTPHeader("Repr-Digest", "sha-256=:\(Data(bytes).base64EncodedString()):")
     }
 

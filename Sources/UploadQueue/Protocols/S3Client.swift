@@ -47,11 +47,13 @@ struct S3Client: Sendable {
     /// The object's URL without query: its `remote_url` unless `public_url_template` says otherwise.
     func objectURL(_ key: String) -> String { target(key: key).url }
 
-    /// Sends one signed request and returns the response whatever its status; throws when no response came or
-    /// the credentials cannot be read.
+    /// Sends one signed request and returns the response whatever its status; throws when no response came, the
+    /// credentials cannot be read, or a captive portal or a proxy answered (`PortalSignal`). `htmlExpected`: a HEAD
+    /// of an object stored as HTML.
     func send(_ method: String, key: String?, query: [(String, String)] = [], headers: [HTTPHeader] = [],
               body: RequestBody = .empty, payloadHash: String = SigV4Signer.emptyPayloadHash, paced: Bool = false,
-              progress: (@Sendable (Int64) -> Void)? = nil) async throws(TransferFailure) -> HTTPResponse
+              htmlExpected: Bool = false, progress: (@Sendable (Int64) -> Void)? = nil)
+        async throws(TransferFailure) -> HTTPResponse
     {
         let credentials = try S3Credentials.load(settings.credentials, destination: destination.name)
         let target = target(key: key, query: query)
@@ -79,6 +81,9 @@ struct S3Client: Sendable {
                 resignedForSkew = true
                 clockOffset.set(serverDate.timeIntervalSinceNow)
                 continue
+            }
+            if let signal = PortalSignal.read(response, requestURL: target.url, htmlExpected: htmlExpected) {
+                throw signal.failure(request: "\(method) \(describe(target))", destination: destination.name)
             }
             return response
         }

@@ -17,19 +17,25 @@ enum S3ETag {
         guard parts.count == count else { return nil }
         var joined: [UInt8] = []
         for part in parts {
-            guard let hex = plainMD5(part.etag) else { return nil }
-            var index = hex.startIndex
-            while index < hex.endIndex {
-                let next = hex.index(index, offsetBy: 2)
-                joined.append(UInt8(hex[index..<next], radix: 16) ?? 0)
-                index = next
-            }
+            guard let hex = plainMD5(part.etag), let bytes = SHA256Digest.bytes(hex: hex) else { return nil }
+            joined += bytes
         }
         guard let context = uploadq_md5_new() else { return nil }
         joined.withUnsafeBytes { _ = uploadq_sha256_update(context, $0.baseAddress, $0.count) }
         var digest = [UInt8](repeating: 0, count: 16)
         guard uploadq_md5_finish(context, &digest) == 0 else { return nil }
         return SigV4Signer.hex(digest) + "-\(count)"
+    }
+
+    /// The verdict on an answer whose ETag does not prove the bytes were stored (`etag = "md5"`): no verdict,
+    /// the destination waits as `unverified-answer`; `what` names the object or part.
+    static func unproven(_ etag: String, expected: String, what: String) -> TransferFailure {
+        let shown = SafeText.escaped(String(unquoted(etag).prefix(80)))
+        return .unverified("""
+            the store answered \(what) with ETag "\(shown)", not the MD5 of the bytes sent (\(expected)): a proxy or a \
+            portal answered, or the bytes were changed on the way; if the store's ETags are not MD5s (SSE-KMS, \
+            SSE-C, some S3-compatible stores), set etag = "opaque" on the destination
+            """)
     }
 
     /// The ETag without its quotes and weak marker.

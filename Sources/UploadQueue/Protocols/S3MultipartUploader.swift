@@ -8,6 +8,11 @@ import Foundation
 /// file. CompleteMultipartUpload's body is always read (a 200 can carry an `<Error>`), and an upload that is gone
 /// after a Complete was sent is checked with HEAD: an object of the right size (and multipart ETag) means done.
 /// Cancelling a job and failing it for good abort the multipart upload.
+///
+/// Proof of receipt, with `etag = "md5"` (the default): every PutObject and UploadPart goes with `Content-MD5`,
+/// and its ETag must be that MD5; CompleteMultipartUpload's result must name the bucket, the key and the ETag the
+/// parts make. With `etag = "opaque"`, a HEAD of the object must show its size (and the `x-amz-checksum-sha256` a
+/// PutObject sent, where the store keeps it). An answer that proves nothing is `unverified`: no verdict.
 struct S3MultipartUploader: Uploader {
     let destination: Destination
     let client: S3Client
@@ -81,12 +86,15 @@ struct S3MultipartUploader: Uploader {
 
         // Up to `part_concurrency` parts in flight; each ETag is saved as its part is confirmed, in whatever order.
         let sender = S3PartSender(transport: partTransport(context), source: source, context: context, plan: plan,
-                                  concurrency: client.settings.partConcurrency)
+                                  concurrency: client.settings.partConcurrency, etags: client.settings.etags)
         try await sender.sendMissing(&state)
         state.completing = true
         current = state
         try await context.confirmed(state.confirmedBytes, state.json)
         try await complete(state, plan: plan, context: context)
+        if client.settings.etags == .opaque {
+            try await proveByHead(key: state.key, size: job.size, sha256: nil, request: "CompleteMultipartUpload")
+        }
         return try await finished(context, key: state.key, source: source)
     }
 
@@ -95,22 +103,71 @@ struct S3MultipartUploader: Uploader {
 
     // MARK: Single request
 
-    /// One PutObject, its payload signed with the SHA-256 intake computed (the store checks it); a job hashed
-    /// while sending is hashed first (a file below `multipart_threshold`: a short read).
+    /// One PutObject, its payload signed with the SHA-256 intake computed and sent with its `Content-MD5` (the
+    /// store checks both); a job hashed while sending is hashed by the same read as the MD5 (a file below
+    /// `multipart_threshold`: a short read). Its answer must prove the object is stored (see the type's notes).
     private func putObject(_ context: TransferContext, source: SourceFile)
         async throws(TransferFailure) -> UploadOutcome
     {
         let job = context.job
         let key = try objectKey(for: job)
         try await context.resumed(0)
+        let md5 = try await FileRangeDigest.digest(.md5, of: source, offset: 0, length: job.size)
         let payloadHash = try await source.sentDigest() ?? job.sha256
-        let response = try await client.send("PUT", key: key, headers: S3ObjectHeaders.headers(for: job),
+        var headers = S3ObjectHeaders.headers(for: job) + [HTTPHeader("Content-MD5", Data(md5).base64EncodedString())]
+        let checksum = SHA256Digest.bytes(hex: payloadHash).map { Data($0).base64EncodedString() }
+        if client.settings.etags == .opaque, let checksum {
+            // The store keeps it with the object and shows it to a HEAD: the proof where ETags prove nothing.
+            headers += [HTTPHeader("x-amz-sdk-checksum-algorithm", "SHA256"), HTTPHeader("x-amz-checksum-sha256", checksum)]
+        }
+        let request = "PUT \(client.describe(client.target(key: key)))"
+        let response = try await client.send("PUT", key: key, headers: headers,
                                              body: .file(descriptor: source.descriptor, offset: 0, length: job.size),
                                              payloadHash: payloadHash, paced: true, progress: { context.sent($0) })
-        guard response.status == 200 else {
-            throw client.failure(for: response, request: "PUT \(client.describe(client.target(key: key)))")
+        guard response.status == 200 else { throw client.failure(for: response, request: request) }
+        if let reply = S3ErrorReply(response) { throw client.errorIn200(request, reply) }
+        guard let etag = response.header("ETag"), !etag.isEmpty else {
+            throw TransferFailure.unverified("""
+                \(request) answered HTTP 200 without an ETag: not what S3 sends for a stored object (a proxy or a \
+                portal answered?); the upload is tried again later
+                """)
+        }
+        switch client.settings.etags {
+        case .md5:
+            guard S3ETag.plainMD5(etag) == SigV4Signer.hex(md5) else {
+                throw S3ETag.unproven(etag, expected: SigV4Signer.hex(md5), what: "object \"\(key)\"")
+            }
+        case .opaque:
+            try await proveByHead(key: key, size: job.size, sha256: checksum, request: request)
         }
         return try await finished(context, key: key, source: source)
+    }
+
+    /// The object's HEAD must show `size` (and `sha256`, base64, where the store keeps a checksum): the proof
+    /// with opaque ETags. Anything else is `unverified`.
+    private func proveByHead(key: String, size: Int64, sha256: String?, request: String) async throws(TransferFailure) {
+        let head = "HEAD \(client.describe(client.target(key: key)))"
+        let response = try await client.send("HEAD", key: key, headers: [HTTPHeader("x-amz-checksum-mode", "ENABLED")],
+                                             htmlExpected: true)
+        guard response.status == 200 else {
+            throw TransferFailure.unverified("""
+                \(request) was answered as done, but \(head) answers HTTP \(response.status): the object cannot be \
+                seen (HEAD needs s3:GetObject with etag = "opaque"); the upload is tried again later
+                """)
+        }
+        let length = response.header("Content-Length").flatMap { Int64($0) }
+        guard length == size else {
+            throw TransferFailure.unverified("""
+                \(head) shows \(length.map { "\($0) bytes" } ?? "no size"), not the \(size) bytes sent: the store did \
+                not keep the file whole (or a proxy answered); the upload is tried again later
+                """)
+        }
+        if let sha256, let kept = response.header("x-amz-checksum-sha256"), kept != sha256 {
+            throw TransferFailure.unverified("""
+                \(head) shows the checksum \(SafeText.escaped(String(kept.prefix(60)))), not the SHA-256 of the bytes \
+                sent (\(sha256)); the upload is tried again later
+                """)
+        }
     }
 
     // MARK: Multipart
@@ -154,8 +211,12 @@ struct S3MultipartUploader: Uploader {
             let request = "PUT \(client.describe(client.target(key: state.key, query: query)))"
             switch response.status {
             case 200:
+                if let reply = S3ErrorReply(response) { throw client.errorIn200(request, reply) }
                 guard let etag = response.header("ETag"), !etag.isEmpty else {
-                    throw client.badReply(request, "no ETag for part \(number)")
+                    throw TransferFailure.unverified("""
+                        \(request) answered HTTP 200 without an ETag for part \(number): not what S3 sends for a \
+                        stored part (a proxy or a portal answered?); the upload is tried again later
+                        """)
                 }
                 return etag
             case 404 where S3ErrorReply(response)?.code == "NoSuchUpload":
@@ -226,8 +287,11 @@ struct S3MultipartUploader: Uploader {
         let request = "POST \(client.describe(client.target(key: state.key, query: query)))"
         let root = S3XMLElement.parse(response.body)
         // AWS names the element …Result; moto and some older stores …Response.
-        if response.status == 200, let name = root?.name,
-           name == "CompleteMultipartUploadResult" || name == "CompleteMultipartUploadResponse" { return }
+        if response.status == 200, let root,
+           root.name == "CompleteMultipartUploadResult" || root.name == "CompleteMultipartUploadResponse" {
+            try proveComplete(root, state: state, plan: plan, request: request)
+            return
+        }
         guard let reply = root.flatMap(S3ErrorReply.init) else {
             if response.status == 200 {
                 throw client.badReply(request, "no CompleteMultipartUploadResult in the answer: \(response.bodySummary)")
@@ -255,6 +319,27 @@ struct S3MultipartUploader: Uploader {
         default:
             if response.status == 200 { throw client.errorIn200(request, reply) }
             throw client.failure(for: response, request: request)
+        }
+    }
+
+    /// CompleteMultipartUpload's result must name this bucket and key, and (`etag = "md5"`) the ETag its parts
+    /// make: the proof that the object was put together from them.
+    private func proveComplete(_ root: S3XMLElement, state: S3ResumeState, plan: S3PartPlan, request: String)
+        throws(TransferFailure)
+    {
+        var wrong: [String] = []
+        if let bucket = root.value("Bucket"), bucket != client.settings.bucket { wrong.append("bucket \"\(bucket)\"") }
+        if root.value("Key") != state.key { wrong.append("key \"\(root.value("Key") ?? "(none)")\"") }
+        if client.settings.etags == .md5, let expected = S3ETag.multipart(state.parts, count: plan.count),
+           root.value("ETag").map({ S3ETag.unquoted($0).lowercased() }) != expected {
+            wrong.append("ETag \"\(root.value("ETag").map { S3ETag.unquoted($0) } ?? "(none)")\", not \(expected)")
+        }
+        guard wrong.isEmpty else {
+            let named = wrong.map { SafeText.escaped(String($0.prefix(120))) }.joined(separator: ", ")
+            throw TransferFailure.unverified("""
+                \(request): the result names \(named), not the object this upload made; the parts stay and it is \
+                tried again later
+                """)
         }
     }
 

@@ -16,6 +16,8 @@ struct S3PartSender: Sendable {
     let context: TransferContext
     let plan: S3PartPlan
     let concurrency: Int
+    /// What the store's ETags are: with `.md5`, a part whose ETag is not the MD5 sent is not proven stored.
+    var etags: S3Settings.ETags = .md5
 
     /// Sends every part `state` does not hold yet and records each in it. The first failure stops the parts
     /// still in flight (ListParts knows later which of them arrived) and is thrown.
@@ -96,10 +98,13 @@ struct S3PartSender: Sendable {
         let context = self.context
         let etag = try await transport(number, state, .file(descriptor: source.descriptor, offset: offset, length: length),
                                        md5, { context.sent(inFlight.update(number, sent: $0)) })
-        // The store checked the bytes against Content-MD5. Whether its ETags are those MD5s (not with SSE-KMS or
-        // SSE-C) decides later whether a part found in a listing can be checked against the file.
-        return S3ResumeState.Part(number: number, etag: etag, size: length,
-                                  md5: S3ETag.plainMD5(etag) == SigV4Signer.hex(md5))
+        // The store checked the bytes against Content-MD5, and its ETag is their MD5: the proof that it holds the
+        // part (unless its ETags are opaque: then the object's size is checked once it is complete).
+        let matches = S3ETag.plainMD5(etag) == SigV4Signer.hex(md5)
+        if etags == .md5, !matches {
+            throw S3ETag.unproven(etag, expected: SigV4Signer.hex(md5), what: "part \(number)")
+        }
+        return S3ResumeState.Part(number: number, etag: etag, size: length, md5: matches)
     }
 
     /// The parts worth keeping: the store has them at the planned size and, for a plain-MD5 ETag, with the file's

@@ -5,6 +5,10 @@ import Foundation
 /// The upload URL is persisted before the first data byte and the confirmed offset after every PATCH, so a
 /// kill -9 costs at most the chunk in flight. The server's offset is the truth: HEAD on resume, one HEAD resync
 /// on 409, a new upload when the old one is gone (404/410).
+///
+/// Proof of receipt: the creation is answered `201` with a `Location`, every PATCH `204` with the new
+/// `Upload-Offset`, the last one the file's size, and every answer carries `Tus-Resumable` (as tus requires of all
+/// but OPTIONS). Anything else that claims success (a portal's `200`, a proxy's page) is `unverified`.
 struct TusUploader: Uploader {
     let destination: Destination
     let settings: TusSettings
@@ -82,7 +86,8 @@ struct TusUploader: Uploader {
                                                  body: .source(source, offset: offset, length: length),
                                                  paced: true, progress: { context.sent(start + $0) })
             switch response.status {
-            case 200, 204:
+            case 204:
+                try provenTus(response, request: "PATCH", url: state.uploadURL)
                 let acknowledged = try offsetHeader(response, request: "PATCH", url: state.uploadURL)
                 guard acknowledged <= offset + length else {
                     if acknowledged > job.size {
@@ -140,6 +145,8 @@ struct TusUploader: Uploader {
                 try await context.forgetResumeState()
                 (state, offset) = try await create(job: job, source: source, server: server, context: context)
                 try await context.resumed(offset)
+            case 200..<300:
+                throw notTus(response, request: "PATCH", url: state.uploadURL, expected: "204 No Content")
             case 412:
                 throw versionRefused(response, request: "PATCH")
             case 413:
@@ -169,6 +176,7 @@ struct TusUploader: Uploader {
         let response = try await client.send("HEAD", state.uploadURL, headers: [Self.version])
         switch response.status {
         case 200, 204:
+            try provenTus(response, request: "HEAD", url: state.uploadURL)
             let offset = try offsetHeader(response, request: "HEAD", url: state.uploadURL)
             if let length = response.header("Upload-Length").flatMap({ Int64($0) }), length != job.size {
                 try await abandon(state, context: context)
@@ -215,8 +223,10 @@ struct TusUploader: Uploader {
         let response = try await client.send("POST", endpoint, headers: headers, body: body, paced: withData,
                                              progress: { context.sent($0) })
         switch response.status {
-        case 200, 201:
-            break
+        case 201:
+            try provenTus(response, request: "POST", url: endpoint)
+        case 200..<300:
+            throw notTus(response, request: "POST", url: endpoint, expected: "201 Created")
         case 412:
             throw versionRefused(response, request: "POST")
         case 413 where withData && job.size > Self.minimumChunkSize:
@@ -227,8 +237,10 @@ struct TusUploader: Uploader {
             throw client.failure(for: response, request: "POST \(redacted(endpoint))")
         }
         guard let location = response.header("Location"), !location.isEmpty else {
-            throw .permanent("bad-reply", "the tus server at \(redacted(endpoint)) created an upload (HTTP "
-                + "\(response.status)) but sent no Location header; it does not speak tus correctly")
+            throw .unverified("""
+                POST \(redacted(endpoint)) answered HTTP \(response.status) without a Location: no upload was created \
+                that uploadq could use (a proxy answered, or the server does not speak tus); it is tried again later
+                """)
         }
         guard let uploadURL = response.location(resolvedAgainst: endpoint) else {
             throw badReply("POST", endpoint, "Location \"\(location.prefix(200))\" is not a usable URL")
@@ -291,6 +303,24 @@ struct TusUploader: Uploader {
     func probe() async -> Bool {
         await discovery.forget()
         return await client.answers("OPTIONS", endpoint, headers: [Self.version])
+    }
+
+    /// A tus server's answer carries `Tus-Resumable`; one without it came from something else (a portal, a proxy).
+    private func provenTus(_ response: HTTPResponse, request: String, url: String) throws(TransferFailure) {
+        guard response.header("Tus-Resumable") == nil else { return }
+        throw .unverified("""
+            \(request) \(redacted(url)) answered HTTP \(response.status) without Tus-Resumable, which every tus answer \
+            carries: a proxy or a portal answered, not the tus server; the upload resumes from the server's offset \
+            once it answers
+            """)
+    }
+
+    /// A success that is not the one tus gives: no verdict.
+    private func notTus(_ response: HTTPResponse, request: String, url: String, expected: String) -> TransferFailure {
+        .unverified("""
+            \(request) \(redacted(url)) answered HTTP \(response.status) where a tus server answers \(expected): a proxy \
+            or a portal answered, not the tus server; the upload resumes from the server's offset once it answers
+            """)
     }
 
     private func offsetHeader(_ response: HTTPResponse, request: String, url: String) throws(TransferFailure) -> Int64 {

@@ -17,11 +17,25 @@ enum WholeFileRoute: Sendable {
 
 /// Sends a whole file in one request (plain HTTP has no resume): what `HTTPPutUploader` and `HTTPPostUploader`
 /// share. An interrupted transfer is simply sent again whole; `Content-Range` is never used.
+///
+/// Proof of receipt (`verify`), before the job is `uploaded`:
+///
+/// | verify     | PUT to a template                                  | POST to a template                     | a minted target                   |
+/// |------------|----------------------------------------------------|----------------------------------------|-----------------------------------|
+/// | `head`     | the answer's `Repr-Digest`, else a `HEAD`: 2xx, the size, a matching digest if given | —      | —                                 |
+/// | `response` | a matching digest in the answer                    | `remote_url_from`'s URL, else a `Location` on its origin, else a 2xx that is not a page | a matching digest or MD5 ETag (a POST without one: a 2xx that is not a page) |
+/// | `status`   | any 2xx                                            | any 2xx, an HTML page included         | any 2xx                           |
+///
+/// An answer that proves nothing is `unverified`: the destination waits, nothing fails for good.
 struct WholeFileSender: Sendable {
     let destination: Destination
     let client: DestinationClient
     /// The smallest body the server refused with 413, shared by the destination's transfers.
     let bodyLimit: RequestBodyLimit
+    /// How a success is proven.
+    var verify: WholeFileVerification = .head
+    /// Where a POST's answer names the stored file.
+    var remoteURLFrom: RemoteURLSource?
     /// How many freshly minted targets one attempt tries when each is refused as expired or forbidden.
     static let mintsPerAttempt = 3
 
@@ -59,7 +73,8 @@ struct WholeFileSender: Sendable {
         // The job id lets servers that deduplicate retries recognise a re-sent file.
         request.headers.append(HTTPHeader("Idempotency-Key", job.id.rawValue))
         let response = try await client.send(request.method, request.url, headers: request.headers, body: request.body,
-                                             paced: true, progress: { context.sent($0) })
+                                             paced: true, htmlExpected: verify == .status,
+                                             progress: { context.sent($0) })
         guard response.isSuccess else {
             if response.status == 413 {
                 bodyLimit.refused(length)
@@ -80,9 +95,107 @@ struct WholeFileSender: Sendable {
             }
             throw error
         }
+        let shown = "\(request.method) \(URLRedaction.redact(request.url))"
+        let stored = try await prove(response, request: request, shown: shown, source: source,
+                                     sha256: sha256 ?? job.sha256)
         try await context.confirmed(job.size, nil)
-        let stored = response.location(resolvedAgainst: request.url) ?? request.url
         return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored), sha256: sha256)
+    }
+
+    /// Proves a template upload's success as `verify` says; returns the stored file's URL.
+    private func prove(_ response: HTTPResponse, request: Request, shown: String, source: SourceFile, sha256: String)
+        async throws(TransferFailure) -> String
+    {
+        let job = source.job
+        let fileMD5 = { () async throws(TransferFailure) -> [UInt8] in
+            try await FileRangeDigest.digest(.md5, of: source, offset: 0, length: job.size)
+        }
+        let located = response.location(resolvedAgainst: request.url)
+        switch (verify, request.method) {
+        case (.status, _):
+            return located ?? request.url
+        case (_, "POST"):
+            if let remoteURLFrom {
+                let json = try? JSONSerialization.jsonObject(with: Data(response.body), options: [.fragmentsAllowed])
+                guard let found = json.flatMap(remoteURLFrom.value(in:)), let url = Self.absoluteURL(found, base: request.url)
+                else {
+                    throw .unverified("""
+                        \(shown) answered HTTP \(response.status) without a URL at \(remoteURLFrom) in a JSON body \
+                        (remote_url_from): not the answer destination "\(destination.name)" documents (a proxy \
+                        answered?); the file is sent again later
+                        """)
+                }
+                return url
+            }
+            if let located {
+                guard case .withCredentials = client.scope.verdict(for: located) else {
+                    throw .unverified("""
+                        \(shown) answered HTTP \(response.status) with a Location on another origin \
+                        (\(URLOrigin(url: located)?.description ?? "?")): not destination "\(destination.name)"'s own \
+                        (list it in trusted_origins if it is); the file is sent again later
+                        """)
+                }
+                return located
+            }
+            return request.url
+        case (.response, _):
+            guard let verdict = try await AnswerDigests(response, etagIsMD5: false).agree(sha256: sha256, fileMD5: fileMD5),
+                  verdict.0 else {
+                throw .unverified("""
+                    \(shown) answered HTTP \(response.status) without a digest of the bytes it stored that matches the \
+                    file's (verify = "response"); the file is sent again later
+                    """)
+            }
+            return located ?? request.url
+        case (.head, _):
+            // An answer that names a matching digest needs no HEAD.
+            if let verdict = try await AnswerDigests(response, etagIsMD5: false).agree(sha256: sha256, fileMD5: fileMD5),
+               verdict.0 {
+                return located ?? request.url
+            }
+            let stored = located.flatMap { URLOrigin(url: $0) == URLOrigin(url: request.url) ? $0 : nil } ?? request.url
+            try await proveByHead(stored, size: job.size, contentType: job.contentType, shown: shown, sha256: sha256,
+                                  fileMD5: fileMD5)
+            return located ?? request.url
+        }
+    }
+
+    /// A `HEAD` of the stored file must answer 2xx with the file's size, and a digest that matches where it
+    /// names one; anything else is `unverified`.
+    private func proveByHead(_ url: String, size: Int64, contentType: String, shown: String, sha256: String,
+                             fileMD5: () async throws(TransferFailure) -> [UInt8]) async throws(TransferFailure)
+    {
+        let head = "HEAD \(URLRedaction.redact(url))"
+        let response = try await client.send("HEAD", url, htmlExpected: contentType.lowercased().hasPrefix("text/html"))
+        guard response.isSuccess else {
+            throw .unverified("""
+                \(shown) was answered as done, but \(head) answers HTTP \(response.status): the server does not show the \
+                file it took (if it cannot answer HEAD, set verify = "status" on destination "\(destination.name)"); \
+                the file is sent again later
+                """)
+        }
+        let length = response.header("Content-Length").flatMap { Int64($0) }
+        guard length == size else {
+            throw .unverified("""
+                \(head) shows \(length.map { "\($0) bytes" } ?? "no Content-Length"), not the \(size) bytes sent: the \
+                server did not keep the file whole (or a proxy answered); the file is sent again later
+                """)
+        }
+        if let verdict = try await AnswerDigests(response, etagIsMD5: false).agree(sha256: sha256, fileMD5: fileMD5),
+           !verdict.0 {
+            throw .unverified("""
+                \(head) names \(verdict.1), not the digest of the bytes sent: the server holds other bytes; the file \
+                is sent again later
+                """)
+        }
+    }
+
+    /// `text` as an absolute http(s) URL, resolved against `base` when relative; nil for anything else.
+    static func absoluteURL(_ text: String, base: String) -> String? {
+        guard let baseURL = URL(string: base), let resolved = URL(string: text, relativeTo: baseURL)?.absoluteURL,
+              let scheme = resolved.scheme?.lowercased(), scheme == "http" || scheme == "https", resolved.host != nil
+        else { return nil }
+        return resolved.absoluteString
     }
 
     /// Sends the file to a target the app's backend mints for it (`mint_url`, `mint_command`): minted just before
@@ -132,7 +245,8 @@ struct WholeFileSender: Sendable {
             let response: HTTPResponse
             do {
                 response = try await client.send(request.method, request.url, headers: request.headers,
-                                                 body: request.body, paced: true, progress: { context.sent($0) })
+                                                 body: request.body, paced: true, htmlExpected: verify == .status,
+                                                 progress: { context.sent($0) })
             } catch {
                 // A transport error names the URL it was sent to: not this one's query.
                 throw error.hiding(target.url, as: target.publicURL)
@@ -140,6 +254,27 @@ struct WholeFileSender: Sendable {
             if response.isSuccess {
                 let sha256 = try await source.sentDigest()
                 try source.verifyUnchanged()
+                if verify != .status {
+                    // The storage's answer is the proof: a digest or an MD5 ETag (S3, GCS) of the bytes it keeps.
+                    let fileMD5 = { () async throws(TransferFailure) -> [UInt8] in
+                        try await FileRangeDigest.digest(.md5, of: source, offset: 0, length: job.size)
+                    }
+                    let verdict = try await AnswerDigests(response, etagIsMD5: true)
+                        .agree(sha256: sha256 ?? job.sha256, fileMD5: fileMD5)
+                    // A form POST without one (moto's answers name none; S3's do) proves what a POST can: a 2xx that
+                    // is not a page (a page was refused above). A PUT's storage always names one.
+                    let postWithoutDigest = verdict == nil && target.method == "POST"
+                    guard postWithoutDigest || verdict?.0 == true else {
+                        throw .unverified(verdict.map { """
+                            \(shown): the storage's \($0.1) is not the digest of the bytes sent: it holds other bytes \
+                            (or a proxy answered); the file is sent again later
+                            """ } ?? """
+                            \(shown) answered HTTP \(response.status) without an ETag or a digest that shows the storage \
+                            holds the bytes (a proxy or a portal answered?); if this storage never sends one, set \
+                            verify = "status" on destination "\(destination.name)"; the file is sent again later
+                            """)
+                    }
+                }
                 try await context.confirmed(job.size, nil)
                 let stored = target.remoteURL
                     ?? response.location(resolvedAgainst: target.url).map { String($0.prefix { $0 != "?" }) }

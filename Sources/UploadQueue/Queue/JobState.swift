@@ -14,6 +14,9 @@ public enum WaitingReason: String, Sendable, Codable, CaseIterable {
     case circuitOpen = "circuit-open"
     /// The destination's storage is full (HTTP 507): one job at a time tries again, on a doubling interval.
     case quotaFull = "quota-full"
+    /// What answered for the destination proved nothing: a captive portal, a proxy, a server whose answer does not
+    /// show it holds the bytes. Nothing fails for good; one job at a time tries again, on a doubling interval.
+    case unverifiedAnswer = "unverified-answer"
     case concurrency
     case sourceUnstable = "source-unstable"
     /// The device's power does not meet the destination's `power` requirement (on battery, battery low).

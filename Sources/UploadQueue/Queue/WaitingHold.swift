@@ -38,6 +38,8 @@ public struct WaitingHold: Sendable, Equatable, Codable {
         case .power: return "power: " + (detail ?? "not as required")
         case .circuitOpen: return "destination not answering (circuit open, probed)"
         case .quotaFull: return "destination storage full (HTTP 507; one upload tries again now and then)"
+        case .unverifiedAnswer:
+            return "unverified answer (one upload tries again now and then)" + (detail.map { ": \($0)" } ?? "")
         case .concurrency: return "every transfer slot busy"
         case .backoff: return "retry later"
         case .sourceUnstable: return "file still changing"

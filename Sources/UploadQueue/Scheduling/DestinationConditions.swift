@@ -12,6 +12,8 @@ struct DestinationConditions: Sendable, Equatable {
     var onMetered: MeteredPolicy = .defer
     var circuitOpen = false
     var quotaFull = false
+    /// What answered for the destination proved nothing (a captive portal, a proxy), in words; nil when not held.
+    var unverifiedAnswer: String?
     /// The power requirement not met now, in words; nil when met.
     var power: String?
     /// Outside every upload window: when the next one opens (nil: not within a week) and the priority that
@@ -35,9 +37,9 @@ struct DestinationConditions: Sendable, Equatable {
     }
 
     /// Whether no job of the destination may start, whatever it is (offline, the power, an open circuit, a full
-    /// storage, or outside its windows with no urgent priority).
+    /// storage, an unverified answer, or outside its windows with no urgent priority).
     var isShut: Bool {
-        linkClass == .offline || power != nil || circuitOpen || quotaFull
+        linkClass == .offline || power != nil || circuitOpen || quotaFull || unverifiedAnswer != nil
             || (outsideWindow != nil && outsideWindow?.urgentPriority == nil)
     }
 }

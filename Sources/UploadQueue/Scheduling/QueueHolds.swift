@@ -1,7 +1,7 @@
 import Foundation
 
 /// Why whole destinations wait: offline, the power, a metered link or its spent budget, outside the upload windows,
-/// an open circuit, a full storage, or every slot busy. One entry per cause, which the scheduler records when it
+/// an open circuit, a full storage, an answer that proved nothing, or every slot busy. One entry per cause, which the scheduler records when it
 /// changes, instead of a reason written into every row.
 ///
 /// A job's waiting reasons are derived from it (`holds(for:)`) where they are shown, so what a pass of the
@@ -62,6 +62,9 @@ struct QueueHolds: Sendable, Equatable {
             }
             if condition.circuitOpen { holds.append(Hold(scope: name, reason: .circuitOpen)) }
             if condition.quotaFull { holds.append(Hold(scope: name, reason: .quotaFull)) }
+            if let answer = condition.unverifiedAnswer {
+                holds.append(Hold(scope: name, reason: .unverifiedAnswer, detail: answer))
+            }
         }
         if slotsFull { holds.append(Hold(scope: wholeQueue, reason: .concurrency)) }
         return QueueHolds(holds)
@@ -80,6 +83,11 @@ struct QueueHolds: Sendable, Equatable {
     /// Destinations whose storage is full.
     var quotaFull: Set<String> {
         Set(entries.filter { $0.reason == .quotaFull }.map(\.scope))
+    }
+
+    /// Destinations whose answers proved nothing, with what answered.
+    var unverifiedAnswers: [String: String] {
+        Dictionary(entries.filter { $0.reason == .unverifiedAnswer }.map { ($0.scope, $0.detail ?? "") }) { first, _ in first }
     }
 
     /// Everything that keeps a pending job from starting, the strongest cause first: its link is offline, the
@@ -105,6 +113,7 @@ struct QueueHolds: Sendable, Equatable {
         }
         if let hold = hold(.circuitOpen, on: scope) { found.append(hold) }
         if let hold = hold(.quotaFull, on: scope) { found.append(hold) }
+        if let hold = hold(.unverifiedAnswer, on: scope) { found.append(hold) }
         if found.isEmpty, let hold = hold(.concurrency, on: Self.wholeQueue), job.intakeComplete, !job.cancelRequested {
             found.append(hold)
         }

@@ -658,26 +658,36 @@ actor Scheduler {
                 logger.warning("destination \"\(name)\" still does not answer; next probe at \(next)",
                                metadata: ["uploadq.destination": "\(name)"])
             }
-        case .quota(let name, let change):
+        case .held(let name, let change):
             let metadata: Logger.Metadata = ["uploadq.destination": "\(name)"]
             switch change {
-            case .full(let until):
+            case .held(let why, let until) where why.reason == .unverifiedAnswer:
+                logger.warning("""
+                    destination "\(name)": \(why.detail ?? "an answer that proves nothing"); its jobs wait \
+                    (unverified-answer), nothing fails for good, and one tries again at \(until)
+                    """, metadata: metadata)
+            case .held(_, let until):
                 logger.warning("""
                     destination "\(name)" is full (HTTP 507); its jobs wait (quota-full), and one tries again at \
                     \(until)
                     """, metadata: metadata)
-            case .stillFull(let until):
+            case .stillHeld(let why, let until) where why.reason == .unverifiedAnswer:
+                logger.warning("destination \"\(name)\" still gives no proof of receipt; the next try is at \(until)",
+                               metadata: metadata)
+            case .stillHeld(_, let until):
                 logger.warning("destination \"\(name)\" is still full; the next try is at \(until)", metadata: metadata)
+            case .cleared(.unverifiedAnswer):
+                logger.notice("destination \"\(name)\" proves receipt again; its jobs go on", metadata: metadata)
             case .cleared:
                 logger.notice("destination \"\(name)\" takes files again; its jobs go on", metadata: metadata)
             }
             // The hold changes: the next round records it (a lifted one lets the jobs go).
             wake.signal()
         case .trialStarted(let name, let job):
-            logger.info("destination \"\(name)\" was full: trying one upload to see whether it takes files again",
+            logger.info("destination \"\(name)\" was held: trying one upload to see whether it goes through again",
                         metadata: ["uploadq.destination": "\(name)", "uploadq.job": "\(job)"])
         case .trialNothingToTry(let name):
-            logger.notice("destination \"\(name)\" was full and has nothing left to try; its hold is lifted",
+            logger.notice("destination \"\(name)\" was held and has nothing left to try; its hold is lifted",
                           metadata: ["uploadq.destination": "\(name)"])
         }
     }

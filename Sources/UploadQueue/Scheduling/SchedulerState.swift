@@ -121,7 +121,7 @@ struct SchedulerState: Sendable {
         case circuitClosed(String)
         case probeAnswered(String)
         case probeUnanswered(String, next: Date?)
-        case quota(String, QuotaWatch.Change)
+        case held(String, TrialWatch.Change)
         case trialStarted(String, JobID)
         case trialNothingToTry(String)
     }
@@ -131,8 +131,9 @@ struct SchedulerState: Sendable {
     private(set) var links: [String: LinkStatus] = [:]
     private(set) var running: [JobID: Running] = [:]
     private(set) var breakers: [String: CircuitBreaker]
-    /// Destinations whose storage is full: their jobs wait (`quota-full`), one tries again now and then.
-    private(set) var quotas = QuotaWatch()
+    /// Destinations whose storage is full (`quota-full`) or whose answers proved nothing (`unverified-answer`):
+    /// their jobs wait, one tries again now and then.
+    private(set) var refusals = TrialWatch()
     /// The power as last read (nil: not read, as nothing requires it).
     private(set) var power: PowerState?
     /// The metered budget's ledger (nil without a budget, or before it was loaded).
@@ -236,7 +237,12 @@ struct SchedulerState: Sendable {
             condition.linkClass = destination.isNetwork ? links[name]?.linkClass : nil
             condition.onMetered = destination.onMetered
             condition.circuitOpen = breakers[name]?.isOpen ?? false
-            condition.quotaFull = quotas.fullDestinations.contains(name)
+            if let held = refusals.heldDestinations[name] {
+                switch held.reason {
+                case .unverifiedAnswer: condition.unverifiedAnswer = held.detail ?? "an answer that proves nothing"
+                default: condition.quotaFull = true
+                }
+            }
             condition.power = power?.unmet(settings.powerRequirement(for: name))
             let window = window(of: name, now: now)
             if !window.open {
@@ -337,18 +343,27 @@ struct SchedulerState: Sendable {
         -> ClaimPlan
     {
         let free = max(0, settings.concurrency - running.count)
-        // A trial goes through its destination's own door: everything but the quota still counts.
-        var unquoted = conditions
-        for name in unquoted.keys { unquoted[name]?.quotaFull = false }
-        let eligible = Set(quotas.fullDestinations.filter { unquoted[$0].map { !$0.isShut } ?? false })
-        let trials = quotas.dueTrials(now: now, limit: free, among: eligible)
-        let everyDoor = ClaimGate.make(conditions: unquoted).doors
+        // A trial goes through its destination's own door: everything but the refusal still counts.
+        let unrefused = Self.withoutRefusals(conditions)
+        let eligible = Set(refusals.heldDestinations.keys.filter { unrefused[$0].map { !$0.isShut } ?? false })
+        let trials = refusals.dueTrials(now: now, limit: free, among: eligible)
+        let everyDoor = ClaimGate.make(conditions: unrefused).doors
         return ClaimPlan(
             limit: free,
             gate: ClaimGate.make(conditions: conditions, strays: strays),
             trials: trials.map { name in (name, ClaimGate(doors: everyDoor.filter { $0.key == name })) },
             holdsWhenFull: QueueHolds.make(conditions: conditions, slotsFull: true),
             holdsOtherwise: QueueHolds.make(conditions: conditions, slotsFull: false))
+    }
+
+    /// The conditions with the refusals (a full storage, an unverified answer) lifted: the door a trial goes through.
+    private static func withoutRefusals(_ conditions: [String: DestinationConditions]) -> [String: DestinationConditions] {
+        conditions.mapValues { condition in
+            var lifted = condition
+            lifted.quotaFull = false
+            lifted.unverifiedAnswer = nil
+            return lifted
+        }
     }
 
     /// When the scheduler must look again at the latest: a retry (`nextDue`, when a slot is free), a probe, a
@@ -359,10 +374,9 @@ struct SchedulerState: Sendable {
         if !slotsFull, let nextDue { times.append(nextDue) }
         times += breakers.values.compactMap(\.nextProbeAt)
         if !slotsFull {
-            var unquoted = lastConditions
-            for name in unquoted.keys { unquoted[name]?.quotaFull = false }
-            let eligible = Set(quotas.fullDestinations.filter { unquoted[$0].map { !$0.isShut } ?? false })
-            if let trial = quotas.nextTrialAt(among: eligible) { times.append(trial) }
+            let unrefused = Self.withoutRefusals(lastConditions)
+            let eligible = Set(refusals.heldDestinations.keys.filter { unrefused[$0].map { !$0.isShut } ?? false })
+            if let trial = refusals.nextTrialAt(among: eligible) { times.append(trial) }
         }
         times += windowCache.values.compactMap(\.until)
         if let until = timetableCache?.until { times.append(until) }
@@ -380,9 +394,9 @@ struct SchedulerState: Sendable {
         var notices: [Notice] = []
         for (name, job) in trials.sorted(by: { $0.key < $1.key }) {
             if let job {
-                quotas.started(name, job: job)
+                refusals.started(name, job: job)
                 notices.append(.trialStarted(name, job))
-            } else if quotas.nothingToTry(name) != nil {
+            } else if refusals.nothingToTry(name) != nil {
                 notices.append(.trialNothingToTry(name))
             }
         }
@@ -391,7 +405,7 @@ struct SchedulerState: Sendable {
 
     /// The round's transaction failed: its due trials are due again at `retryAt`.
     mutating func trialsNotStarted(_ names: [String], retryAt: Date) {
-        for name in names { quotas.trialNotStarted(name, retryAt: retryAt) }
+        for name in names { refusals.trialNotStarted(name, retryAt: retryAt) }
     }
 
     /// The holds were recorded.
@@ -411,7 +425,7 @@ struct SchedulerState: Sendable {
         running[id]?.stop
     }
 
-    /// A transfer ended: feeds its destination's circuit breaker and quota watch, and forgets it. Returns what to
+    /// A transfer ended: feeds its destination's circuit breaker and trial watch, and forgets it. Returns what to
     /// tell.
     mutating func ended(_ job: Job, result: Result<UploadOutcome, TransferFailure>, now: Date) -> [Notice] {
         let stop = running[job.id]?.stop
@@ -424,17 +438,20 @@ struct SchedulerState: Sendable {
         case .failure: break
         }
         let name = job.destination
-        let change: QuotaWatch.Change?
+        let change: TrialWatch.Change?
+        let policy = settings.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy()
         switch result {
         case .failure(let failure) where failure.code == TransferFailure.quotaFullCode:
-            let policy = settings.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy()
-            change = quotas.refused(name, job: job.id, policy: policy, now: now)
+            change = refusals.refused(name, .init(reason: .quotaFull), job: job.id, policy: policy, now: now)
+        case .failure(let failure) where failure.code == TransferFailure.unverifiedAnswerCode:
+            change = refusals.refused(name, .init(reason: .unverifiedAnswer, detail: failure.message), job: job.id,
+                                      policy: policy, now: now)
         case .failure:
-            change = quotas.finished(name, job: job.id, outcome: .other, now: now)
+            change = refusals.finished(name, job: job.id, outcome: .other, now: now)
         case .success:
-            change = quotas.finished(name, job: job.id, outcome: .uploaded, now: now)
+            change = refusals.finished(name, job: job.id, outcome: .uploaded, now: now)
         }
-        if let change { notices.append(.quota(name, change)) }
+        if let change { notices.append(.held(name, change)) }
         return notices
     }
 
@@ -465,7 +482,7 @@ struct SchedulerState: Sendable {
     /// The wall clock stepped: probe and trial times, and an anchored budget period, move with it.
     mutating func shift(by seconds: TimeInterval) {
         for name in breakers.keys { breakers[name]?.shift(by: seconds) }
-        quotas.shift(by: seconds)
+        refusals.shift(by: seconds)
         ledger?.shift(by: seconds)
         windowCache = [:]
         timetableCache = nil

@@ -167,9 +167,18 @@ struct SettlementRecorder: Sendable {
                     logger.error("upload failed permanently", metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
                 }]
             case .interrupted:
-                try QueueStore.finish(job.id, attempt: attempt, event: .interrupt, outcome: "interrupted",
-                                      error: failure.message, now: at, in: db)
-                return [{ events.emit(.stateChanged(job.id, .pending)) }]
+                // An answer that proved nothing is its own outcome in the history: no verdict, but not a stop either.
+                let unverified = failure.code == TransferFailure.unverifiedAnswerCode
+                try QueueStore.finish(job.id, attempt: attempt, event: .interrupt,
+                                      outcome: unverified ? "unverified" : "interrupted", error: failure.message,
+                                      now: at, in: db)
+                return [{
+                    events.emit(.stateChanged(job.id, .pending))
+                    if unverified {
+                        logger.warning("upload not proven; it waits and tries again",
+                                       metadata: metadata.merging(["error": "\(failure.message)"]) { $1 })
+                    }
+                }]
             }
         }
     }

@@ -65,6 +65,17 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
     /// The code of `quotaFull`.
     static let quotaFullCode = "quota-full"
 
+    /// What answered proved nothing (a captive portal, a proxy, a server that does not show it holds the bytes):
+    /// a network condition, not the server's verdict. The job goes back to pending without a failure counted and
+    /// keeps its resume state; the scheduler holds the destination's jobs as `unverified-answer` and tries one now
+    /// and then. `message` says what answered and what to do.
+    static func unverified(_ message: String) -> TransferFailure {
+        TransferFailure(.interrupted, code: unverifiedAnswerCode, message)
+    }
+
+    /// The code of `unverified`.
+    static let unverifiedAnswerCode = "unverified-answer"
+
     /// A failed system call while reading or writing local files: transient unless the file is gone or the
     /// disk refuses for good.
     static func system(_ call: String, path: String, errno code: Int32) -> TransferFailure {

@@ -34,10 +34,12 @@ struct DestinationClient: Sendable {
     }
 
     /// Sends one request and returns the response whatever its status (after at most one token refresh); throws
-    /// when no response came. The destination's headers and token go only to the URLs its scope trusts.
+    /// when no response came, and when what answered was a captive portal or a proxy, not the server
+    /// (`PortalSignal`: an `unverified` failure). The destination's headers and token go only to the URLs its scope
+    /// trusts. `htmlExpected`: a 2xx HTML page may be the server's own answer.
     func send(_ method: String, _ url: String, headers: [HTTPHeader] = [], body: RequestBody = .empty,
-              paced: Bool = false, progress: (@Sendable (Int64) -> Void)? = nil) async throws(TransferFailure)
-        -> HTTPResponse
+              paced: Bool = false, htmlExpected: Bool = false, progress: (@Sendable (Int64) -> Void)? = nil)
+        async throws(TransferFailure) -> HTTPResponse
     {
         let credentials: Bool
         switch scope.verdict(for: url) {
@@ -64,6 +66,9 @@ struct DestinationClient: Sendable {
                 refreshed = true
                 token = try await tokens.refresh(after: rejected)
                 continue
+            }
+            if let signal = PortalSignal.read(response, requestURL: url, htmlExpected: htmlExpected) {
+                throw signal.failure(request: "\(method) \(URLRedaction.redact(url))", destination: name)
             }
             return response
         }
