@@ -313,6 +313,10 @@ public actor UploadQueue {
         monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
         // DNS and NetworkManager answer before the first claim, so a metered link is known as such from the start.
         _ = await BlockingWork.runResult { () throws(Never) in monitor.refresh() }
+        // And a captive portal: nothing is sent into one found at the start.
+        let connectivityCheck = configuration.link.connectivityCheck.map { ConnectivityCheck(url: $0, engine: engine) }
+        let firstCheck = await connectivityCheck?.check(timeout: .seconds(5)) ?? .unknown
+        if case .portal = firstCheck { ConnectivityCheck.tell(firstCheck, monitor: monitor, logger: logger) }
         self.monitor = monitor
         self.engine = engine
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
@@ -386,6 +390,9 @@ public actor UploadQueue {
         }
         let patchRunner = Task { await patches.run() }
         let retentionRunner = Task { await retention.run() }
+        let connectivityRunner = connectivityCheck.map { check in
+            Task { [logger] in await check.run(monitor: monitor, wake: scheduler.wake, logger: logger, first: firstCheck) }
+        }
         let metricsWriter = configuration.metrics.textfile.map { path in
             Task {
                 while !Task.isCancelled {
@@ -408,6 +415,7 @@ public actor UploadQueue {
         patchRunner.cancel()
         patchWaker.cancel()
         metricsWriter?.cancel()
+        connectivityRunner?.cancel()
         feedRunner?.cancel()
         await patchRunner.value
         await metricsWriter?.value

@@ -115,6 +115,8 @@ struct EventsCommand: AsyncParsableCommand {
             detail = "\(object["destination"] ?? "") → \(object["remote_url"] as? String ?? "-")"
         case "failed":
             detail = (object["permanent"] as? Bool == true ? "for good: " : "will retry: ") + "\(object["error"] as? String ?? "")"
+        case "unverified":
+            detail = "not proven, waits: \(object["reason"] as? String ?? "")"
         case "patch", "hook":
             detail = "\(object["hook"] as? String ?? "patch") \(object["state"] ?? "")"
                 + ((object["error"] as? String).map { ": \($0)" } ?? "")

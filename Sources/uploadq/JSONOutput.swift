@@ -71,6 +71,7 @@ enum JSONOutput {
             "waiting": Dictionary(uniqueKeysWithValues: summary.waiting.map { ($0.key.rawValue, $0.value) }),
             "failed_permanent": summary.permanentFailures,
             "quota_full": summary.fullDestinations.sorted(),
+            "unverified_answers": summary.unverifiedAnswers,
             "request_limits": status.requestLimits.mapValues { limit -> [String: Any] in
                 ["chunk_cap": limit.chunkCap ?? NSNull(), "refused_at": limit.refusedAt ?? NSNull()] as [String: Any]
             },

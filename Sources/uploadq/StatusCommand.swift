@@ -54,6 +54,9 @@ struct StatusCommand: AsyncParsableCommand {
             lines.append("full:     " + summary.fullDestinations.sorted().joined(separator: ", ")
                 + " (HTTP 507: their jobs wait; one tries again now and then)")
         }
+        for (name, answer) in summary.unverifiedAnswers.sorted(by: { $0.key < $1.key }) {
+            lines.append("unproven: \(name): \(answer) (its jobs wait; one tries again now and then)")
+        }
         for (name, limit) in status.requestLimits.sorted(by: { $0.key < $1.key }) {
             var learnt: [String] = []
             if let cap = limit.chunkCap { learnt.append("chunks of at most \(TextOutput.bytes(cap))") }

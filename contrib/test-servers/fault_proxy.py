@@ -34,6 +34,10 @@ Actions:
            (the work is done but its answer is lost)
   trickle  forward `after_bytes` of the body, then read the rest `bytes_per_second` bytes a second (default 2): a
            server that never stops but never gets anywhere, too slow to finish and too busy to look stalled
+  portal   answer as a captive portal does, without asking the upstream, whatever the method: `style` "html" (the
+           default: 200 and a login page), "redirect" (302 to a login page on another origin) or "511" (RFC 6585's
+           Network Authentication Required, with a page); use `times: -1` for a portal that stays until the rules
+           are dropped
 
 `respond` and `close` read the request body first, as a server would, so the client sees the answer (or the
 clean close) instead of a reset. A request for a path that another connection is still sending to (a stalled
@@ -160,10 +164,13 @@ class Proxy:
                     rule = Rule({"action": "respond", "status": 403, "headers": {"Content-Type": "application/xml"},
                                  "body": "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code>"
                                          "<Message>Request has expired</Message></Error>"})
-                if rule and rule.action in ("close", "respond"):
+                if rule and rule.action in ("close", "respond", "portal"):
                     await drain(reader, length, entry, self)
                     if rule.action == "respond":
                         await self.respond(writer, rule.spec, entry)
+                    elif rule.action == "portal":
+                        await self.respond(writer, portal_answer(rule.spec.get("style", "html")), entry,
+                                           head=method == "HEAD")
                     abort(writer, reset=False)
                     return
                 if method != "POST":
@@ -309,16 +316,32 @@ class Proxy:
         await writer.drain()
         return not close
 
-    async def respond(self, writer, spec, entry):
+    async def respond(self, writer, spec, entry, head=False):
         body = spec.get("body", "").encode()
         headers = list(spec.get("headers", {}).items())
         headers.append(("Content-Length", str(len(body))))
         headers.append(("Connection", "close"))
         status = int(spec.get("status", 503))
         entry["status"] = status
-        writer.write(render_response(status, headers) + body)
+        writer.write(render_response(status, headers) + (b"" if head else body))
         await writer.drain()
         abort(writer, reset=False)
+
+
+PORTAL_PAGE = ("<!DOCTYPE html><html><head><title>Hotel Wi-Fi - please log in</title></head><body>"
+               "<h1>Welcome</h1><form action=\"http://portal.invalid:8080/login\" method=\"post\">"
+               "<input name=\"room\"><button>Connect</button></form></body></html>")
+
+
+def portal_answer(style):
+    """What a captive portal answers to any request, in one of three styles."""
+    page = {"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"}
+    if style == "redirect":
+        return {"status": 302, "headers": dict(page, Location="http://portal.invalid:8080/login?continue=1"),
+                "body": "<html><body>Redirecting to <a href=\"http://portal.invalid:8080/login\">login</a></body></html>"}
+    if style == "511":
+        return {"status": 511, "headers": page, "body": PORTAL_PAGE}
+    return {"status": 200, "headers": page, "body": PORTAL_PAGE}
 
 
 def presigned_expired(target):
@@ -411,9 +434,9 @@ def header(fields, name):
     return None
 
 
-REASONS = {200: "OK", 201: "Created", 204: "No Content", 404: "Not Found", 409: "Conflict", 410: "Gone",
-           412: "Precondition Failed", 460: "Checksum Mismatch", 500: "Internal Server Error",
-           502: "Bad Gateway", 503: "Service Unavailable"}
+REASONS = {200: "OK", 201: "Created", 204: "No Content", 302: "Found", 404: "Not Found", 409: "Conflict",
+           410: "Gone", 412: "Precondition Failed", 460: "Checksum Mismatch", 500: "Internal Server Error",
+           502: "Bad Gateway", 503: "Service Unavailable", 511: "Network Authentication Required"}
 
 
 def render_response(status, fields):

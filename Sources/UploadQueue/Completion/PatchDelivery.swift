@@ -58,7 +58,7 @@ struct PatchDelivery: OutboxDelivery {
     private func linkAllows(_ url: String) -> Bool {
         switch monitor.status(forURL: url).linkClass {
         case .unmetered: return true
-        case .offline: return false
+        case .offline, .portal: return false
         case .metered: return configuration.patch.onMetered.allows(size: 512)
         }
     }

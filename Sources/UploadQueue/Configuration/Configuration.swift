@@ -133,6 +133,10 @@ public struct Configuration: Sendable, Equatable {
         public var meteredInterfaces: [String]
         /// `metered_budget` (with `budget_reset`): the bytes metered links may carry per period; nil: no budget.
         public var meteredBudget: MeteredBudget?
+        /// `connectivity_check`: an http(s) URL that answers `204` with an empty body (the `generate_204`
+        /// convention), asked now and then; any other answer means a captive portal stands in the way, and the
+        /// link is `portal` for the destinations that take the same way. nil: not asked.
+        public var connectivityCheck: String?
 
         /// Link settings; the default detects the link.
         public init(mode: String = "auto", meteredInterfaces: [String] = ["wwan*", "ppp*", "usb*", "rmnet*", "wwp*"]) {

@@ -79,6 +79,17 @@ public enum ConfigurationLoader {
                 link.mode = mode
             }
             link.meteredInterfaces = try table.stringArray("metered_interfaces") ?? link.meteredInterfaces
+            if let url = try table.string("connectivity_check") {
+                guard URLOrigin(url: url) != nil, !url.contains("{"),
+                      !(url.range(of: "://").map { url[$0.upperBound...].prefix { !"/?#".contains($0) } } ?? "")
+                          .contains("@") else {
+                    throw table.error("connectivity_check", """
+                        "\(URLRedaction.redact(url))" is not an http:// or https:// URL (no user info, no placeholders) \
+                        of a page that answers 204 with nothing in it, such as http://connectivitycheck.gstatic.com/generate_204
+                        """)
+                }
+                link.connectivityCheck = url
+            }
             // A weekday (a string) for /week, a day of the month (an integer) for /month.
             var reset: String?
             if table.has("budget_reset") {

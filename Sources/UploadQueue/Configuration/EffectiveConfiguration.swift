@@ -179,6 +179,7 @@ private struct Builder {
             case .month: table.set("budget_reset", .integer(Int64(budget.resetDay)))
             }
         }
+        table.set("connectivity_check", link.connectivityCheck.map { url($0) })
         return table
     }
 

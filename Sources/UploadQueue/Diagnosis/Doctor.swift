@@ -27,6 +27,10 @@ public struct Doctor: Sendable {
         findings += await BlockingWork.runResult { () throws(Never) in local.link(override: override) + local.power() }.get()
         findings += local.windows(now: now)
         let checkup = DestinationCheckup(configuration: configuration, timeout: networkTimeout)
+        if let url = configuration.link.connectivityCheck {
+            findings.append(await Self.connectivity(ConnectivityCheck(url: url, engine: checkup.engine),
+                                                    timeout: networkTimeout))
+        }
         let names = configuration.destinations.keys.sorted()
         let results = await withTaskGroup(of: (String, [DoctorFinding]).self) { group in
             for name in names {
@@ -40,6 +44,23 @@ public struct Doctor: Sendable {
         checkup.engine.shutdown()
         for name in names { findings += results[name] ?? [] }
         return findings
+    }
+
+    /// What `[link] connectivity_check` finds now: no portal, a portal (what answered, and what to do), or no
+    /// answer.
+    static func connectivity(_ check: ConnectivityCheck, timeout: Duration) async -> DoctorFinding {
+        let shown = URLRedaction.redact(check.url)
+        switch await check.check(timeout: timeout) {
+        case .clear:
+            return DoctorFinding("connectivity", .ok, "\(shown) answers 204: no captive portal in the way")
+        case .portal(let what):
+            return DoctorFinding("connectivity", .warning, what + ": a captive portal is in the way; uploads that take "
+                + "its way wait (link portal), and nothing fails for it", fix: "log in on the network's portal (open any "
+                + "web page), or wait")
+        case .unknown:
+            return DoctorFinding("connectivity", .warning, "\(shown) does not answer: the check cannot say whether a "
+                + "captive portal is in the way", fix: "check [link] connectivity_check, or the network")
+        }
     }
 
     /// The one finding for a config that does not load: the loader's file:line:key message, and where to look.

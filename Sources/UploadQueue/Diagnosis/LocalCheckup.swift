@@ -210,6 +210,9 @@ struct LocalCheckup: Sendable {
         case .offline:
             findings.append(DoctorFinding("link", .warning, text + ": nothing is sent",
                 fix: status.source == .override ? "uploadq link auto" : "check the network, or [link] mode"))
+        case .portal:
+            findings.append(DoctorFinding("link", .warning, text + ": a captive portal is in the way; nothing is sent "
+                + "through it, and nothing fails for it", fix: "log in on the network's portal (open any web page), or wait"))
         case .metered:
             findings.append(DoctorFinding("link", .info, text + ": destinations with on_metered = \"defer\" wait"))
         case .unmetered:

@@ -65,6 +65,12 @@ actor EventFeeder {
         case .stateChanged(let id, .pending):
             // Back to waiting (an interrupted transfer): its progress line may come again at once.
             throttle.ended(id)
+            // An answer that proved nothing is told, with what answered.
+            guard let job = try? store.job(id, holdsInForce: false),
+                  let attempt = try? store.attempts(of: id).last, attempt.outcome == "unverified" else { return }
+            feed.publish(FeedEvent(.unverified, job: id, fields: [
+                "destination": .string(job.destination), "reason": attempt.error.map(FeedEvent.Value.string) ?? .null,
+            ]))
         case .progress(let id, let confirmed, let sent, let size):
             guard throttle.admits(id, done: confirmed >= size, at: .now) else { return }
             feed.publish(FeedEvent(.progress, job: id, fields: [

@@ -18,6 +18,9 @@ public struct FeedEvent: Sendable, Equatable {
         case uploaded
         /// A transfer failed (`error`, `permanent`, and `retry_at` when it is tried again).
         case failed
+        /// What answered a transfer proved nothing (a captive portal, a proxy): the job waits, nothing failed for
+        /// good (`destination`, `reason`: what answered and what to do).
+        case unverified
         /// The job was cancelled.
         case cancelled
         /// Its metadata patch was delivered, failed for good, or will be tried again (`state`, `error`).

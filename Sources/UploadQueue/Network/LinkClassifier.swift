@@ -1,7 +1,8 @@
 import Foundation
 
-/// Decides the link class to an address: a hand-set override first, then NetworkManager, then interface rules
-/// on the interface that carries the route; no route at all is `offline`.
+/// Decides the link class to an address: a hand-set override first; no route at all is `offline`; a captive
+/// portal in the way (the connectivity check, NetworkManager's `Connectivity`) is `portal`; then NetworkManager's
+/// `Metered`, then interface rules on the interface that carries the route.
 struct LinkClassifier: Sendable {
     let rules: InterfaceRules
     let networkManager: NetworkManagerProbe?
@@ -11,10 +12,11 @@ struct LinkClassifier: Sendable {
         self.networkManager = networkManager
     }
 
-    /// The class for traffic leaving through `interface` (nil: no route); `nm` is NetworkManager's answer, if any.
+    /// The class for traffic leaving through `interface` (nil: no route); `nm` is NetworkManager's answer, if any;
+    /// `portal` says why a captive portal is in the way of this traffic, and who found it.
     func classify(interface: String?, override: LinkOverride,
-                  networkManager nm: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)?)
-        -> LinkStatus
+                  networkManager nm: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)?,
+                  portal: (reason: String, source: LinkStatus.Source)? = nil) -> LinkStatus
     {
         let nmValue = nm.map { ($0.device ?? $0.global).name }
         if let forced = override.linkClass {
@@ -23,6 +25,10 @@ struct LinkClassifier: Sendable {
         }
         guard let interface else {
             return LinkStatus(linkClass: .offline, source: .interfaceRule, networkManager: nmValue, reason: "no route")
+        }
+        if let portal {
+            return LinkStatus(linkClass: .portal, source: portal.source, interface: interface, networkManager: nmValue,
+                              reason: portal.reason)
         }
         if interface == "lo" {
             return LinkStatus(linkClass: .unmetered, source: .interfaceRule, interface: interface, reason: "loopback")

@@ -17,6 +17,10 @@ final class LinkMonitor: Sendable {
         var last: [String: LinkStatus] = [:]
         var watching = false
         var routes: (table: RouteTable, at: ContinuousClock.Instant)?
+        /// NetworkManager's `Connectivity` as last read (nil: not running, or not asked).
+        var connectivity: NetworkManagerProbe.Connectivity?
+        /// What the connectivity check found in the way, in words; nil when it got its `204` (or did not run).
+        var checkedPortal: String?
     }
 
     /// How long a routing table read is used before it is read again (the netlink watch refreshes it sooner).
@@ -49,7 +53,8 @@ final class LinkMonitor: Sendable {
 
     /// The link as a whole: the interface of the default route.
     func overall() -> LinkStatus {
-        classify(interface: routeTable().defaultInterface)
+        let table = routeTable()
+        return classify(interface: table.defaultInterface, viaGateway: table.isViaGateway(nil), table: table)
     }
 
     /// The link to `destination`'s server; a local-directory destination needs none and is always unmetered.
@@ -77,12 +82,13 @@ final class LinkMonitor: Sendable {
 
     private func status(host: String?, table: RouteTable) -> LinkStatus {
         let interface: String?
-        if let host, let address = cachedAddress(of: host) {
+        let address = host.flatMap(cachedAddress(of:))
+        if let address {
             interface = table.interface(for: address)
         } else {
             interface = table.defaultInterface
         }
-        return classify(interface: interface)
+        return classify(interface: interface, viaGateway: table.isViaGateway(address), table: table)
     }
 
     /// Looks at every destination again; returns those whose class changed since the last look, with the new
@@ -146,10 +152,36 @@ final class LinkMonitor: Sendable {
         return table
     }
 
-    private func classify(interface: String?) -> LinkStatus {
-        let override = state.withLock { $0.override }
+    /// The class of traffic leaving through `interface`. A portal the connectivity check met stands in the way of
+    /// the traffic that takes the check's way (its interface, through a gateway or not); NetworkManager's stands in
+    /// the way of traffic that leaves the local network (`viaGateway`). A server on the same LAN is reached
+    /// whatever the way to the internet is like.
+    private func classify(interface: String?, viaGateway: Bool, table: RouteTable? = nil) -> LinkStatus {
+        let (override, connectivity, checked) = state.withLock { ($0.override, $0.connectivity, $0.checkedPortal) }
         let nm = override == .auto && interface != nil && interface != "lo" ? networkManager(interface) : nil
-        return classifier.classify(interface: interface, override: override, networkManager: nm)
+        var portal: (reason: String, source: LinkStatus.Source)?
+        if override == .auto, interface != nil {
+            if let checked, let way = checkWay(table ?? routeTable()), way.interface == interface,
+               way.viaGateway == viaGateway {
+                portal = (checked, .connectivityCheck)
+            } else if viaGateway, let connectivity, connectivity.blocksTheInternet {
+                portal = ("NetworkManager Connectivity=\(connectivity.name): log in on the network's portal, or wait",
+                          .networkmanager)
+            }
+        }
+        return classifier.classify(interface: interface, override: override, networkManager: nm, portal: portal)
+    }
+
+    /// The way the connectivity check's requests take: their interface, and whether through a gateway.
+    private func checkWay(_ table: RouteTable) -> (interface: String?, viaGateway: Bool)? {
+        guard let url = configuration.link.connectivityCheck, let host = URL(string: url)?.host else { return nil }
+        let address = cachedAddress(of: host)
+        return (address.map(table.interface(for:)) ?? table.defaultInterface, table.isViaGateway(address))
+    }
+
+    /// What the connectivity check found: nil when it got its `204`, else what answered instead, in words.
+    func setCheckedPortal(_ reason: String?) {
+        state.withLock { $0.checkedPortal = reason }
     }
 
     /// NetworkManager's last answer for `interface`; nil when it is not running (or not asked yet).
@@ -170,7 +202,11 @@ final class LinkMonitor: Sendable {
                   let interface = table.interface(for: address), interface != "lo" else { continue }
             interfaces.insert(interface)
         }
+        // The connectivity check's server is looked up too: whose way it shares is judged from its address.
+        if let url = configuration.link.connectivityCheck, let host = URL(string: url)?.host { _ = address(of: host) }
         guard let probe = classifier.networkManager else { return }
+        let connectivity = probe.connectivity()
+        state.withLock { $0.connectivity = connectivity }
         let now = ContinuousClock.now
         var answers: [String: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?)] = [:]
         for interface in interfaces {

@@ -3,6 +3,9 @@ public struct LinkStatus: Sendable, Equatable {
     /// The link class that policies act on.
     public enum LinkClass: String, Sendable, Equatable, CaseIterable {
         case unmetered, metered, offline
+        /// A captive portal (or a network without the internet) is in the way: nothing goes out until it is gone,
+        /// as when offline, and nothing fails for it.
+        case portal
     }
 
     /// Where the classification came from.
@@ -10,6 +13,8 @@ public struct LinkStatus: Sendable, Equatable {
         case override
         case networkmanager
         case interfaceRule = "interface-rule"
+        /// `[link] connectivity_check`.
+        case connectivityCheck = "connectivity-check"
         case `default`
     }
 

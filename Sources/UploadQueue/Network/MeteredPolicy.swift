@@ -57,7 +57,7 @@ public enum MeteredPolicy: Sendable, Equatable, CustomStringConvertible {
 
 /// Whether a job may move bytes on its destination's link now, and if not, why it waits.
 enum LinkPolicy {
-    /// nil when the job may go; otherwise `metered-link` or `offline`.
+    /// nil when the job may go; otherwise `metered-link`, `offline` or `portal`.
     static func waitingReason(for job: Job, destination: Destination, link: LinkStatus) -> WaitingReason? {
         guard destination.isNetwork else { return nil }
         switch link.linkClass {
@@ -65,6 +65,8 @@ enum LinkPolicy {
             return nil
         case .offline:
             return .offline
+        case .portal:
+            return .portal
         case .metered:
             // The number the claim compares in SQL, so the two never disagree about a job.
             let limit = job.meteredBelow ?? destination.onMetered.sizeLimit

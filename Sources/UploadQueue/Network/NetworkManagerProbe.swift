@@ -23,6 +23,26 @@ struct NetworkManagerProbe: Sendable {
         }
     }
 
+    /// NetworkManager's `NMConnectivityState`: whether the network reaches the internet, as its own check found.
+    enum Connectivity: UInt32, Sendable, Equatable {
+        case unknown = 0, none = 1, portal = 2, limited = 3, full = 4
+
+        /// `portal` and `limited`: connected, but a captive portal (or the lack of an uplink) stands between it and
+        /// the internet.
+        var blocksTheInternet: Bool { self == .portal || self == .limited }
+
+        /// The name nmcli gives it.
+        var name: String {
+            switch self {
+            case .unknown: "unknown"
+            case .none: "none"
+            case .portal: "portal"
+            case .limited: "limited"
+            case .full: "full"
+            }
+        }
+    }
+
     var bus = SystemBus()
     private var timeout: Duration { bus.timeout }
 
@@ -43,6 +63,29 @@ struct NetworkManagerProbe: Sendable {
         return (global, device)
     }
 
+    /// NetworkManager's `Connectivity`; nil when it is not on the bus.
+    func connectivity() -> Connectivity? {
+        if bus.busctl != nil {
+            return run(["get-property", Self.service, "/org/freedesktop/NetworkManager", Self.service, "Connectivity"])
+                .flatMap(Self.parseUnsigned).map { Connectivity(rawValue: $0) ?? .unknown }
+        }
+        guard let nmcli, case .exited(0, let output, _) = BoundedCommand.run(
+            [nmcli, "-t", "-w", "2", "-f", "CONNECTIVITY", "general"], timeout: timeout) else { return nil }
+        return Self.parseConnectivity(output)
+    }
+
+    /// `nmcli -t -f CONNECTIVITY general`: `full`, `portal`, `limited`, `none`, `unknown`.
+    static func parseConnectivity(_ output: String) -> Connectivity? {
+        switch output.trimmingCharacters(in: .whitespacesAndNewlines) {
+        case "full": .full
+        case "portal": .portal
+        case "limited": .limited
+        case "none": Connectivity.none
+        case "unknown": .unknown
+        default: nil
+        }
+    }
+
     var nmcli: String? = ["/usr/bin/nmcli", "/bin/nmcli"].first { FileManager.default.isExecutableFile(atPath: $0) }
 
     /// Without busctl: the device's value from `nmcli` (which has no global one).
@@ -58,9 +101,14 @@ struct NetworkManagerProbe: Sendable {
 
     /// `u 3` (busctl get-property) → guess-yes.
     static func parseProperty(_ output: String) -> Metered? {
+        parseUnsigned(output).map { Metered(rawValue: $0) ?? .unknown }
+    }
+
+    /// `u 4` (busctl get-property of a `u` property) → 4.
+    static func parseUnsigned(_ output: String) -> UInt32? {
         let fields = output.split(whereSeparator: \.isWhitespace)
         guard fields.count == 2, fields[0] == "u", let value = UInt32(fields[1]) else { return nil }
-        return Metered(rawValue: value) ?? .unknown
+        return value
     }
 
     /// `o "/org/freedesktop/NetworkManager/Devices/3"` (busctl call) → the path.

@@ -10,6 +10,8 @@ struct RouteTable: Sendable, Equatable {
         var prefixLength: Int
         var metric: UInt32
         var isIPv6: Bool
+        /// Through a gateway (`RTF_GATEWAY`): traffic that leaves the local network.
+        var viaGateway = false
     }
 
     var routes: [Route]
@@ -33,7 +35,7 @@ struct RouteTable: Sendable, Equatable {
             let bytes = (0..<4).map { UInt8(truncatingIfNeeded: destination >> (8 * $0)) }
             let prefix = (0..<4).reduce(0) { $0 + UInt8(truncatingIfNeeded: mask >> (8 * $1)).nonzeroBitCount }
             routes.append(Route(interface: String(fields[0]), destination: bytes, prefixLength: prefix,
-                                metric: metric, isIPv6: false))
+                                metric: metric, isIPv6: false, viaGateway: flags & 0x2 != 0))
         }
         for line in ipv6.split(separator: "\n") {
             let fields = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
@@ -43,7 +45,7 @@ struct RouteTable: Sendable, Equatable {
             let hex = Array(fields[0])
             let bytes = stride(from: 0, to: 32, by: 2).map { UInt8(String(hex[$0..<($0 + 2)]), radix: 16) ?? 0 }
             routes.append(Route(interface: String(fields[9]), destination: bytes, prefixLength: prefix,
-                                metric: metric, isIPv6: true))
+                                metric: metric, isIPv6: true, viaGateway: flags & 0x2 != 0))
         }
         self.routes = routes
     }
@@ -53,17 +55,31 @@ struct RouteTable: Sendable, Equatable {
     func interface(for address: [UInt8]) -> String? {
         if address.count == 4, address[0] == 127 { return "lo" }
         if address.count == 16, address == [UInt8](repeating: 0, count: 15) + [1] { return "lo" }
+        return route(to: address)?.interface
+    }
+
+    /// Whether traffic to `address` leaves the local network through a gateway (nil: the default route's way):
+    /// only then can a captive portal, or a network without the internet, stand in its way.
+    func isViaGateway(_ address: [UInt8]?) -> Bool {
+        guard let address else { return defaultRoute?.viaGateway ?? false }
+        if interface(for: address) == "lo" { return false }
+        return route(to: address)?.viaGateway ?? false
+    }
+
+    /// The most specific route (then the lowest metric) to `address`.
+    private func route(to address: [UInt8]) -> Route? {
         let isIPv6 = address.count == 16
-        let best = routes.filter { $0.isIPv6 == isIPv6 && Self.matches(address, $0) }
+        return routes.filter { $0.isIPv6 == isIPv6 && Self.matches(address, $0) }
             .min { $0.prefixLength != $1.prefixLength ? $0.prefixLength > $1.prefixLength : $0.metric < $1.metric }
-        return best?.interface
     }
 
     /// The interface of the IPv4 default route (else the IPv6 one), or nil when there is none: offline.
-    var defaultInterface: String? {
+    var defaultInterface: String? { defaultRoute?.interface }
+
+    /// The IPv4 default route (else the IPv6 one), the lowest metric first.
+    private var defaultRoute: Route? {
         let defaults = routes.filter { $0.prefixLength == 0 && $0.interface != "lo" }
-        return (defaults.filter { !$0.isIPv6 }.min { $0.metric < $1.metric }
-            ?? defaults.min { $0.metric < $1.metric })?.interface
+        return defaults.filter { !$0.isIPv6 }.min { $0.metric < $1.metric } ?? defaults.min { $0.metric < $1.metric }
     }
 
     private static func matches(_ address: [UInt8], _ route: Route) -> Bool {

@@ -10,6 +10,9 @@ public enum JobState: String, Sendable, Codable, CaseIterable {
 public enum WaitingReason: String, Sendable, Codable, CaseIterable {
     case meteredLink = "metered-link"
     case offline
+    /// A captive portal stands between the device and the destination (the connectivity check, NetworkManager):
+    /// nothing goes until it is gone.
+    case portal
     case backoff
     case circuitOpen = "circuit-open"
     /// The destination's storage is full (HTTP 507): one job at a time tries again, on a doubling interval.

@@ -29,6 +29,9 @@ public struct QueueSummary: Sendable, Equatable {
     public var openCircuits: Set<String> = []
     /// Destinations whose storage said it is full (HTTP 507); their jobs wait as `quota-full`.
     public var fullDestinations: Set<String> = []
+    /// Destinations whose answers proved nothing (a captive portal, a proxy), with what answered; their jobs wait
+    /// as `unverified-answer`.
+    public var unverifiedAnswers: [String: String] = [:]
     /// Uploaded copies whose release (delete or archive, by `[retention]`) is still owed.
     public var owedReleases: Int = 0
     /// The last error of an owed release that failed, if any (a full archive disk, a file in the way).
@@ -72,6 +75,7 @@ extension QueueStore {
                 """) ?? 0
             summary.openCircuits = holds.openCircuits
             summary.fullDestinations = holds.quotaFull
+            summary.unverifiedAnswers = holds.unverifiedAnswers
             summary.owedReleases = try FileRelease.fetchCount(db)
             summary.releaseError = try String.fetchOne(db, sql: """
                 SELECT last_error FROM file_release WHERE last_error IS NOT NULL ORDER BY due_at LIMIT 1
@@ -89,7 +93,7 @@ extension QueueStore {
         let slotsFull = holds.hold(.concurrency, on: QueueHolds.wholeQueue) != nil
         let byPolicy = QueueDatabase.ClaimIndex.byDestinationPolicy
         for (destination, count) in pending where count > 0 {
-            if let shut = [WaitingReason.offline, .power].first(where: { holds.hold($0, on: destination) != nil }) {
+            if let shut = [WaitingReason.offline, .portal, .power].first(where: { holds.hold($0, on: destination) != nil }) {
                 waiting[shut, default: 0] += count
                 continue
             }

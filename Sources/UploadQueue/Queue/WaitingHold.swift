@@ -28,6 +28,7 @@ public struct WaitingHold: Sendable, Equatable, Codable {
         let when = until.map { Self.clock($0, timeZone: timeZone, now: now) }
         switch reason {
         case .offline: return "offline"
+        case .portal: return "captive portal on the link (log in on the network, or wait)"
         case .meteredLink: return "metered link (on_metered keeps it off)"
         case .budgetSpent:
             // Spent, or (a whole file) more than what is left: `10.0 MiB/day: 2.0 MiB left`.

@@ -36,10 +36,11 @@ struct DestinationConditions: Sendable, Equatable {
         var sizeAbove: Int64? = nil
     }
 
-    /// Whether no job of the destination may start, whatever it is (offline, the power, an open circuit, a full
-    /// storage, an unverified answer, or outside its windows with no urgent priority).
+    /// Whether no job of the destination may start, whatever it is (offline or behind a portal, the power, an open
+    /// circuit, a full storage, an unverified answer, or outside its windows with no urgent priority).
     var isShut: Bool {
-        linkClass == .offline || power != nil || circuitOpen || quotaFull || unverifiedAnswer != nil
+        linkClass == .offline || linkClass == .portal || power != nil || circuitOpen || quotaFull
+            || unverifiedAnswer != nil
             || (outsideWindow != nil && outsideWindow?.urgentPriority == nil)
     }
 }

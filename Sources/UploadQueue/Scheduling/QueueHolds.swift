@@ -43,6 +43,7 @@ struct QueueHolds: Sendable, Equatable {
         for (name, condition) in conditions {
             switch condition.linkClass {
             case .offline: holds.append(Hold(scope: name, reason: .offline))
+            case .portal: holds.append(Hold(scope: name, reason: .portal))
             case .metered:
                 let below = condition.onMetered.sizeLimit
                 holds.append(Hold(scope: name, reason: .meteredLink, meteredBelow: below))
@@ -90,8 +91,8 @@ struct QueueHolds: Sendable, Equatable {
         Dictionary(entries.filter { $0.reason == .unverifiedAnswer }.map { ($0.scope, $0.detail ?? "") }) { first, _ in first }
     }
 
-    /// Everything that keeps a pending job from starting, the strongest cause first: its link is offline, the
-    /// power, the metered link does not let it go (or its budget is spent), it is outside its windows, its
+    /// Everything that keeps a pending job from starting, the strongest cause first: its link is offline or
+    /// behind a captive portal, the power, the metered link does not let it go (or its budget is spent), it is outside its windows, its
     /// destination's circuit is open, its storage is full, every slot is busy. Empty for a job that is not pending
     /// or that nothing holds (no row carries a reason of its own since migration v7).
     func holds(for job: Job) -> [Hold] {
@@ -99,6 +100,7 @@ struct QueueHolds: Sendable, Equatable {
         var found: [Hold] = []
         let scope = job.destination
         if let hold = hold(.offline, on: scope) { found.append(hold) }
+        if let hold = hold(.portal, on: scope) { found.append(hold) }
         if let hold = hold(.power, on: scope) { found.append(hold) }
         if let metered = hold(.meteredLink, on: scope) {
             if job.size >= job.meteredBelow ?? metered.meteredBelow ?? 0 {

@@ -171,13 +171,17 @@ struct SchedulerState: Sendable {
         for (name, status) in inputs.linkChanges.sorted(by: { $0.key < $1.key }) {
             let before = links[name]
             links[name] = status
-            if before?.linkClass == .offline, status.linkClass != .offline { cameBack.insert(name) }
+            // Back from offline, or out from behind a portal: failed jobs are due now, and what the portal answered
+            // is forgotten.
+            let away: Set<LinkStatus.LinkClass> = [.offline, .portal]
+            if let before, away.contains(before.linkClass), !away.contains(status.linkClass) { cameBack.insert(name) }
             actions.append(.linkChanged(name, status, first: before == nil))
         }
         if !cameBack.isEmpty {
             actions.append(.retryFailedNow(cameBack))
             for name in cameBack {
                 breakers[name] = CircuitBreaker(policy: settings.destinations[name]?.circuitBreaker ?? CircuitBreakerPolicy())
+                refusals.forgetUnverified(name)
             }
         }
         if let reading = inputs.power, reading != power {
@@ -356,6 +360,9 @@ struct SchedulerState: Sendable {
             holdsOtherwise: QueueHolds.make(conditions: conditions, slotsFull: false))
     }
 
+    /// The longest wait between two trials of a destination whose answers proved nothing.
+    static let longestUnverifiedWait = Duration.seconds(60)
+
     /// The conditions with the refusals (a full storage, an unverified answer) lifted: the door a trial goes through.
     private static func withoutRefusals(_ conditions: [String: DestinationConditions]) -> [String: DestinationConditions] {
         conditions.mapValues { condition in
@@ -444,8 +451,12 @@ struct SchedulerState: Sendable {
         case .failure(let failure) where failure.code == TransferFailure.quotaFullCode:
             change = refusals.refused(name, .init(reason: .quotaFull), job: job.id, policy: policy, now: now)
         case .failure(let failure) where failure.code == TransferFailure.unverifiedAnswerCode:
+            // A portal goes when a person logs in: the trials come at most a minute apart.
+            var portalPolicy = policy
+            portalPolicy.maximumProbeInterval = min(policy.maximumProbeInterval, Self.longestUnverifiedWait)
+            portalPolicy.probeInterval = min(policy.probeInterval, portalPolicy.maximumProbeInterval)
             change = refusals.refused(name, .init(reason: .unverifiedAnswer, detail: failure.message), job: job.id,
-                                      policy: policy, now: now)
+                                      policy: portalPolicy, now: now)
         case .failure:
             change = refusals.finished(name, job: job.id, outcome: .other, now: now)
         case .success:

@@ -133,6 +133,13 @@ struct TrialWatch: Sendable, Equatable {
         }
     }
 
+    /// The link came out from behind a portal: an unverified answer it gave is forgotten, and the jobs go at once
+    /// (a full storage stays held).
+    mutating func forgetUnverified(_ destination: String) {
+        guard held[destination]?.reason == .unverifiedAnswer else { return }
+        forget(destination)
+    }
+
     /// Moves the trial times with a step of the wall clock.
     mutating func shift(by step: TimeInterval) {
         for name in breakers.keys { breakers[name]?.shift(by: step) }

@@ -46,6 +46,9 @@ public enum PrometheusText {
                })
         family("uploadq_quota_full", "gauge", "1 for a destination whose storage is full (its jobs wait as quota-full).",
                summary.fullDestinations.sorted().map { ([("destination", $0)], 1) })
+        family("uploadq_unverified_answer", "gauge",
+               "1 for a destination whose answers proved nothing, a captive portal or a proxy (its jobs wait).",
+               summary.unverifiedAnswers.keys.sorted().map { ([("destination", $0)], 1) })
         family("uploadq_patches", "gauge", "Metadata patches by state.",
                PatchState.allCases.filter { $0 != .none }.map { ([("state", $0.rawValue)], Int64(summary.patches[$0] ?? 0)) })
         if !status.hooks.isEmpty {

@@ -1,0 +1,87 @@
+import Foundation
+import Logging
+
+/// `[link] connectivity_check`: a URL that answers `204` with an empty body (the `generate_204` convention of
+/// Android and ChromeOS), asked now and then; what answers instead is a captive portal (or a proxy) in the way, and
+/// the link monitor then classifies the traffic that takes the same way as `portal`.
+///
+/// | answer                                         | verdict                                                 |
+/// |------------------------------------------------|---------------------------------------------------------|
+/// | `204` with an empty body                       | clear                                                   |
+/// | anything else (a `200` page, a redirect, `511`) | portal, in words of what answered                      |
+/// | no answer (DNS, connect, a timeout)            | unknown: the last verdict stands (no route is `offline`) |
+///
+/// Asked every 30 s while clear and every 5 s while a portal is in the way (a person logging in should see the
+/// uploads go within moments), and at once when the default route moves to another interface.
+struct ConnectivityCheck: Sendable {
+    enum Verdict: Sendable, Equatable {
+        case clear
+        /// What answered instead of the `204`.
+        case portal(String)
+        /// No answer: nothing can be said.
+        case unknown
+    }
+
+    let url: String
+    let engine: TransferEngine
+    static let clearInterval = Duration.seconds(30)
+    static let portalInterval = Duration.seconds(5)
+
+    /// The verdict on `response`, the answer to a GET of `url`.
+    static func verdict(for response: HTTPResponse, url: String) -> Verdict {
+        if response.status == 204, response.body.isEmpty { return .clear }
+        let shown = URLRedaction.redact(url)
+        if let signal = PortalSignal.read(response, requestURL: url) {
+            return .portal("the connectivity check \(shown) was answered \(signal.account) instead of 204")
+        }
+        return .portal("the connectivity check \(shown) was answered HTTP \(response.status)"
+            + (response.body.isEmpty ? "" : " with a body") + " instead of an empty 204")
+    }
+
+    /// Asks once.
+    func check(timeout: Duration = .seconds(10)) async -> Verdict {
+        var options = TransferOptions(paced: false, trafficLabel: "[link]")
+        options.connectTimeout = timeout
+        options.stall = StallDetection(minimumRate: 1, window: timeout)
+        options.maximumResponseBody = 64 << 10
+        let request = HTTPRequest(method: "GET", url: url, headers: [HTTPHeader("Cache-Control", "no-cache")],
+                                  body: .empty, options: options)
+        guard let response = try? await engine.perform(request) else { return .unknown }
+        return Self.verdict(for: response, url: url)
+    }
+
+    /// Asks now and then until cancelled, telling `monitor` what changed and waking the scheduler to act on it.
+    func run(monitor: LinkMonitor, wake: WakeSignal, logger: Logger, first: Verdict) async {
+        var last = first
+        var route = RouteTable.current().defaultInterface
+        var checkedAt = ContinuousClock.now
+        while !Task.isCancelled {
+            try? await Task.sleep(for: .seconds(1))
+            let now = ContinuousClock.now
+            let currentRoute = RouteTable.current().defaultInterface
+            let interval = if case .portal = last { Self.portalInterval } else { Self.clearInterval }
+            guard currentRoute != route || now - checkedAt >= interval, !Task.isCancelled else { continue }
+            route = currentRoute
+            checkedAt = now
+            let verdict = await check()
+            guard verdict != .unknown, verdict != last else { continue }
+            last = verdict
+            Self.tell(verdict, monitor: monitor, logger: logger)
+            wake.signal()
+        }
+    }
+
+    /// Hands `verdict` to the monitor, and says so.
+    static func tell(_ verdict: Verdict, monitor: LinkMonitor, logger: Logger) {
+        switch verdict {
+        case .clear:
+            monitor.setCheckedPortal(nil)
+            logger.notice("the connectivity check answers 204 again: no captive portal in the way")
+        case .portal(let what):
+            monitor.setCheckedPortal(what)
+            logger.warning("\(what): a captive portal is in the way; uploads wait until it is gone (log in on the network)")
+        case .unknown:
+            break
+        }
+    }
+}
