@@ -35,7 +35,7 @@ if [ "$#" -eq 0 ]; then
     # Monday, a month's end, both daylight-saving changes (about 2 minutes; every suite at each, about 20 minutes:
     # contrib/clock-sweep/run.sh).
     QUICK=1 contrib/clock-sweep/run.sh
-    KILLS=6 FILES=24 MAX_MIB=12 BANDWIDTH_MIB=6 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/chaos/run.sh
+    KILLS=6 PORTALS=1 FILES=24 MAX_MIB=12 BANDWIDTH_MIB=6 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/chaos/run.sh
     SHORT=1 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/soak/run.sh
     # Every fuzz target for 30 s on its seed corpus (the findings so far are in it); longer: contrib/fuzz/run.sh.
     contrib/fuzz/run.sh 30

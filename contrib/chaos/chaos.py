@@ -1,8 +1,11 @@
 """Chaos harness for uploadq: a mixed workload to tus, S3 and a local directory while the daemon is killed with
-SIGKILL at random moments and the fault proxy resets connections; then every file is checked on its server.
+SIGKILL at random moments, the fault proxy resets connections and, now and then, answers as a captive portal for a
+few daemon lifetimes (a login page, a redirect, a 511: nothing may count as uploaded through it); then every file
+is checked on its server.
 
 Run it through contrib/chaos/run.sh (which starts the servers). Settings (environment):
   KILLS=50      SIGKILLs (each followed by a restart)
+  PORTALS=3     captive-portal windows on both proxies, each over two daemon lifetimes
   FILES=100     files, sizes 0 B .. MAX_MIB, spread over the three destinations
   MAX_MIB=64    largest file
   SEED=1        random seed (sizes, kill moments, resets)
@@ -26,7 +29,7 @@ import time
 import xml.etree.ElementTree as ElementTree
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test-servers"))
-from harness import stored_sha256, http, start_proxy, add_rule, proxy_bytes, authority, sha256_file  # noqa: E402
+from harness import stored_sha256, http, start_proxy, add_rule, clear_rules, proxy_bytes, authority, sha256_file  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 S3_AUTH = "AWS4-HMAC-SHA256 Credential=AKIDCHAOS/20260101/us-east-1/s3/aws4_request, SignedHeaders=host, Signature=00"
@@ -34,6 +37,7 @@ S3_AUTH = "AWS4-HMAC-SHA256 Credential=AKIDCHAOS/20260101/us-east-1/s3/aws4_requ
 
 def main():
     kills = int(os.environ.get("KILLS", 50))
+    portals = int(os.environ.get("PORTALS", 3))
     count = int(os.environ.get("FILES", 100))
     max_mib = int(os.environ.get("MAX_MIB", 64))
     rng = random.Random(int(os.environ.get("SEED", 1)))
@@ -132,12 +136,27 @@ chunk_size = "1MiB"
 
         survived = 0
         started = time.monotonic()
+        styles = ["html", "redirect", "511"]
+        portal_starts = sorted(rng.sample(range(max(0, kills - 1)), min(portals, max(0, kills - 1))))
+        portal_kills = {start + lifetime for start in portal_starts for lifetime in (0, 1)}
+        portal_windows = 0
         for kill in range(kills):
+            portal = kill in portal_kills
+            if portal and kill - 1 not in portal_kills:
+                portal_windows += 1
+                for proxy in (tus_proxy, s3_proxy):
+                    clear_rules(control, proxy)
+                    add_rule(control, proxy, {"action": "portal", "style": styles[portal_windows % 3], "times": -1})
             daemon = start()
             time.sleep(rng.uniform(0.3, 2.0))
             daemon.send_signal(signal.SIGKILL)
             daemon.wait()
             survived += 1
+            if portal and kill + 1 not in portal_kills:
+                for proxy in (tus_proxy, s3_proxy):
+                    clear_rules(control, proxy)
+                    add_rule(control, proxy, {"action": "reset", "after_bytes": 128 << 10, "probability": 0.03,
+                                              "times": -1})
 
         daemon = start()
         deadline = time.monotonic() + float(os.environ.get("FINISH_SECONDS", 900))
@@ -217,7 +236,8 @@ chunk_size = "1MiB"
 
         sent = proxy_bytes(control, tus_proxy) + proxy_bytes(control, s3_proxy)
         resent = max(0, sent - network_bytes)
-        print(f"chaos: {survived} kills survived in {elapsed:.0f} s; states {counts}")
+        print(f"chaos: {survived} kills survived in {elapsed:.0f} s, {portal_windows} captive-portal windows; "
+              f"states {counts}")
         print(f"chaos: {sent} bytes through the proxies for {network_bytes} of network files: "
               f"{resent / max(1, survived) / 2**20:.2f} MiB re-sent per kill")
         print(f"chaos: lost {lost}, corrupt {corrupt}, duplicate {duplicate}; "

@@ -15,6 +15,8 @@ Run it through contrib/soak/run.sh (which starts the servers; it mounts a tmpfs,
   LINK_GRACE=2 [2]       seconds after a switch to metered/offline in which a transfer may still finish its chunk
   METERED_SLACK_KIB=256 [256]  what may go over a metered/offline link after that grace, in all
   WINDOWS=3 [2]          503 windows of WINDOW_SECONDS=10 [3] on both proxies
+  PORTALS=3 [1]          captive-portal windows of WINDOW_SECONDS on both proxies (a 200 login page, a redirect to
+                         another origin, a 511, in turn): nothing may be uploaded through them, nothing fail for them
   FILLS=2 [2]            times the tmpfs is filled to the last byte by a filler file, held FILL_SECONDS=15 [4]
   STATE_MIB=1024 [256]   the tmpfs holding state_dir; MIN_FREE="64MiB" ["32MiB"] is [limits] min_free_space
   BANDWIDTH_MIB=64 [8]   the daemon's unmetered send cap (0: none), so kills and link switches land mid-transfer
@@ -143,6 +145,7 @@ def main():
     metered_slack = setting("METERED_SLACK_KIB", 256, 256) << 10
     windows = setting("WINDOWS", 3, 2)
     window_seconds = setting("WINDOW_SECONDS", 10.0, 3.0)
+    portals = setting("PORTALS", 3, 1)
     fills = setting("FILLS", 2, 2)
     fill_seconds = setting("FILL_SECONDS", 15.0, 4.0)
     state_mib = setting("STATE_MIB", 1024, 256)
@@ -370,6 +373,9 @@ circuit_threshold = 0
         events = [(t * duration, "kill", None) for t in spread(kills, rng, 0.03, 1.0)]
         events += [(t * duration, "fill", None) for t in spread(fills, rng, 0.1, 0.9)]
         events += [(t * duration, "window", None) for t in spread(windows, rng, 0.05, 0.95)]
+        styles = ["html", "redirect", "511"]
+        events += [(t * duration, "portal", styles[index % 3])
+                   for index, t in enumerate(spread(portals, rng, 0.1, 0.9))]
         events += [(0.4 * duration, "clock", None)]
         # Mostly unmetered or auto (what the routes say), never more than three switches without a restricted one.
         modes = ["unmetered", "auto", "metered", "offline"]
@@ -426,6 +432,7 @@ circuit_threshold = 0
 
         print(f"soak: {photos} photos, {dropped_bytes / MIB:.0f} MiB ({network_bytes / MIB:.0f} MiB over the network) "
               f"in {len(bursts)} bursts over {duration:.0f} s; {kills} kills, {fills} fills, {windows} 503 windows, "
+              f"{portals} portal windows, "
               f"link every {link_seconds:g} s; state tmpfs {state_mib} MiB (min_free_space {min_free}); "
               f"cap {bandwidth_mib} MiB/s", flush=True)
 
@@ -463,7 +470,7 @@ circuit_threshold = 0
             if window_end is not None and now >= window_end:
                 end_window()
                 window_end = None
-                note("503 window over")
+                note("fault window over")
             if fill_end is not None and now >= fill_end:
                 status = cli("status", "--json")
                 disk = json.loads(status.stdout).get("disk", {}) if status.returncode == 0 else {}
@@ -476,6 +483,11 @@ circuit_threshold = 0
                 time.sleep(0.1)
                 continue
             _, kind, argument = events.pop(0)
+            if kind in ("window", "portal") and window_end is not None:
+                # One fault window at a time: this one comes once the current one is over.
+                events.append((window_end + 1, kind, argument))
+                events.sort(key=lambda event: event[0])
+                continue
             if kind == "kill":
                 daemon.send_signal(signal.SIGKILL)
                 daemon.wait()
@@ -484,13 +496,20 @@ circuit_threshold = 0
                 daemon = start()
             elif kind == "link":
                 switch_link(argument, now)
-            elif kind == "window" and window_end is None:
+            elif kind == "window":
                 window_bytes[1] = sent()
                 for proxy in proxies:
                     clear_rules(control, proxy)
                     add_rule(control, proxy, {"action": "respond", "status": 503, "times": -1})
                 window_end = now + window_seconds
                 note(f"503 window for {window_seconds:g} s")
+            elif kind == "portal":
+                window_bytes[1] = sent()
+                for proxy in proxies:
+                    clear_rules(control, proxy)
+                    add_rule(control, proxy, {"action": "portal", "style": argument, "times": -1})
+                window_end = now + window_seconds
+                note(f"captive portal ({argument}) for {window_seconds:g} s")
             elif kind == "fill" and fill_end is None:
                 written = 0
                 descriptor = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -695,7 +714,7 @@ circuit_threshold = 0
         print(f"soak: kills {survived} survived, daemon crashes {len(crashes)}; re-sent per kill "
               f"{resent / max(1, survived) / MIB:.2f} MiB ({sent_total / MIB:.0f} MiB through the proxies for "
               f"{network_bytes / MIB:.0f} MiB of tus+s3 photos; {window_bytes[0] / MIB:.0f} MiB of it went in the "
-              f"503 windows)")
+              f"503 and portal windows)")
         print(f"soak: bytes sent on a metered link: {metered['grace'] + metered['late']} B "
               f"({metered['grace']} B within {link_grace:g} s of a switch, {metered['late']} B later) over "
               f"{metered['switches']} metered/offline periods, {metered['seconds']:.0f} s; daemon's count by class "
