@@ -168,6 +168,10 @@ public actor UploadQueue {
         }
         let monitor = LinkMonitor(configuration: configuration)
         monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
+        // What the running daemon's connectivity check found (a stopped one's is stale, and not shown).
+        if DaemonLock.holder(path: configuration.lockPath) != nil {
+            monitor.setCheckedPortal(try store.setting(ConnectivityCheck.setting))
+        }
         monitor.refresh()
         return monitor.overall()
     }
@@ -316,7 +320,7 @@ public actor UploadQueue {
         // And a captive portal: nothing is sent into one found at the start.
         let connectivityCheck = configuration.link.connectivityCheck.map { ConnectivityCheck(url: $0, engine: engine) }
         let firstCheck = await connectivityCheck?.check(timeout: .seconds(5)) ?? .unknown
-        if case .portal = firstCheck { ConnectivityCheck.tell(firstCheck, monitor: monitor, logger: logger) }
+        ConnectivityCheck.tell(firstCheck, monitor: monitor, store: store, logger: logger, quiet: true)
         self.monitor = monitor
         self.engine = engine
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
@@ -391,7 +395,9 @@ public actor UploadQueue {
         let patchRunner = Task { await patches.run() }
         let retentionRunner = Task { await retention.run() }
         let connectivityRunner = connectivityCheck.map { check in
-            Task { [logger] in await check.run(monitor: monitor, wake: scheduler.wake, logger: logger, first: firstCheck) }
+            Task { [logger, store] in
+                await check.run(monitor: monitor, store: store, wake: scheduler.wake, logger: logger, first: firstCheck)
+            }
         }
         let metricsWriter = configuration.metrics.textfile.map { path in
             Task {

@@ -392,13 +392,14 @@ struct QuotaFullTests {
         #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 1, among: ["d"]) == ["d"])
         watch.started("d", job: b)
         #expect(watch.finished("d", job: b, outcome: .uploaded, now: start.addingTimeInterval(11)) == .cleared(.unverifiedAnswer))
-        // Held as full, then the trial is answered by a portal: the reason follows, and the wait doubles.
+        // Held as full, then the trial is answered by a portal: the reason follows, with its own timing from its
+        // first wait.
         let full = TrialWatch.Held(reason: .quotaFull)
         _ = watch.refused("e", full, job: a, policy: policy, now: start)
         #expect(watch.dueTrials(now: start.addingTimeInterval(10), limit: 1, among: ["e"]) == ["e"])
         watch.started("e", job: b)
         #expect(watch.refused("e", portal, job: b, policy: policy, now: start.addingTimeInterval(11))
-                == .stillHeld(portal, until: start.addingTimeInterval(31)))
+                == .held(portal, until: start.addingTimeInterval(21)))
         #expect(watch.heldDestinations["e"]?.reason == .unverifiedAnswer)
         // A job already sent when the hold began is refused for another reason: the hold says the newer one.
         let other = TrialWatch.Held(reason: .unverifiedAnswer, detail: "HTTP 511")

@@ -300,6 +300,33 @@ import Testing
         #expect(trial.trials.map(\.name) == ["tus"] && trial.trials.first?.gate.doors == ["tus": .open])
     }
 
+    @Test("a portal's answers are tried again at most a minute apart; a proof that failed otherwise waits as a circuit does")
+    func unverifiedTiming() throws {
+        let configuration = try Self.configuration()  // circuit_probe_interval 30 s, at most 300 s
+        func waits(_ failure: TransferFailure) throws -> [TimeInterval] {
+            var state = SchedulerState(settings: .init(configuration))
+            _ = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
+            var now = Self.noon
+            _ = state.ended(Self.job(), result: .failure(failure), now: now)
+            var gaps: [TimeInterval] = []
+            for _ in 0..<6 {
+                let due = try #require(state.refusals.breakers["tus"]?.nextProbeAt)
+                gaps.append(due.timeIntervalSince(now))
+                let plan = try #require(Self.plan(state.decide(now: due, inputs: .init())))
+                #expect(plan.trials.map(\.name) == ["tus"])
+                let trial = Self.job()
+                _ = state.claimed([trial], trials: ["tus": trial.id])
+                now = due
+                _ = state.ended(trial, result: .failure(failure), now: now)
+            }
+            return gaps
+        }
+        let portal = try waits(TransferFailure.unverified("a portal answered", portal: true))
+        #expect(portal.first == 30 && portal.allSatisfy { $0 <= 60 }, "\(portal)")
+        let proof = try waits(TransferFailure.unverified("the HEAD shows 1000 bytes"))
+        #expect(proof.first == 30 && proof.last == 300, "\(proof)")
+    }
+
     @Test("an unverified answer holds the destination with its words, opens no circuit, and one trial goes when due")
     func unverifiedAnswer() throws {
         let configuration = try Self.configuration()

@@ -79,8 +79,10 @@ struct TransferEngineTests {
         #expect(verdict(301, [HTTPHeader("Location", "https://u:p@new.example/")]).message.contains("https://new.example/"))
         #expect(FailureClassifier.failure(for: TransferError(code: .cancelled, message: "", curlCode: 42), method: "PUT")
             == .interrupted)
-        #expect(FailureClassifier.failure(for: TransferError(code: .tlsVerification, message: "bad cert", curlCode: 60),
-                                          method: "PUT").kind == .permanent)
+        let untrusted = FailureClassifier.failure(for: TransferError(code: .tlsVerification, message: "bad cert",
+                                                                     curlCode: 60), method: "PUT")
+        #expect(untrusted.isUnverified && untrusted.kind == .interrupted && untrusted.message.contains("captive portal"),
+                "a portal intercepting HTTPS: no verdict")
         let stall = FailureClassifier.failure(for: TransferError(code: .stall, message: "too slow", curlCode: 28), method: "PATCH")
         #expect(stall.destinationFault && stall.message.contains("resumes from the confirmed offset") && stall.code == "stall")
     }

@@ -6,13 +6,15 @@ Requests to /record/SESSION/... (any method) are recorded: method, path, headers
 multipart/form-data body is split into its fields and its file part, whose bytes are kept under STORE_DIR.
 The answer is the next scripted one for the session, else 201 with `Location: /record/SESSION/objects/N`.
 
-A PUT answered 2xx stores its body, as a DAV server would: under its path and under the Location it was given.
+A PUT answered 2xx stores its body, as a DAV server would: under its path and under the Location it was given; asked
+for it with `Want-Repr-Digest: sha-256=N` (RFC 9530, N > 0), the answer carries the body's `Repr-Digest`.
 A HEAD or GET of a stored path answers 200 with its length (and, for GET, its bytes) without taking a scripted
 answer; of any other path, the next scripted answer, else 404.
 
   POST /control/SESSION/responses   [{"status": 500, "headers": {...}, "body": "..."}, {"close": true}, ...]
   GET  /control/SESSION/requests    the recorded requests, oldest first
 """
+import base64
 import email.parser
 import email.policy
 import hashlib
@@ -109,17 +111,32 @@ class Handler(BaseHTTPRequestHandler):
             return
         if scripted:
             status = int(scripted.get("status", 200))
-            headers = scripted.get("headers", {})
+            headers = dict(scripted.get("headers", {}))
             if self.command == "PUT" and 200 <= status < 300:
                 self.keep(path, headers.get("Location"), body)
+                for name, value in self.repr_digest(body).items():
+                    headers.setdefault(name, value)  # a scripted one (a lie, say) stands
             return self.answer(status, headers, scripted.get("body", "").encode())
         if self.command in ("HEAD", "GET"):
             return self.answer(404, {"Content-Type": "text/plain"}, b"not stored here")
         location = f"/record/{session}/objects/{number}"
+        headers = {"Location": location, "Content-Type": "application/json"}
         if self.command == "PUT":
             self.keep(path, location, body)
-        self.answer(201, {"Location": location, "Content-Type": "application/json"},
-                    json.dumps({"url": location}).encode())
+            headers.update(self.repr_digest(body))
+        self.answer(201, headers, json.dumps({"url": location}).encode())
+
+    def repr_digest(self, body):
+        """`Repr-Digest` of a stored body when the request asked for sha-256 with a preference above 0."""
+        wanted = self.headers.get("Want-Repr-Digest", "")
+        preferences = dict(part.strip().split("=", 1) for part in wanted.split(",") if "=" in part)
+        try:
+            preference = int(preferences.get("sha-256", "0"))
+        except ValueError:
+            preference = 0
+        if preference <= 0:
+            return {}
+        return {"Repr-Digest": "sha-256=:" + base64.b64encode(hashlib.sha256(body).digest()).decode() + ":"}
 
     def keep(self, path, location, body):
         """Keeps a PUT's body under its path and the Location its answer gives."""

@@ -80,8 +80,7 @@ struct PatchDelivery: OutboxDelivery {
             let delay = configuration.retry.delay(afterFailure: attempts, random: Double.random(in: 0...1),
                                                   retryAfter: retryAfter)
             return .retry(error: failure.message, at: Date().addingTimeInterval(delay.seconds))
-        case .interrupted where failure.code == TransferFailure.quotaFullCode
-            || failure.code == TransferFailure.unverifiedAnswerCode:
+        case .interrupted where failure.code == TransferFailure.quotaFullCode || failure.isUnverified:
             // A full patch target (507), or a captive portal answering for it, waits like a failure; it is no
             // reason to send the patch again at once.
             let delay = configuration.retry.delay(afterFailure: attempts, random: Double.random(in: 0...1),

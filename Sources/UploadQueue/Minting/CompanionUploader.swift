@@ -20,7 +20,7 @@ struct CompanionUploader: Uploader {
         companion = CompanionClient(base: settings.base, destination: destination.name, settings: mint, engine: engine)
         // A presigned PUT or POST is proven by the store's answer: its MD5 ETag (or a digest).
         sender = WholeFileSender(destination: destination, client: DestinationClient(destination: destination, engine: engine),
-                                 bodyLimit: bodyLimit, verify: .response)
+                                 bodyLimit: bodyLimit, verify: .response, etags: settings.etags)
     }
 
     func upload(_ context: TransferContext) async throws(TransferFailure) -> UploadOutcome {
@@ -58,7 +58,8 @@ struct CompanionUploader: Uploader {
             if let stored = try await companion.parts(uploadID: previous.uploadID, key: previous.key) {
                 let allRecorded = Set(previous.parts.map(\.number)) == Set(1...plan.count)
                 if !(previous.completing && allRecorded) {
-                    state.parts = try await S3PartSender.reconcile(stored, previous: previous, plan: plan, source: source)
+                    state.parts = try await S3PartSender.reconcile(stored, previous: previous, plan: plan, source: source,
+                                                                   etags: settings.etags)
                     state.completing = false
                     try await context.confirmed(state.confirmedBytes, state.json)
                 }
@@ -90,7 +91,14 @@ struct CompanionUploader: Uploader {
         state.completing = true
         current = state
         try await context.confirmed(state.confirmedBytes, state.json)
-        let location = try await companion.complete(uploadID: state.uploadID, key: state.key, parts: state.parts)
+        // The backend completed the upload with the store: its answer names the object, or proves nothing.
+        guard let location = try await companion.complete(uploadID: state.uploadID, key: state.key, parts: state.parts),
+              !location.isEmpty else {
+            throw .unverified("""
+                the backend's answer to completing the multipart upload of "\(state.key)" names no location: not the \
+                answer of a Companion backend that completed it; the parts stay and it is tried again later
+                """)
+        }
         return try await finished(context, location: location, key: state.key, source: source)
     }
 

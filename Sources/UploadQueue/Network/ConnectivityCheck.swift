@@ -50,38 +50,43 @@ struct ConnectivityCheck: Sendable {
         return Self.verdict(for: response, url: url)
     }
 
-    /// Asks now and then until cancelled, telling `monitor` what changed and waking the scheduler to act on it.
-    func run(monitor: LinkMonitor, wake: WakeSignal, logger: Logger, first: Verdict) async {
+    /// Asks now and then until cancelled, telling `monitor` (and `store`, for the CLI) what changed and waking the
+    /// scheduler to act on it. A check that got no answer is asked again on the portal's interval.
+    func run(monitor: LinkMonitor, store: QueueStore, wake: WakeSignal, logger: Logger, first: Verdict) async {
         var last = first
         var route = RouteTable.current().defaultInterface
-        var checkedAt = ContinuousClock.now
+        var nextAt = ContinuousClock.now + (first == .clear ? Self.clearInterval : Self.portalInterval)
         while !Task.isCancelled {
             try? await Task.sleep(for: .seconds(1))
             let now = ContinuousClock.now
             let currentRoute = RouteTable.current().defaultInterface
-            let interval = if case .portal = last { Self.portalInterval } else { Self.clearInterval }
-            guard currentRoute != route || now - checkedAt >= interval, !Task.isCancelled else { continue }
+            guard currentRoute != route || now >= nextAt, !Task.isCancelled else { continue }
             route = currentRoute
-            checkedAt = now
             let verdict = await check()
+            nextAt = ContinuousClock.now + (verdict == .clear ? Self.clearInterval : Self.portalInterval)
             guard verdict != .unknown, verdict != last else { continue }
             last = verdict
-            Self.tell(verdict, monitor: monitor, logger: logger)
+            Self.tell(verdict, monitor: monitor, store: store, logger: logger)
             wake.signal()
         }
     }
 
-    /// Hands `verdict` to the monitor, and says so.
-    static func tell(_ verdict: Verdict, monitor: LinkMonitor, logger: Logger) {
+    /// The settings key under which the daemon keeps what the check found, for `uploadq link` and `status`.
+    static let setting = "link.connectivity-check"
+
+    /// Hands `verdict` to the monitor and the store, and says so (`quiet`: at the start, a clear link is no news).
+    static func tell(_ verdict: Verdict, monitor: LinkMonitor, store: QueueStore, logger: Logger, quiet: Bool = false) {
         switch verdict {
-        case .clear:
+        case .clear, .unknown:
             monitor.setCheckedPortal(nil)
-            logger.notice("the connectivity check answers 204 again: no captive portal in the way")
+            try? store.setSetting(setting, nil)
+            if verdict == .clear, !quiet {
+                logger.notice("the connectivity check answers 204 again: no captive portal in the way")
+            }
         case .portal(let what):
             monitor.setCheckedPortal(what)
+            try? store.setSetting(setting, what)
             logger.warning("\(what): a captive portal is in the way; uploads wait until it is gone (log in on the network)")
-        case .unknown:
-            break
         }
     }
 }

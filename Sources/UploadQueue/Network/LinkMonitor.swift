@@ -153,18 +153,20 @@ final class LinkMonitor: Sendable {
     }
 
     /// The class of traffic leaving through `interface`. A portal the connectivity check met stands in the way of
-    /// the traffic that takes the check's way (its interface, through a gateway or not); NetworkManager's stands in
-    /// the way of traffic that leaves the local network (`viaGateway`). A server on the same LAN is reached
-    /// whatever the way to the internet is like.
+    /// the traffic that leaves through the check's interface, but for a server on the local network when the check
+    /// itself went through a gateway (a portal that answers DNS puts the check's host on-link: then everything on
+    /// that interface waits). NetworkManager's `Connectivity`, asked only without a check of ours, stands in the
+    /// way of traffic that leaves the local network (`viaGateway`).
     private func classify(interface: String?, viaGateway: Bool, table: RouteTable? = nil) -> LinkStatus {
         let (override, connectivity, checked) = state.withLock { ($0.override, $0.connectivity, $0.checkedPortal) }
         let nm = override == .auto && interface != nil && interface != "lo" ? networkManager(interface) : nil
         var portal: (reason: String, source: LinkStatus.Source)?
         if override == .auto, interface != nil {
             if let checked, let way = checkWay(table ?? routeTable()), way.interface == interface,
-               way.viaGateway == viaGateway {
+               viaGateway || !way.viaGateway {
                 portal = (checked, .connectivityCheck)
-            } else if viaGateway, let connectivity, connectivity.blocksTheInternet {
+            } else if configuration.link.connectivityCheck == nil, viaGateway, let connectivity,
+                      connectivity.blocksTheInternet {
                 portal = ("NetworkManager Connectivity=\(connectivity.name): log in on the network's portal, or wait",
                           .networkmanager)
             }

@@ -7,11 +7,11 @@ import Foundation
 /// | answer                                                          | reading                                    |
 /// |-----------------------------------------------------------------|--------------------------------------------|
 /// | `511 Network Authentication Required` (RFC 6585)                | a portal wants a login first               |
-/// | a redirect (3xx) to another origin                              | a portal sends the client to its login page |
+/// | a redirect (3xx) to another host, not one the destination trusts | a portal sends the client to its login page |
 /// | a 2xx HTML page where the exchange expects none                 | a portal or a proxy answered in the server's place |
 ///
-/// A redirect within the destination's own origin, and an HTML error page (4xx, 5xx), are the server's own
-/// answers and keep their usual verdicts.
+/// A redirect to the same host (another path, or an `http` → `https` upgrade) or to an origin the destination
+/// trusts, and an HTML error page (4xx, 5xx), are the server's own answers and keep their usual verdicts.
 struct PortalSignal: Sendable, Equatable {
     enum Kind: Sendable, Equatable {
         /// 511.
@@ -28,10 +28,13 @@ struct PortalSignal: Sendable, Equatable {
     /// The signal in `response` to a request for `requestURL`; nil when the answer may be the server's.
     /// `htmlExpected`: the exchange may rightly carry an HTML page (a HEAD of an uploaded `.html` file, a form
     /// endpoint the admin declared as answering in HTML).
-    static func read(_ response: HTTPResponse, requestURL: String, htmlExpected: Bool = false) -> PortalSignal? {
+    /// `trusted`: origins the destination itself sends to (its `trusted_origins`), whose redirects are its own.
+    static func read(_ response: HTTPResponse, requestURL: String, htmlExpected: Bool = false,
+                     trusted: Set<URLOrigin> = []) -> PortalSignal? {
         if response.status == 511 { return PortalSignal(kind: .networkAuthentication, status: 511) }
         if (300..<400).contains(response.status), let location = response.location(resolvedAgainst: requestURL),
-           let target = URLOrigin(url: location), target != URLOrigin(url: requestURL) {
+           let target = URLOrigin(url: location), target.host != URLOrigin(url: requestURL)?.host,
+           !trusted.contains(target) {
             return PortalSignal(kind: .redirect(origin: target.description), status: response.status)
         }
         if response.isSuccess, !htmlExpected, isHTML(response) {
@@ -66,8 +69,8 @@ struct PortalSignal: Sendable, Equatable {
         let words = text[text.index(after: tagEnd)..<close.lowerBound]
             .split(whereSeparator: { $0.isWhitespace || $0.isNewline }).joined(separator: " ")
         guard !words.isEmpty else { return nil }
-        let plain = SafeText.escaped(words)
-        return plain.count > 80 ? String(plain.prefix(80)) + "…" : plain
+        // Cut before escaping, so no escape is cut in half.
+        return SafeText.escaped(words.count > 80 ? String(words.prefix(80)) + "…" : words)
     }
 
     /// What answered, in words: `HTTP 200, an HTML page ("Hotel WiFi login")`.
@@ -88,6 +91,6 @@ struct PortalSignal: Sendable, Equatable {
         .unverified("""
             a captive portal or a proxy answered \(request) for destination "\(destination)" (\(account)), not the \
             server: log in on the network, or wait; the upload goes on by itself once the server answers
-            """)
+            """, portal: true)
     }
 }

@@ -281,7 +281,17 @@ struct RUFHUploader: Uploader {
             throw client.failure(for: response, request: "POST \(redacted(endpoint))")
         }
         guard let location = response.header("Location"), !location.isEmpty else {
-            if empty { return (RUFHResumeState(uploadURL: endpoint, interopVersion: settings.interopVersion), 0) }
+            if empty {
+                // Created complete in one request: its answer is the completion's, and interop 7 and 8 say so.
+                guard settings.interopVersion < 7 || StructuredField.boolean(response.header("Upload-Complete")) == true
+                else {
+                    throw .unverified("""
+                        POST \(redacted(endpoint)) answered HTTP \(response.status) to the creation of an empty, \
+                        complete upload without Upload-Complete: ?1: a proxy or a portal answered; it is tried again later
+                        """)
+                }
+                return (RUFHResumeState(uploadURL: endpoint, interopVersion: settings.interopVersion), 0)
+            }
             throw .unverified("""
                 POST \(redacted(endpoint)) answered HTTP \(response.status) to an upload creation without a Location: \
                 no upload was created that uploadq could use (a proxy answered, or the server does not speak \

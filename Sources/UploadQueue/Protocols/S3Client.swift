@@ -82,7 +82,9 @@ struct S3Client: Sendable {
                 clockOffset.set(serverDate.timeIntervalSinceNow)
                 continue
             }
-            if let signal = PortalSignal.read(response, requestURL: target.url, htmlExpected: htmlExpected) {
+            // S3's own redirects (a bucket in another region) carry its XML error: the store's answer, not a portal's.
+            if S3ErrorReply(response) == nil,
+               let signal = PortalSignal.read(response, requestURL: target.url, htmlExpected: htmlExpected) {
                 throw signal.failure(request: "\(method) \(describe(target))", destination: destination.name)
             }
             return response

@@ -46,10 +46,11 @@ enum S3ETag {
         return text
     }
 
-    /// Whether a stored object whose ETag is `etag` is what `parts` make: true when it matches their multipart
-    /// ETag, and when that cannot be known (a part ETag that is not an MD5).
+    /// Whether a stored object whose ETag is `etag` is what `parts` make: with MD5 ETags (`etagsAreMD5` true), only
+    /// when it bears their multipart ETag; otherwise (not known, or not MD5s) its size has to do.
     static func matches(_ etag: String?, parts: [S3ResumeState.Part], count: Int, etagsAreMD5: Bool?) -> Bool {
-        guard etagsAreMD5 == true, let expected = multipart(parts, count: count), let etag else { return true }
+        guard etagsAreMD5 == true else { return true }
+        guard let expected = multipart(parts, count: count), let etag else { return false }
         return unquoted(etag).lowercased() == expected
     }
 }

@@ -63,7 +63,8 @@ struct S3MultipartUploader: Uploader {
             let allRecorded = Set(previous.parts.map(\.number)) == Set(1...plan.count)
             if !(previous.completing && allRecorded) {
                 if let parts = try await listParts(previous) {
-                    state.parts = try await S3PartSender.reconcile(parts, previous: previous, plan: plan, source: source)
+                    state.parts = try await S3PartSender.reconcile(parts, previous: previous, plan: plan, source: source,
+                                                                   etags: client.settings.etags)
                     state.completing = false
                     current = state
                     try await context.confirmed(state.confirmedBytes, state.json)
@@ -328,11 +329,14 @@ struct S3MultipartUploader: Uploader {
         throws(TransferFailure)
     {
         var wrong: [String] = []
-        if let bucket = root.value("Bucket"), bucket != client.settings.bucket { wrong.append("bucket \"\(bucket)\"") }
+        if root.value("Bucket") != client.settings.bucket { wrong.append("bucket \"\(root.value("Bucket") ?? "(none)")\"") }
         if root.value("Key") != state.key { wrong.append("key \"\(root.value("Key") ?? "(none)")\"") }
-        if client.settings.etags == .md5, let expected = S3ETag.multipart(state.parts, count: plan.count),
-           root.value("ETag").map({ S3ETag.unquoted($0).lowercased() }) != expected {
-            wrong.append("ETag \"\(root.value("ETag").map { S3ETag.unquoted($0) } ?? "(none)")\", not \(expected)")
+        if client.settings.etags == .md5 {
+            let expected = S3ETag.multipart(state.parts, count: plan.count)
+            if expected == nil || root.value("ETag").map({ S3ETag.unquoted($0).lowercased() }) != expected {
+                wrong.append("ETag \"\(root.value("ETag").map { S3ETag.unquoted($0) } ?? "(none)")\", not "
+                    + (expected ?? "one its parts' MD5s make"))
+            }
         }
         guard wrong.isEmpty else {
             let named = wrong.map { SafeText.escaped(String($0.prefix(120))) }.joined(separator: ", ")
@@ -352,8 +356,9 @@ struct S3MultipartUploader: Uploader {
         switch response.status {
         case 200:
             guard response.header("Content-Length").flatMap({ Int64($0) }) == plan.size else { return false }
+            // With MD5 ETags (the default), the object must bear the ETag its parts make; else its size is all.
             return S3ETag.matches(response.header("ETag"), parts: state.parts, count: plan.count,
-                                  etagsAreMD5: state.etagsAreMD5)
+                                  etagsAreMD5: client.settings.etags == .md5 ? true : state.etagsAreMD5)
         case 404:
             return false
         default:

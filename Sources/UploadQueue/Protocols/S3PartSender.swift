@@ -108,13 +108,16 @@ struct S3PartSender: Sendable {
     }
 
     /// The parts worth keeping: the store has them at the planned size and, for a plain-MD5 ETag, with the file's
-    /// bytes (checked by reading the part when the ETag is not the one recorded when it was sent).
+    /// bytes (checked by reading the part when the ETag is not the one recorded when it was sent). With `etags`
+    /// `.md5`, a part whose ETag is no MD5 proves nothing and is sent again.
     static func reconcile(_ stored: [Int: (etag: String, size: Int64)], previous: S3ResumeState, plan: S3PartPlan,
-                           source: SourceFile) async throws(TransferFailure) -> [S3ResumeState.Part]
+                           source: SourceFile, etags: S3Settings.ETags = .md5) async throws(TransferFailure)
+        -> [S3ResumeState.Part]
     {
         var kept: [S3ResumeState.Part] = []
         for number in 1...plan.count {
             guard let part = stored[number], part.size == plan.length(of: number) else { continue }
+            if etags == .md5, S3ETag.plainMD5(part.etag) == nil { continue }
             if Task.isCancelled { throw .interrupted }
             let recorded = previous.parts.first { $0.number == number }
             if recorded?.etag != part.etag, previous.etagsAreMD5 != false, let md5 = S3ETag.plainMD5(part.etag) {

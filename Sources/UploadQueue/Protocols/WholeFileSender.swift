@@ -23,7 +23,7 @@ enum WholeFileRoute: Sendable {
 /// | verify     | PUT to a template                                  | POST to a template                     | a minted target                   |
 /// |------------|----------------------------------------------------|----------------------------------------|-----------------------------------|
 /// | `head`     | the answer's `Repr-Digest`, else a `HEAD`: 2xx, the size, a matching digest if given | —      | —                                 |
-/// | `response` | a matching digest in the answer                    | `remote_url_from`'s URL, else a `Location` on its origin, else a 2xx that is not a page | a matching digest or MD5 ETag (a POST without one: a 2xx that is not a page) |
+/// | `response` | a matching digest in the answer                    | `remote_url_from`'s URL, else a `Location` on its origin, else a 2xx with a body that is not a page | a matching digest or MD5 ETag |
 /// | `status`   | any 2xx                                            | any 2xx, an HTML page included         | any 2xx                           |
 ///
 /// An answer that proves nothing is `unverified`: the destination waits, nothing fails for good.
@@ -36,6 +36,8 @@ struct WholeFileSender: Sendable {
     var verify: WholeFileVerification = .head
     /// Where a POST's answer names the stored file.
     var remoteURLFrom: RemoteURLSource?
+    /// What a minted target's storage ETags are (a Companion destination's `etag`): MD5s, or its word alone.
+    var etags: S3Settings.ETags = .md5
     /// How many freshly minted targets one attempt tries when each is refused as expired or forbidden.
     static let mintsPerAttempt = 3
 
@@ -72,8 +74,14 @@ struct WholeFileSender: Sendable {
         }
         // The job id lets servers that deduplicate retries recognise a re-sent file.
         request.headers.append(HTTPHeader("Idempotency-Key", job.id.rawValue))
+        if request.method == "PUT", verify != .status {
+            // A server that answers with the digest of what it stored (RFC 9530) proves it at once: no HEAD.
+            request.headers.append(HTTPHeader("Want-Repr-Digest", "sha-256=10"))
+        }
+        // A PUT's answer may be a page (Apache's mod_dav answers 201 with one): what proves it is the digest or the
+        // HEAD, not the page. A POST's answer is its proof: a page is none, unless the admin said `status`.
         let response = try await client.send(request.method, request.url, headers: request.headers, body: request.body,
-                                             paced: true, htmlExpected: verify == .status,
+                                             paced: true, htmlExpected: request.method == "PUT" || verify == .status,
                                              progress: { context.sent($0) })
         guard response.isSuccess else {
             if response.status == 413 {
@@ -137,6 +145,15 @@ struct WholeFileSender: Sendable {
                 }
                 return located
             }
+            // Nothing names the stored file: the answer must at least say something (a portal's page was refused
+            // already; an empty 2xx is what a proxy answers as readily as a server).
+            guard response.body.contains(where: { $0 > 0x20 }) else {
+                throw .unverified("""
+                    \(shown) answered HTTP \(response.status) with nothing in it: no Location, no body that names the \
+                    stored file; set remote_url_from for an answer that does, or verify = "status" if this server \
+                    never answers more; the file is sent again later
+                    """)
+            }
             return request.url
         case (.response, _):
             guard let verdict = try await AnswerDigests(response, etagIsMD5: false).agree(sha256: sha256, fileMD5: fileMD5),
@@ -148,9 +165,14 @@ struct WholeFileSender: Sendable {
             }
             return located ?? request.url
         case (.head, _):
-            // An answer that names a matching digest needs no HEAD.
-            if let verdict = try await AnswerDigests(response, etagIsMD5: false).agree(sha256: sha256, fileMD5: fileMD5),
-               verdict.0 {
+            // An answer that names a matching digest needs no HEAD; one that names another is no proof at all.
+            if let verdict = try await AnswerDigests(response, etagIsMD5: false).agree(sha256: sha256, fileMD5: fileMD5) {
+                guard verdict.0 else {
+                    throw .unverified("""
+                        \(shown) answered HTTP \(response.status) naming \(verdict.1), not the digest of the bytes sent: \
+                        the server holds other bytes (or a proxy answered); the file is sent again later
+                        """)
+                }
                 return located ?? request.url
             }
             let stored = located.flatMap { URLOrigin(url: $0) == URLOrigin(url: request.url) ? $0 : nil } ?? request.url
@@ -166,7 +188,17 @@ struct WholeFileSender: Sendable {
                              fileMD5: () async throws(TransferFailure) -> [UInt8]) async throws(TransferFailure)
     {
         let head = "HEAD \(URLRedaction.redact(url))"
-        let response = try await client.send("HEAD", url, htmlExpected: contentType.lowercased().hasPrefix("text/html"))
+        let pageExpected = contentType.lowercased().hasPrefix("text/html")
+        let response = try await client.send("HEAD", url, htmlExpected: pageExpected)
+        if !pageExpected, response.isSuccess, let type = response.header("Content-Type"),
+           type.lowercased().hasPrefix("text/html") {
+            // The file is no page, yet a page answers for it: a portal's login page, as like as not.
+            throw .unverified("""
+                \(shown) was answered as done, but \(head) answers with an HTML page (HTTP \(response.status)), not the \
+                file: a captive portal or a proxy answered, not the server (log in on the network, or wait); the file \
+                is sent again later
+                """, portal: true)
+        }
         guard response.isSuccess else {
             throw .unverified("""
                 \(shown) was answered as done, but \(head) answers HTTP \(response.status): the server does not show the \
@@ -259,12 +291,11 @@ struct WholeFileSender: Sendable {
                     let fileMD5 = { () async throws(TransferFailure) -> [UInt8] in
                         try await FileRangeDigest.digest(.md5, of: source, offset: 0, length: job.size)
                     }
-                    let verdict = try await AnswerDigests(response, etagIsMD5: true)
+                    let verdict = try await AnswerDigests(response, etagIsMD5: etags == .md5)
                         .agree(sha256: sha256 ?? job.sha256, fileMD5: fileMD5)
-                    // A form POST without one (moto's answers name none; S3's do) proves what a POST can: a 2xx that
-                    // is not a page (a page was refused above). A PUT's storage always names one.
-                    let postWithoutDigest = verdict == nil && target.method == "POST"
-                    guard postWithoutDigest || verdict?.0 == true else {
+                    // Opaque ETags (SSE-KMS) prove no bytes: the storage's ETag is its word, where no digest is given.
+                    let opaqueWord = verdict == nil && etags == .opaque && !(response.header("ETag") ?? "").isEmpty
+                    guard verdict?.0 == true || opaqueWord else {
                         throw .unverified(verdict.map { """
                             \(shown): the storage's \($0.1) is not the digest of the bytes sent: it holds other bytes \
                             (or a proxy answered); the file is sent again later

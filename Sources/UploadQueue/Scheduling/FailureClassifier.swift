@@ -9,7 +9,8 @@ import Foundation
 /// | 5xx, 408, 429 (with `Retry-After`)                 | transient, counts against the destination |
 /// | 409, 423 (plain HTTP)                              | transient                                 |
 /// | 401 after the token was refreshed, 403, other 4xx  | permanent, with the status and the server's words |
-/// | TLS certificate not trusted, malformed URL         | permanent                                 |
+/// | TLS certificate not trusted                        | unverified: a portal intercepting HTTPS looks just like it; the job waits with both causes named |
+/// | malformed URL                                      | permanent                                 |
 /// | source file shrank while sent                      | permanent ("source changed")              |
 /// | cancelled                                          | interrupted                               |
 enum FailureClassifier {
@@ -18,7 +19,14 @@ enum FailureClassifier {
         switch error.code {
         case .cancelled:
             return .interrupted
-        case .tlsVerification, .invalidURL:
+        case .tlsVerification:
+            // A captive portal answering for an HTTPS server cannot show its certificate: no verdict. A private CA
+            // or an expired certificate waits the same way, and says so (`uploadq doctor` tells them apart).
+            return .unverified("""
+                \(method): \(error.message); on a network with a captive portal (log in on it, or wait) this is the \
+                portal answering in the server's place
+                """, portal: true)
+        case .invalidURL:
             return .permanent(error.code.rawValue, "\(method): \(error.message)")
         case .sourceRead:
             return .permanent("source-changed", "source changed while it was sent: \(error.message); "

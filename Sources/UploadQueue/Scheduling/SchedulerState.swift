@@ -360,8 +360,8 @@ struct SchedulerState: Sendable {
             holdsOtherwise: QueueHolds.make(conditions: conditions, slotsFull: false))
     }
 
-    /// The longest wait between two trials of a destination whose answers proved nothing.
-    static let longestUnverifiedWait = Duration.seconds(60)
+    /// The longest wait between two trials of a destination a captive portal answered for.
+    static let longestPortalWait = Duration.seconds(60)
 
     /// The conditions with the refusals (a full storage, an unverified answer) lifted: the door a trial goes through.
     private static func withoutRefusals(_ conditions: [String: DestinationConditions]) -> [String: DestinationConditions] {
@@ -450,13 +450,16 @@ struct SchedulerState: Sendable {
         switch result {
         case .failure(let failure) where failure.code == TransferFailure.quotaFullCode:
             change = refusals.refused(name, .init(reason: .quotaFull), job: job.id, policy: policy, now: now)
-        case .failure(let failure) where failure.code == TransferFailure.unverifiedAnswerCode:
-            // A portal goes when a person logs in: the trials come at most a minute apart.
-            var portalPolicy = policy
-            portalPolicy.maximumProbeInterval = min(policy.maximumProbeInterval, Self.longestUnverifiedWait)
-            portalPolicy.probeInterval = min(policy.probeInterval, portalPolicy.maximumProbeInterval)
+        case .failure(let failure) where failure.isUnverified:
+            // A portal goes when a person logs in: its trials come at most a minute apart. A proof that failed
+            // otherwise (a size, a digest) waits as a circuit does, or whole files would go every minute.
+            var trialPolicy = policy
+            if failure.code == TransferFailure.portalAnswerCode {
+                trialPolicy.maximumProbeInterval = min(policy.maximumProbeInterval, Self.longestPortalWait)
+                trialPolicy.probeInterval = min(policy.probeInterval, trialPolicy.maximumProbeInterval)
+            }
             change = refusals.refused(name, .init(reason: .unverifiedAnswer, detail: failure.message), job: job.id,
-                                      policy: portalPolicy, now: now)
+                                      policy: trialPolicy, now: now)
         case .failure:
             change = refusals.finished(name, job: job.id, outcome: .other, now: now)
         case .success:

@@ -168,7 +168,7 @@ struct SettlementRecorder: Sendable {
                 }]
             case .interrupted:
                 // An answer that proved nothing is its own outcome in the history: no verdict, but not a stop either.
-                let unverified = failure.code == TransferFailure.unverifiedAnswerCode
+                let unverified = failure.isUnverified
                 try QueueStore.finish(job.id, attempt: attempt, event: .interrupt,
                                       outcome: unverified ? "unverified" : "interrupted", error: failure.message,
                                       now: at, in: db)

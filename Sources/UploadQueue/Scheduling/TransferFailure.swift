@@ -68,13 +68,20 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
     /// What answered proved nothing (a captive portal, a proxy, a server that does not show it holds the bytes):
     /// a network condition, not the server's verdict. The job goes back to pending without a failure counted and
     /// keeps its resume state; the scheduler holds the destination's jobs as `unverified-answer` and tries one now
-    /// and then. `message` says what answered and what to do.
-    static func unverified(_ message: String) -> TransferFailure {
-        TransferFailure(.interrupted, code: unverifiedAnswerCode, message)
+    /// and then. `message` says what answered and what to do. `portal`: the answer bears a portal's marks (a login
+    /// page, a redirect away, a 511, an intercepted TLS handshake), which a person logging in removes: the trials
+    /// then come at most a minute apart; a proof that failed otherwise (a size, a digest) waits as a circuit does.
+    static func unverified(_ message: String, portal: Bool = false) -> TransferFailure {
+        TransferFailure(.interrupted, code: portal ? portalAnswerCode : unverifiedAnswerCode, message)
     }
 
-    /// The code of `unverified`.
+    /// The code of `unverified` for a proof that failed.
     static let unverifiedAnswerCode = "unverified-answer"
+    /// The code of `unverified` for an answer with a captive portal's marks.
+    static let portalAnswerCode = "portal-answer"
+
+    /// Whether this is an answer that proved nothing (`unverified`): no verdict.
+    var isUnverified: Bool { code == Self.unverifiedAnswerCode || code == Self.portalAnswerCode }
 
     /// A failed system call while reading or writing local files: transient unless the file is gone or the
     /// disk refuses for good.

@@ -57,15 +57,15 @@ struct TrialWatch: Sendable, Equatable {
     mutating func refused(_ destination: String, _ why: Held, job: JobID, policy: CircuitBreakerPolicy,
                           now: Date) -> Change? {
         if trials[destination] == job, breakers[destination]?.state == .probing {
-            return finished(destination, job: job, outcome: .refused(why), now: now)
+            return finished(destination, job: job, outcome: .refused(why), now: now, policy: policy)
         }
         if trials[destination] == job { trials[destination] = nil }
-        var breaker = breakers[destination] ?? CircuitBreaker(policy: Self.opensAtOnce(policy))
         let before = held[destination]
+        // Another reason waits by its own timing (a portal's trials a minute apart at most, a full store's not).
+        var breaker = before?.reason == why.reason ? breakers[destination] ?? CircuitBreaker(policy: Self.opensAtOnce(policy))
+            : CircuitBreaker(policy: Self.opensAtOnce(policy))
         held[destination] = why
-        guard !breaker.isOpen else {
-            return before?.reason == why.reason ? nil : breaker.nextProbeAt.map { .held(why, until: $0) }
-        }
+        guard !breaker.isOpen else { return nil }
         _ = breaker.recordFailure(now: now)
         breakers[destination] = breaker
         return breaker.nextProbeAt.map { .held(why, until: $0) }
@@ -113,13 +113,23 @@ struct TrialWatch: Sendable, Equatable {
     /// A job of `destination` ended. An upload that went through clears the destination, and so does a trial
     /// that ended for another reason (the destination did not refuse it); a trial refused again waits twice as
     /// long.
-    mutating func finished(_ destination: String, job: JobID, outcome: Outcome, now: Date) -> Change? {
+    /// `policy`: the timing of the reason a trial refused again gives, when it is another than the hold's.
+    mutating func finished(_ destination: String, job: JobID, outcome: Outcome, now: Date,
+                           policy: CircuitBreakerPolicy? = nil) -> Change? {
         guard var breaker = breakers[destination] else { return nil }
         let wasTrial = trials[destination] == job
         if wasTrial { trials[destination] = nil }
         switch outcome {
         case .refused(let why):
             guard wasTrial else { return nil }
+            if held[destination]?.reason != why.reason, let policy {
+                // Another reason: its own timing, from its first wait.
+                breaker = CircuitBreaker(policy: Self.opensAtOnce(policy))
+                _ = breaker.recordFailure(now: now)
+                held[destination] = why
+                breakers[destination] = breaker
+                return breaker.nextProbeAt.map { .held(why, until: $0) }
+            }
             held[destination] = why
             breaker.finishProbe(answered: false, now: now)
             breakers[destination] = breaker

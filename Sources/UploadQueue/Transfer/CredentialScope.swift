@@ -17,6 +17,12 @@ enum CredentialScope: Sendable, Equatable {
                         secure: configured?.scheme == "https")
     }
 
+    /// The origins a destination sends to with its credentials; empty for `everyURL`.
+    var trustedOrigins: Set<URLOrigin> {
+        if case .origins(let trusted, _) = self { return trusted }
+        return []
+    }
+
     /// What to do with a request to `url`.
     enum Verdict: Sendable, Equatable {
         case withCredentials

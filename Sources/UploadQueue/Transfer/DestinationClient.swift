@@ -67,7 +67,8 @@ struct DestinationClient: Sendable {
                 token = try await tokens.refresh(after: rejected)
                 continue
             }
-            if let signal = PortalSignal.read(response, requestURL: url, htmlExpected: htmlExpected) {
+            if let signal = PortalSignal.read(response, requestURL: url, htmlExpected: htmlExpected,
+                                              trusted: scope.trustedOrigins) {
                 throw signal.failure(request: "\(method) \(URLRedaction.redact(url))", destination: name)
             }
             return response
