@@ -32,6 +32,18 @@ struct ProofTests {
         #expect(PortalSignal.read(Self.response(200, [("Content-Type", "text/html")], body: Self.page), requestURL: url,
                                   htmlExpected: true) == nil)
         #expect(PortalSignal.read(Self.response(200, [("Content-Type", "application/json")], body: "{}"), requestURL: url) == nil)
+        // From a server that never answers in HTML (S3, a JSON backend), a 4xx page is a portal's; a 413 stays a cap.
+        let forbidden = Self.response(403, [("Content-Type", "text/html")], body: Self.page)
+        #expect(PortalSignal.read(forbidden, requestURL: url, pagesAreForeign: true) != nil)
+        #expect(PortalSignal.read(forbidden, requestURL: url) == nil, "a DAV server's own 403 page")
+        #expect(PortalSignal.read(Self.response(413, [("Content-Type", "text/html")], body: Self.page), requestURL: url,
+                                  pagesAreForeign: true) == nil)
+        // Redirects to the same host (an https upgrade) or to a trusted origin are the server's own.
+        #expect(PortalSignal.read(Self.response(301, [("Location", "https://uploads.example.com/files/")]),
+                                  requestURL: "http://uploads.example.com/files/") == nil)
+        let cdn = Self.response(302, [("Location", "https://cdn.example.net/x")])
+        #expect(PortalSignal.read(cdn, requestURL: url, trusted: [URLOrigin(url: "https://cdn.example.net")!]) == nil)
+        #expect(PortalSignal.read(cdn, requestURL: url) != nil)
         // What the failure says, and that it is no verdict.
         let failure = page!.failure(request: "PUT https://uploads.example.com/files/a.jpg", destination: "photos")
         #expect(failure.kind == .interrupted && failure.code == TransferFailure.portalAnswerCode && failure.isUnverified)

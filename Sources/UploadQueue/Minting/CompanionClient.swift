@@ -25,8 +25,10 @@ struct CompanionClient: Sendable {
         self.base = trimmed
         self.destination = destination
         let origin = URLOrigin(url: trimmed)
-        client = DestinationClient(name: "[mint]", http: settings.http, engine: engine,
-                                   scope: .origins(origin.map { [$0] } ?? [], secure: origin?.scheme == "https"))
+        var client = DestinationClient(name: "[mint]", http: settings.http, engine: engine,
+                                       scope: .origins(origin.map { [$0] } ?? [], secure: origin?.scheme == "https"))
+        client.pagesAreForeign = true  // a Companion backend speaks JSON
+        self.client = client
     }
 
     /// A presigned PUT or POST for a whole small file.

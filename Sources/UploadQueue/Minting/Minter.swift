@@ -24,7 +24,9 @@ struct Minter: Sendable {
             guard case .url(let url) = source, let origin = URLOrigin(url: url) else { return .origins([], secure: false) }
             return .origins([origin], secure: origin.scheme == "https")
         }()
-        client = DestinationClient(name: "[mint]", http: settings.http, engine: engine, scope: origin)
+        var client = DestinationClient(name: "[mint]", http: settings.http, engine: engine, scope: origin)
+        client.pagesAreForeign = true  // a minting backend speaks JSON
+        self.client = client
     }
 
     /// Whether the backend answers at all (the circuit breaker's probe). A command cannot be asked without a

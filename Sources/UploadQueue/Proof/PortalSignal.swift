@@ -11,7 +11,9 @@ import Foundation
 /// | a 2xx HTML page where the exchange expects none                 | a portal or a proxy answered in the server's place |
 ///
 /// A redirect to the same host (another path, or an `http` → `https` upgrade) or to an origin the destination
-/// trusts, and an HTML error page (4xx, 5xx), are the server's own answers and keep their usual verdicts.
+/// trusts, and an HTML error page (4xx, 5xx), are the server's own answers and keep their usual verdicts; but for
+/// a server that never answers in HTML (S3 answers in XML, an app's minting backend in JSON: `pagesAreForeign`), a
+/// 4xx page is a portal's too (a `413` stays a body cap, whoever answers it).
 struct PortalSignal: Sendable, Equatable {
     enum Kind: Sendable, Equatable {
         /// 511.
@@ -30,7 +32,7 @@ struct PortalSignal: Sendable, Equatable {
     /// endpoint the admin declared as answering in HTML).
     /// `trusted`: origins the destination itself sends to (its `trusted_origins`), whose redirects are its own.
     static func read(_ response: HTTPResponse, requestURL: String, htmlExpected: Bool = false,
-                     trusted: Set<URLOrigin> = []) -> PortalSignal? {
+                     trusted: Set<URLOrigin> = [], pagesAreForeign: Bool = false) -> PortalSignal? {
         if response.status == 511 { return PortalSignal(kind: .networkAuthentication, status: 511) }
         if (300..<400).contains(response.status), let location = response.location(resolvedAgainst: requestURL),
            let target = URLOrigin(url: location), target.host != URLOrigin(url: requestURL)?.host,
@@ -38,6 +40,9 @@ struct PortalSignal: Sendable, Equatable {
             return PortalSignal(kind: .redirect(origin: target.description), status: response.status)
         }
         if response.isSuccess, !htmlExpected, isHTML(response) {
+            return PortalSignal(kind: .htmlPage(title: title(of: response.body)), status: response.status)
+        }
+        if pagesAreForeign, (400..<500).contains(response.status), response.status != 413, isHTML(response) {
             return PortalSignal(kind: .htmlPage(title: title(of: response.body)), status: response.status)
         }
         return nil

@@ -41,7 +41,8 @@ struct RUFHUploader: Uploader {
         do {
             return try await transfer(context)
         } catch {
-            if error.destinationFault { await discovery.forget() }
+            // What a failing server or a portal said of itself (OPTIONS) is asked again next time.
+            if error.destinationFault || error.isUnverified { await discovery.forget() }
             throw error
         }
     }

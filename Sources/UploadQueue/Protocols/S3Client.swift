@@ -84,7 +84,8 @@ struct S3Client: Sendable {
             }
             // S3's own redirects (a bucket in another region) carry its XML error: the store's answer, not a portal's.
             if S3ErrorReply(response) == nil,
-               let signal = PortalSignal.read(response, requestURL: target.url, htmlExpected: htmlExpected) {
+               let signal = PortalSignal.read(response, requestURL: target.url, htmlExpected: htmlExpected,
+                                              pagesAreForeign: true) {
                 throw signal.failure(request: "\(method) \(describe(target))", destination: destination.name)
             }
             return response

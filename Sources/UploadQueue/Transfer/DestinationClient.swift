@@ -11,6 +11,8 @@ struct DestinationClient: Sendable {
     let tokens: TokenProvider?
     /// Which URLs get the destination's credentials.
     let scope: CredentialScope
+    /// The server never answers with an HTML page (an app's backend speaking JSON): a 4xx page is a portal's.
+    var pagesAreForeign = false
 
     /// A client named `name` (a destination, or `[patch]`) whose credentials go where `scope` says.
     init(name: String, http: HTTPSettings, engine: TransferEngine, scope: CredentialScope) {
@@ -68,7 +70,7 @@ struct DestinationClient: Sendable {
                 continue
             }
             if let signal = PortalSignal.read(response, requestURL: url, htmlExpected: htmlExpected,
-                                              trusted: scope.trustedOrigins) {
+                                              trusted: scope.trustedOrigins, pagesAreForeign: pagesAreForeign) {
                 throw signal.failure(request: "\(method) \(URLRedaction.redact(url))", destination: name)
             }
             return response
