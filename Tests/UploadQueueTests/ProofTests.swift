@@ -46,7 +46,8 @@ struct ProofTests {
         #expect(PortalSignal.read(cdn, requestURL: url) != nil)
         // What the failure says, and that it is no verdict.
         let failure = page!.failure(request: "PUT https://uploads.example.com/files/a.jpg", destination: "photos")
-        #expect(failure.kind == .interrupted && failure.code == TransferFailure.portalAnswerCode && failure.isUnverified)
+        #expect(failure.kind == .interrupted && failure.code == TransferFailure.portalAnswerCode && failure.isUnverified
+                && failure.bearsPortalMarks)
         #expect(failure.message.contains("HTTP 200, an HTML page (\"Hotel Wi-Fi <b>login</b>\")")
                 && failure.message.contains("log in on the network, or wait"), "\(failure.message)")
         // A title that would write control characters into the log is escaped.

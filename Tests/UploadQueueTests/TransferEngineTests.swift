@@ -81,8 +81,8 @@ struct TransferEngineTests {
             == .interrupted)
         let untrusted = FailureClassifier.failure(for: TransferError(code: .tlsVerification, message: "bad cert",
                                                                      curlCode: 60), method: "PUT")
-        #expect(untrusted.isUnverified && untrusted.kind == .interrupted && untrusted.message.contains("captive portal"),
-                "a portal intercepting HTTPS: no verdict")
+        #expect(untrusted.isUnverified && untrusted.bearsPortalMarks && untrusted.code == "tls-verification"
+                && untrusted.message.contains("captive portal"), "a portal intercepting HTTPS: no verdict")
         let stall = FailureClassifier.failure(for: TransferError(code: .stall, message: "too slow", curlCode: 28), method: "PATCH")
         #expect(stall.destinationFault && stall.message.contains("resumes from the confirmed offset") && stall.code == "stall")
     }

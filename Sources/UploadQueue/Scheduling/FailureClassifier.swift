@@ -25,7 +25,7 @@ enum FailureClassifier {
             return .unverified("""
                 \(method): \(error.message); on a network with a captive portal (log in on it, or wait) this is the \
                 portal answering in the server's place
-                """, portal: true)
+                """, portal: true, code: error.code.rawValue)
         case .invalidURL:
             return .permanent(error.code.rawValue, "\(method): \(error.message)")
         case .sourceRead:

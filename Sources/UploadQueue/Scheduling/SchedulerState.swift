@@ -454,7 +454,7 @@ struct SchedulerState: Sendable {
             // A portal goes when a person logs in: its trials come at most a minute apart. A proof that failed
             // otherwise (a size, a digest) waits as a circuit does, or whole files would go every minute.
             var trialPolicy = policy
-            if failure.code == TransferFailure.portalAnswerCode {
+            if failure.bearsPortalMarks {
                 trialPolicy.maximumProbeInterval = min(policy.maximumProbeInterval, Self.longestPortalWait)
                 trialPolicy.probeInterval = min(policy.probeInterval, trialPolicy.maximumProbeInterval)
             }

@@ -71,17 +71,25 @@ public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertib
     /// and then. `message` says what answered and what to do. `portal`: the answer bears a portal's marks (a login
     /// page, a redirect away, a 511, an intercepted TLS handshake), which a person logging in removes: the trials
     /// then come at most a minute apart; a proof that failed otherwise (a size, a digest) waits as a circuit does.
-    static func unverified(_ message: String, portal: Bool = false) -> TransferFailure {
-        TransferFailure(.interrupted, code: portal ? portalAnswerCode : unverifiedAnswerCode, message)
+    /// `code`: a more precise one among `portalCodes` (`tls-verification`).
+    static func unverified(_ message: String, portal: Bool = false, code: String? = nil) -> TransferFailure {
+        TransferFailure(.interrupted, code: code ?? (portal ? portalAnswerCode : unverifiedAnswerCode), message)
     }
 
     /// The code of `unverified` for a proof that failed.
     static let unverifiedAnswerCode = "unverified-answer"
     /// The code of `unverified` for an answer with a captive portal's marks.
     static let portalAnswerCode = "portal-answer"
+    /// The codes of answers with a portal's marks: a portal's own, and a certificate that does not verify.
+    static let portalCodes: Set<String> = [portalAnswerCode, "tls-verification"]
 
     /// Whether this is an answer that proved nothing (`unverified`): no verdict.
-    var isUnverified: Bool { code == Self.unverifiedAnswerCode || code == Self.portalAnswerCode }
+    var isUnverified: Bool {
+        kind == .interrupted && (code == Self.unverifiedAnswerCode || Self.portalCodes.contains(code))
+    }
+
+    /// Whether it bears a captive portal's marks (which a person logging in removes).
+    var bearsPortalMarks: Bool { isUnverified && Self.portalCodes.contains(code) }
 
     /// A failed system call while reading or writing local files: transient unless the file is gone or the
     /// disk refuses for good.
