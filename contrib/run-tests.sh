@@ -20,9 +20,9 @@ if [ "$#" -gt 0 ]; then
     contrib/test-servers/run.sh swift test --skip-build "$@"
 else
     # The suites that load the machine most (lintian and a package installed into a throwaway root; hundreds of
-    # uploads timed against a stalled event reader; daemons running hooks that hang or flood; the doctor's probes)
-    # run on their own after the others, so that neither skews the timing of the other.
-    heavy="DebianPackageTests|EventTests|HookTests|DoctorTests"
+    # uploads timed against a stalled event reader; daemons running hooks that hang or flood; the doctor's probes;
+    # droppers hashing gigabytes) run on their own after the others, so that neither skews the timing of the other.
+    heavy="DebianPackageTests|EventTests|HookTests|DoctorTests|DropperTests"
     # At most 6 tests at once: unbounded, all ~360 start together on 2 cores, writing and deleting hundreds of MiB
     # at once, and now and then the whole test process stood still for tens of seconds, past the timing tests'
     # bounds. Six keeps the run about as short (170-185 s against 145 s).

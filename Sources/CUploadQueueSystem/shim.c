@@ -118,6 +118,13 @@ int uploadq_netlink_route_socket(void) {
     return fd;
 }
 
+int uploadq_write_behind(int fd, long long offset, long long length) {
+    if (sync_file_range(fd, offset, length, SYNC_FILE_RANGE_WRITE) != 0) return -1;
+    if (offset < length) return 0;
+    return sync_file_range(fd, offset - length, length,
+                           SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+}
+
 int uploadq_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }
 
 // NFS, SMB, CIFS, SMB2, FUSE, 9p, Ceph, AFS: their files change on other machines too, where neither inotify nor

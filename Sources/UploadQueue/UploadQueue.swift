@@ -81,9 +81,10 @@ public actor UploadQueue {
         return results
     }
 
-    func accept(_ request: EnqueueRequest, noFollow: Bool) async throws -> EnqueueResult {
+    func accept(_ request: EnqueueRequest, noFollow: Bool, stop: IntakeStop? = nil) async throws -> EnqueueResult {
         let intake = self.intake
-        let result = try await BlockingWork.run { try intake.enqueue(request, noFollow: noFollow) }
+        // On a thread of its own: the spool reads a few files at once, one of them possibly for minutes.
+        let result = try await BlockingWork.runOnOwnThread { try intake.enqueue(request, noFollow: noFollow, stop: stop) }
         if !result.deduplicated {
             hub.emit(.enqueued(result.id))
         }

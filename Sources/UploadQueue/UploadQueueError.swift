@@ -22,6 +22,9 @@ public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConverti
         /// The queue's disk is below `[limits] min_free_space`, or full: nothing was taken; try again once there
         /// is room (the CLI exits 5).
         case diskLow = "disk-low"
+        /// The intake was stopped (the daemon is shutting down) before the file was read whole: nothing was
+        /// taken, and the file is where it was.
+        case interrupted = "interrupted"
     }
 
     public var code: Code

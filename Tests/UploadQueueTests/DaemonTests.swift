@@ -122,7 +122,10 @@ struct DaemonTests {
 
     @Test("bad spool input is rejected with a reason or handled safely, and the daemon stays up")
     func badInput() async throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(spool: """
+            sidecar_meta_keys = ["event", "n"]
+            sidecar_max_priority = 2
+            """)
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox))
         let spool = sandbox.spool

@@ -191,7 +191,7 @@ struct HashWhileSendingTests {
         _ = reader.read(into: buffer)
         #expect(reader.seek(to: 0))
         while let count = reader.read(into: buffer), count > 0 {}
-        #expect(source.digest?.hashedUpTo == Int64(size), "hashed as it was read, before any catching up")
+        #expect(source.digest.hashedUpTo == Int64(size), "hashed as it was read, before any catching up")
     }
 
     @Test("the insert starts over when a job of the same size came after the digests were taken")
@@ -270,7 +270,7 @@ struct HashWhileSendingTests {
         let path = try sandbox.makeFile(sandbox.root + "/r.bin", size: 1000, seed: 79)
         let content = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         let source = try Self.source(path: path, size: 1000)
-        let digest = try #require(source.digest)
+        let digest = source.digest
         for (offset, end) in reads {
             content[offset..<end].withUnsafeBytes { digest.take($0, at: Int64(offset)) }
         }
@@ -285,7 +285,7 @@ struct HashWhileSendingTests {
         let size = 3 << 20 + 12_345
         let path = try sandbox.makeFile(sandbox.root + "/big.bin", size: size, seed: 80)
         let source = try Self.source(path: path, size: Int64(size))
-        let digest = try #require(source.digest)
+        let digest = source.digest
         source.hashBesideUpload()
         #expect(digest.isHashingBeside)
         // What the engine thread hands over meanwhile (a read at the start, out of step with the thread) is left
@@ -303,7 +303,7 @@ struct HashWhileSendingTests {
         let size = 2 << 20
         let path = try sandbox.makeFile(sandbox.root + "/long.bin", size: size, seed: 89)
         let source = try Self.source(path: path, size: Int64(size))
-        let digest = try #require(source.digest)
+        let digest = source.digest
         let task = Task { () async -> TransferFailure? in
             // Cancelled before it starts: the handler stops the read at its first block.
             withUnsafeCurrentTask { $0?.cancel() }

@@ -7,7 +7,8 @@ import Testing
 /// from a spool sidecar; and the library's completions, delivered again after a restart until acknowledged.
 @Suite(.serialized)
 struct PatchTests {
-    func sandbox(_ extra: String = "", retry: String = "300ms", patch patchKeys: String = "") throws -> Sandbox {
+    func sandbox(_ extra: String = "", retry: String = "300ms", patch patchKeys: String = "",
+                 spool: String = "") throws -> Sandbox {
         try Sandbox(config: """
             \(extra)
             [patch]
@@ -15,7 +16,7 @@ struct PatchTests {
             body = '{"photo_url": "{{url}}", "sha256": "{{sha256}}", "size": {{size}}, "note": "{{meta.note}}"}'
             headers = { "X-Client" = "uploadq-test" }
             \(patchKeys)
-            """, retryInterval: retry)
+            """, retryInterval: retry, spool: spool)
     }
 
     @Test("500, 500, then 200: one patch in effect, body with the remote URL, Idempotency-Key = job id, done")
@@ -142,15 +143,18 @@ struct PatchTests {
         #expect(requests.allSatisfy { ($0["headers"] as? [String: String])?["idempotency-key"] == id.rawValue })
     }
 
-    @Test("a sidecar with a patch target drives spool → upload → PATCH")
+    @Test("a sidecar with a patch target drives spool → upload → PATCH, with the config's body and listed headers")
     func sidecarPatch() async throws {
         let recorder = try RecorderSession()
-        // A sidecar may name a patch target only under a prefix the admin allowed.
-        let sandbox = try sandbox(patch: "allowed_urls = [\"\(recorder.url("/records/"))\"]")
+        // A sidecar may name a patch target only under a prefix the admin allowed, set the headers and meta keys
+        // the admin listed, and never the body.
+        let sandbox = try sandbox(patch: """
+            allowed_urls = ["\(recorder.url("/records/"))"]
+            sidecar_headers = ["X-Record"]
+            """, spool: "sidecar_meta_keys = [\"note\"]")
         try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)
         let sidecar: [String: Any] = ["meta": ["note": "from the field"],
                                       "patch": ["url": recorder.url("/records/r-9"), "method": "PUT",
-                                                "body": #"{"url": "{{url}}", "n": "{{meta.note}}", "id": "{{job_id}}"}"#,
                                                 "headers": ["X-Record": "r-9"]]]
         try JSONSerialization.data(withJSONObject: sidecar).write(to: URL(fileURLWithPath: sandbox.spool + "/d.jpg.uploadq.json"))
         try sandbox.makeFile(sandbox.spool + "/d.jpg", size: 30_000, seed: 84)
@@ -167,8 +171,9 @@ struct PatchTests {
         #expect(request["method"] as? String == "PUT")
         #expect((request["headers"] as? [String: String])?["x-record"] == "r-9")
         let body = try #require((request["body"] as? String)?.data(using: .utf8))
-        let fields = try #require(try JSONSerialization.jsonObject(with: body) as? [String: String])
-        #expect(fields == ["url": job.remoteURL ?? "", "n": "from the field", "id": job.id.rawValue])
+        let fields = try #require(try JSONSerialization.jsonObject(with: body) as? [String: Any])
+        #expect(fields["photo_url"] as? String == job.remoteURL && fields["note"] as? String == "from the field"
+                && fields["sha256"] as? String == job.sha256, "the config's template, filled: \(fields)")
     }
 
     @Test("completions: delivered, acknowledged ones not again after reopening, unacknowledged ones again")

@@ -39,7 +39,7 @@ struct RetentionTests {
 
     @Test("a newcomer's daemon: 60 photos dropped into the spool (one with a sidecar) leave blobs/ empty once uploaded")
     func spoolLeavesNothingBehind() async throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(spool: "sidecar_meta_keys = [\"album\"]")
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox))
         try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)

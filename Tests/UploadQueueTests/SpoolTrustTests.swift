@@ -83,20 +83,56 @@ struct SpoolTrustTests {
         try Sidecar(json: Data(json.utf8))
     }
 
-    @Test("sidecar_destinations: a sidecar picks only among those listed; by default any configured one")
+    /// Every destination listed for sidecars.
+    static let allListed = #"sidecar_destinations = ["open", "careful", "frugal", "local"]"#
+
+    @Test("sidecar_destinations: a sidecar picks only among those listed; by default the spool's own alone")
     func destinations() throws {
-        let open = try policy()
+        let plain = try policy()
+        #expect(plain.refusal(of: try sidecar(#"{"destination": "open"}"#)) == nil, "the spool's own")
+        let refused = try #require(plain.refusal(of: try sidecar(#"{"destination": "frugal"}"#)),
+                                   "a destination the admin added for the CLI is no dropper's")
+        #expect(refused.contains("\"frugal\"") && refused.contains("by default only the spool's own"), "\(refused)")
+        let open = try policy(spool: Self.allListed)
         #expect(open.refusal(of: try sidecar(#"{"destination": "frugal"}"#)) == nil)
         let narrow = try policy(spool: #"sidecar_destinations = ["careful"]"#)
         #expect(narrow.refusal(of: try sidecar(#"{"destination": "careful"}"#)) == nil)
         let why = try #require(narrow.refusal(of: try sidecar(#"{"destination": "open"}"#)))
         #expect(why.contains("\"open\"") && why.contains("sidecar_destinations") && why.contains("\"careful\""))
-        #expect(narrow.refusal(of: try sidecar(#"{"priority": 1}"#)) == nil, "the spool's own destination needs no listing")
+        #expect(narrow.refusal(of: try sidecar(#"{"priority": -1}"#)) == nil, "the spool's own destination needs no listing")
+    }
+
+    @Test("meta: a sidecar sets only the keys sidecar_meta_keys lists (none by default)")
+    func metaKeys() throws {
+        let why = try #require(try policy().refusal(of: try sidecar(#"{"meta": {"album": "x"}}"#)))
+        #expect(why.contains("\"album\"") && why.contains("sidecar_meta_keys") && why.contains("it lists none"))
+        let listed = try policy(spool: #"sidecar_meta_keys = ["album", "survey"]"#)
+        #expect(listed.refusal(of: try sidecar(#"{"meta": {"album": "x", "survey": "42"}}"#)) == nil)
+        let extra = try #require(listed.refusal(of: try sidecar(#"{"meta": {"album": "x", "token": "y"}}"#)))
+        #expect(extra.contains("\"token\"") && extra.contains("\"album\", \"survey\""), "\(extra)")
+    }
+
+    @Test("priority: capped at 0 by default and below urgent_priority; sidecar_max_priority sets the cap")
+    func priorityCap() throws {
+        let plain = try policy()
+        #expect(plain.refusal(of: try sidecar(#"{"priority": 0}"#)) == nil)
+        #expect(plain.refusal(of: try sidecar(#"{"priority": -5}"#)) == nil, "lowering its own files is allowed")
+        let why = try #require(plain.refusal(of: try sidecar(#"{"priority": 1}"#)))
+        #expect(why.contains("above 0") && why.contains("sidecar_max_priority"), "\(why)")
+        let spool = Configuration.Spool(directory: "/tmp/spool")
+        #expect(SidecarPolicy.priorityCap(spool: spool, urgentPriority: 100) == 0)
+        #expect(SidecarPolicy.priorityCap(spool: spool, urgentPriority: -3) == -4, "always below urgent")
+        var raised = spool
+        raised.sidecarMaxPriority = 50
+        #expect(SidecarPolicy.priorityCap(spool: raised, urgentPriority: 10) == 50, "the admin's own choice")
+        let capped = try policy(spool: "sidecar_max_priority = 5")
+        #expect(capped.refusal(of: try sidecar(#"{"priority": 5}"#)) == nil)
+        #expect(capped.refusal(of: try sidecar(#"{"priority": 1000000}"#))?.contains("above 5") == true)
     }
 
     @Test("on_metered: a sidecar may make it stricter, never looser, unless sidecar_may_allow_metered")
     func meteredOnlyStricter() throws {
-        let strict = try policy()
+        let strict = try policy(spool: Self.allListed)
         // careful allows below 1 MiB: defer and smaller limits are stricter; allow and larger limits are looser.
         for (chosen, allowed) in [("defer", true), ("allow-below:512KiB", true), ("allow-below:1MiB", true),
                                   ("allow-below:2MiB", false), ("allow", false)] {
@@ -109,7 +145,7 @@ struct SpoolTrustTests {
         #expect(strict.refusal(of: try sidecar(#"{"on_metered": "allow"}"#)) == nil, "open allows everything already")
         #expect(strict.refusal(of: try sidecar(#"{"destination": "local", "on_metered": "allow"}"#)) == nil,
                 "a local directory takes no link")
-        let trusting = try policy(spool: "sidecar_may_allow_metered = true")
+        let trusting = try policy(spool: "sidecar_may_allow_metered = true\n" + Self.allListed)
         #expect(trusting.refusal(of: try sidecar(#"{"destination": "frugal", "on_metered": "allow"}"#)) == nil)
     }
 
@@ -123,7 +159,7 @@ struct SpoolTrustTests {
         #expect(trusting.refusal(of: try sidecar(#"{"on_metered": "always"}"#)) == nil)
     }
 
-    @Test("patch targets: none from a sidecar unless allowed_urls lists their prefix; no credentials or framing headers")
+    @Test("patch targets: none unless allowed_urls lists their prefix; no query, no body; only headers sidecar_headers lists")
     func patchTargets() throws {
         func patch(_ url: String, method: String? = nil, headers: [String: String] = [:]) throws -> Sidecar {
             var fields: [String: Any] = ["url": url]
@@ -137,7 +173,15 @@ struct SpoolTrustTests {
 
         let allowed = try policy(patch: #"allowed_urls = ["https://api.example.com/photos/", "http://127.0.0.1:8080/r"]"#)
         #expect(allowed.refusal(of: try patch("https://api.example.com/photos/1")) == nil)
-        #expect(allowed.refusal(of: try patch("https://API.example.com:443/photos/1?x=1", method: "PUT")) == nil)
+        #expect(allowed.refusal(of: try patch("https://API.example.com:443/photos/1", method: "PUT")) == nil)
+        for url in ["https://api.example.com/photos/1?_method=DELETE", "https://api.example.com/photos/1#x",
+                    "https://api.example.com/photos/1?"] {
+            let why = allowed.refusal(of: try patch(url))
+            #expect(why?.contains("query or fragment") == true, "\(url): \(why ?? "allowed")")
+        }
+        #expect(throws: SidecarError.self, "the body goes out with the token: the config's template alone") {
+            try Sidecar(json: Data(#"{"patch": {"url": "https://api.example.com/photos/1", "body": "{\"_method\": \"DELETE\"}"}}"#.utf8))
+        }
         #expect(allowed.refusal(of: try patch("http://127.0.0.1:8080/r/7", method: "POST")) == nil)
         for url in ["https://api.example.com/admin/1", "http://api.example.com/photos/1", "https://api.example.com:8443/photos/1",
                     "https://evil.example.com/photos/1", "https://api.example.com/photos/../admin",
@@ -151,7 +195,12 @@ struct SpoolTrustTests {
             let why = allowed.refusal(of: try patch("https://api.example.com/photos/1", headers: [header: "x"]))
             #expect(why?.contains(header) == true, "\(header): \(why ?? "allowed")")
         }
-        #expect(allowed.refusal(of: try patch("https://api.example.com/photos/1", headers: ["X-Record": "r-1"])) == nil)
+        let unlisted = allowed.refusal(of: try patch("https://api.example.com/photos/1", headers: ["X-Record": "r-1"]))
+        #expect(unlisted?.contains("sidecar_headers does not list") == true, "by allowlist: \(unlisted ?? "allowed")")
+        let listing = try policy(patch: #"allowed_urls = ["https://api.example.com/photos/"]"# + "\n"
+            + #"sidecar_headers = ["X-Record", "If-Match"]"#)
+        #expect(listing.refusal(of: try patch("https://api.example.com/photos/1", headers: ["x-record": "r-1", "If-Match": "\"e1\""])) == nil)
+        #expect(listing.refusal(of: try patch("https://api.example.com/photos/1", headers: ["X-Other": "1"])) != nil)
         for header in ["X-Forwarded-Host", "Forwarded", "X-HTTP-Method-Override", "X-Original-URL"] {
             let why = allowed.refusal(of: try patch("https://api.example.com/photos/1", headers: [header: "x"]))
             #expect(why?.contains(header) == true, "\(header): \(why ?? "allowed")")
@@ -183,6 +232,14 @@ struct SpoolTrustTests {
     @Test("config: sidecar_destinations must name configured destinations; allowed_urls must be URL prefixes")
     func configuration() throws {
         #expect(throws: ConfigurationError.self) { try policy(spool: #"sidecar_destinations = ["nowhere"]"#) }
+        for header in ["Authorization", "Host", "X-Forwarded-For", "Proxy-Authorization", "bad header"] {
+            do {
+                _ = try policy(patch: "sidecar_headers = [\"\(header)\"]")
+                Issue.record("sidecar_headers took \(header)")
+            } catch let error as ConfigurationError {
+                #expect(error.key == "patch.sidecar_headers", "\(error)")
+            }
+        }
         do {
             _ = try policy(patch: #"allowed_urls = ["https://h/a?q=1"]"#)
             Issue.record("a prefix with a query was accepted")
@@ -372,7 +429,7 @@ struct SpoolTrustTests {
 
     @Test("a spool on a file system of its own: the file and its sidecar are copied in, as examined")
     func crossDeviceSpool() async throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(spool: "sidecar_meta_keys = [\"record\"]")
         let disk = try await TmpfsMount(at: sandbox.spool, size: "8m")
         #expect(mkdir(disk.path + "/.rejected", 0o700) == 0)
         let daemon = try DaemonProcess(sandbox: sandbox)
@@ -466,6 +523,45 @@ struct SpoolTrustTests {
         let rssAfter = try Self.residentKiB(daemon.pid)
         #expect(rssAfter - rssBefore < 8 * 1024, "RSS grew from \(rssBefore) to \(rssAfter) KiB")
         #expect(await daemon.terminate() < .seconds(5))
+    }
+
+    // MARK: intake turns
+
+    @Test("intake turns: a few files at once, one owner never holds every slot, the owner served longest ago goes first")
+    func intakeTurns() {
+        var turns = IntakeTurns(slots: 3)
+        let alice = (0..<5).map { IntakeTurns.Ready(name: "a\($0)", owner: 1) }
+        #expect(turns.pick(alice) == ["a0", "a1"], "alice alone still leaves a slot free")
+        #expect(turns.pick(alice).isEmpty, "nothing more for her while both run")
+        let bob = IntakeTurns.Ready(name: "b0", owner: 2)
+        #expect(turns.pick(alice + [bob]) == ["b0"], "bob's file takes the free slot at once")
+        turns.finished("a0")
+        let carol = IntakeTurns.Ready(name: "c0", owner: 3)
+        #expect(turns.pick(alice + [carol, bob]) == ["c0"], "the newcomer goes before alice's next")
+        turns.finished("b0")
+        turns.finished("c0")
+        let left = Array(alice[1...])  // a0 was taken
+        #expect(turns.pick(left + [IntakeTurns.Ready(name: "b1", owner: 2)]) == ["a2", "b1"],
+                "alice was served longest ago (before bob and carol); then bob's turn")
+        #expect(Set(turns.inFlight.keys) == ["a1", "a2", "b1"])
+        turns.finished("a2")
+        #expect(turns.pick([alice[1], alice[3]]) == ["a3"], "a1 is in flight already: not started twice")
+        #expect(IntakeTurns(slots: 1).slots == 2, "at least two slots, so no owner has them all")
+    }
+
+    @Test("a sparse file: at least 1 MiB with under 1/32 of it on disk; a small or a whole file is not")
+    func sparseFiles() throws {
+        let directory = FileManager.default.temporaryDirectory.path + "/uploadq-sparse-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        #expect(FileManager.default.createFile(atPath: directory + "/h", contents: nil))
+        #expect(truncate(directory + "/h", 64 << 20) == 0)
+        #expect(try FileFingerprint.of(path: directory + "/h").isSparse)
+        #expect(FileManager.default.createFile(atPath: directory + "/w", contents: Data(count: 2 << 20)))
+        #expect(!(try FileFingerprint.of(path: directory + "/w").isSparse))
+        #expect(FileManager.default.createFile(atPath: directory + "/s", contents: nil))
+        #expect(truncate(directory + "/s", 512 << 10) == 0)
+        #expect(!(try FileFingerprint.of(path: directory + "/s").isSparse), "below 1 MiB: not worth refusing")
     }
 
     /// The resident set size of process `pid`, in KiB (`VmRSS` of `/proc/PID/status`).

@@ -218,6 +218,7 @@ dir = "{spool}"
 destination = "photos_local"
 quiet_period = "300ms"
 rescan_interval = "2s"
+sidecar_destinations = ["photos_local", "photos_tus", "photos_s3"]
 [limits]
 concurrency = 4
 min_free_space = "{min_free}"

@@ -39,3 +39,13 @@ shim=$venv/libclockshift.so
 if [ ! -f "$shim" ] || [ contrib/test-servers/clockshift.c -nt "$shim" ]; then
     gcc -shared -fPIC -O2 -Wall -o "$shim" contrib/test-servers/clockshift.c -ldl
 fi
+
+# Droppers as real users (the spool's trust tests): uq-alice and uq-bob, both in the group uq-droppers, as two
+# strangers in an admin's uploadq-drop group. No home, no login; they only write into test spools.
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+getent group uq-droppers > /dev/null || $sudo groupadd --system uq-droppers
+for dropper in uq-alice uq-bob; do
+    id -u "$dropper" > /dev/null 2>&1 \
+        || $sudo useradd --system --no-create-home --gid uq-droppers --shell /usr/sbin/nologin "$dropper"
+done

@@ -75,6 +75,11 @@ int uploadq_is_dumpable(void);
 /// (posix_spawn_file_actions_addclosefrom_np, glibc 2.34); 0 on success.
 int uploadq_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 
+/// Write-behind for a long sequential write: starts writing back the `length` bytes at `offset` just written, and
+/// waits for the window before it, so the file keeps at most two windows of dirty pages (and another file's fsync
+/// never waits behind gigabytes of it). 0 on success.
+int uploadq_write_behind(int fd, long long offset, long long length);
+
 /// syncfs(2): flushes the file system holding `fd` (one flush for a batch of new files instead of one fsync each).
 int uploadq_syncfs(int fd);
 

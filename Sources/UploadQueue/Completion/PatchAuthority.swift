@@ -5,8 +5,9 @@ import Foundation
 ///
 /// A patch request carries the `[patch]` token and headers. The CLI and the library are the admin's own callers
 /// and may name any URL. A sidecar is written by whoever can write into the spool, so its target must lie under
-/// one of `[patch] allowed_urls`, use a method that writes a record, and leave the credentials and the request's
-/// framing to uploadq.
+/// one of `[patch] allowed_urls` with no query, use a method that writes a record, set only the headers
+/// `[patch] sidecar_headers` lists, and send the config's body: the credentials and the request's framing are
+/// uploadq's.
 enum PatchAuthority {
     /// Refuses a patch target now rather than at delivery: an http(s) URL, a method token, a body template with
     /// known placeholders, one-line headers.
@@ -37,7 +38,15 @@ enum PatchAuthority {
     /// The methods a sidecar's patch may use: those that write a record.
     static let sidecarMethods: Set<String> = ["PATCH", "PUT", "POST"]
 
-    /// Headers a sidecar's patch may not set, lowercased: the credentials (uploadq adds the `[patch]` ones), the
+    /// Whether `[patch] sidecar_headers` may list `name`: a header token that is none of the reserved ones.
+    static func mayListForSidecars(_ name: String) -> Bool {
+        let lowered = name.lowercased()
+        let token = !name.isEmpty && name.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-_".contains($0)) }
+        return token && !reservedHeaders.contains(lowered) && !lowered.hasPrefix("proxy-")
+            && !lowered.hasPrefix("x-forwarded-")
+    }
+
+    /// Headers `[patch] sidecar_headers` may never list, lowercased: the credentials (uploadq adds the `[patch]` ones), the
     /// host, the request's framing, and the rerouting headers. Any `Proxy-*` and `X-Forwarded-*` header is refused
     /// too.
     static let reservedHeaders: Set<String> = [
@@ -51,6 +60,12 @@ enum PatchAuthority {
     /// …"), or nil when it may (see the type's doc).
     static func sidecarRefusal(_ patch: PatchTarget, settings: PatchSettings) -> String? {
         let url = URLRedaction.redact(patch.url)
+        if patch.url.contains("?") || patch.url.contains("#") {
+            return """
+                names the patch target \(url) with a query or fragment; a sidecar names the record's URL alone (what \
+                a query would add to the request is the admin's to choose)
+                """
+        }
         if settings.allowedURLs.isEmpty {
             return """
                 names the patch target \(url), and a sidecar may name one only under a prefix listed in [patch] \
@@ -66,14 +81,13 @@ enum PatchAuthority {
         if let method = patch.method, !sidecarMethods.contains(method) {
             return "names the patch method \(method); a sidecar may use PATCH, PUT or POST"
         }
-        for name in (patch.headers ?? [:]).keys.sorted() {
-            let lowered = name.lowercased()
-            if reservedHeaders.contains(lowered) || lowered.hasPrefix("proxy-") || lowered.hasPrefix("x-forwarded-") {
-                return """
-                    sets the patch header \(name); credentials, the host and the request's framing come from the \
-                    config, not from a sidecar
-                    """
-            }
+        for name in (patch.headers ?? [:]).keys.sorted() where !settings.sidecarHeaders.contains(name.lowercased()) {
+            let listed = settings.sidecarHeaders.sorted().joined(separator: ", ")
+            return """
+                sets the patch header \(SafeText.escaped(name)), which [patch] sidecar_headers does not list (\
+                \(listed.isEmpty ? "it lists none" : listed)); credentials, the host and the request's framing come \
+                from the config alone
+                """
         }
         return nil
     }

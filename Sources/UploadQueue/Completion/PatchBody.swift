@@ -102,6 +102,9 @@ public struct PatchSettings: Sendable, Equatable {
     /// `allowed_urls`: the prefixes under which a spool sidecar may name a patch target (none by default: a
     /// sidecar's patch target is refused). The CLI and the library may name any URL.
     public var allowedURLs: [PatchURLPrefix] = []
+    /// `sidecar_headers`: the headers a spool sidecar's patch may set, lowercased (none by default). Credentials,
+    /// the host and the request's framing are never among them.
+    public var sidecarHeaders: Set<String> = []
 
     /// `PATCH` with `{"photo_url": "{{url}}"}`, no credentials, allowed on metered links.
     public init(method: String = "PATCH", body: PatchBody = .standard, http: HTTPSettings = HTTPSettings(),

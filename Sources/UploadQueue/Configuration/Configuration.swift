@@ -95,11 +95,26 @@ public struct Configuration: Sendable, Equatable {
         /// `network_quiet_period`: on a network file system, how long a file not renamed in must stay unchanged
         /// (writers on other machines are seen by no event, lease or process list).
         public var networkQuietPeriod: Duration = .seconds(30)
-        /// `sidecar_destinations`: the destinations a sidecar may pick; nil lets it pick any configured one.
+        /// `sidecar_destinations`: the destinations a sidecar may pick; nil: the spool's own `destination` alone.
         public var sidecarDestinations: Set<String>?
+        /// `sidecar_meta_keys`: the `meta` keys a sidecar may set (none by default); only these reach templates
+        /// and a POST's form fields.
+        public var sidecarMetaKeys: Set<String> = []
+        /// `sidecar_max_priority`: the highest priority a sidecar may give its file; nil: 0, or one below
+        /// `[schedule] urgent_priority` when that is lower (see `Configuration.sidecarPriorityCap`).
+        public var sidecarMaxPriority: Int?
+        /// `max_file_size`: the largest file the spool takes; larger ones are rejected with a reason.
+        public var maxFileSize: Int64 = Self.defaultMaxFileSize
         /// `sidecar_may_allow_metered`: whether a sidecar may let its file go on a metered link where its
         /// destination would not (by default a sidecar may only make `on_metered` stricter).
         public var sidecarMayAllowMetered = false
+
+        /// The default `max_file_size`, 64 GiB: above the longest recording a phone or camera writes as one file,
+        /// far below what a mistake (or `truncate -s 1T`) puts in a drop folder.
+        public static let defaultMaxFileSize: Int64 = 64 << 30
+
+        /// The destinations a sidecar may choose among: `sidecar_destinations`, else the spool's own.
+        public var destinationsForSidecars: Set<String> { sidecarDestinations ?? [destination] }
 
         /// A spool with the default quiet period (1 s) and rescan interval (30 s).
         public init(directory: String, destination: String = "default", quietPeriod: Duration = .seconds(1),

@@ -197,6 +197,10 @@ public enum ConfigurationLoader {
                 value.sidecarDestinations = Set(names)
             }
             value.sidecarMayAllowMetered = try table.boolean("sidecar_may_allow_metered") ?? false
+            value.sidecarMetaKeys = Set(try table.stringArray("sidecar_meta_keys") ?? [])
+            value.sidecarMaxPriority = (try table.integer("sidecar_max_priority", range: -1_000_000...1_000_000))
+                .map { Int($0) }
+            value.maxFileSize = try table.byteCount("max_file_size", minimum: 1) ?? value.maxFileSize
             spool = value
             try table.rejectUnknownKeys()
         }
@@ -223,6 +227,13 @@ public enum ConfigurationLoader {
                         + "URL prefix (a scheme, a host, an optional port and path; no user, query, fragment or dot segments)")
                 }
                 patch.allowedURLs.append(prefix)
+            }
+            for name in try table.stringArray("sidecar_headers") ?? [] {
+                guard PatchAuthority.mayListForSidecars(name) else {
+                    throw table.error("sidecar_headers", "\"\(name)\" is not a header a sidecar may set (credentials, "
+                        + "the host, the request's framing and rerouting headers are the config's alone)")
+                }
+                patch.sidecarHeaders.insert(name.lowercased())
             }
             try table.rejectUnknownKeys()
         }

@@ -217,6 +217,10 @@ private struct Builder {
         table.set("network_quiet_period", Self.duration(spool.networkQuietPeriod))
         table.set("sidecar_destinations", spool.sidecarDestinations.map { .array($0.sorted().map(Value.string)) })
         table.set("sidecar_may_allow_metered", .boolean(spool.sidecarMayAllowMetered))
+        table.set("sidecar_meta_keys", .array(spool.sidecarMetaKeys.sorted().map(Value.string)))
+        // Unset, the cap follows urgent_priority (`SidecarPolicy.priorityCap`): shown only when set.
+        table.set("sidecar_max_priority", spool.sidecarMaxPriority.map { .integer(Int64($0)) })
+        table.set("max_file_size", Self.size(spool.maxFileSize))
         return table
     }
 
@@ -226,6 +230,7 @@ private struct Builder {
         table.set("body", .string(patch.body.description))
         table.set("on_metered", .string(Self.metered(patch.onMetered)))
         table.set("allowed_urls", .array(patch.allowedURLs.map { .string($0.description) }))
+        table.set("sidecar_headers", .array(patch.sidecarHeaders.sorted().map(Value.string)))
         table.entries += http(patch.http).entries
         return table
     }

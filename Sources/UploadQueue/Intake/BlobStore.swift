@@ -55,19 +55,30 @@ struct BlobStore: Sendable {
     }
 
     /// Copies the open file to a temporary name in `blobs/`, hashing as it goes; returns the pending copy and the
-    /// SHA-256 of what was written. Nothing is durable until `commit`.
-    func beginCopy(descriptor: Int32, sourcePath: String, to id: JobID) throws(UploadQueueError)
+    /// SHA-256 of what was written. Nothing is durable until `commit`; `stop` ends the copy between blocks.
+    func beginCopy(descriptor: Int32, sourcePath: String, to id: JobID, stop: IntakeStop? = nil) throws(UploadQueueError)
         -> (PendingCopy, String)
     {
         let temporary = temporaryPath(for: id)
         let output = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw .system("open", path: temporary, job: id) }
         let pending = PendingCopy(id: id, temporary: temporary, descriptor: output)
-        let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: sourcePath, job: id) { block, offset throws(UploadQueueError) in
+        let window = Self.writeBehindWindow
+        let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: sourcePath, job: id,
+                                             stop: stop) { block, offset throws(UploadQueueError) in
             try Self.writeAll(output, block, at: offset, path: temporary)
+            // A large copy goes to disk as it is written: its dirty pages would otherwise make every other
+            // intake's fsync (another dropper's photo) wait until gigabytes of it are written.
+            let end = offset + off_t(block.count)
+            if end / window > offset / window {
+                _ = uploadq_write_behind(output, Int64((end / window - 1) * window), Int64(window))
+            }
         }
         return (pending, sha256)
     }
+
+    /// How much of a copy may be written before it is sent to disk (`uploadq_write_behind`).
+    static let writeBehindWindow: off_t = 32 << 20
 
     /// Makes pending copies durable and puts them in place: one fsync for a single copy, one `syncfs` for a batch
     /// (a flush of the file system instead of one per file), then the renames and one fsync of `blobs/`.
@@ -159,12 +170,25 @@ struct BlobStore: Sendable {
     /// Takes a spool sidecar into `blobs/` beside the job's copy (a rename, or across file systems a copy that
     /// is fsynced before the original goes). Best effort: the sidecar's content is already in the job's row, so
     /// one that cannot be taken stays in the spool, where the spool sweeps it aside later.
-    func adoptSidecar(_ source: String, for id: JobID) {
+    ///
+    /// Only the file that was read (`expected`) is taken: its name is in a directory droppers write, and a
+    /// directory or a link swapped in after the read must not reach `blobs/` (nor the archive after it). One
+    /// found there after the rename goes back to its name (or, were that taken meanwhile, stays beside as
+    /// `ID.uploadq.json.unexpected`, which nothing reads).
+    func adoptSidecar(_ source: String, expected: FileFingerprint?, for id: JobID) {
         let target = sidecarPath(for: id)
-        if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 { return }
+        if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
+            guard let expected, let taken = try? FileFingerprint.of(path: target),
+                  taken.inode != expected.inode || taken.device != expected.device || !taken.isRegularFile else { return }
+            if uploadq_rename_noreplace(AT_FDCWD, target, AT_FDCWD, source) != 0 {
+                _ = uploadq_rename_noreplace(AT_FDCWD, target, AT_FDCWD, target + ".unexpected")
+            }
+            return
+        }
         // Read as the spool read it (no link followed, no FIFO waited on, 64 KiB at most): it may have been
         // swapped since.
-        guard errno == EXDEV, let bytes = try? Sidecar.readBytes(at: source),
+        guard errno == EXDEV, let (bytes, file) = try? Sidecar.readBytes(at: source),
+              expected.map({ $0.inode == file.inode && $0.device == file.device }) ?? true,
               Self.writeNew(Data(bytes), to: target, mode: 0o600) else { return }
         unlink(source)
     }

@@ -16,6 +16,8 @@ public struct EnqueueRequest: Sendable, Equatable {
     /// The spool sidecar that came with the file: taken into `blobs/` beside the file before the job can run,
     /// so it is released with the file and never left behind.
     var sidecar: String?
+    /// The sidecar as it was read: only that inode is taken (one swapped in since, a directory or a link, is not).
+    var sidecarFile: FileFingerprint?
     /// The file the caller examined (the spool: its type, links and owner): a file found under the path with
     /// another inode was swapped in meanwhile, and is not taken.
     var examined: FileFingerprint?

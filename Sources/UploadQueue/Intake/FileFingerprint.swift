@@ -12,6 +12,8 @@ struct FileFingerprint: Sendable, Equatable {
     /// The owning user and group.
     var owner: UInt32
     var group: UInt32
+    /// The bytes the file holds on disk (`st_blocks`, 512 each): far below `size` for a sparse file.
+    var allocatedBytes: Int64
 
     init(_ info: stat) {
         size = Int64(info.st_size)
@@ -23,6 +25,7 @@ struct FileFingerprint: Sendable, Equatable {
         links = Int(info.st_nlink)
         owner = info.st_uid
         group = info.st_gid
+        allocatedBytes = Int64(info.st_blocks) * 512
     }
 
     /// The fingerprint of an open descriptor.
@@ -56,6 +59,10 @@ struct FileFingerprint: Sendable, Equatable {
         default: return "special file"
         }
     }
+
+    /// Whether the file is mostly holes (`truncate -s 1T`): at least 1 MiB long with less than 1/32 of it on disk.
+    /// Compressing file systems store a photo or a video at about its size; only holes go this far below it.
+    var isSparse: Bool { size >= 1 << 20 && allocatedBytes < size / 32 }
 
     /// True when the content may differ: size, modification or change time moved.
     func contentMayDiffer(from other: FileFingerprint) -> Bool {

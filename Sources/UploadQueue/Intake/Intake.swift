@@ -20,12 +20,14 @@ struct Intake: Sendable {
         var path: String
     }
 
-    /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`).
-    func enqueue(_ request: EnqueueRequest, noFollow: Bool = false, now: Date = Date()) throws(UploadQueueError) -> EnqueueResult {
+    /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`); `stop` ends the
+    /// reading of a large file early (`interrupted`, nothing taken).
+    func enqueue(_ request: EnqueueRequest, noFollow: Bool = false, now: Date = Date(),
+                 stop: IntakeStop? = nil) throws(UploadQueueError) -> EnqueueResult {
         // Until its row is committed, a copy in `blobs/` is known to be in flight by this hold alone.
         let writing = request.mode == .reference ? nil : try blobs.shareIntakeLock()
         defer { writing?.release() }
-        let prepared = try prepare(request, noFollow: noFollow, now: now)
+        let prepared = try prepare(request, noFollow: noFollow, now: now, stop: stop)
         let accepted = try commitAlone(prepared)
         if accepted.deduplicated { return accepted }
         let job = prepared.job
@@ -36,9 +38,9 @@ struct Intake: Sendable {
                 // sidecar follows once the row is there (a crash before leaves it beside the file, which is taken
                 // again with it); in the rare case the job is released first, the sidecar is swept as an orphan.
                 try blobs.unlinkIfUnchanged(prepared.path, expected: prepared.before, job: job.id)
-                if let sidecar = request.sidecar { blobs.adoptSidecar(sidecar, for: job.id) }
+                if let sidecar = request.sidecar { blobs.adoptSidecar(sidecar, expected: request.sidecarFile, for: job.id) }
             } else {
-                try completeMove(job, expected: prepared.before, sidecar: request.sidecar)
+                try completeMove(job, expected: prepared.before, sidecar: request.sidecar, sidecarFile: request.sidecarFile)
             }
         } catch {
             // The intake must finish or be undone: a row left half-taken would hold the same file back as
@@ -150,7 +152,8 @@ struct Intake: Sendable {
     }
 
     /// Checks, reads and hashes one file; a copy is written to a temporary blob (not yet durable).
-    private func prepare(_ request: EnqueueRequest, noFollow: Bool, now: Date) throws(UploadQueueError) -> Prepared {
+    private func prepare(_ request: EnqueueRequest, noFollow: Bool, now: Date,
+                         stop: IntakeStop? = nil) throws(UploadQueueError) -> Prepared {
         let destination = try destinationName(request.destination)
         if let policy = request.onMetered, MeteredPolicy(policy) == nil {
             throw UploadQueueError(.invalidArgument, "on_metered \"\(policy)\" is not one of defer, allow, allow-below:SIZE")
@@ -193,7 +196,11 @@ struct Intake: Sendable {
         }
 
         let id = JobID.generate(at: now)
-        let copies = request.mode == .copy || (request.mode == .move && before.links > 1)
+        // A file of another user's is copied, never adopted: whoever owns an inode can reopen it for writing
+        // (through a descriptor it kept, or /proc) and change the bytes after they were hashed. The copy is the
+        // daemon's own (0600, in `blobs/`). So is a file with several names, which others may still write.
+        let copies = request.mode == .copy
+            || (request.mode == .move && (before.links > 1 || before.owner != geteuid()))
         // A copy (or a move across file systems, which is one) needs room: below `min_free_space` it is refused
         // before a byte is written. A rename or a `reference` job writes only its row.
         let crossesDisks = request.mode == .move && !copies
@@ -205,7 +212,7 @@ struct Intake: Sendable {
         var copy: BlobStore.PendingCopy?
         let sha256: String
         if copies {
-            let begun = try blobs.beginCopy(descriptor: descriptor, sourcePath: path, to: id)
+            let begun = try blobs.beginCopy(descriptor: descriptor, sourcePath: path, to: id, stop: stop)
             copy = begun.0
             sha256 = begun.1
         } else if configuration.destinations[destination]?.hashTiming == .whileSending {
@@ -213,7 +220,7 @@ struct Intake: Sendable {
             // after all when a job of the same size goes to the destination (`insertUnlessDuplicate`).
             sha256 = ""
         } else {
-            sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: path)
+            sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: path, stop: stop)
         }
         let after = try FileFingerprint.of(descriptor: descriptor, path: path)
         if after.contentMayDiffer(from: before) {
@@ -248,19 +255,22 @@ struct Intake: Sendable {
 
     /// Takes the file (and its spool sidecar) into `blobs/`, then marks the intake complete: the job cannot run,
     /// and so cannot be released, before both are in place.
-    private func completeMove(_ job: Job, expected: FileFingerprint, sidecar: String?) throws(UploadQueueError) {
+    private func completeMove(_ job: Job, expected: FileFingerprint, sidecar: String?,
+                              sidecarFile: FileFingerprint?) throws(UploadQueueError) {
         let adopted = try blobs.adopt(source: job.sourcePath, expected: expected, for: job.id,
                                       freeSpace: configuration.freeSpaceGuard)
-        if let sidecar { blobs.adoptSidecar(sidecar, for: job.id) }
+        if let sidecar { blobs.adoptSidecar(sidecar, expected: sidecarFile, for: job.id) }
         try recordIntake(job.id, blob: adopted)
     }
 
-    /// The sidecar of a spool file, when the job came from the spool and its sidecar is still there.
-    private func spoolSidecar(of job: Job) -> String? {
-        guard let spool = configuration.spool?.directory,
+    /// The sidecar of a spool file, when the job came from the spool and its sidecar is still there, belonging to
+    /// `owner` (the file's): the path and the file found there. Nil when the owner is not known any more.
+    private func spoolSidecar(of job: Job, owner: UInt32?) -> (path: String, file: FileFingerprint)? {
+        guard let owner, let spool = configuration.spool?.directory,
               (job.sourcePath as NSString).deletingLastPathComponent == spool else { return nil }
         let path = job.sourcePath + Sidecar.suffix
-        return FileManager.default.fileExists(atPath: path) ? path : nil
+        guard let file = Sidecar.examine(at: path), file.isRegularFile, file.owner == owner else { return nil }
+        return (path, file)
     }
 
     /// Marks the intake complete with the blob as it now is: across file systems it is a copy with an inode of
@@ -388,12 +398,17 @@ struct Intake: Sendable {
                 recorded.modifiedNanoseconds = job.modifiedNanoseconds
                 try? blobs.unlinkIfUnchanged(job.sourcePath, expected: recorded, job: job.id)
             }
-            if let sidecar = spoolSidecar(of: job) { blobs.adoptSidecar(sidecar, for: job.id) }
+            // The file's owner: the original's (still there, or renamed into `blobs/`); unknown once only a copy is.
+            let owner = sourceIsOurs ? source?.owner : blob.inode == job.inode ? blob.owner : nil
+            if let sidecar = spoolSidecar(of: job, owner: owner) {
+                blobs.adoptSidecar(sidecar.path, expected: sidecar.file, for: job.id)
+            }
             try recordIntake(job.id, blob: blob)
             return
         }
         if let source, sourceIsOurs {
-            try completeMove(job, expected: source, sidecar: spoolSidecar(of: job))
+            let sidecar = spoolSidecar(of: job, owner: source.owner)
+            try completeMove(job, expected: source, sidecar: sidecar?.path, sidecarFile: sidecar?.file)
             return
         }
         do {

@@ -30,9 +30,9 @@ struct SHA256Digest: ~Copyable {
     }
 
     /// Hex SHA-256 of a whole file read from `descriptor` at offset 0, in 1 MiB blocks; `eachBlock` sees every
-    /// block with its offset (so a copy can be written in the same pass).
+    /// block with its offset (so a copy can be written in the same pass). `stop` ends the read between blocks.
     static func ofFile(
-        descriptor: Int32, path: String, job: JobID? = nil,
+        descriptor: Int32, path: String, job: JobID? = nil, stop: IntakeStop? = nil,
         eachBlock: (UnsafeRawBufferPointer, off_t) throws(UploadQueueError) -> Void = { _, _ in }
     ) throws(UploadQueueError) -> String {
         var digest = SHA256Digest()
@@ -40,6 +40,7 @@ struct SHA256Digest: ~Copyable {
         defer { buffer.deallocate() }
         var offset: off_t = 0
         while true {
+            try stop?.check(path: path, job: job)
             let count = pread(descriptor, buffer.baseAddress, buffer.count, offset)
             if count < 0 {
                 if errno == EINTR { continue }

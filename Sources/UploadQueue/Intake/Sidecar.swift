@@ -22,20 +22,34 @@ struct Sidecar: Sendable, Equatable {
     /// link, never blocks on a FIFO, takes only a regular file of at most `maximumSize` bytes, and reads no more
     /// than that even from a file that grows meanwhile.
     static func read(at path: String) throws(SidecarError) -> Sidecar? {
-        guard let bytes = try readBytes(at: path) else { return nil }
+        try readExamined(at: path)?.sidecar
+    }
+
+    /// `read(at:)` with the file it read (its inode and owner: what a later rename must still find).
+    static func readExamined(at path: String) throws(SidecarError) -> (sidecar: Sidecar, file: FileFingerprint)? {
+        guard let (bytes, file) = try readBytes(at: path) else { return nil }
         do {
-            return try Sidecar(json: Data(bytes))
+            return (try Sidecar(json: Data(bytes)), file)
         } catch {
             throw SidecarError(message: "is unusable: \(error.message)")
         }
     }
 
-    /// The bytes of the sidecar at `path`, read as `read(at:)` reads them; nil when there is none.
-    static func readBytes(at path: String) throws(SidecarError) -> [UInt8]? {
+    /// What is at a sidecar's path, not following a link: nil when nothing is, or when the name cannot exist (a
+    /// file whose name is within 13 bytes of the 255-byte limit has no room for a sidecar's).
+    static func examine(at path: String) -> FileFingerprint? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        return FileFingerprint(info)
+    }
+
+    /// The bytes of the sidecar at `path`, read as `read(at:)` reads them, with the file they came from; nil when
+    /// there is none (or its name would be too long to exist).
+    static func readBytes(at path: String) throws(SidecarError) -> (bytes: [UInt8], file: FileFingerprint)? {
         let descriptor = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC)
         guard descriptor >= 0 else {
             let code = errno
-            if code == ENOENT { return nil }
+            if code == ENOENT || code == ENAMETOOLONG { return nil }
             if code == ELOOP { throw SidecarError(message: "is a symbolic link; write the sidecar itself into the spool") }
             throw SidecarError(message: "cannot be opened (\(String(cString: strerror(code))))")
         }
@@ -67,7 +81,7 @@ struct Sidecar: Sendable, Equatable {
             count += got
         }
         guard count <= maximumSize else { throw tooLarge }
-        return Array(bytes[0..<count])
+        return (Array(bytes[0..<count]), fingerprint)
     }
 
     /// Parses sidecar JSON; the error text says which key is wrong.
@@ -133,15 +147,17 @@ struct Sidecar: Sendable, Equatable {
                 guard let text = item as? String else { throw SidecarError(message: "\"patch.method\" must be a string") }
                 target.method = text
             case "body":
-                guard let text = item as? String else { throw SidecarError(message: "\"patch.body\" must be a string") }
-                target.body = text
+                // The body goes out with the `[patch]` token: what it says is the admin's template alone.
+                throw SidecarError(message: """
+                    "patch.body" is not taken from a sidecar: the body sent is [patch] body, the config's template
+                    """)
             case "headers":
                 guard let headers = item as? [String: String] else {
                     throw SidecarError(message: "\"patch.headers\" must be an object of strings")
                 }
                 target.headers = headers
             default:
-                throw SidecarError(message: "unknown key \"patch.\(key)\" (known: url, method, body, headers)")
+                throw SidecarError(message: "unknown key \"patch.\(key)\" (known: url, method, headers)")
             }
         }
         return target

@@ -30,9 +30,13 @@ struct SpoolEntries {
     }
 
     /// Moves the entry `name` of `directory` to `target` (a folder), under the same name or, when taken, with
-    /// `.1`, `.2`… after it; never replaces anything. Returns the name given there, or the errno of the failure.
-    static func move(_ name: [UInt8], from directory: String, to target: String) -> Result<[UInt8], POSIXError> {
-        var given = name
+    /// `.1`, `.2`… after it; never replaces anything. The name given leaves `room` bytes for a suffix that follows
+    /// it there (a reason file's), shortened by the name rule when it would not (`fitted`). Returns the name given
+    /// there, or the errno of the failure.
+    static func move(_ name: [UInt8], from directory: String, to target: String,
+                     room: Int = 0) -> Result<[UInt8], POSIXError> {
+        let marker = JobID.generate()
+        var given = fitted(name, room: room, marker: marker)
         var suffix = 1
         while true {
             let moved = withPath(name, in: directory) { from in
@@ -43,9 +47,21 @@ struct SpoolEntries {
             guard code == EEXIST || code == ENOTEMPTY, suffix < 1000 else {
                 return .failure(POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))
             }
-            given = name + Array(".\(suffix)".utf8)
+            given = fitted(name + Array(".\(suffix)".utf8), room: room, marker: marker)
             suffix += 1
         }
+    }
+
+    /// `name`, or when it leaves less than `room` bytes of a file name's 255 its shortened form: by the name rule
+    /// (`FileName.fitting`, with `marker` for the job id) when it is UTF-8, else its first bytes and `~marker`.
+    static func fitted(_ name: [UInt8], room: Int, marker: JobID) -> [UInt8] {
+        let limit = FileName.componentLimit - room
+        guard name.count > limit else { return name }
+        if let text = String(validating: name, as: UTF8.self) {
+            return Array(FileName.fitting(text, limit: limit, jobID: marker).utf8)
+        }
+        let tail = Array("~\(marker.rawValue)".utf8)
+        return Array(name.prefix(max(0, limit - tail.count))) + tail
     }
 
     /// Calls `body` with `directory/name` as a C string (the name as the bytes it is).
@@ -56,11 +72,11 @@ struct SpoolEntries {
         }
     }
 
-    /// Writes `text` to `directory/name` (a link there is not followed; a file there is replaced); false when
-    /// that cannot be done.
+    /// Writes `text` to a new file `directory/name` (nothing there is followed or replaced); false when that cannot
+    /// be done.
     static func write(_ text: String, to name: [UInt8], in directory: String) -> Bool {
         withPath(name, in: directory) { path in
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0o644)
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
             guard descriptor >= 0 else { return false }
             defer { close(descriptor) }
             let bytes = Array(text.utf8)

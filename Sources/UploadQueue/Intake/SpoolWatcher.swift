@@ -46,6 +46,12 @@ public actor SpoolWatcher: Service {
     private var lastUndecodableScan: ContinuousClock.Instant?
     /// Entries that could not be moved to `.rejected/` (said once each): left alone while they stay.
     private var unmovable: Set<[UInt8]> = []
+    /// Which files are being taken, and whose turn is next.
+    private var turns = IntakeTurns()
+    /// The intakes under way, by name.
+    private var running: [String: Task<Void, Never>] = [:]
+    /// Stops the reading of files under way when the watch ends.
+    private let stop = IntakeStop()
     /// How many times a file may fail to be taken, for a reason of its own (it cannot be read), before it is
     /// rejected rather than tried again for ever.
     static let triesBeforeRejecting = 5
@@ -57,11 +63,24 @@ public actor SpoolWatcher: Service {
         self.logger = logger
     }
 
-    /// Watches until cancelled or a graceful shutdown begins.
+    /// Watches until cancelled or a graceful shutdown begins. Files being read then are left where they are (within
+    /// a block of 1 MiB), to be taken at the next start.
     public func run() async throws {
-        try await cancelWhenGracefulShutdown {
-            try await self.watch()
+        do {
+            try await cancelWhenGracefulShutdown {
+                try await self.watch()
+            }
+        } catch {
+            await endIntakes()
+            throw error
         }
+        await endIntakes()
+    }
+
+    /// Stops the intakes under way and waits for them.
+    private func endIntakes() async {
+        stop.stop()
+        for task in running.values { await task.value }
     }
 
     private func watch() async throws {
@@ -70,7 +89,7 @@ public actor SpoolWatcher: Service {
             guard (try? await Task.sleep(for: .milliseconds(50))) != nil else { return }
         }
         try BlobStore.makeDirectory(spool.directory)
-        try BlobStore.makeDirectory(rejectedDirectory)
+        try makeRejectedDirectory()
         onNetworkFileSystem = uploadq_is_network_fs(spool.directory) == 1
         if onNetworkFileSystem {
             logger.notice("""
@@ -104,7 +123,7 @@ public actor SpoolWatcher: Service {
             withExtendedLifetime(inotify) {}
             if !Task.isCancelled {
                 try? BlobStore.makeDirectory(spool.directory)
-                try? BlobStore.makeDirectory(rejectedDirectory)
+                try? makeRejectedDirectory()
             }
         }
     }
@@ -273,10 +292,15 @@ public actor SpoolWatcher: Service {
             """)
     }
 
+    /// Starts taking the files that are due, a few at once, their owners taking turns (`IntakeTurns`).
     private func takeQuietFiles() async {
         let now = ContinuousClock.now
-        guard candidates.values.contains(where: { now >= $0.notBefore }), hasRoom(at: now) else { return }
-        for name in candidates.keys.sorted() {
+        guard turns.inFlight.count < turns.slots,
+              candidates.contains(where: { now >= $0.value.notBefore && turns.inFlight[$0.key] == nil }),
+              hasRoom(at: now) else { return }
+        var ready: [IntakeTurns.Ready] = []
+        var examined: [String: FileFingerprint] = [:]
+        for name in candidates.keys.sorted() where turns.inFlight[name] == nil {
             guard var candidate = candidates[name], now >= candidate.notBefore else { continue }
             let path = (spool.directory as NSString).appendingPathComponent(name)
             guard let fingerprint = try? FileFingerprint.of(path: path) else {
@@ -296,8 +320,24 @@ public actor SpoolWatcher: Service {
                 candidates[name]?.notBefore = now + Self.heldOpenRecheck
                 continue
             }
-            await take(name, path: path, fingerprint: fingerprint)
+            ready.append(IntakeTurns.Ready(name: name, owner: fingerprint.owner))
+            examined[name] = fingerprint
         }
+        for name in turns.pick(ready) {
+            guard let fingerprint = examined[name] else { continue }
+            let path = (spool.directory as NSString).appendingPathComponent(name)
+            running[name] = Task {
+                await self.take(name, path: path, fingerprint: fingerprint)
+                self.tookTurn(name)
+            }
+        }
+    }
+
+    /// One file's intake ended: its slot goes to the next.
+    private func tookTurn(_ name: String) {
+        turns.finished(name)
+        running[name] = nil
+        candidatesChanged.signal()
     }
 
     private func take(_ name: String, path: String, fingerprint: FileFingerprint) async {
@@ -311,24 +351,62 @@ public actor SpoolWatcher: Service {
             reject(name, reason: why)
             return
         }
-        let sidecarPath = path + Sidecar.suffix
-        let sidecar: Sidecar?
-        do throws(SidecarError) {
-            sidecar = try Sidecar.read(at: sidecarPath)
-            if let sidecar, let why = policy.refusal(of: sidecar) { throw SidecarError(message: why) }
-        } catch {
-            reject(name, reason: "its sidecar \(name)\(Sidecar.suffix) \(error.message); fix the sidecar and put both "
-                + "files back")
+        if fingerprint.size > spool.maxFileSize {
+            reject(name, reason: """
+                \(name) is \(ConfigurationValues.sizeText(fingerprint.size)), larger than [spool] max_file_size \
+                (\(ConfigurationValues.sizeText(spool.maxFileSize))); the admin may raise it, or enqueue the file with \
+                `uploadq enqueue`
+                """)
             return
+        }
+        if fingerprint.isSparse {
+            reject(name, reason: """
+                \(name) is sparse: \(ConfigurationValues.sizeText(fingerprint.size)) long with only \
+                \(ConfigurationValues.sizeText(fingerprint.allocatedBytes)) of it on disk (a file of holes, as `truncate` \
+                makes); a photo or a recording is stored whole. Write the file's bytes, or enqueue it with \
+                `uploadq enqueue`
+                """)
+            return
+        }
+        let sidecarPath = path + Sidecar.suffix
+        var sidecar: Sidecar?
+        var sidecarFile: FileFingerprint?
+        if let found = Sidecar.examine(at: sidecarPath) {
+            if found.owner != fingerprint.owner {
+                // Another user's sidecar steers nothing: set aside, and the file goes as if it had none.
+                rejectSidecar(of: name, reason: """
+                    the sidecar \(name)\(Sidecar.suffix) belongs to user \(found.owner), and the file \(name) to user \
+                    \(fingerprint.owner): a sidecar applies only to a file of its own owner's. The file was taken \
+                    without it
+                    """)
+            } else {
+                do throws(SidecarError) {
+                    if let read = try Sidecar.readExamined(at: sidecarPath) {
+                        guard read.file.inode == found.inode, read.file.device == found.device else {
+                            // Replaced between the two looks: both are looked at again shortly.
+                            candidates[name]?.notBefore = .now + Self.recheckInterval
+                            return
+                        }
+                        if let why = policy.refusal(of: read.sidecar) { throw SidecarError(message: why) }
+                        sidecar = read.sidecar
+                        sidecarFile = read.file
+                    }
+                } catch {
+                    reject(name, reason: "its sidecar \(name)\(Sidecar.suffix) \(error.message); fix the sidecar and put "
+                        + "both files back")
+                    return
+                }
+            }
         }
         var request = EnqueueRequest(path: path, destination: sidecar?.destination ?? spool.destination,
                                      meta: sidecar?.meta ?? [:], patch: sidecar?.patch, priority: sidecar?.priority ?? 0,
                                      mode: .move, onMetered: sidecar?.onMetered)
         request.sidecar = sidecar == nil ? nil : sidecarPath
+        request.sidecarFile = sidecarFile
         // What was checked above (type, links, owner) is what gets taken.
         request.examined = fingerprint
         do {
-            let result = try await queue.accept(request, noFollow: true)
+            let result = try await queue.accept(request, noFollow: true, stop: stop)
             candidates[name] = nil
             if result.deduplicated {
                 reject(name, reason: "same content as job \(result.id), already queued or uploaded to "
@@ -344,6 +422,9 @@ public actor SpoolWatcher: Service {
                 logger.info("spool: \(name) is still changing; waiting")
             case .fileNotFound:
                 candidates[name] = nil
+            case .interrupted:
+                // The daemon is stopping: the file stays where it is, for the next start.
+                logger.info("spool: stopped reading \(name); it is taken at the next start")
             case .diskLow:
                 // Its copy would not fit (a move across disks) or the disk filled meanwhile: the file stays, and
                 // is tried again every few seconds without an error each time.
@@ -420,34 +501,87 @@ public actor SpoolWatcher: Service {
     }
 
     /// Moves the entry `raw` (shown as `shown`) and its sidecar to `.rejected/`, under the same name or with `.1`,
-    /// `.2`… after it, with `NAME.reason.txt` beside it. Names are handled as bytes, so any name can go. One that
-    /// cannot be moved is left alone while it stays (said once).
+    /// `.2`… after it, with `NAME.reason.txt` beside it. Names are handled as bytes, so any name can go; one too
+    /// long for its companions' names is shortened by the name rule. One that cannot be moved is left alone while
+    /// it stays (said once).
     private func reject(_ raw: [UInt8], shown: String, reason: String) {
+        guard let given = setAside(raw, shown: shown, reason: reason) else { return }
+        // Whatever the sidecar is (a link, a FIFO): moved as it is, never opened, never over anything.
+        let suffix = Array(Sidecar.suffix.utf8)
+        SpoolEntries.withPath(raw + suffix, in: spool.directory) { sidecar in
+            var info = stat()
+            guard lstat(sidecar, &info) == 0 else { return }
+            SpoolEntries.withPath(given + suffix, in: rejectedDirectory) { target in
+                _ = uploadq_rename_noreplace(AT_FDCWD, sidecar, AT_FDCWD, target)
+            }
+        }
+        syncRejection()
+        logger.warning("spool: rejected \(shown): \(reason)")
+    }
+
+    /// Moves the sidecar of `name` alone to `.rejected/` with its reason: its file is taken without it.
+    private func rejectSidecar(of name: String, reason: String) {
+        let shown = name + Sidecar.suffix
+        guard setAside(Array(shown.utf8), shown: shown, reason: reason) != nil else { return }
+        syncRejection()
+        logger.warning("spool: set aside \(shown): \(reason)")
+    }
+
+    /// The longest suffix that follows a name set aside in `.rejected/` (a sidecar's).
+    private static let companionRoom = max(Sidecar.suffix.utf8.count, reasonSuffix.count)
+    private static let reasonSuffix = Array(".reason.txt".utf8)
+
+    /// Moves the entry `raw` to `.rejected/` and writes its reason file; the name it got there, or nil (said) when
+    /// it cannot be moved.
+    private func setAside(_ raw: [UInt8], shown: String, reason: String) -> [UInt8]? {
         let given: [UInt8]
-        switch SpoolEntries.move(raw, from: spool.directory, to: rejectedDirectory) {
+        switch SpoolEntries.move(raw, from: spool.directory, to: rejectedDirectory, room: Self.companionRoom) {
         case .failure(let error):
             unmovable.insert(raw)
             logger.error("""
                 spool: cannot move \(shown) to .rejected (\(String(cString: strerror(error.code.rawValue)))); it is \
                 left alone until it is removed or renamed. It was rejected because: \(reason)
                 """)
-            return
+            return nil
         case .success(let name):
             given = name
         }
-        // Whatever the sidecar is (a link, a FIFO): moved as it is, never opened.
-        let suffix = Array(Sidecar.suffix.utf8)
-        SpoolEntries.withPath(raw + suffix, in: spool.directory) { sidecar in
-            var info = stat()
-            guard lstat(sidecar, &info) == 0 else { return }
-            SpoolEntries.withPath(given + suffix, in: rejectedDirectory) { target in _ = rename(sidecar, target) }
-        }
         let text = "\(SafeText.escaped(reason))\nrejected at \(ISO8601DateFormatter().string(from: Date()))\n"
-        if !SpoolEntries.write(text, to: given + Array(".reason.txt".utf8), in: rejectedDirectory) {
+        if !SpoolEntries.write(text, to: given + Self.reasonSuffix, in: rejectedDirectory) {
             logger.error("spool: cannot write the reason file for \(shown) in .rejected; the reason was: \(reason)")
         }
+        return given
+    }
+
+    private func syncRejection() {
         try? syncDirectory(rejectedDirectory)
         try? syncDirectory(spool.directory)
-        logger.warning("spool: rejected \(shown): \(reason)")
+    }
+
+    /// Makes `.rejected/` the daemon's own directory (mode 0700): droppers can write the spool, so one may have
+    /// put a directory of its own, or a link, under that name before. Such an entry is renamed out of the way
+    /// (`.rejected.not-ours-N`), never followed into.
+    private func makeRejectedDirectory() throws(UploadQueueError) {
+        var info = stat()
+        if lstat(rejectedDirectory, &info) == 0 {
+            let isDirectory = info.st_mode & S_IFMT == S_IFDIR
+            if !isDirectory || info.st_uid != geteuid() {
+                var suffix = 1
+                while uploadq_rename_noreplace(AT_FDCWD, rejectedDirectory, AT_FDCWD,
+                                               rejectedDirectory + ".not-ours-\(suffix)") != 0 {
+                    guard errno == EEXIST || errno == ENOTEMPTY, suffix < 1000 else {
+                        throw .system("rename", path: rejectedDirectory)
+                    }
+                    suffix += 1
+                }
+                logger.warning("""
+                    spool: \(rejectedDirectory) was a \(FileFingerprint(info).typeName) of user \(info.st_uid), not the \
+                    daemon's own directory; renamed to .rejected.not-ours-\(suffix)
+                    """)
+            } else if info.st_mode & 0o7777 != 0o700 {
+                guard chmod(rejectedDirectory, 0o700) == 0 else { throw .system("chmod", path: rejectedDirectory) }
+            }
+        }
+        try BlobStore.makeDirectory(rejectedDirectory)
     }
 }

@@ -107,7 +107,7 @@ struct LocalDirectoryUploader: Uploader {
         } catch {
             throw .transient("io", "re-reading \(temporary): \(error.message)")
         }
-        guard try await written == source.sentDigest() ?? job.sha256 else {
+        guard try await written == source.sentDigest() else {
             _ = ftruncate(output, 0)
             throw .transient("verification", "the copy at \(temporary) does not match the source's SHA-256; "
                 + "it was discarded and will be written again")
@@ -135,7 +135,7 @@ struct LocalDirectoryUploader: Uploader {
         defer { close(descriptor) }
         var info = stat()
         guard fstat(descriptor, &info) == 0, Int64(info.st_size) == job.size else { return false }
-        let expected = try await source.sentDigest() ?? job.sha256
+        let expected = try await source.sentDigest()
         do {
             return try SHA256Digest.ofFile(descriptor: descriptor, path: target) == expected
         } catch {

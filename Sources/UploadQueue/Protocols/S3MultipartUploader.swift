@@ -114,7 +114,7 @@ struct S3MultipartUploader: Uploader {
         let key = try objectKey(for: job)
         try await context.resumed(0)
         let md5 = try await FileRangeDigest.digest(.md5, of: source, offset: 0, length: job.size)
-        let payloadHash = try await source.sentDigest() ?? job.sha256
+        let payloadHash = try await source.sentDigest()
         var headers = S3ObjectHeaders.headers(for: job) + [HTTPHeader("Content-MD5", Data(md5).base64EncodedString())]
         let checksum = SHA256Digest.bytes(hex: payloadHash).map { Data($0).base64EncodedString() }
         if client.settings.etags == .opaque, let checksum {

@@ -90,9 +90,9 @@ struct WholeFileSender: Sendable {
             }
             throw client.failure(for: response, request: "\(request.method) \(URLRedaction.redact(request.url))")
         }
-        // The digest of a job hashed while sending: read once more only for what the request did not read itself
-        // (nothing, unless it was cut short).
-        let sha256: String?
+        // The digest of the bytes sent (recorded for a job hashed while sending, checked against intake's for the
+        // others): read once more only for what the request did not read itself (nothing, unless it was cut short).
+        let sha256: String
         do {
             sha256 = try await source.sentDigest()
             try source.verifyUnchanged()
@@ -105,7 +105,7 @@ struct WholeFileSender: Sendable {
         }
         let shown = "\(request.method) \(URLRedaction.redact(request.url))"
         let stored = try await prove(response, request: request, shown: shown, source: source,
-                                     sha256: sha256 ?? job.sha256)
+                                     sha256: sha256)
         try await context.confirmed(job.size, nil)
         return UploadOutcome(remoteURL: destination.remoteURL(for: job, serverURL: stored), sha256: sha256)
     }
@@ -292,7 +292,7 @@ struct WholeFileSender: Sendable {
                         try await FileRangeDigest.digest(.md5, of: source, offset: 0, length: job.size)
                     }
                     let verdict = try await AnswerDigests(response, etagIsMD5: etags == .md5)
-                        .agree(sha256: sha256 ?? job.sha256, fileMD5: fileMD5)
+                        .agree(sha256: sha256, fileMD5: fileMD5)
                     // Opaque ETags (SSE-KMS) prove no bytes: the storage's ETag is its word, where no digest is given.
                     let opaqueWord = verdict == nil && etags == .opaque && !(response.header("ETag") ?? "").isEmpty
                     guard verdict?.0 == true || opaqueWord else {

@@ -727,10 +727,7 @@ actor Scheduler {
     /// The SHA-256 of a job's file, read whole (on a thread of its own) and checked against the intake's
     /// fingerprint.
     private nonisolated static func digestFirst(_ job: Job) async throws(TransferFailure) -> String {
-        guard let sha256 = try await SourceFile(job: job).sentDigest() else {
-            throw .transient("io", "the SHA-256 of \(job.file) could not be taken")
-        }
-        return sha256
+        try await SourceFile(job: job).sentDigest()
     }
 
     private func settle(_ job: Job, attempt: Int, result: Result<UploadOutcome, TransferFailure>) {

@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 
 /// Runs blocking file work (hashing, copying, fsync) on a dispatch queue instead of Swift's cooperative threads.
 enum BlockingWork {
@@ -18,6 +19,19 @@ extension BlockingWork {
             DispatchQueue.global(qos: .utility).async {
                 continuation.resume(returning: Result { () throws(E) -> T in try body() })
             }
+        }
+    }
+}
+
+extension BlockingWork {
+    /// Runs blocking work on a thread of its own. Dispatch's concurrent queues run about one block per CPU at a
+    /// time: on a 2-core device, two long hashes would hold every thread, and a third file (another dropper's
+    /// photo) would wait for one of them. For work that may run long, a few at once (the spool's intakes).
+    static func runOnOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let thread = Thread { continuation.resume(with: Result { try body() }) }
+            thread.name = "uploadq-intake"
+            thread.start()
         }
     }
 }

@@ -87,7 +87,7 @@ final class RequestBodyReader {
                 guard let got = readFile(source.descriptor, into: room, at: offset + within,
                                          length: segmentLength - within, written: written)
                 else { return written > 0 ? written : nil }
-                source.digest?.take(UnsafeRawBufferPointer(rebasing: room[0..<got]), at: offset + within)
+                source.digest.take(UnsafeRawBufferPointer(rebasing: room[0..<got]), at: offset + within)
                 count = got
             case .empty, .sequence:
                 count = 0

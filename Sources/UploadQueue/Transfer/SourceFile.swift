@@ -8,13 +8,14 @@ final class SourceFile: Sendable {
     let descriptor: Int32
     let path: String
     let job: Job
-    /// For a job without its SHA-256 yet (hashed while sending): the digest of what the upload reads.
-    let digest: ContentDigest?
+    /// The digest of what the upload reads: for a job without its SHA-256 yet (hashed while sending), the one
+    /// recorded; for every other job, checked against the one intake recorded (`sentDigest`).
+    let digest: ContentDigest
 
     init(job: Job) throws(TransferFailure) {
         self.job = job
         self.path = job.file
-        digest = job.sha256.isEmpty ? ContentDigest() : nil
+        digest = ContentDigest()
         let descriptor = open(job.file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
         guard descriptor >= 0 else {
             let code = errno
@@ -48,11 +49,11 @@ final class SourceFile: Sendable {
         }
     }
 
-    /// Reads up to `buffer.count` bytes at `offset` (taken into the digest when there is one); returns how many
+    /// Reads up to `buffer.count` bytes at `offset` (taken into the digest); returns how many
     /// were read.
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(TransferFailure) -> Int {
         let count = try readUnhashed(into: buffer, at: offset)
-        digest?.take(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: offset)
+        digest.take(UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: offset)
         return count
     }
 
@@ -68,23 +69,29 @@ final class SourceFile: Sendable {
     /// Hashes what an earlier process sent (the bytes before `offset`) so that the digest of a resumed upload
     /// goes on from where this one starts (a thread hashing beside the upload reads them anyway).
     func hashPrefix(upTo offset: Int64) async throws(TransferFailure) {
-        guard let digest, !digest.isHashingBeside, digest.hashedUpTo < offset else { return }
+        guard !digest.isHashingBeside, digest.hashedUpTo < offset else { return }
         try await digest.catchUpAside(to: offset, from: self)
     }
 
-    /// For an upload that reads its file out of order (S3 parts, several at once) of a job hashed while
-    /// sending: hashes the file beside the upload, on a thread of its own (see `ContentDigest`).
+    /// For an upload that reads its file out of order (S3 parts, several at once): hashes the file beside the upload, on a thread of its own (see `ContentDigest`).
     func hashBesideUpload() {
-        digest?.hashBeside(self, size: job.size)
+        digest.hashBeside(self, size: job.size)
     }
 
-    /// The SHA-256 of the file as sent, for a job hashed while sending (nil for one hashed at intake): read for
-    /// whatever the upload did not read itself, and checked against the intake's fingerprint afterwards, so it
-    /// is the digest of the file that was enqueued.
-    func sentDigest() async throws(TransferFailure) -> String? {
-        guard let digest else { return nil }
+    /// The SHA-256 of the file as sent: read for whatever the upload did not read itself, and checked against
+    /// the intake's fingerprint afterwards. A job hashed at intake must get the digest intake recorded: bytes
+    /// changed in place since (by a writer that kept a descriptor, or restored the mtime) are a permanent
+    /// "source changed", never an upload.
+    func sentDigest() async throws(TransferFailure) -> String {
         let hex = try await digest.finish(size: job.size, from: self)
         try verifyUnchanged()
+        if !job.sha256.isEmpty && hex != job.sha256 {
+            throw .permanent("source-changed", """
+                source changed: the bytes read to send \(path) are not those enqueued (SHA-256 \(job.sha256.prefix(12))… \
+                at intake, \(hex.prefix(12))… now): it was changed in place after it was enqueued. The file is kept; \
+                enqueue it again to upload what it holds now
+                """)
+        }
         return hex
     }
 }
