@@ -70,4 +70,21 @@ struct MetricsTests {
         #expect(samples.keys.contains { $0.hasPrefix("uploadq_sent_bytes_total{") && $0.contains("metered") })
         #expect(samples.values.contains(5))
     }
+
+    @Test("a link planted where the temporary would go is neither followed nor replaced; no temporary is left")
+    func plantedLinks() throws {
+        let directory = FileManager.default.temporaryDirectory.path + "/uploadq-textfile-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let victim = directory + "/victim"
+        try Data("keep me".utf8).write(to: URL(fileURLWithPath: victim))
+        // The names a group member could guess: the old fixed one, and the new pattern's fixed part.
+        #expect(symlink(victim, directory + "/uploadq.prom.tmp") == 0)
+        #expect(symlink(victim, directory + "/.uploadq.prom.tmp") == 0)
+        try PrometheusText.write("uploadq_up 1\n", to: directory + "/uploadq.prom")
+        #expect(try String(contentsOfFile: victim, encoding: .utf8) == "keep me")
+        #expect(try String(contentsOfFile: directory + "/uploadq.prom", encoding: .utf8) == "uploadq_up 1\n")
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        #expect(names == [".uploadq.prom.tmp", "uploadq.prom", "uploadq.prom.tmp", "victim"], "\(names)")
+    }
 }

@@ -139,4 +139,32 @@ struct SecretTests {
     static func toml(_ text: String) -> String {
         "\"" + text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"") + "\""
     }
+
+    @Test("a server's error body: read no further than 16 KiB, no pattern over it, echoed credentials redacted")
+    func errorBodies() {
+        func response(_ body: [UInt8], status: Int = 400) -> HTTPResponse {
+            HTTPResponse(status: status, headers: [], body: body, bytesSent: 0)
+        }
+        // A proxy that echoes the request's headers back.
+        let echoed = response(Array("""
+            <html><body><pre>PUT /f HTTP/1.1\r\nAuthorization: Bearer tok-live-0123456789\r\nX-Api-Key: k-9876543210
+            X-Tenant: tenant-secret-value\r\nCookie: session=abc123456</pre></body></html>
+            """.utf8))
+        let failure = FailureClassifier.failure(for: echoed, request: "PUT https://h/f", destination: "d",
+                                                secrets: ["tenant-secret-value"])
+        for secret in ["tok-live-0123456789", "k-9876543210", "tenant-secret-value"] {
+            #expect(!failure.message.contains(secret), "\(secret) in: \(failure.message)")
+        }
+        #expect(failure.message.contains("HTTP 400 from PUT https://h/f") && failure.message.contains("<redacted>"))
+        // A megabyte of unclosed <script>: one pass over 16 KiB (the patterns it replaced took quadratic time).
+        let hostile = response(Array(String(repeating: "<script>", count: 131_072).utf8))
+        #expect(hostile.bodySummary.isEmpty)
+        // Nothing past 16 KiB is read.
+        let long = response(Array((String(repeating: "a ", count: 9000) + "TAIL-MARK").utf8))
+        #expect(!long.bodySummary.contains("TAIL-MARK") && long.bodySummary.count <= 201)
+        // Pages keep their words, in order, without markup.
+        let page = response(Array("<html><head><style>p{x:1}</style><script>var t='s'</script><title>Login</title></head><body><p>Please  sign\nin</p></body></html>".utf8))
+        #expect(page.bodySummary == "Login Please sign in", "\(page.bodySummary)")
+        #expect(response(Array("<SCRIPT>x</SCRIPT>ok".utf8)).bodySummary == "ok")
+    }
 }

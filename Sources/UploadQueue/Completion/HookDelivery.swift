@@ -91,24 +91,8 @@ struct HookDelivery: OutboxDelivery {
         return fields
     }
 
-    /// The first 4 KiB of `text` as words on one line, with what looks secret redacted: every URL's user info and
-    /// query values (a hook may print the presigned URL it was given), the word after `Bearer` or `Basic`, and the
-    /// value of any key naming a token, secret, password, key, signature or credential (`token=…`,
-    /// `"api_key": "…"`, `X-Api-Key: …`).
+    /// The first 4 KiB of `text` as words on one line, with what looks secret redacted (`SecretRedaction`).
     static func redacted(_ text: String) -> String {
-        var hideNext = false
-        let words = text.prefix(4096).split(whereSeparator: \.isWhitespace).map { word -> String in
-            defer { hideNext = ["bearer", "basic"].contains(word.lowercased()) }
-            if hideNext { return "<redacted>" }
-            return word.contains("://") ? URLRedaction.redact(String(word)) : String(word)
-        }
-        let line = words.joined(separator: " ")
-        let range = NSRange(line.startIndex..., in: line)
-        return secretValue.stringByReplacingMatches(in: line, range: range, withTemplate: "$1<redacted>")
+        SecretRedaction.redacted(text)
     }
-
-    /// A key naming a secret, its separator, and the value after it (group 1 is what is kept).
-    private static let secretValue = try! NSRegularExpression(pattern: #"""
-        (?i)((?:token|secret|passw(?:or)?d|api[-_]?key|access[-_]?key|authorization|signature|credential)[a-z0-9_-]*["']?\s*[:=]\s*["']?)(?!<redacted>)[^\s"',;}&]+
-        """#)
 }

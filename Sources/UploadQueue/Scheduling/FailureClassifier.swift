@@ -48,10 +48,10 @@ enum FailureClassifier {
 
     /// The verdict for an unexpected HTTP status; `request` names it (`PATCH https://…`, already redacted).
     static func failure(for response: HTTPResponse, request: String, destination: String,
-                        credentialsConfigured: Bool = true, now: Date = Date()) -> TransferFailure
+                        credentialsConfigured: Bool = true, secrets: [String] = [], now: Date = Date()) -> TransferFailure
     {
         let status = response.status
-        let said = response.bodySummary
+        let said = response.summary(redacting: secrets)
         let base = "HTTP \(status) from \(request)" + (said.isEmpty ? "" : ": \(said)")
         switch status {
         case 507:

@@ -90,9 +90,15 @@ public enum PrometheusText {
 
     /// Writes `text` to `path` so that a reader never sees a partial file: a temporary file, fsync, rename. A
     /// failure (a full disk) leaves the previous file as it was and no temporary behind.
+    ///
+    /// The textfile directory is often shared (group-writable for node_exporter's collectors): the temporary is a
+    /// new file of a name no one can guess, created exclusively and never through a link, so a link planted there
+    /// cannot make the daemon write any file it can write.
     public static func write(_ text: String, to path: String) throws {
-        let temporary = path + ".tmp"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        let temporary = (directory.isEmpty ? "." : directory) + "/.\(name).\(UInt64.random(in: 0...UInt64.max)).tmp"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard descriptor >= 0 else { throw UploadQueueError.system("open", path: temporary) }
         do {
             defer { close(descriptor) }

@@ -87,6 +87,6 @@ struct DestinationClient: Sendable {
     /// The verdict for an answer the uploader did not expect, with this destination's name and credentials.
     func failure(for response: HTTPResponse, request: String) -> TransferFailure {
         FailureClassifier.failure(for: response, request: request, destination: name,
-                                  credentialsConfigured: tokens != nil)
+                                  credentialsConfigured: tokens != nil, secrets: Array(http.headers.values))
     }
 }

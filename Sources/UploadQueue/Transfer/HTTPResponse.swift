@@ -29,19 +29,59 @@ struct HTTPResponse: Sendable {
     /// The body as text, for XML and JSON replies.
     var bodyText: String { String(decoding: body, as: UTF8.self) }
 
-    /// A short, single-line account of the body for error messages: tags of an HTML page dropped, whitespace
-    /// collapsed, cut at 200 characters.
-    var bodySummary: String {
-        var text = bodyText
-        if text.contains("<") {
-            text = text.replacingOccurrences(of: "<script[^>]*>[\\s\\S]*?</script>", with: " ", options: .regularExpression)
-            text = text.replacingOccurrences(of: "<style[^>]*>[\\s\\S]*?</style>", with: " ", options: .regularExpression)
-            text = text.replacingOccurrences(of: "<[^>]*>", with: " ", options: .regularExpression)
+    /// A short, single-line account of the body for error messages: tags of an HTML page dropped (with what
+    /// `<script>` and `<style>` hold), whitespace collapsed, cut at 200 characters, secrets redacted
+    /// (`SecretRedaction`: a proxy may echo the request's credentials).
+    ///
+    /// One pass over at most the first 16 KiB, with no pattern: a hostile body (a megabyte of `<script>`) costs
+    /// no more than a plain one.
+    var bodySummary: String { summary(redacting: []) }
+
+    /// `bodySummary`, with the `known` secrets (a destination's header values) redacted too.
+    func summary(redacting known: [String]) -> String {
+        let text = Array(body.prefix(Self.summarySpan))
+        var out: [UInt8] = []
+        var index = 0
+        var space = false
+        func skip(past closing: [UInt8]) {
+            // Case-insensitive search for `closing` from `index`; to the end when it is not there.
+            while index < text.count {
+                if text[index] == UInt8(ascii: "<"), index + closing.count <= text.count,
+                   zip(text[index..<index + closing.count], closing).allSatisfy({ $0 | 0x20 == $1 | 0x20 }) {
+                    index += closing.count
+                    return
+                }
+                index += 1
+            }
         }
-        let words = text.split(whereSeparator: { $0.isWhitespace || $0.isNewline })
-        let joined = words.joined(separator: " ")
+        while index < text.count, out.count < 1024 {
+            let byte = text[index]
+            if byte == UInt8(ascii: "<") {
+                let rest = text[index...].prefix(8).map { $0 | 0x20 }
+                if rest.starts(with: Array("<script".utf8)) { skip(past: Array("</script>".utf8)) }
+                else if rest.starts(with: Array("<style".utf8)) { skip(past: Array("</style>".utf8)) }
+                else {
+                    while index < text.count, text[index] != UInt8(ascii: ">") { index += 1 }
+                    index += 1
+                }
+                space = true
+                continue
+            }
+            if byte == 0x20 || byte == 0x09 || byte == 0x0A || byte == 0x0D || byte == 0x0C || byte == 0x0B {
+                space = true
+            } else {
+                if space && !out.isEmpty { out.append(0x20) }
+                space = false
+                out.append(byte)
+            }
+            index += 1
+        }
+        let joined = SecretRedaction.redacted(String(decoding: out, as: UTF8.self), known: known)
         return joined.count > 200 ? String(joined.prefix(200)) + "…" : joined
     }
+
+    /// How much of a body `bodySummary` looks at.
+    static let summarySpan = 16 << 10
 
     /// `Retry-After` as a duration: delta seconds or an HTTP date; nil when absent or unreadable.
     func retryAfter(now: Date = Date()) -> Duration? {
