@@ -125,6 +125,12 @@ int uploadq_write_behind(int fd, long long offset, long long length) {
                            SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
 }
 
+int uploadq_clear_ambient_capabilities(void) {
+    return prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+}
+
+int uploadq_become_subreaper(void) { return prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); }
+
 int uploadq_syncfs(int fd) { return (int)syscall(SYS_syncfs, fd); }
 
 // NFS, SMB, CIFS, SMB2, FUSE, 9p, Ceph, AFS: their files change on other machines too, where neither inotify nor

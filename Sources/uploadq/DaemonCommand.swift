@@ -33,6 +33,9 @@ struct DaemonCommand: AsyncParsableCommand {
         for failure in ProcessHardening.apply() {
             logger.warning("cannot turn core dumps off (\(failure)); the daemon runs on")
         }
+        if let failure = ProcessHardening.reapHelpers() {
+            logger.warning("a helper that leaves with setsid may outlive its deadline (\(failure)); the daemon runs on")
+        }
         let notifier = SystemdNotifier()
         // Waiting for room on a full disk keeps systemd's start timeout from killing the start, and says why; any
         // other hang before READY=1 still meets that timeout.

@@ -294,4 +294,45 @@ struct Dropper {
             #expect(FileManager.default.fileExists(atPath: job.file), "the file is kept")
         }
     }
+
+    @Test("helpers get neither the daemon's ambient CAP_LEASE nor its environment (a token program, busctl)")
+    func helpersGetLittle() async throws {
+        let sandbox = try Sandbox()
+        #expect(chmod(sandbox.root, 0o711) == 0)
+        let out = sandbox.root + "/helper"
+        try FileManager.default.createDirectory(atPath: out, withIntermediateDirectories: true)
+        #expect(chmod(out, 0o777) == 0)
+        let script = out + "/probe.sh"
+        try """
+            #!/bin/sh
+            grep -E '^Cap(Amb|Eff):' /proc/self/status > "\(out)/$1.txt"
+            env >> "\(out)/$1.txt"
+            echo token-from-probe
+            """.write(toFile: script, atomically: true, encoding: .utf8)
+        #expect(chmod(script, 0o755) == 0)
+        let config = out + "/uploadq.toml"
+        try """
+            state_dir = "\(out)/state"
+            [destinations.default]
+            protocol = "http-put"
+            url = "\(try TestServers.davURL())/helpers/{name}"
+            token_command = ["\(script)", "token"]
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        // As the unit runs the daemon: its own user, CAP_LEASE ambient, a token in its environment.
+        let (_, _, _) = try await ChildProcess.run([
+            "setpriv", "--reuid=uq-alice", "--regid=\(Dropper.group)", "--init-groups", "--inh-caps=+lease",
+            "--ambient-caps=+lease", "--", BinaryRunner.path, "doctor", "--config", config,
+        ], executable: "/usr/bin/setpriv", environment: ["PATH": "/usr/bin:/bin", "UPLOADQ_TEST_SECRET": "s3cr3t-value"],
+           limit: .seconds(60))
+        let seen = try String(contentsOfFile: out + "/token.txt", encoding: .utf8)
+        #expect(seen.contains("CapAmb:\t0000000000000000") && seen.contains("CapEff:\t0000000000000000"), "\(seen)")
+        #expect(!seen.contains("s3cr3t-value"))
+
+        // busctl (and nmcli) get a scrubbed environment too.
+        setenv("UPLOADQ_TEST_SECRET", "s3cr3t-value", 1)
+        defer { unsetenv("UPLOADQ_TEST_SECRET") }
+        _ = SystemBus(busctl: script).call(["bus"])
+        let bus = try String(contentsOfFile: out + "/--system.txt", encoding: .utf8)
+        #expect(bus.contains("PATH=") && !bus.contains("s3cr3t-value"), "\(bus)")
+    }
 }

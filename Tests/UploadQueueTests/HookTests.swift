@@ -120,12 +120,17 @@ struct HookTests {
         #expect(try store.job(id)?.state == .uploaded)
     }
 
-    @Test("a hook that hangs is killed at its deadline, its processes with it, and retried")
+    @Test("a hook that hangs is killed at its deadline, its processes with it (one in a session of its own too), and retried")
     func hangingHook() async throws {
+        // The first run leaves a process in a session of its own (setsid: out of its group) and hangs; the second
+        // leaves one the same way and ends.
         let (sandbox, hooks) = try sandbox(onUploaded: """
             here="$(dirname "$0")"
             echo "start $UPLOADQ_HOOK_ATTEMPT" >> "$here/runs"
-            if [ ! -e "$here/first" ]; then touch "$here/first"; sleep 600 & wait; fi
+            if [ ! -e "$here/first" ]; then
+                touch "$here/first"; setsid sleep 6011 > /dev/null 2>&1 & sleep 600 & wait
+            fi
+            setsid sleep 6022 > /dev/null 2>&1 &
             """, extra: "timeout = \"1s\"\n")
         let daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox))
@@ -143,8 +148,9 @@ struct HookTests {
         #expect(daemon.log.contains("did not finish within 1s and was killed"), "\(daemon.log.suffix(2000))")
         let runs = try String(contentsOfFile: hooks + "/runs", encoding: .utf8).split(separator: "\n")
         #expect(runs == ["start 1", "start 2"], "\(runs)")
-        // The sleep it started went with it (the hook's whole process group is killed).
-        let left = try await BinaryRunner.run(["pgrep", "-f", "sleep 600"], executable: "/usr/bin/pgrep")
+        // The sleep it started went with it (the hook's whole process group is killed), and so did those it left in
+        // sessions of their own (found through /proc at the deadline; handed to the daemon, its subreaper, after).
+        let left = try await BinaryRunner.run(["pgrep", "-f", "sleep (600|6011|6022)"], executable: "/usr/bin/pgrep")
         #expect(left.stdout.isEmpty, "left running: \(left.stdout)")
     }
 

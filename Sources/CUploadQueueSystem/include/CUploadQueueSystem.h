@@ -80,6 +80,14 @@ int uploadq_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 /// never waits behind gigabytes of it). 0 on success.
 int uploadq_write_behind(int fd, long long offset, long long length);
 
+/// Clears the calling thread's ambient capabilities (the unit's `CAP_LEASE`), so a program it spawns next gets
+/// none: a hook or a token program has no use for a capability of the daemon's. 0 on success.
+int uploadq_clear_ambient_capabilities(void);
+
+/// PR_SET_CHILD_SUBREAPER: the descendants of this process's children that lose their parent (a helper that called
+/// setsid and left) become its children instead of init's, so it can end them. 0 on success.
+int uploadq_become_subreaper(void);
+
 /// syncfs(2): flushes the file system holding `fd` (one flush for a batch of new files instead of one fsync each).
 int uploadq_syncfs(int fd);
 

@@ -17,6 +17,16 @@ public enum ProcessHardening {
         return failures
     }
 
+    /// Makes the daemon the reaper of its helpers' descendants (`PR_SET_CHILD_SUBREAPER`): a hook that calls
+    /// `setsid` and leaves a process behind leaves it to the daemon, which ends it with the helper
+    /// (`BoundedCommand`). For the daemon alone: a process embedding the library may have children of its own.
+    /// Returns what could not be done, to be logged.
+    public static func reapHelpers() -> String? {
+        guard uploadq_become_subreaper() == 0 else { return "PR_SET_CHILD_SUBREAPER: \(String(cString: strerror(errno)))" }
+        BoundedCommand.reapsOrphans.store(true, ordering: .releasing)
+        return nil
+    }
+
     /// Whether this process may be dumped (and attached to by its user's other processes).
     public static var isDumpable: Bool { uploadq_is_dumpable() == 1 }
 }

@@ -1,9 +1,20 @@
 import CUploadQueueSystem
 import Foundation
+import Synchronization
 
 /// Runs a helper program (a `token_command`, `busctl`): directly (no shell) in a process group of its own, its output read with a
 /// deadline; at the deadline the whole group is killed, so a helper that forks cannot hold the daemon up.
+///
+/// A helper gets what it needs and no more: a scrubbed environment unless its caller names one (the daemon's holds
+/// tokens), no descriptor of the daemon's, and no ambient capability (the unit's `CAP_LEASE` stays the daemon's).
 enum BoundedCommand {
+    /// Whether this process reaps its helpers' orphans (`ProcessHardening.reapHelpers`, the daemon): its only
+    /// children are then the helpers, and any other child is one a helper left behind.
+    static let reapsOrphans = Atomic<Bool>(false)
+
+    /// The helpers running now, by process id (not orphans, whatever their parent).
+    private static let running = Mutex<Set<pid_t>>([])
+
     /// Variables through which systemd talks to the service itself; children do not inherit them.
     static let serviceManagerVariables: Set<String> = ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "LISTEN_FDS",
                                                         "LISTEN_PID", "LISTEN_FDNAMES"]
@@ -21,6 +32,9 @@ enum BoundedCommand {
     /// speak the admin's language.
     static let baseVariables = ["PATH", "HOME", "LANG"]
 
+    /// The variables a system tool (`busctl`, `nmcli`) gets beside `baseVariables`: where the system bus is.
+    static let systemToolVariables = ["DBUS_SYSTEM_BUS_ADDRESS"]
+
     /// The daemon's `baseVariables` and those named in `passing` (the ones it has), for a program run with a
     /// scrubbed environment.
     static func scrubbedEnvironment(passing: [String]) -> [String: String] {
@@ -34,7 +48,8 @@ enum BoundedCommand {
     /// Runs `arguments` (the program's absolute path first) and waits at most `timeout`.
     ///
     /// - Parameters:
-    ///   - environment: the variables the program gets; nil passes on the daemon's (less systemd's own).
+    ///   - environment: the variables the program gets; nil: `baseVariables` and `systemToolVariables` alone (the
+    ///     daemon's environment holds tokens, and systemd's variables are the daemon's own).
     ///   - maximumOutput: the most standard output read; more kills the program (`tooMuchOutput`), unless
     ///     `dropsExcessOutput`, which keeps that much and drains and drops the rest. Standard error is kept up to
     ///     the same size, and the rest drained and dropped.
@@ -78,17 +93,29 @@ enum BoundedCommand {
         var child: pid_t = 0
         let argv = arguments.map { strdup($0) } + [nil]
         defer { for pointer in argv { free(pointer) } }
-        // systemd's variables are for the daemon alone: a systemd tool (busctl) would report to the service
-        // manager as if it were the service (`ERRNO=…`, even `READY=1`).
-        let inherited = environment
-            ?? ProcessInfo.processInfo.environment.filter { !Self.serviceManagerVariables.contains($0.key) }
+        // Never the daemon's whole environment: it holds tokens (`token_env`), and a systemd tool (busctl) given
+        // systemd's variables would report to the service manager as if it were the service (`READY=1`).
+        let inherited = (environment ?? Self.scrubbedEnvironment(passing: Self.systemToolVariables))
+            .filter { !Self.serviceManagerVariables.contains($0.key) }
         let variables = inherited.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { for pointer in variables { free(pointer) } }
-        let spawned = posix_spawn(&child, arguments[0], &actions, &attributes, argv, variables)
+        // Registered as it starts, under the lock the sweep of orphans takes: a helper starting meanwhile is never
+        // taken for one.
+        let spawned = running.withLock { helpers -> Int32 in
+            // Capabilities are per thread, and the spawn inherits this one's: cleared here, just before.
+            _ = uploadq_clear_ambient_capabilities()
+            let result = posix_spawn(&child, arguments[0], &actions, &attributes, argv, variables)
+            if result == 0 { helpers.insert(child) }
+            return result
+        }
         close(output[1])
         close(errors[1])
         if feed[0] >= 0 { close(feed[0]) }
         guard spawned == 0 else { return .notStarted(String(cString: strerror(spawned))) }
+        defer {
+            running.withLock { _ = $0.remove(child) }
+            endOrphans()
+        }
         if let input {
             // It fits the pipe whole, and the write never waits (a smaller pipe, or a program that does not read,
             // leaves it short: the program sees its input end there). A program that exits without reading it
@@ -126,8 +153,7 @@ enum BoundedCommand {
             if open.isEmpty { break }
             if let exitedAt, ContinuousClock.now - exitedAt > .milliseconds(200) { break }
             if ContinuousClock.now >= deadline {
-                kill(-child, SIGKILL)
-                if exitStatus == nil { var status: Int32 = 0; waitpid(child, &status, 0) }
+                endTree(of: child, reaped: exitStatus != nil)
                 return .timedOut
             }
             var polled = open.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
@@ -143,8 +169,7 @@ enum BoundedCommand {
                     } else if entry.fd == output[0] {
                         stdout.append(contentsOf: buffer[0..<count])
                         if stdout.count > maximumOutput {
-                            kill(-child, SIGKILL)
-                            if exitStatus == nil { var status: Int32 = 0; waitpid(child, &status, 0) }
+                            endTree(of: child, reaped: exitStatus != nil)
                             return .tooMuchOutput
                         }
                     } else if stderr.count < maximumOutput {
@@ -165,5 +190,50 @@ enum BoundedCommand {
         let code: Int32 = (status & 0x7f) == 0 ? (status >> 8) & 0xff : 128 + (status & 0x7f)
         return .exited(status: code, stdout: String(decoding: stdout, as: UTF8.self),
                        stderr: String(decoding: stderr, as: UTF8.self))
+    }
+
+    /// Kills the program, its group, and every descendant it has (one in a session of its own included: found
+    /// through `/proc` before anything is killed, while the tree still hangs together); reaps the program.
+    private static func endTree(of child: pid_t, reaped: Bool) {
+        let tree = descendants(of: child)
+        kill(-child, SIGKILL)
+        kill(child, SIGKILL)
+        for pid in tree { kill(pid, SIGKILL) }
+        if !reaped { var status: Int32 = 0; waitpid(child, &status, 0) }
+    }
+
+    /// The descendants of `pid`, from `/proc/PID/task/*/children`, nearest first.
+    static func descendants(of pid: pid_t) -> [pid_t] {
+        var found: [pid_t] = []
+        var next = [pid]
+        while let parent = next.popLast(), found.count < 4096 {
+            let children = Self.children(of: parent)
+            found += children
+            next += children
+        }
+        return found
+    }
+
+    /// The children of process `pid` (of every one of its threads).
+    static func children(of pid: pid_t) -> [pid_t] {
+        let tasks = "/proc/\(pid)/task"
+        guard let threads = try? FileManager.default.contentsOfDirectory(atPath: tasks) else { return [] }
+        return threads.flatMap { thread -> [pid_t] in
+            guard let text = try? String(contentsOfFile: "\(tasks)/\(thread)/children", encoding: .utf8) else { return [] }
+            return text.split(separator: " ").compactMap { pid_t($0.trimmingCharacters(in: .whitespacesAndNewlines)) }
+        }
+    }
+
+    /// In the daemon (`reapsOrphans`): kills and reaps every child that is not a running helper, that is, what a
+    /// helper left behind in a session of its own (the kernel gave it to the daemon, its subreaper).
+    private static func endOrphans() {
+        guard reapsOrphans.load(ordering: .acquiring) else { return }
+        running.withLock { helpers in
+            for pid in Set(children(of: getpid())) where !helpers.contains(pid) {
+                kill(pid, SIGKILL)
+                var status: Int32 = 0
+                waitpid(pid, &status, 0)
+            }
+        }
     }
 }
