@@ -167,4 +167,60 @@ struct SecretTests {
         #expect(page.bodySummary == "Login Please sign in", "\(page.bodySummary)")
         #expect(response(Array("<SCRIPT>x</SCRIPT>ok".utf8)).bodySummary == "ok")
     }
+
+    @Test("LoadCredential=: token_file and credentials_file as %d/NAME are read from $CREDENTIALS_DIRECTORY, and say how when it is not set")
+    func systemdCredentials() async throws {
+        let directory = FileManager.default.temporaryDirectory.path + "/uploadq-credentials-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try "cred-token-1\n".write(toFile: directory + "/api-token", atomically: true, encoding: .utf8)
+        try "[default]\naws_access_key_id = AKIDCRED\naws_secret_access_key = secretcred\n"
+            .write(toFile: directory + "/aws", atomically: true, encoding: .utf8)
+        let configuration = try ConfigurationLoader.parse("""
+            [destinations.api]
+            protocol = "http-put"
+            url = "https://h/{name}"
+            token_file = "%d/api-token"
+            [destinations.s3]
+            protocol = "s3"
+            endpoint = "https://s3.example.com"
+            bucket = "photos"
+            credentials_file = "%d/aws"
+            """, file: "/etc/uploadq/uploadq.toml", baseDirectory: "/etc/uploadq")
+        let source = try #require(configuration.destinations["api"]?.http.credentials)
+        #expect(source == .file("%d/api-token"), "kept as it is until it is read")
+        // Not under a unit with LoadCredential=: the message says how to give it one.
+        unsetenv("CREDENTIALS_DIRECTORY")
+        do {
+            _ = try await TokenProvider(source: source, destination: "api").token()
+            Issue.record("a credential was read without a credentials directory")
+        } catch {
+            #expect(error.message.contains("LoadCredential=api-token:") && error.kind == .permanent, "\(error.message)")
+        }
+        setenv("CREDENTIALS_DIRECTORY", directory, 1)
+        defer { unsetenv("CREDENTIALS_DIRECTORY") }
+        #expect(try await TokenProvider(source: source, destination: "api").token() == "cred-token-1")
+        guard case .s3(let s3) = try #require(configuration.destinations["s3"]).settings else {
+            Issue.record("not an s3 destination")
+            return
+        }
+        let keys = try S3Credentials.load(s3.credentials, destination: "s3",
+                                          environment: ["CREDENTIALS_DIRECTORY": directory])
+        #expect(keys.accessKey == "AKIDCRED" && keys.secretKey == "secretcred")
+        // A name with a slash is no credential's.
+        #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.parse("""
+                [destinations.api]
+                protocol = "http-put"
+                url = "https://h/{name}"
+                token_file = "%d/../etc/shadow"
+                """, file: "/etc/uploadq/uploadq.toml", baseDirectory: "/etc/uploadq")
+        }
+        // The advice for a missing token_env points to credentials, not Environment=.
+        do {
+            _ = try await TokenProvider(source: .environment("UPLOADQ_UNSET_TOKEN_VARIABLE"), destination: "api").token()
+        } catch {
+            #expect(error.message.contains("LoadCredential=") && error.message.contains("systemctl show"), "\(error.message)")
+        }
+    }
 }

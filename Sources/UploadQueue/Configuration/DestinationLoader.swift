@@ -389,6 +389,15 @@ enum DestinationLoader {
         return destination
     }
 
+    /// A secret's file: `%d/NAME` in systemd's credentials directory (`CredentialPath`), kept as it is until it
+    /// is read; any other path made absolute.
+    private static func credentialFile(_ path: String, key: String, in table: ConfigurationTable,
+                                       base: String) throws(ConfigurationError) -> String {
+        guard CredentialPath.isCredential(path) else { return ConfigurationLoader.absolutePath(path, base: base) }
+        if let problem = CredentialPath.problem(path) { throw table.error(key, problem) }
+        return path
+    }
+
     private static func s3Credentials(_ table: inout ConfigurationTable, baseDirectory: String)
         throws(ConfigurationError) -> S3CredentialSource
     {
@@ -413,7 +422,7 @@ enum DestinationLoader {
             return .environment(accessKey: access, secretKey: secret, sessionToken: token)
         }
         if let file {
-            return .sharedFile(path: ConfigurationLoader.absolutePath(file, base: baseDirectory),
+            return .sharedFile(path: try credentialFile(file, key: "credentials_file", in: table, base: baseDirectory),
                                profile: profile ?? "default")
         }
         return .standard(profile: profile)
@@ -465,7 +474,7 @@ enum DestinationLoader {
             settings.credentials = .environment(variable)
         }
         if let path = try table.string("token_file") {
-            settings.credentials = .file(ConfigurationLoader.absolutePath(path, base: baseDirectory))
+            settings.credentials = .file(try credentialFile(path, key: "token_file", in: table, base: baseDirectory))
         }
         if let command = try table.stringArray("token_command") {
             guard let program = command.first, !program.isEmpty else {

@@ -24,7 +24,10 @@ struct S3Credentials: Sendable, Equatable, CustomStringConvertible {
             }
             return S3Credentials(accessKey: access, secretKey: secret,
                                  sessionToken: tokenVariable.flatMap { nonEmpty(environment[$0]) })
-        case .sharedFile(let path, let profile):
+        case .sharedFile(let named, let profile):
+            guard let path = CredentialPath.resolve(named, environment: environment) else {
+                throw missing(destination, "credentials_file " + CredentialPath.missing(named))
+            }
             return try fromSharedFile(path, profile: profile, destination: destination)
         case .standard(let profile):
             if let access = nonEmpty(environment["AWS_ACCESS_KEY_ID"]),

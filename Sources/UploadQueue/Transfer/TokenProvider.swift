@@ -47,11 +47,17 @@ actor TokenProvider {
         case .environment(let name):
             guard let value = ProcessInfo.processInfo.environment[name], !value.isEmpty else {
                 throw .permanent("credentials", "destination \"\(destination)\": the environment variable \(name) "
-                    + "(token_env) is not set for the daemon; set it (e.g. Environment= in the systemd unit), restart, "
-                    + "then `uploadq retry`")
+                    + "(token_env) is not set for the daemon. Better than setting it (Environment= is readable by "
+                    + "any local user with `systemctl show`): put the token in a file, give it to the unit with "
+                    + "LoadCredential=token:/etc/uploadq/token and set token_file = \"%d/token\"; restart, then "
+                    + "`uploadq retry`")
             }
             token = value
-        case .file(let path):
+        case .file(let named):
+            guard let path = CredentialPath.resolve(named, environment: ProcessInfo.processInfo.environment) else {
+                throw .permanent("credentials", "destination \"\(destination)\": token_file "
+                    + CredentialPath.missing(named) + "; then `uploadq retry`")
+            }
             guard let data = FileManager.default.contents(atPath: path) else {
                 throw .permanent("credentials", "destination \"\(destination)\": cannot read token_file \(path); "
                     + "fix it, then `uploadq retry`")
