@@ -75,6 +75,7 @@ int uploadq_curl_seekfunc_ok(void) { return CURL_SEEKFUNC_OK; }
 int uploadq_curl_seekfunc_fail(void) { return CURL_SEEKFUNC_FAIL; }
 int uploadq_curl_sockopt_ok(void) { return CURL_SOCKOPT_OK; }
 int uploadq_curl_prereqfunc_ok(void) { return CURL_PREREQFUNC_OK; }
+int uploadq_curl_prereqfunc_abort(void) { return CURL_PREREQFUNC_ABORT; }
 long uploadq_curl_pipe_multiplex(void) { return CURLPIPE_MULTIPLEX; }
 long uploadq_curl_global_default(void) { return CURL_GLOBAL_DEFAULT; }
 

@@ -146,6 +146,7 @@ struct MintedTargetTests {
             protocol = "http-put"
             mint_command = ["\(venvPython())", "\(script)"]
             pass_env = ["MINT_BACKEND"]
+            allow_private_targets = true  # the storage is on loopback, and a command has no address of its own
             """)
         // The command asks the backend itself: what an app's CLI tool would do.
         try """

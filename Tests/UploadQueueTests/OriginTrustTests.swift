@@ -140,4 +140,47 @@ struct OriginTrustTests {
         #expect(job.resumeState == nil || !(job.resumeState ?? "").contains("http://"), "the http upload URL was not kept")
         #expect(job.bytesConfirmed == 0)
     }
+
+    @Test("private addresses: loopback, RFC 1918, link-local, unique local, CGNAT, mapped; not the internet's")
+    func privateAddresses() {
+        for address in ["127.0.0.1", "127.255.0.9", "10.1.2.3", "172.16.0.1", "172.31.255.255", "192.168.1.1",
+                        "169.254.169.254", "100.64.0.1", "0.0.0.0", "::1", "::", "fe80::1", "fd00::5", "fc12::1",
+                        "::ffff:10.0.0.1", "[::1]", "fe80::1%eth0"] {
+            #expect(PrivateAddress.contains(address), "\(address)")
+        }
+        for address in ["8.8.8.8", "172.32.0.1", "192.169.0.1", "100.128.0.1", "2001:db8::1", "::ffff:8.8.8.8",
+                        "example.com", ""] {
+            #expect(!PrivateAddress.contains(address), "\(address)")
+        }
+        #expect(PrivateAddress.isPrivateHost("localhost") && PrivateAddress.isPrivateHost("cam.localhost"))
+        #expect(!PrivateAddress.isPrivateHost("127.1"), "a name the resolver reads, not a literal")
+    }
+
+    @Test("a server-chosen URL to a private address is refused for a destination not there itself; allow_private_targets lets it")
+    func privateTargets() async throws {
+        let tus = try TestServers.authority(try TestServers.tusEndpoint())
+        for allowed in [false, true] {
+            let a = try await FaultProxy.start(upstream: tus)
+            let b = try await FaultProxy.start(upstream: tus)
+            try await a.add(["method": "POST", "action": "rewrite",
+                             "location": "authority:\(try TestServers.authority(b.url("/")))"])
+            // `127.1` is a name the resolver turns into 127.0.0.1: the destination as a public name would be.
+            let configured = a.url("/files/").replacingOccurrences(of: "127.0.0.1", with: "127.1")
+            let sandbox = try Sandbox(destination: "tus", """
+                protocol = "tus"
+                url = "\(configured)"
+                chunk_size = 262144
+                \(allowed ? "allow_private_targets = true" : "")
+                """)
+            let (job, _) = try await sandbox.uploadOne("p.bin", size: 300_000, seed: 91, to: "tus")
+            let reached = try await b.requests()
+            if allowed {
+                #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+            } else {
+                #expect(job.state == .failed && job.lastError?.contains("allow_private_targets") == true,
+                        "\(job.state): \(job.lastError ?? "")")
+                #expect(reached.isEmpty, "nothing went to the private address: \(reached)")
+            }
+        }
+    }
 }

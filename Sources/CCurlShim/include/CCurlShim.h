@@ -50,6 +50,7 @@ int uploadq_curl_seekfunc_ok(void);
 int uploadq_curl_seekfunc_fail(void);
 int uploadq_curl_sockopt_ok(void);
 int uploadq_curl_prereqfunc_ok(void);
+int uploadq_curl_prereqfunc_abort(void);
 long uploadq_curl_pipe_multiplex(void);
 long uploadq_curl_global_default(void);
 /// True when the linked libcurl has `feature` (a CURL_VERSION_* bit name: "http2", "asynchdns", "threadsafe").

@@ -50,6 +50,16 @@ public struct Destination: Sendable, Equatable {
     /// `trusted_origins`: origins besides the URL's own that get the destination's token and headers (an upload
     /// URL a tus server hands out on another host). Any other origin gets neither.
     public var trustedOrigins: [URLOrigin] = []
+    /// `allow_private_targets`: a URL the server chose (a tus `Location`, a minted URL) may lead to a loopback,
+    /// private or link-local address. Off by default, unless the configured URL is itself such an address or
+    /// `localhost` (`allowsPrivateTargets`).
+    public var allowPrivateTargets = false
+
+    /// Whether a server-chosen URL may lead to a loopback, private or link-local address (`PrivateAddress`): set,
+    /// or the destination is itself there.
+    var allowsPrivateTargets: Bool {
+        allowPrivateTargets || URLOrigin(url: url).map { PrivateAddress.isPrivateHost($0.host) } ?? false
+    }
 
     /// The wire protocol.
     public var transferProtocol: TransferProtocol { settings.transferProtocol }

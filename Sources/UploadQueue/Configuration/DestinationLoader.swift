@@ -12,23 +12,27 @@ enum DestinationLoader {
         guard let transferProtocol = Destination.TransferProtocol(rawValue: protocolName) else {
             throw table.error("protocol", "\"\(protocolName)\" is unknown (supported: \(supported))")
         }
+        var destination: Destination
         switch transferProtocol {
         case .s3:
-            return try s3(name: name, table: &table, baseDirectory: baseDirectory)
+            destination = try s3(name: name, table: &table, baseDirectory: baseDirectory)
         case .file:
             return try localDirectory(name: name, url: try url(&table), table: &table, baseDirectory: baseDirectory)
         case .httpPut, .httpPost:
             // A `where` would bind to the last pattern alone: both are asked here.
             if table.has("mint_url") || table.has("mint_command") {
-                return try minted(name: name, transferProtocol: transferProtocol, table: &table,
-                                  baseDirectory: baseDirectory)
+                destination = try minted(name: name, transferProtocol: transferProtocol, table: &table,
+                                         baseDirectory: baseDirectory)
+            } else {
+                destination = try network(name: name, transferProtocol: transferProtocol, url: try url(&table),
+                                          table: &table, baseDirectory: baseDirectory)
             }
-            return try network(name: name, transferProtocol: transferProtocol, url: try url(&table), table: &table,
-                               baseDirectory: baseDirectory)
         case .tus, .rufh:
-            return try network(name: name, transferProtocol: transferProtocol, url: try url(&table), table: &table,
-                               baseDirectory: baseDirectory)
+            destination = try network(name: name, transferProtocol: transferProtocol, url: try url(&table),
+                                      table: &table, baseDirectory: baseDirectory)
         }
+        destination.allowPrivateTargets = try table.boolean("allow_private_targets") ?? false
+        return destination
     }
 
     /// `url`, which every protocol but s3 needs.

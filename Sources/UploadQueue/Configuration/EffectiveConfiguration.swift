@@ -331,6 +331,7 @@ private struct Builder {
             if Self.hasOwnURL(destination.settings) {
                 table.set("trusted_origins", .array(destination.trustedOrigins.map { .string($0.description) }))
             }
+            table.set("allow_private_targets", .boolean(destination.allowPrivateTargets))
             if let template = destination.publicURLTemplate {
                 table.set("public_url_template", url(template.description))
             }

@@ -26,7 +26,7 @@ enum FailureClassifier {
                 \(method): \(error.message); on a network with a captive portal (log in on it, or wait) this is the \
                 portal answering in the server's place
                 """, portal: true, code: error.code.rawValue)
-        case .invalidURL:
+        case .invalidURL, .privateTarget:
             return .permanent(error.code.rawValue, "\(method): \(error.message)")
         case .sourceRead:
             return .permanent("source-changed", "source changed while it was sent: \(error.message); "

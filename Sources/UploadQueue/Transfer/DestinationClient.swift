@@ -13,6 +13,8 @@ struct DestinationClient: Sendable {
     let scope: CredentialScope
     /// The server never answers with an HTML page (an app's backend speaking JSON): a 4xx page is a portal's.
     var pagesAreForeign = false
+    /// A URL outside `scope`'s origins (one the server chose) may lead to a loopback, private or link-local peer.
+    var privateTargetsAllowed = true
 
     /// A client named `name` (a destination, or `[patch]`) whose credentials go where `scope` says.
     init(name: String, http: HTTPSettings, engine: TransferEngine, scope: CredentialScope) {
@@ -27,6 +29,7 @@ struct DestinationClient: Sendable {
     init(destination: Destination, engine: TransferEngine) {
         self.init(name: destination.name, http: destination.http, engine: engine,
                   scope: CredentialScope(destination: destination))
+        privateTargetsAllowed = destination.allowsPrivateTargets
     }
 
     /// Refuses a URL a server handed over that this client would not send to (see `CredentialScope`): a
@@ -56,8 +59,11 @@ struct DestinationClient: Sendable {
                 ? http.headers.sorted { $0.key < $1.key }.map { HTTPHeader($0.key, $0.value) } : []
             if let token { fields.append(HTTPHeader("Authorization", "Bearer \(token)")) }
             fields += headers
-            let request = HTTPRequest(method: method, url: url, headers: fields, body: body,
-                                      options: TransferOptions(http, paced: paced, trafficLabel: name))
+            var options = TransferOptions(http, paced: paced, trafficLabel: name)
+            // A URL the server chose (not on the destination's own or trusted origins) must not lead the daemon
+            // to what only the device can reach.
+            options.refusesPrivatePeers = !credentials && !privateTargetsAllowed
+            let request = HTTPRequest(method: method, url: url, headers: fields, body: body, options: options)
             let response: HTTPResponse
             do {
                 response = try await engine.perform(request, progress: progress)

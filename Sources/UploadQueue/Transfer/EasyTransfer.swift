@@ -29,6 +29,8 @@ final class EasyTransfer: @unchecked Sendable {
     private var receivedHeaderBytes: Int64 = 0
     /// Sends and connections libcurl made for this request, and the failure it recovered from by resending.
     private var resend = SilentResend()
+    /// The private peer the request was refused at (`TransferOptions.refusesPrivatePeers`).
+    private var refusedPeer: String?
     /// This exchange's share of the send-rate cap (0: none), which the rate floor judges it by.
     private var sendSpeed: Int64 = 0
     /// This exchange's share of the send cap, which its body reads take from (set by the engine for paced uploads).
@@ -103,6 +105,13 @@ final class EasyTransfer: @unchecked Sendable {
         if let label = request.options.trafficLabel { traffic?.add(label, requestHeaderBytes) }
         let response = HTTPResponse(status: status, headers: responseHeaders, body: responseBody, bytesSent: Int64(sent))
         if code != CURLE_OK {
+            if let refusedPeer {
+                return .failure(TransferError(code: .privateTarget, message: """
+                    refused: \(URLRedaction.redact(request.url)) is at \(refusedPeer), a loopback, private or \
+                    link-local address, and the server chose it (the destination is not there itself); if that is \
+                    meant, set allow_private_targets = true on the destination
+                    """, curlCode: Int(code.rawValue)))
+            }
             if let failure = reader.failure {
                 return .failure(TransferError(code: reader.failureIsIO ? .sourceIO : .sourceRead, message: failure,
                                               curlCode: Int(code.rawValue)))
@@ -252,8 +261,14 @@ final class EasyTransfer: @unchecked Sendable {
         if resend.socketOpened() { keepRecoveredFailure() }
     }
 
-    fileprivate func requestGoesOut() {
+    /// Whether the request may go to `peer` (the connected address); called just before it does.
+    fileprivate func requestGoesOut(to peer: String) -> Bool {
+        if request.options.refusesPrivatePeers, PrivateAddress.contains(peer) {
+            refusedPeer = peer
+            return false
+        }
         if resend.requestGoingOut() { keepRecoveredFailure() }
+        return true
     }
 
     /// libcurl is resending the request: the error text so far is the failure it recovers from. Cleared, so that
@@ -339,9 +354,11 @@ private let easySocketCallback: uploadq_curl_sockopt_callback = { userdata, _, _
     return uploadq_curl_sockopt_ok()
 }
 
-private let easyRequestCallback: uploadq_curl_prereq_callback = { userdata, _, _, _, _ in
-    if let userdata { Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue().requestGoesOut() }
-    return uploadq_curl_prereqfunc_ok()
+private let easyRequestCallback: uploadq_curl_prereq_callback = { userdata, peer, _, _, _ in
+    guard let userdata else { return uploadq_curl_prereqfunc_ok() }
+    let transfer = Unmanaged<EasyTransfer>.fromOpaque(userdata).takeUnretainedValue()
+    return transfer.requestGoesOut(to: peer.map { String(cString: $0) } ?? "")
+        ? uploadq_curl_prereqfunc_ok() : uploadq_curl_prereqfunc_abort()
 }
 
 private let easyHeaderCallback: uploadq_curl_data_callback = { buffer, size, count, userdata in

@@ -42,6 +42,9 @@ struct TransferOptions: Sendable, Equatable {
     var maximumResponseBody: Int = 1 << 20
     /// Under which name the engine counts the body bytes sent (the destination's), for traffic accounting.
     var trafficLabel: String?
+    /// Refuse the request when libcurl connects to a loopback, private or link-local peer (`PrivateAddress`): a
+    /// URL a server chose, for a destination that is not itself there.
+    var refusesPrivatePeers = false
 
     /// Defaults, then a destination's timeouts, stall rule and CAs.
     init(_ settings: HTTPSettings? = nil, paced: Bool = true, trafficLabel: String? = nil) {

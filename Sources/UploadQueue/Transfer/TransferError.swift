@@ -24,6 +24,8 @@ struct TransferError: Error, Sendable, Equatable, CustomStringConvertible {
         /// Our own body could not be read (an I/O error on the local disk).
         case sourceIO = "source-io"
         case cancelled
+        /// The peer was a loopback, private or link-local address where the request may not go (`PrivateAddress`).
+        case privateTarget = "private-target"
         case other
     }
 
