@@ -26,6 +26,7 @@ public actor UploadQueue {
         self.configuration = configuration
         self.logger = logger
         try BlobStore.makeDirectory(configuration.stateDirectory)
+        try Self.checkOwner(of: configuration.stateDirectory)
         let database: QueueDatabase
         let path = configuration.databasePath
         do {
@@ -44,6 +45,21 @@ public actor UploadQueue {
         store = QueueStore(database: database)
         intake = Intake(configuration: configuration, store: store,
                         blobs: try BlobStore(directory: configuration.blobDirectory), contentTypes: ContentTypeDetector())
+    }
+
+    /// Refuses a queue that belongs to another user: what this process wrote there (a blob, the database's WAL)
+    /// would be this user's, and the queue's own user (the daemon) could not read it. `sudo uploadq enqueue`
+    /// into the daemon's queue stops here, saying how to run it instead.
+    static func checkOwner(of stateDirectory: String, user: uid_t = geteuid()) throws(UploadQueueError) {
+        var info = stat()
+        guard stat(stateDirectory, &info) == 0 else { throw .system("stat", path: stateDirectory) }
+        guard info.st_uid != user else { return }
+        let owner = getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "\(info.st_uid)"
+        throw UploadQueueError(.configuration, """
+            the queue in \(stateDirectory) belongs to user \(owner), and this is user \(user): what this process \
+            wrote there the daemon could not read. Run it as \(owner) (sudo -u \(owner) uploadq …), or drop the \
+            file into the spool
+            """, path: stateDirectory)
     }
 
     /// True while `run()` drives transfers in this process.

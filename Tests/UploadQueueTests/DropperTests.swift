@@ -335,4 +335,26 @@ struct Dropper {
         let bus = try String(contentsOfFile: out + "/--system.txt", encoding: .utf8)
         #expect(bus.contains("PATH=") && !bus.contains("s3cr3t-value"), "\(bus)")
     }
+
+    @Test("`sudo uploadq enqueue` into another user's queue refuses, saying how, and leaves nothing of root's there")
+    func cliAsAnotherUser() async throws {
+        let sandbox = try Sandbox()
+        let bob = try Dropper.bob
+        #expect(chmod(sandbox.root, 0o755) == 0)
+        let state = sandbox.root + "/state"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        #expect(chown(state, bob.uid, getgid()) == 0 && chmod(state, 0o700) == 0)
+        let photo = try sandbox.makeFile(sandbox.root + "/in/p.jpg", size: 4000, seed: 95)
+        #expect(chmod(sandbox.root + "/in", 0o755) == 0 && chmod(photo, 0o644) == 0)
+        let refused = try await BinaryRunner.run(["enqueue", "--config", sandbox.configPath, photo])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("belongs to user uq-bob") && refused.stderr.contains("sudo -u uq-bob"),
+                "\(refused.stderr)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: state)
+        #expect(left.isEmpty, "nothing of root's in bob's queue: \(left)")
+        // As the queue's own user, the same command works.
+        let (status, output) = try await bob.run("\(BinaryRunner.path) enqueue --config '\(sandbox.configPath)' '\(photo)'")
+        #expect(status == 0, "\(output)")
+        #expect(try FileFingerprint.of(path: state + "/queue.sqlite").owner == bob.uid)
+    }
 }
