@@ -54,9 +54,10 @@ public actor UploadQueue {
         var info = stat()
         guard stat(stateDirectory, &info) == 0 else { throw .system("stat", path: stateDirectory) }
         guard info.st_uid != user else { return }
-        let owner = getpwuid(info.st_uid).map { String(cString: $0.pointee.pw_name) } ?? "\(info.st_uid)"
+        func name(_ uid: uid_t) -> String { getpwuid(uid).map { String(cString: $0.pointee.pw_name) } ?? "\(uid)" }
+        let owner = name(info.st_uid)
         throw UploadQueueError(.configuration, """
-            the queue in \(stateDirectory) belongs to user \(owner), and this is user \(user): what this process \
+            the queue in \(stateDirectory) belongs to user \(owner), and this is user \(name(user)): what this process \
             wrote there the daemon could not read. Run it as \(owner) (sudo -u \(owner) uploadq …), or drop the \
             file into the spool
             """, path: stateDirectory)

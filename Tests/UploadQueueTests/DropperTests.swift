@@ -119,23 +119,30 @@ struct Dropper {
         let long = String(repeating: "é", count: 120) + "-IMG.jpg"  // 248 bytes
         #expect(long.utf8.count == 248)
         try await bob.drop(long, size: 5_000, into: sandbox.spool)
+        // A stale reason under the name a rejected `stale.jpg` would get: the new one goes beside, whole.
+        try "old reason\n".write(toFile: sandbox.spool + "/.rejected/stale.jpg.reason.txt", atomically: false, encoding: .utf8)
+        try await bob.run("mkfifo '\(sandbox.spool)/stale.jpg'")
         let fifo = String(repeating: "p", count: 251) + ".jpg"  // 255 bytes, and not a regular file
         try await bob.run("mkfifo '\(sandbox.spool)/\(fifo)'")
         let store = try store(sandbox)
         let rejected = sandbox.spool + "/.rejected"
         let settled = try await eventually(timeout: .seconds(30)) {
             let reasons = (try? FileManager.default.contentsOfDirectory(atPath: rejected))?.filter { $0.hasSuffix(".reason.txt") }
-            return try store.jobs().first?.state == .uploaded && reasons?.count == 1
+            return try store.jobs().first?.state == .uploaded && reasons?.count == 3
         }
         #expect(settled, "daemon log:\n\(daemon.log.suffix(3000))")
         #expect(await daemon.terminate() < .seconds(5))
         #expect(try store.jobs().map(\.originalName) == [long])
         let names = try FileManager.default.contentsOfDirectory(atPath: rejected)
-        let moved = try #require(names.first { !$0.hasSuffix(".reason.txt") })
+        let moved = try #require(names.first { !$0.hasSuffix(".reason.txt") && $0.hasPrefix("ppp") })
         #expect(moved.utf8.count <= 255 - Sidecar.suffix.utf8.count && moved.hasPrefix("ppp") && moved.hasSuffix(".jpg"),
                 "shortened by the name rule so that its reason and sidecar names fit: \(moved)")
         let reason = try String(contentsOfFile: rejected + "/" + moved + ".reason.txt", encoding: .utf8)
         #expect(reason.contains("FIFO") && reason.contains(fifo), "the reason names the file as it was: \(reason)")
+        #expect(try String(contentsOfFile: rejected + "/stale.jpg.reason.txt", encoding: .utf8) == "old reason\n")
+        let stale = try String(contentsOfFile: rejected + "/stale.jpg.1.reason.txt", encoding: .utf8)
+        #expect(stale.contains("FIFO") && FileManager.default.fileExists(atPath: rejected + "/stale.jpg.1"),
+                "the new rejection takes a name whose reason is free: \(stale)")
     }
 
     @Test("sparse and oversized files are refused unread; large ones hold up no other owner's; SIGTERM mid-hash within 2 s")

@@ -320,4 +320,35 @@ struct IntakeTests {
         #expect(queue.intake.finishIncompleteIntakes().isEmpty)
         #expect(!FileManager.default.fileExists(atPath: stray), "no intake in flight: nothing will ever refer to it")
     }
+
+    @Test("only the sidecar that was read is taken: a directory or a link swapped in after the read goes back to its name")
+    func sidecarSwappedAfterTheRead() throws {
+        let sandbox = try Sandbox()
+        let blobs = try BlobStore(directory: sandbox.state + "/blobs")
+        try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)
+        let path = sandbox.spool + "/a.jpg" + Sidecar.suffix
+        try Data(#"{"priority": -1}"#.utf8).write(to: URL(fileURLWithPath: path))
+        let read = try #require(try Sidecar.readExamined(at: path))
+        let id = JobID.generate()
+        #expect(unlink(path) == 0)
+        for swapped in ["directory", "link"] {
+            if swapped == "directory" {
+                try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+                #expect(FileManager.default.createFile(atPath: path + "/junk", contents: Data(count: 10)))
+            } else {
+                #expect(symlink("/etc/shadow", path) == 0)
+            }
+            blobs.adoptSidecar(path, expected: read.file, for: id)
+            var info = stat()
+            #expect(lstat(blobs.sidecarPath(for: id), &info) != 0, "nothing of it in blobs/ (\(swapped))")
+            #expect(lstat(path, &info) == 0, "back under its name (\(swapped))")
+            try FileManager.default.removeItem(atPath: path)
+        }
+        // The file that was read is taken.
+        try Data(#"{"priority": -1}"#.utf8).write(to: URL(fileURLWithPath: path))
+        let again = try #require(try Sidecar.readExamined(at: path))
+        blobs.adoptSidecar(path, expected: again.file, for: id)
+        #expect(FileManager.default.fileExists(atPath: blobs.sidecarPath(for: id)))
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
 }

@@ -156,6 +156,9 @@ struct SecretTests {
             #expect(!failure.message.contains(secret), "\(secret) in: \(failure.message)")
         }
         #expect(failure.message.contains("HTTP 400 from PUT https://h/f") && failure.message.contains("<redacted>"))
+        // A JSON echo (httpbin's): the quote before Bearer does not hide the token after it.
+        let json = response(Array(#"{"headers": {"Authorization": "Bearer tok-json-0123456789", "X-Other": "1"}}"#.utf8))
+        #expect(!json.bodySummary.contains("tok-json-0123456789"), "\(json.bodySummary)")
         // A megabyte of unclosed <script>: one pass over 16 KiB (the patterns it replaced took quadratic time).
         let hostile = response(Array(String(repeating: "<script>", count: 131_072).utf8))
         #expect(hostile.bodySummary.isEmpty)

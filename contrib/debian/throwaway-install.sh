@@ -78,7 +78,7 @@ kill -TERM "$daemon"
 wait "$daemon" && say daemon stopped || say daemon "exited $?: $(tail -3 "$scratch/daemon.log" | tr '\n' ' ')"
 say delivered "$([ -n "$delivered" ] && sha256sum "$delivered" | cut -d' ' -f1 || echo none) expected $sum"
 say spool "$(find "$root/var/spool/uploadq" -mindepth 1 -maxdepth 1 ! -name .rejected | wc -l)"
-say jobs "$(in_root uploadq list --json --config /etc/uploadq/uploadq.toml 2>&1 | tr -d '\n' | head -c 4000 || true)"
+say jobs "$(in_root runuser -u uploadq -- uploadq list --json --config /etc/uploadq/uploadq.toml 2>&1 | tr -d '\n' | head -c 4000 || true)"
 
 # An upgrade (the same package again), as after a conffile that came back 0644: it is 0640 again, the unit stays
 # enabled, nothing starts. Then one with the conffile deleted by the admin: the upgrade still completes.

@@ -101,7 +101,7 @@ public struct Configuration: Sendable, Equatable {
         /// and a POST's form fields.
         public var sidecarMetaKeys: Set<String> = []
         /// `sidecar_max_priority`: the highest priority a sidecar may give its file; nil: 0, or one below
-        /// `[schedule] urgent_priority` when that is lower (see `Configuration.sidecarPriorityCap`).
+        /// `[schedule] urgent_priority` when that is lower (see `SidecarPolicy.priorityCap`).
         public var sidecarMaxPriority: Int?
         /// `max_file_size`: the largest file the spool takes; larger ones are rejected with a reason.
         public var maxFileSize: Int64 = Self.defaultMaxFileSize

@@ -33,17 +33,25 @@ struct SpoolEntries {
     /// `.1`, `.2`… after it; never replaces anything. The name given leaves `room` bytes for a suffix that follows
     /// it there (a reason file's), shortened by the name rule when it would not (`fitted`). Returns the name given
     /// there, or the errno of the failure.
-    static func move(_ name: [UInt8], from directory: String, to target: String,
-                     room: Int = 0) -> Result<[UInt8], POSIXError> {
+    static func move(_ name: [UInt8], from directory: String, to target: String, room: Int = 0,
+                     companions: [[UInt8]] = []) -> Result<[UInt8], POSIXError> {
         let marker = JobID.generate()
         var given = fitted(name, room: room, marker: marker)
         var suffix = 1
         while true {
-            let moved = withPath(name, in: directory) { from in
+            // A name whose companions (its reason file, its sidecar) are taken there is taken too: a reason left
+            // from an earlier rejection would keep the new one from being written.
+            let companionTaken = companions.contains { suffix in
+                withPath(given + suffix, in: target) { path in
+                    var info = stat()
+                    return lstat(path, &info) == 0
+                }
+            }
+            let moved = companionTaken ? -1 : withPath(name, in: directory) { from in
                 withPath(given, in: target) { to in uploadq_rename_noreplace(AT_FDCWD, from, AT_FDCWD, to) }
             }
             if moved == 0 { return .success(given) }
-            let code = errno
+            let code = companionTaken ? EEXIST : errno
             guard code == EEXIST || code == ENOTEMPTY, suffix < 1000 else {
                 return .failure(POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO))
             }

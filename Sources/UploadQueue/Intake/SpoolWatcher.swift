@@ -300,8 +300,12 @@ public actor SpoolWatcher: Service {
               hasRoom(at: now) else { return }
         var ready: [IntakeTurns.Ready] = []
         var examined: [String: FileFingerprint] = [:]
+        // An owner gets at most `slots` files a pass, so no more of its files are looked at (their writers asked
+        // about) in it: a drop of 10,000 files costs a few checks a pass, not 10,000.
+        var readyOf: [UInt32: Int] = [:]
         for name in candidates.keys.sorted() where turns.inFlight[name] == nil {
             guard var candidate = candidates[name], now >= candidate.notBefore else { continue }
+            if let owner = candidate.fingerprint?.owner, readyOf[owner, default: 0] >= turns.slots { continue }
             let path = (spool.directory as NSString).appendingPathComponent(name)
             guard let fingerprint = try? FileFingerprint.of(path: path) else {
                 candidates[name] = nil
@@ -321,6 +325,7 @@ public actor SpoolWatcher: Service {
                 continue
             }
             ready.append(IntakeTurns.Ready(name: name, owner: fingerprint.owner))
+            readyOf[fingerprint.owner, default: 0] += 1
             examined[name] = fingerprint
         }
         for name in turns.pick(ready) {
@@ -372,12 +377,16 @@ public actor SpoolWatcher: Service {
         var sidecar: Sidecar?
         var sidecarFile: FileFingerprint?
         if let found = Sidecar.examine(at: sidecarPath) {
-            if found.owner != fingerprint.owner {
-                // Another user's sidecar steers nothing: set aside, and the file goes as if it had none.
+            if found.owner != fingerprint.owner || found.links > 1 {
+                // Another user's sidecar steers nothing: set aside, and the file goes as if it had none. So does one
+                // with several names: a hard link keeps its owner, and anyone may make one where the kernel lets
+                // them link files of others (fs.protected_hardlinks = 0).
+                let why = found.links > 1
+                    ? "has \(found.links) hard links (a link keeps its owner: it may be another's file)"
+                    : "belongs to user \(found.owner), and the file \(name) to user \(fingerprint.owner)"
                 rejectSidecar(of: name, reason: """
-                    the sidecar \(name)\(Sidecar.suffix) belongs to user \(found.owner), and the file \(name) to user \
-                    \(fingerprint.owner): a sidecar applies only to a file of its own owner's. The file was taken \
-                    without it
+                    the sidecar \(name)\(Sidecar.suffix) \(why): a sidecar applies only to a file of its own owner's. \
+                    The file was taken without it
                     """)
             } else {
                 do throws(SidecarError) {
@@ -535,7 +544,8 @@ public actor SpoolWatcher: Service {
     /// it cannot be moved.
     private func setAside(_ raw: [UInt8], shown: String, reason: String) -> [UInt8]? {
         let given: [UInt8]
-        switch SpoolEntries.move(raw, from: spool.directory, to: rejectedDirectory, room: Self.companionRoom) {
+        switch SpoolEntries.move(raw, from: spool.directory, to: rejectedDirectory, room: Self.companionRoom,
+                                 companions: [Self.reasonSuffix, Array(Sidecar.suffix.utf8)]) {
         case .failure(let error):
             unmovable.insert(raw)
             logger.error("""

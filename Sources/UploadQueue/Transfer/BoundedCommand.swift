@@ -228,12 +228,17 @@ enum BoundedCommand {
     /// helper left behind in a session of its own (the kernel gave it to the daemon, its subreaper).
     private static func endOrphans() {
         guard reapsOrphans.load(ordering: .acquiring) else { return }
-        running.withLock { helpers in
-            for pid in Set(children(of: getpid())) where !helpers.contains(pid) {
-                kill(pid, SIGKILL)
+        // Listed under the lock (a helper starting meanwhile is registered first), ended outside it: one stuck in
+        // the kernel holds up no other helper's start.
+        let orphans = running.withLock { helpers in Set(children(of: getpid())).subtracting(helpers) }
+        for pid in orphans { kill(pid, SIGKILL) }
+        var left = orphans
+        for _ in 0..<50 where !left.isEmpty {
+            left = left.filter { pid in
                 var status: Int32 = 0
-                waitpid(pid, &status, 0)
+                return waitpid(pid, &status, WNOHANG) == 0
             }
+            if !left.isEmpty { usleep(10_000) }
         }
     }
 }

@@ -32,6 +32,15 @@ struct DestinationClient: Sendable {
         privateTargetsAllowed = destination.allowsPrivateTargets
     }
 
+    /// Whether libcurl goes through a proxy named in the environment (`https_proxy` and the like): its peer is
+    /// then the proxy, whose address says nothing of the target's.
+    static let proxied: Bool = {
+        let environment = ProcessInfo.processInfo.environment
+        return ["http_proxy", "https_proxy", "all_proxy", "HTTPS_PROXY", "ALL_PROXY"].contains {
+            !(environment[$0] ?? "").isEmpty
+        }
+    }()
+
     /// Refuses a URL a server handed over that this client would not send to (see `CredentialScope`): a
     /// permanent failure, before anything is kept or sent.
     func check(_ url: String) throws(TransferFailure) {
@@ -62,7 +71,7 @@ struct DestinationClient: Sendable {
             var options = TransferOptions(http, paced: paced, trafficLabel: name)
             // A URL the server chose (not on the destination's own or trusted origins) must not lead the daemon
             // to what only the device can reach.
-            options.refusesPrivatePeers = !credentials && !privateTargetsAllowed
+            options.refusesPrivatePeers = !credentials && !privateTargetsAllowed && !Self.proxied
             let request = HTTPRequest(method: method, url: url, headers: fields, body: body, options: options)
             let response: HTTPResponse
             do {
@@ -93,6 +102,7 @@ struct DestinationClient: Sendable {
     /// The verdict for an answer the uploader did not expect, with this destination's name and credentials.
     func failure(for response: HTTPResponse, request: String) -> TransferFailure {
         FailureClassifier.failure(for: response, request: request, destination: name,
-                                  credentialsConfigured: tokens != nil, secrets: Array(http.headers.values))
+                                  credentialsConfigured: tokens != nil,
+                                  secrets: Array(http.headers.values) + (tokens?.recentTokens ?? []))
     }
 }

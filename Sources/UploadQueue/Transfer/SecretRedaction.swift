@@ -15,7 +15,8 @@ enum SecretRedaction {
     static func redacted(_ text: String, known: [String] = [], limit: Int = 4096) -> String {
         var hideNext = false
         let words = text.prefix(limit).split(whereSeparator: \.isWhitespace).map { word -> String in
-            defer { hideNext = ["bearer", "basic"].contains(word.lowercased()) }
+            // `"Bearer` as JSON echoes it, quote and all.
+            defer { hideNext = ["bearer", "basic"].contains(word.lowercased().trimmingCharacters(in: .punctuationCharacters)) }
             if hideNext { return mark }
             return word.contains("://") ? URLRedaction.redact(String(word)) : String(word)
         }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// A destination's bearer token: read from the environment or a file, or printed by a program, and read again
 /// when the server rejects it.
@@ -9,6 +10,12 @@ actor TokenProvider {
     let destination: String
     private var cached: String?
     private var loading: Task<Result<String, TransferFailure>, Never>?
+    /// The tokens handed out (the current one and the one before), for redacting a server's echo of them
+    /// (`SecretRedaction`) where the actor cannot be asked.
+    private let handedOut = Mutex<[String]>([])
+
+    /// The tokens handed out lately.
+    nonisolated var recentTokens: [String] { handedOut.withLock { $0 } }
 
     init(source: CredentialSource, destination: String) {
         self.source = source
@@ -29,7 +36,10 @@ actor TokenProvider {
         loading = task
         let result = await task.value
         loading = nil
-        if case .success(let token) = result { cached = token }
+        if case .success(let token) = result {
+            cached = token
+            handedOut.withLock { $0 = Array(($0 + [token]).suffix(2)) }
+        }
         return try result.get()
     }
 
