@@ -377,7 +377,7 @@ struct HookTests {
             Authorization: Bearer eyJhbGciOi.secret token=t0ps3cret {"api_key": "k3y-value", "ok": true}
             X-Api-Key: header-secret password=hunter2
             """
-        let shown = HookDelivery.redacted(printed)
+        let shown = SecretRedaction.redacted(printed)
         for secret in ["abc123", "AKIA", "eyJhbGciOi.secret", "t0ps3cret", "k3y-value", "header-secret", "hunter2"] {
             #expect(!shown.contains(secret), "\(secret) in: \(shown)")
         }

@@ -36,8 +36,9 @@ struct HookDelivery: OutboxDelivery {
             logger.info("hook \(event.key) ran", metadata: metadata.merging(Self.output(stdout, stderr)) { $1 })
             return .done
         case .exited(let status, let stdout, let stderr):
+            let said = SecretRedaction.redacted(stderr)
             failure = "hook \(event.key) (\(command[0])) exited with status \(status)"
-                + (Self.redacted(stderr).isEmpty ? "" : ": " + String(Self.redacted(stderr).suffix(300)))
+                + (said.isEmpty ? "" : ": " + String(said.suffix(300)))
             logger.warning("\(failure)", metadata: metadata.merging(Self.output(stdout, stderr)) { $1 })
         case .timedOut:
             failure = "hook \(event.key) (\(command[0])) did not finish within "
@@ -86,13 +87,9 @@ struct HookDelivery: OutboxDelivery {
     /// What a run printed, for the log: its first 1 KiB of each stream, with every URL's secrets redacted.
     private static func output(_ stdout: String, _ stderr: String) -> Logger.Metadata {
         var fields: Logger.Metadata = [:]
-        if !stdout.isEmpty { fields["stdout"] = "\(String(redacted(stdout).prefix(1024)))" }
-        if !stderr.isEmpty { fields["stderr"] = "\(String(redacted(stderr).prefix(1024)))" }
+        if !stdout.isEmpty { fields["stdout"] = "\(String(SecretRedaction.redacted(stdout).prefix(1024)))" }
+        if !stderr.isEmpty { fields["stderr"] = "\(String(SecretRedaction.redacted(stderr).prefix(1024)))" }
         return fields
     }
 
-    /// The first 4 KiB of `text` as words on one line, with what looks secret redacted (`SecretRedaction`).
-    static func redacted(_ text: String) -> String {
-        SecretRedaction.redacted(text)
-    }
 }

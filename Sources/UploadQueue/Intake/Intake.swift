@@ -269,7 +269,7 @@ struct Intake: Sendable {
         guard let owner, let spool = configuration.spool?.directory,
               (job.sourcePath as NSString).deletingLastPathComponent == spool else { return nil }
         let path = job.sourcePath + Sidecar.suffix
-        guard let file = Sidecar.examine(at: path), file.isRegularFile, file.owner == owner else { return nil }
+        guard let file = try? FileFingerprint.of(path: path), file.isRegularFile, file.owner == owner else { return nil }
         return (path, file)
     }
 

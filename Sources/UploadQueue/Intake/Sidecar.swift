@@ -35,14 +35,6 @@ struct Sidecar: Sendable, Equatable {
         }
     }
 
-    /// What is at a sidecar's path, not following a link: nil when nothing is, or when the name cannot exist (a
-    /// file whose name is within 13 bytes of the 255-byte limit has no room for a sidecar's).
-    static func examine(at path: String) -> FileFingerprint? {
-        var info = stat()
-        guard lstat(path, &info) == 0 else { return nil }
-        return FileFingerprint(info)
-    }
-
     /// The bytes of the sidecar at `path`, read as `read(at:)` reads them, with the file they came from; nil when
     /// there is none (or its name would be too long to exist).
     static func readBytes(at path: String) throws(SidecarError) -> (bytes: [UInt8], file: FileFingerprint)? {

@@ -376,7 +376,8 @@ public actor SpoolWatcher: Service {
         let sidecarPath = path + Sidecar.suffix
         var sidecar: Sidecar?
         var sidecarFile: FileFingerprint?
-        if let found = Sidecar.examine(at: sidecarPath) {
+        // Nothing there, or a name too long for a sidecar to exist (a file name within 13 bytes of 255): none.
+        if let found = try? FileFingerprint.of(path: sidecarPath) {
             if found.owner != fingerprint.owner || found.links > 1 {
                 // Another user's sidecar steers nothing: set aside, and the file goes as if it had none. So does one
                 // with several names: a hard link keeps its owner, and anyone may make one where the kernel lets
