@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs uploadq's man page and shell completions, generated from the CLI definition itself (so they never
-# drift from `uploadq --help`):
+# Installs uploadq's man pages and shell completions, generated from the CLI definition and the config's key table
+# (so they never drift from `uploadq --help` and what the loader reads):
 #
 #   contrib/install-cli-extras.sh [PREFIX]      # default /usr/local
-#     PREFIX/share/man/man1/uploadq.1
+#     PREFIX/share/man/man1/uploadq.1           (every command), uploadq-COMMAND.1 (one per subcommand)
+#     PREFIX/share/man/man5/uploadq.toml.5      (every config key: `uploadq config reference --man`)
 #     PREFIX/share/bash-completion/completions/uploadq
 #     PREFIX/share/zsh/site-functions/_uploadq
 #     PREFIX/share/fish/vendor_completions.d/uploadq.fish
@@ -26,16 +27,29 @@ if [ -z "$manual" ]; then
     manual="$(swift build -c release --show-bin-path)/generate-manual"
 fi
 
-install -d "$prefix/share/man/man1" "$prefix/share/bash-completion/completions" \
+install -d "$prefix/share/man/man1" "$prefix/share/man/man5" "$prefix/share/bash-completion/completions" \
     "$prefix/share/zsh/site-functions" "$prefix/share/fish/vendor_completions.d"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 "$manual" "$binary" --authors "uploadq developers" --output-directory "$work"
 install -m 0644 "$work/uploadq.1" "$prefix/share/man/man1/uploadq.1"
+# One page per subcommand, named as git's are (uploadq-config-check.1); `help` is not a command of its own.
+mkdir "$work/pages"
+"$manual" "$binary" --multi-page --authors "uploadq developers" --output-directory "$work/pages"
+for page in "$work"/pages/uploadq.*.1; do
+    name="$(basename "$page" .1)"
+    [ "$name" = uploadq.help ] && continue
+    sed -e '/^\.Xr uploadq\.help 1/d' \
+        -e 's/^\(\.Xr uploadq\)\.\([a-z]*\)\.\([a-z]*\)/\1-\2-\3/' -e 's/^\(\.Xr uploadq\)\.\([a-z]*\)/\1-\2/' \
+        -e '/^\.Dt /{s/\./-/g;s/^-Dt/.Dt/}' "$page" > "$work/page"
+    install -m 0644 "$work/page" "$prefix/share/man/man1/${name//./-}.1"
+done
+"$binary" config reference --man > "$work/uploadq.toml.5"
+install -m 0644 "$work/uploadq.toml.5" "$prefix/share/man/man5/uploadq.toml.5"
 "$binary" --generate-completion-script bash > "$work/uploadq.bash"
 "$binary" --generate-completion-script zsh > "$work/_uploadq"
 "$binary" --generate-completion-script fish > "$work/uploadq.fish"
 install -m 0644 "$work/uploadq.bash" "$prefix/share/bash-completion/completions/uploadq"
 install -m 0644 "$work/_uploadq" "$prefix/share/zsh/site-functions/_uploadq"
 install -m 0644 "$work/uploadq.fish" "$prefix/share/fish/vendor_completions.d/uploadq.fish"
-echo "installed the man page and bash, zsh and fish completions under $prefix" >&2
+echo "installed the man pages and bash, zsh and fish completions under $prefix" >&2

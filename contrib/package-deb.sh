@@ -58,7 +58,7 @@ sed -i '1{/^#!/d}' "$tree/usr/share/bash-completion/completions/uploadq"
 install -d "$tree/usr/share/zsh/vendor-completions"
 mv "$tree/usr/share/zsh/site-functions/_uploadq" "$tree/usr/share/zsh/vendor-completions/_uploadq"
 rmdir "$tree/usr/share/zsh/site-functions"
-gzip -9n "$tree/usr/share/man/man1/uploadq.1"
+gzip -9n "$tree"/usr/share/man/man1/*.1 "$tree"/usr/share/man/man5/*.5
 
 install -m 0644 contrib/debian/copyright "$tree/usr/share/doc/uploadq/copyright"
 sed -e "s|@VERSION@|$version|" -e "s|@DATE@|$(date -R -u -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")|" \

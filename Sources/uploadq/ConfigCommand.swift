@@ -2,12 +2,13 @@ import ArgumentParser
 import Foundation
 import UploadQueue
 
-/// `uploadq config check|show`: validates the config without starting anything, or prints it as in force.
+/// `uploadq config check|show|reference`: validates the config without starting anything, prints it as in force,
+/// or prints the reference of every key.
 struct ConfigCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config",
-        abstract: "Check the config, or show it with every default filled in and secrets redacted.",
-        subcommands: [Check.self, Show.self])
+        abstract: "Check the config, show it with every default filled in and secrets redacted, or list every key.",
+        subcommands: [Check.self, Show.self, Reference.self])
 
     /// `uploadq config check`: the loader's validation alone, with its file:line:key errors.
     struct Check: ParsableCommand {
@@ -46,6 +47,24 @@ struct ConfigCommand: ParsableCommand {
             let document = EffectiveConfiguration(configuration)
             let source = "# effective config of \(configuration.file ?? ConfigurationLoader.embeddedName)\n"
             FileHandle.standardOutput.write(Data((json ? document.json() : source + document.toml()).utf8))
+        }
+    }
+
+    /// `uploadq config reference`: every key with its type, default, example and meaning.
+    struct Reference: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "reference",
+            abstract: "Print every config key with its type, default, example and meaning (Markdown, or roff).",
+            discussion: """
+                The same text as docs/configuration.md and the uploadq.toml(5) man page: all three come from the \
+                key table the loader checks its reads against.
+                """)
+
+        @Flag(help: "Print the uploadq.toml(5) man page (roff) instead of Markdown.") var man = false
+
+        func run() throws {
+            let text = man ? ConfigurationManual.manPage(version: UploadQueueVersion.current) : ConfigurationManual.markdown()
+            FileHandle.standardOutput.write(Data(text.utf8))
         }
     }
 }

@@ -178,7 +178,7 @@ struct CLITests {
         #expect(usage.status == 2)
     }
 
-    @Test("contrib/install-cli-extras.sh installs a man page and bash/zsh/fish completions naming every command")
+    @Test("contrib/install-cli-extras.sh installs man pages (one per command, uploadq.toml(5)) and completions")
     func manPageAndCompletions() async throws {
         let sandbox = try Sandbox()
         let prefix = sandbox.root + "/prefix"
@@ -201,5 +201,16 @@ struct CLITests {
             #expect(bash.contains(command) && zsh.contains(command) && fish.contains(command), "\(command)")
         }
         #expect(manual.contains("--patch-url") || manual.contains("patch-url"))
+        // One page per subcommand, as git's: named uploadq-COMMAND, pointing at each other by those names.
+        let pages = try FileManager.default.contentsOfDirectory(atPath: prefix + "/share/man/man1").sorted()
+        for command in ["daemon", "enqueue", "status", "list", "show", "retry", "cancel", "link", "watch", "prune",
+                        "events", "config", "config-check", "config-show", "config-reference", "doctor"] {
+            #expect(pages.contains("uploadq-\(command).1"), "no page for \(command): \(pages)")
+        }
+        #expect(!pages.contains { $0.contains("help") || $0.hasPrefix("uploadq.") && $0 != "uploadq.1" }, "\(pages)")
+        let config = try String(contentsOfFile: prefix + "/share/man/man1/uploadq-config.1", encoding: .utf8)
+        #expect(config.contains(".Dt UPLOADQ-CONFIG 1") && config.contains(".Xr uploadq-config-check 1"), "\(config)")
+        let keys = try String(contentsOfFile: prefix + "/share/man/man5/uploadq.toml.5", encoding: .utf8)
+        #expect(keys == ConfigurationManual.manPage(version: UploadQueueVersion.current))
     }
 }

@@ -35,7 +35,9 @@ struct DebianPackageTests {
         }
         let listing = try await BinaryRunner.run(["dpkg-deb", "-c", deb], executable: "/usr/bin/dpkg-deb").stdout
         for path in ["./usr/bin/uploadq", "./etc/uploadq/uploadq.toml", "./lib/systemd/system/uploadq.service",
-                     "./usr/share/man/man1/uploadq.1.gz", "./usr/share/doc/uploadq/copyright"] {
+                     "./usr/share/man/man1/uploadq.1.gz", "./usr/share/man/man1/uploadq-enqueue.1.gz",
+                     "./usr/share/man/man1/uploadq-config-show.1.gz", "./usr/share/man/man5/uploadq.toml.5.gz",
+                     "./usr/share/doc/uploadq/copyright"] {
             #expect(listing.contains(path), "\(path) missing")
         }
     }
@@ -76,7 +78,8 @@ struct DebianPackageTests {
         #expect(facts["stat:/var/lib/uploadq"] == "700 uploadq uploadq directory")
         // Sticky and setgid, owned by the daemon (so it can take droppers' files out), writable by the droppers.
         #expect(facts["stat:/var/spool/uploadq"] == "3770 uploadq uploadq-drop directory")
-        for path in ["/usr/share/man/man1/uploadq.1.gz", "/usr/share/bash-completion/completions/uploadq",
+        for path in ["/usr/share/man/man1/uploadq.1.gz", "/usr/share/man/man5/uploadq.toml.5.gz",
+                     "/usr/share/man/man1/uploadq-status.1.gz", "/usr/share/bash-completion/completions/uploadq",
                      "/usr/share/zsh/vendor-completions/_uploadq", "/usr/share/fish/vendor_completions.d/uploadq.fish",
                      "/usr/share/doc/uploadq/copyright"] {
             #expect(facts["stat:" + path] == "644 root root regular file", "\(path)")

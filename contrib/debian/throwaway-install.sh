@@ -41,7 +41,8 @@ in_root dpkg -i /tmp/uploadq.deb > "$scratch/dpkg-install.log" 2>&1 || { cat "$s
 say installed "$(in_root dpkg-query -W -f '${Version} ${Status}' uploadq)"
 say conffiles "$(in_root dpkg-query -W -f '${Conffiles}' uploadq | awk '{print $1}' | tr '\n' ' ')"
 for path in /usr/bin/uploadq /etc/uploadq/uploadq.toml /lib/systemd/system/uploadq.service /var/lib/uploadq \
-            /var/spool/uploadq /usr/share/man/man1/uploadq.1.gz /usr/share/bash-completion/completions/uploadq \
+            /var/spool/uploadq /usr/share/man/man1/uploadq.1.gz /usr/share/man/man5/uploadq.toml.5.gz \
+            /usr/share/man/man1/uploadq-status.1.gz /usr/share/bash-completion/completions/uploadq \
             /usr/share/zsh/vendor-completions/_uploadq /usr/share/fish/vendor_completions.d/uploadq.fish \
             /usr/share/doc/uploadq/copyright; do
     say "stat:$path" "$(in_root stat -c '%a %U %G %F' "$path" 2>/dev/null || echo missing)"

@@ -1,10 +1,21 @@
-/// Reads typed values out of one TOML table and remembers which keys were read, so unknown keys are errors.
+/// Reads typed values out of one TOML table and remembers which keys were read, and how, so unknown keys are
+/// errors and every key read is one `ConfigurationReference` documents.
 struct ConfigurationTable {
+    /// How a key was read: its reader and, for numbers, the range it accepts.
+    enum Reader: Equatable {
+        case string, integer(ClosedRange<Int64>), float(ClosedRange<Double>), boolean, stringArray, stringTable
+        case byteCount, freeSpace, duration, table
+    }
+
     let table: TOMLTable
     /// Dotted path of this table (`destinations.photos`), empty for the root.
     let path: String
     let file: String
     private(set) var used: Set<String> = []
+    /// Every read, in order: the key and its reader.
+    private(set) var reads: [(key: String, reader: Reader)] = []
+    /// The kind of destination this table is, once its protocol is known.
+    var variant: ConfigurationKey.Variant?
 
     init(_ table: TOMLTable, path: String, file: String) {
         self.table = table
@@ -18,9 +29,16 @@ struct ConfigurationTable {
         ConfigurationError(file: file, line: line ?? table[key]?.line ?? table.line, key: fullKey(key), message: message)
     }
 
-    private mutating func value(_ key: String) -> TOMLValue? {
+    private mutating func value(_ key: String, _ reader: Reader) -> TOMLValue? {
         used.insert(key)
+        reads.append((key, reader))
         return table[key]
+    }
+
+    /// The table as the reference names it: `destinations.NAME` for every destination.
+    var documentedPath: String {
+        let parts = path.split(separator: ".", maxSplits: 1)
+        return parts.count == 2 && parts[0] == "destinations" ? "destinations.NAME" : path
     }
 
     private func typeError(_ key: String, expected: String, got value: TOMLValue) -> ConfigurationError {
@@ -28,13 +46,13 @@ struct ConfigurationTable {
     }
 
     mutating func string(_ key: String) throws(ConfigurationError) -> String? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .string) else { return nil }
         guard case .string(let text) = value.kind else { throw typeError(key, expected: "a string", got: value) }
         return text
     }
 
     mutating func integer(_ key: String, range: ClosedRange<Int64>) throws(ConfigurationError) -> Int64? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .integer(range)) else { return nil }
         guard case .integer(let number) = value.kind else { throw typeError(key, expected: "an integer", got: value) }
         guard range.contains(number) else {
             throw error(key, "\(number) is out of range (\(range.lowerBound)…\(range.upperBound))")
@@ -43,7 +61,7 @@ struct ConfigurationTable {
     }
 
     mutating func float(_ key: String, range: ClosedRange<Double>) throws(ConfigurationError) -> Double? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .float(range)) else { return nil }
         let number: Double
         switch value.kind {
         case .float(let x): number = x
@@ -57,7 +75,7 @@ struct ConfigurationTable {
     }
 
     mutating func stringArray(_ key: String) throws(ConfigurationError) -> [String]? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .stringArray) else { return nil }
         guard case .array(let items) = value.kind else { throw typeError(key, expected: "an array of strings", got: value) }
         var strings: [String] = []
         for item in items {
@@ -71,7 +89,7 @@ struct ConfigurationTable {
 
     /// An inline table of strings, such as `headers = { "X-Client" = "uploadq" }`.
     mutating func stringTable(_ key: String) throws(ConfigurationError) -> [String: String]? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .stringTable) else { return nil }
         guard case .table(let inner) = value.kind else { throw typeError(key, expected: "a table of strings", got: value) }
         var result: [String: String] = [:]
         for name in inner.keys {
@@ -88,14 +106,14 @@ struct ConfigurationTable {
 
     /// A boolean.
     mutating func boolean(_ key: String) throws(ConfigurationError) -> Bool? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .boolean) else { return nil }
         guard case .boolean(let flag) = value.kind else { throw typeError(key, expected: "true or false", got: value) }
         return flag
     }
 
     /// A size: an integer number of bytes or a text like `8MiB`.
     mutating func byteCount(_ key: String, minimum: Int64 = 0) throws(ConfigurationError) -> Int64? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .byteCount) else { return nil }
         let bytes: Int64?
         switch value.kind {
         case .integer(let number): bytes = number >= 0 ? number : nil
@@ -111,7 +129,7 @@ struct ConfigurationTable {
 
     /// A free-space threshold: a size (`"256MiB"`, a number of bytes, 0 for none) or a percentage (`"5%"`).
     mutating func freeSpaceThreshold(_ key: String) throws(ConfigurationError) -> FreeSpaceThreshold? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .freeSpace) else { return nil }
         let threshold: FreeSpaceThreshold?
         switch value.kind {
         case .integer(let number): threshold = number >= 0 ? .bytes(number) : nil
@@ -126,7 +144,7 @@ struct ConfigurationTable {
 
     /// A duration: a text like `30s`, `5m`, `500ms`, `1h`.
     mutating func duration(_ key: String, minimum: Duration = .zero) throws(ConfigurationError) -> Duration? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .duration) else { return nil }
         guard case .string(let text) = value.kind else {
             throw typeError(key, expected: "a duration such as \"30s\"", got: value)
         }
@@ -139,15 +157,23 @@ struct ConfigurationTable {
 
     /// A sub-table; a value of another type is an error.
     mutating func table(_ key: String) throws(ConfigurationError) -> ConfigurationTable? {
-        guard let value = value(key) else { return nil }
+        guard let value = value(key, .table) else { return nil }
         guard case .table(let inner) = value.kind else { throw typeError(key, expected: "a table", got: value) }
         return ConfigurationTable(inner, path: fullKey(key), file: file)
     }
 
-    /// Throws for the first key that no reader asked for.
+    /// Throws for the first key that no reader asked for, then for a key read that the reference does not
+    /// document as read (a bug in uploadq, which its tests catch: every section's keys are read on every load).
     func rejectUnknownKeys() throws(ConfigurationError) {
         for key in table.keys where !used.contains(key) {
             throw error(key, "unknown key (known here: \(used.sorted().joined(separator: ", ")))")
+        }
+        for read in reads {
+            if let problem = ConfigurationReference.problem(reading: read.key, in: documentedPath, with: read.reader,
+                                                            variant: variant) {
+                throw error(read.key, "uploadq reads this key, but its reference \(problem): a bug in uploadq, please "
+                    + "report it")
+            }
         }
     }
 }

@@ -12,6 +12,15 @@ enum DestinationLoader {
         guard let transferProtocol = Destination.TransferProtocol(rawValue: protocolName) else {
             throw table.error("protocol", "\"\(protocolName)\" is unknown (supported: \(supported))")
         }
+        let isMinted = table.has("mint_url") || table.has("mint_command")
+        table.variant = switch transferProtocol {
+        case .file: .file
+        case .tus: .tus
+        case .rufh: .rufh
+        case .s3: table.has("mint_url") ? .mintedS3 : .s3
+        case .httpPut: isMinted ? .minted : .httpPut
+        case .httpPost: isMinted ? .minted : .httpPost
+        }
         var destination: Destination
         switch transferProtocol {
         case .s3:
@@ -20,7 +29,7 @@ enum DestinationLoader {
             return try localDirectory(name: name, url: try url(&table), table: &table, baseDirectory: baseDirectory)
         case .httpPut, .httpPost:
             // A `where` would bind to the last pattern alone: both are asked here.
-            if table.has("mint_url") || table.has("mint_command") {
+            if isMinted {
                 destination = try minted(name: name, transferProtocol: transferProtocol, table: &table,
                                          baseDirectory: baseDirectory)
             } else {
@@ -104,12 +113,7 @@ enum DestinationLoader {
             settings = .rufh(rufh)
         case .httpPost:
             var post = HTTPPostSettings(url: urlTemplate)
-            if let field = try table.string("form_field") {
-                guard !field.isEmpty, !field.contains("\""), !field.contains(where: \.isNewline) else {
-                    throw table.error("form_field", "must be a plain field name")
-                }
-                post.formField = field
-            }
+            post.formField = try formField(&table) ?? post.formField
             post.verify = try verification(&table, allowed: [.response, .status]) ?? .response
             if let text = try table.string("remote_url_from") {
                 guard let source = RemoteURLSource(text) else {
@@ -198,6 +202,15 @@ enum DestinationLoader {
         return destination
     }
 
+    /// `form_field = "file"` of an http-post destination: the form field that carries the file.
+    private static func formField(_ table: inout ConfigurationTable) throws(ConfigurationError) -> String? {
+        guard let field = try table.string("form_field") else { return nil }
+        guard !field.isEmpty, !field.contains("\""), !field.contains(where: \.isNewline) else {
+            throw table.error("form_field", "must be a plain field name")
+        }
+        return field
+    }
+
     /// `verify = "head" | "response" | "status"` of a whole-file destination, among `allowed`; nil when not set.
     private static func verification(_ table: inout ConfigurationTable,
                                      allowed: [WholeFileVerification] = WholeFileVerification.allCases)
@@ -273,7 +286,7 @@ enum DestinationLoader {
         throws(ConfigurationError) -> MeteredPolicy {
         guard let text = try table.string("on_metered") else { return fallback }
         guard let policy = MeteredPolicy(text) else {
-            throw table.error("on_metered", "\"\(text)\" is not one of defer, allow, allow-below:SIZE (e.g. allow-below:1MiB)")
+            throw table.error("on_metered", "\"\(text)\" is not one of defer, allow, always, allow-below:SIZE (e.g. allow-below:1MiB)")
         }
         return policy
     }

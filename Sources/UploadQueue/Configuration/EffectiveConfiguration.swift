@@ -18,7 +18,7 @@ public struct EffectiveConfiguration: Sendable, Equatable {
         case table(Table)
     }
 
-    /// A table: keys in the order the README documents them.
+    /// A table: keys in the order the configuration reference (`ConfigurationReference`) lists them.
     public struct Table: Sendable, Equatable {
         public fileprivate(set) var entries: [Entry] = []
 
@@ -45,7 +45,34 @@ public struct EffectiveConfiguration: Sendable, Equatable {
 
     /// The document of `configuration`; `redactingSecrets` false keeps header values, URLs and arguments whole.
     public init(_ configuration: Configuration, redactingSecrets: Bool = true) {
-        root = Builder(redacting: redactingSecrets).document(configuration)
+        root = Self.ordered(Builder(redacting: redactingSecrets).document(configuration), path: "")
+    }
+
+    /// `table` with its keys in reference order, and so every table in it; a destination's keys by
+    /// `destinations.NAME`, the destinations themselves by name. Keys the reference lacks go last.
+    private static func ordered(_ table: Table, path: String) -> Table {
+        let documented = path.hasPrefix("destinations.") ? "destinations.NAME" : path
+        func rank(_ key: String) -> Int {
+            if path == "destinations" { return 0 }
+            if let index = ConfigurationReference.order(of: key, in: documented) { return index }
+            if path.isEmpty, let index = ConfigurationReference.sections.firstIndex(where: { $0.table == key }) {
+                return ConfigurationReference.keys.count + index
+            }
+            if path.isEmpty, key == "destinations" { return ConfigurationReference.keys.count * 2 }
+            return Int.max
+        }
+        var result = Table()
+        let ranked = table.entries.enumerated().sorted {
+            (rank($0.element.key), $0.offset) < (rank($1.element.key), $1.offset)
+        }
+        for (_, entry) in ranked {
+            if case .table(let inner) = entry.value, path.isEmpty || path == "destinations" {
+                result.set(entry.key, .table(ordered(inner, path: path.isEmpty ? entry.key : path + "." + entry.key)))
+            } else {
+                result.set(entry.key, entry.value)
+            }
+        }
+        return result
     }
 
     /// The document as TOML that `ConfigurationLoader` reads back.
@@ -295,7 +322,8 @@ private struct Builder {
             table.set("verify", .string(put.verify.rawValue))
         case .httpPost(let post):
             table.entries += target(post.target).entries
-            table.set("form_field", .string(post.formField))
+            // A minted POST's form is the backend's: the file goes as `file`, and form_field is not read.
+            if case .template = post.target { table.set("form_field", .string(post.formField)) }
             table.set("verify", .string(post.verify.rawValue))
             table.set("remote_url_from", post.remoteURLFrom.map { .string($0.description) })
         case .s3(let s3):
@@ -374,13 +402,11 @@ private struct Builder {
         }
     }
 
-    /// Every destination but a minted one chooses when its SHA-256 is taken.
+    /// Every destination but a minted s3 one (its backend signs each part) chooses when its SHA-256 is taken.
     private static func takesHashTiming(_ settings: Destination.ProtocolSettings) -> Bool {
         switch settings {
         case .mintedS3: false
-        case .httpPut(let put): if case .template = put.target { true } else { false }
-        case .httpPost(let post): if case .template = post.target { true } else { false }
-        case .localDirectory, .tus, .rufh, .s3: true
+        case .localDirectory, .tus, .rufh, .s3, .httpPut, .httpPost: true
         }
     }
 
