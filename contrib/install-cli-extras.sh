@@ -33,16 +33,24 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 "$manual" "$binary" --authors "uploadq developers" --output-directory "$work"
 install -m 0644 "$work/uploadq.1" "$prefix/share/man/man1/uploadq.1"
-# One page per subcommand, named as git's are (uploadq-config-check.1); `help` is not a command of its own.
+# One page per subcommand, named as git's are (uploadq-config-check.1, whose NAME is uploadq-config-check so that
+# whatis finds it, and whose synopsis reads `uploadq config check`); `help` is not a command of its own.
 mkdir "$work/pages"
 "$manual" "$binary" --multi-page --authors "uploadq developers" --output-directory "$work/pages"
 for page in "$work"/pages/uploadq.*.1; do
     name="$(basename "$page" .1)"
     [ "$name" = uploadq.help ] && continue
-    sed -e '/^\.Xr uploadq\.help 1/d' \
-        -e 's/^\(\.Xr uploadq\)\.\([a-z]*\)\.\([a-z]*\)/\1-\2-\3/' -e 's/^\(\.Xr uploadq\)\.\([a-z]*\)/\1-\2/' \
-        -e '/^\.Dt /{s/\./-/g;s/^-Dt/.Dt/}' "$page" > "$work/page"
-    install -m 0644 "$work/page" "$prefix/share/man/man1/${name//./-}.1"
+    dashed="${name//./-}"
+    words="${name#uploadq.}"
+    awk -v dashed="$dashed" -v words="${words//./ }" '
+        /^\.Xr uploadq\.help 1/ { next }
+        /^\.Xr uploadq\./ { sub(/^\.Xr /, ""); split($0, parts, " "); gsub(/\./, "-", parts[1]);
+                             $0 = ".Xr " parts[1] substr($0, length(parts[1]) + 1) }
+        /^\.Dt / { $0 = ".Dt " toupper(dashed) " 1" }
+        /^\.Nm "/ { $0 = ".Nm " dashed }
+        /^\.Nm$/ { print ".Nm uploadq"; $0 = ".Cm " words }
+        { print }' "$page" > "$work/page"
+    install -m 0644 "$work/page" "$prefix/share/man/man1/$dashed.1"
 done
 "$binary" config reference --man > "$work/uploadq.toml.5"
 install -m 0644 "$work/uploadq.toml.5" "$prefix/share/man/man5/uploadq.toml.5"

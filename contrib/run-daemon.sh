@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 contrib/setup.sh
 # The Swift runtime is linked in statically: one file to install, and less resident memory than shared libraries.
-swift build -c release --static-swift-stdlib --product uploadq
+# Full RELRO (`-z now`), as the Debian package builds it: the two share one release build.
+swift build -c release --static-swift-stdlib -Xlinker -z -Xlinker now --product uploadq
 exec .build/release/uploadq daemon "$@"

@@ -30,6 +30,9 @@ else
     contrib/test-servers/run.sh swift test --skip-build --filter "$heavy"
 fi
 if [ "$#" -eq 0 ]; then
+    # The README's first run: contrib/run-daemon.sh, a photo dropped into the spool, status and list (about 20 s
+    # on the release build the package made).
+    contrib/first-run.sh
     # The suites of time's own rules (windows, timetables, budgets, waiting texts, the clock-step watch, keep_for,
     # prune) again with every process's wall clock at seven instants: a day's end and start, 03:59 UTC, Sunday into
     # Monday, a month's end, both daylight-saving changes (about 2 minutes; every suite at each, about 20 minutes:

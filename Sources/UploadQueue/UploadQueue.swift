@@ -57,9 +57,9 @@ public actor UploadQueue {
         func name(_ uid: uid_t) -> String { getpwuid(uid).map { String(cString: $0.pointee.pw_name) } ?? "\(uid)" }
         let owner = name(info.st_uid)
         throw UploadQueueError(.configuration, """
-            the queue in \(stateDirectory) belongs to user \(owner), and this is user \(name(user)): what this process \
-            wrote there the daemon could not read. Run it as \(owner) (sudo -u \(owner) uploadq …), or drop the \
-            file into the spool
+            this queue belongs to user \(owner), and this is user \(name(user)): what this process wrote there the \
+            daemon could not read. Run it as \(owner) (sudo -u \(owner) uploadq …), or drop the file into the \
+            daemon's spool instead; the queue's directory
             """, path: stateDirectory)
     }
 

@@ -24,7 +24,8 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(help: "Higher runs sooner.") var priority: Int = 0
     @Option(help: "copy (default), move (the queue takes the file over) or reference (upload in place).")
     var mode: String = "copy"
-    @Option(help: "On a metered link: defer, allow or allow-below:SIZE.") var onMetered: String?
+    @Option(help: "On a metered link: defer, allow, allow-below:SIZE or always (also past the metered budget).")
+    var onMetered: String?
     @Option(name: .customLong("then"),
             help: "With --mode reference: once uploaded, keep, delete or move:DIR the file (if it is unchanged).")
     var then: String?

@@ -41,7 +41,7 @@ struct Dropper {
         #expect(status == 0, "\(name) could not drop \(file): \(output)", sourceLocation: sourceLocation)
     }
 
-    /// Makes `sandbox`'s spool as the README says (mode 3770, group `uq-droppers`) and lets droppers reach it.
+    /// Makes `sandbox`'s spool as docs/install.md says (mode 3770, group `uq-droppers`) and lets droppers reach it.
     static func openSpool(of sandbox: Sandbox) throws {
         #expect(chmod(sandbox.root, 0o711) == 0)
         try FileManager.default.createDirectory(atPath: sandbox.spool, withIntermediateDirectories: true)
@@ -51,8 +51,8 @@ struct Dropper {
     }
 }
 
-/// Droppers are strangers: none can steer, change or hold up another's file (see the spool's trust rules in the
-/// README). Every test runs its droppers as real users.
+/// Droppers are strangers: none can steer, change or hold up another's file (see the spool's trust rules in
+/// docs/spool.md). Every test runs its droppers as real users.
 @Suite(.serialized) struct DropperTests {
     func store(_ sandbox: Sandbox) throws -> QueueStore {
         QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))

@@ -57,7 +57,7 @@ struct LibraryTests {
         log.task.cancel()
     }
 
-    @Test("the README's library example works as written, on a configuration built in code")
+    @Test("the library example of docs/after-upload.md works as written, on a configuration built in code")
     func readmeExample() async throws {
         let sandbox = try Sandbox()
         let configuration = Configuration(stateDirectory: sandbox.state, destinations: [

@@ -133,14 +133,15 @@ package enum ConfigurationReference {
     private static let link: [ConfigurationKey] = [
         .init("link", "mode", .choice(["auto", "metered", "unmetered", "offline"]), .value(#""auto""#),
               example: #""metered""#, """
-            The link class. `auto` asks NetworkManager when it runs, else classifies by the interface of the \
-            default route (`metered_interfaces`); the others set it by hand. `uploadq link` overrides it while \
-            the daemon runs.
+            The link class. `auto` classifies each destination's traffic by the route to its server: \
+            NetworkManager's `Metered` when it says (or guesses) yes or says a definite no, else the interface \
+            rules (`metered_interfaces`, WWAN devices, USB tethering); the others set the class by hand. A class set with `uploadq link` is kept in \
+            the queue, survives restarts and wins over this key; so does `uploadq link auto` once run.
             """),
         .init("link", "metered_interfaces", .texts, .value(#"["wwan*", "ppp*", "usb*", "rmnet*", "wwp*"]"#),
               example: #"["wwan*", "tun0"]"#, """
-            Interface names (with `*` wildcards) whose default route makes the link metered, when NetworkManager \
-            does not say.
+            Interface names (with `*` wildcards) that make the traffic through them metered, besides WWAN devices \
+            and USB tethering. They decide where NetworkManager is absent or only guesses no.
             """),
         .init("link", "metered_budget", .text, .unset("no budget"), example: #""200MiB/day""#, """
             How many bytes metered links may carry per day, week or month (`"1GiB/week"`, `"5GiB/month"`): every \
@@ -154,8 +155,10 @@ package enum ConfigurationReference {
             """),
         .init("link", "connectivity_check", .url, .unset("no check"),
               example: #""http://connectivitycheck.gstatic.com/generate_204""#, """
-            A URL that answers 204 with an empty body. Anything else means a captive portal: the link is \
-            `portal` and transfers wait until it is gone. No user info, no placeholders.
+            A URL that answers 204 with an empty body, asked every 30 s (every 5 s while a portal is in the way) \
+            and when the default route moves. Anything else means a captive portal: traffic that takes the same \
+            way is `portal`, and nothing is sent through it. No answer keeps the last verdict. Servers on the \
+            local network, reached without a gateway, are not held. No user info, no placeholders.
             """),
     ]
 
@@ -253,8 +256,8 @@ package enum ConfigurationReference {
             """),
         .init("patch", "body", .text, .value(#""{\"photo_url\": \"{{url}}\"}""#),
               example: #"'{"photo_url": "{{url}}", "sha256": "{{sha256}}"}'"#, """
-            The JSON body; `{{url}}`, `{{job_id}}`, `{{sha256}}` and `{{size}}` are filled in, JSON-escaped. A \
-            sidecar's patch always uses this body.
+            The JSON body; `{{url}}`, `{{job_id}}`, `{{sha256}}`, `{{size}}`, `{{content_type}}`, `{{name}}` and \
+            `{{meta.KEY}}` are filled in, JSON-escaped. A sidecar's patch always uses this body.
             """),
         .init("patch", "on_metered", .text, .value(#""allow""#), example: #""defer""#, """
             Whether patches go on a metered link: `allow` (they are a few hundred bytes), `defer`, or \
@@ -311,8 +314,8 @@ package enum ConfigurationReference {
 
     private static let hooks: [ConfigurationKey] = [
         .init("hooks", "on_uploaded", .command, .unset("no hook"), example: #"["/usr/local/bin/notify", "--photo"]"#, """
-            Run once a job is uploaded (its proof of receipt held): the program's absolute path and its \
-            arguments, the job's JSON on standard input.
+            Run once a job is uploaded (its proof of receipt held): the program's path (a relative one against \
+            the config's folder; no PATH search, no shell) and its arguments, the job's JSON on standard input.
             """),
         .init("hooks", "on_failed", .command, .unset("no hook"), example: #"["/usr/local/bin/alert"]"#, """
             Run once a job fails for good.
@@ -362,8 +365,8 @@ package enum ConfigurationReference {
                 """),
             .init(table, "token_file", .path, .unset("no token"), example: #""%d/upload-token""#,
                   variants: credentialVariants, """
-                A file whose first line is the bearer token, read again when it changes. `%d/NAME` reads systemd's \
-                credential NAME (`LoadCredential=`).
+                A file whose first line is the bearer token, read again after the server answers 401. `%d/NAME` \
+                reads systemd's credential NAME (`LoadCredential=`).
                 """),
             .init(table, "token_command", .command, .unset("no token"), example: #"["/usr/local/bin/get-token"]"#,
                   variants: credentialVariants, """

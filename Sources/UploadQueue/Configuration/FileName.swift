@@ -2,7 +2,7 @@ import Foundation
 
 /// Makes names that a target cannot take fit it, the same way every time.
 ///
-/// The rule (documented in the README): a name longer than the limit (255 bytes per path component on Linux
+/// The rule (documented in docs/operations.md): a name longer than the limit (255 bytes per path component on Linux
 /// file systems) keeps its extension (the last `.xxx`, up to 16 bytes) and the job id, and its beginning is cut
 /// at a character boundary so the whole fits. When the kept beginning already holds the job id, it is not added
 /// again. The same job always gets the same name, so a retry finds its own earlier copy.
