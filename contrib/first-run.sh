@@ -11,8 +11,18 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 work="$(mktemp -d)"
 daemon=""
+# Stops the set-up, the build or the daemon as one group, waits (10 s at most) for it to end, then removes $work.
+stop() {
+    [ -n "$daemon" ] || return 0
+    kill -TERM -- "-$daemon" 2>/dev/null || true
+    for _ in $(seq 1 100); do
+        kill -0 "$daemon" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL -- "-$daemon" 2>/dev/null || true
+}
 cleanup() {
-    [ -n "$daemon" ] && kill -TERM -- "-$daemon" 2>/dev/null || true
+    stop
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -29,7 +39,8 @@ config="$work/Config/uploadq.toml"
 uploadq="$root/.build/release/uploadq"
 head -c 300000 /dev/urandom > "$work/holiday.jpg"
 
-# Its own session, so that the set-up, the build or the daemon it becomes can be stopped as one group.
+# Its own session, so that the set-up, the build or the daemon it becomes can be stopped as one group. A
+# non-interactive shell runs it outside any job control, so setsid needs no fork and $! is the session's leader.
 setsid "$root/contrib/run-daemon.sh" --config "$config" > "$work/daemon.log" 2>&1 &
 daemon=$!
 # The first release build of a fresh clone takes minutes; after contrib/package-deb.sh it is already done.
@@ -57,6 +68,11 @@ cmp -s "$work/holiday.jpg" "$arrived" || fail "the photo in Config/uploaded/ dif
 [ -z "$(find "$work/Config/spool" -mindepth 1 -maxdepth 1 ! -name ".*")" ] || fail "the spool still holds the photo"
 
 kill -TERM "$daemon"
+for _ in $(seq 1 300); do
+    kill -0 "$daemon" 2>/dev/null || break
+    sleep 0.1
+done
+kill -0 "$daemon" 2>/dev/null && fail "the daemon did not stop within 30 s of SIGTERM"
 status=0
 wait "$daemon" || status=$?
 daemon=""

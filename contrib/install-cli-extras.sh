@@ -18,7 +18,7 @@ prefix=${1:-/usr/local}
 
 binary=${UPLOADQ_BINARY:-}
 if [ -z "$binary" ]; then
-    swift build -c release --static-swift-stdlib --product uploadq >&2
+    swift build -c release --static-swift-stdlib -Xlinker -z -Xlinker now --product uploadq >&2
     binary="$(swift build -c release --show-bin-path)/uploadq"
 fi
 manual=${GENERATE_MANUAL:-}

@@ -16,7 +16,8 @@ struct ConfigurationReferenceTests {
         .httpPut: [#"protocol = "http-put""#, #"url = "https://dav.example.com/photos/{name}""#],
         .httpPost: [#"protocol = "http-post""#, #"url = "https://api.example.com/upload""#],
         .s3: [#"protocol = "s3""#, #"bucket = "photos""#],
-        .minted: [#"protocol = "http-post""#, #"mint_command = ["/usr/local/bin/mint", "--fast"]"#],
+        .minted: [#"protocol = "http-put""#, #"mint_url = "https://api.example.com/mint""#],
+        .mintedCommand: [#"protocol = "http-post""#, #"mint_command = ["/usr/local/bin/mint", "--fast"]"#],
         .mintedS3: [#"protocol = "s3""#, #"mint_url = "https://companion.example.com""#],
     ]
 
@@ -115,11 +116,11 @@ struct ConfigurationReferenceTests {
             .joined()
         if table.isEmpty { return (context + [line]).joined(separator: "\n") + "\n" + destinations }
         guard let variant else { return "[\(table)]\n" + (context + [line]).joined(separator: "\n") + "\n" + destinations }
-        // A minted destination's pass_env goes with its mint_command, never with a token_command.
-        let own = (variant == .minted ? context.filter { !$0.hasPrefix("token_command = ") } : context) + [line]
+        // A minted destination has no token: its pass_env goes with its mint_command.
+        let minted = variant == .minted || variant == .mintedCommand
+        let own = (minted ? context.filter { !$0.hasPrefix("token_command = ") } : context) + [line]
         let names = Set(own.compactMap { $0.components(separatedBy: " = ").first })
-        var skeleton = (Self.skeletons[variant] ?? []).filter { !names.contains($0.components(separatedBy: " = ")[0]) }
-        if variant == .minted, names.contains("mint_url") { skeleton.removeAll { $0.hasPrefix("mint_command") } }
+        let skeleton = (Self.skeletons[variant] ?? []).filter { !names.contains($0.components(separatedBy: " = ")[0]) }
         return "[destinations.d]\n" + (skeleton + own).joined(separator: "\n") + "\n"
     }
 
@@ -185,6 +186,12 @@ struct ConfigurationReferenceTests {
         #expect(ConfigurationReference.problem(reading: "concurrency", in: "limits", with: .string, variant: nil) != nil)
         #expect(ConfigurationReference.problem(reading: "chunk_size", in: "destinations.NAME", with: .byteCount,
                                                variant: .tus) == nil)
+        #expect(ConfigurationReference.problem(reading: "form_field", in: "destinations.NAME", with: .string,
+                                               variant: .httpPost) == nil)
+        #expect(ConfigurationReference.problem(reading: "form_field", in: "destinations.NAME", with: .string,
+                                               variant: .minted) != nil)
+        #expect(ConfigurationReference.problem(reading: "budget_reset", in: "link", with: .integer(1...31),
+                                               variant: nil) != nil)
         #expect(ConfigurationReference.problem(reading: "limits", in: "", with: .table, variant: nil) == nil)
         #expect(ConfigurationReference.problem(reading: "limit", in: "", with: .table, variant: nil) != nil)
         // Through the loader: a table whose reads include an undocumented key is refused, naming it.
@@ -202,6 +209,19 @@ struct ConfigurationReferenceTests {
         for key in ConfigurationReference.keys {
             #expect(committed.contains("<a id=\"\(key.fullName)\"></a>\n\n") && committed.contains("### \(key.name)\n"),
                     "\(key.fullName)")
+        }
+    }
+
+    @Test("roff text: backslashes escaped, no line starting with a control character, code spans in bold, balanced")
+    func roffEscapes() {
+        #expect(ConfigurationManual.roff(#"C:\x"#) == #"C:\ex"#)
+        #expect(ConfigurationManual.roff(".hidden\n'quoted") == "\\&.hidden\n\\(aqquoted")
+        #expect(ConfigurationManual.roff("a `b-c` d") == #"a \fBb\-c\fR d"#)
+        // An odd number of backticks would leave the rest of the page in bold.
+        let texts = ConfigurationReference.keys.map(\.meaning) + ConfigurationReference.sections.map(\.summary)
+            + [ConfigurationReference.valueNotes, ConfigurationManual.lookup, ConfigurationManual.tools]
+        for text in texts {
+            #expect(text.filter { $0 == "`" }.count % 2 == 0, "unbalanced code span: \(text)")
         }
     }
 

@@ -35,6 +35,10 @@ struct DocumentationTests {
         var blocks: [Block] = []
         var open: (line: Int, info: String, lines: [String])?
         for (index, line) in try read(page).components(separatedBy: "\n").enumerated() {
+            let trimmed = line.trimmingCharacters(in: .whitespaces)
+            // One fence style, so that no block escapes the checks: ``` at the start of the line.
+            #expect(!(trimmed.hasPrefix("~~~") || (trimmed.hasPrefix("```") && !line.hasPrefix("```"))),
+                    "\(page):\(index + 1): write fences as ``` at the start of the line")
             if line.hasPrefix("```") {
                 if let current = open {
                     let words = current.info.split(separator: " ").map(String.init)
@@ -173,6 +177,54 @@ struct DocumentationTests {
         return anchors
     }
 
+    /// The targets of a line's links: inline `[text](target "title")`, `<target>`, reference definitions
+    /// `[name]: target`, and HTML `href="target"`.
+    static func linkTargets(in line: String) -> [String] {
+        var targets: [String] = []
+        var rest = line[...]
+        while let open = rest.range(of: "](") {
+            let after = rest[open.upperBound...]
+            // The closing parenthesis that balances the opening one.
+            var depth = 0
+            var end = after.endIndex
+            for index in after.indices {
+                if after[index] == "(" { depth += 1 }
+                if after[index] == ")" {
+                    if depth == 0 { end = index; break }
+                    depth -= 1
+                }
+            }
+            var target = after[..<end].trimmingCharacters(in: .whitespaces)
+            if target.hasPrefix("<"), let close = target.firstIndex(of: ">") {
+                target = String(target[target.index(after: target.startIndex)..<close])
+            } else if let space = target.firstIndex(of: " ") {
+                target = String(target[..<space])
+            }
+            targets.append(target)
+            rest = end < after.endIndex ? after[end...] : after[after.endIndex...]
+        }
+        let trimmed = line.trimmingCharacters(in: .whitespaces)
+        if trimmed.hasPrefix("["), let colon = trimmed.range(of: "]: ") {
+            targets.append(String(trimmed[colon.upperBound...].split(separator: " ").first ?? ""))
+        }
+        var html = line[...]
+        while let open = html.range(of: "href=\"") {
+            let after = html[open.upperBound...]
+            guard let close = after.firstIndex(of: "\"") else { break }
+            targets.append(String(after[..<close]))
+            html = after[close...]
+        }
+        return targets
+    }
+
+    @Test("a link's target is found in its inline, angle, titled, reference and HTML forms")
+    func linkTargetsFound() {
+        #expect(Self.linkTargets(in: "see [a](docs/a.md) and [b](<docs/b c.md>) or [c](c.md \"title\")")
+                == ["docs/a.md", "docs/b c.md", "c.md"])
+        #expect(Self.linkTargets(in: "[ref]: docs/ref.md#part") == ["docs/ref.md#part"])
+        #expect(Self.linkTargets(in: "[x](a_(b).md) <a href=\"y.md\">y</a>") == ["a_(b).md", "y.md"])
+    }
+
     @Test("every relative link of the manual leads to a file, and every anchor to a heading or an id")
     func linksResolve() throws {
         var checked = 0
@@ -181,12 +233,7 @@ struct DocumentationTests {
             for (index, line) in try Self.read(page).components(separatedBy: "\n").enumerated() {
                 if line.hasPrefix("```") { fenced.toggle() }
                 guard !fenced else { continue }
-                var rest = line[...]
-                while let open = rest.range(of: "](") {
-                    let after = rest[open.upperBound...]
-                    guard let close = after.firstIndex(of: ")") else { break }
-                    let target = String(after[..<close])
-                    rest = after[close...]
+                for target in Self.linkTargets(in: line) {
                     if target.contains("://") || target.hasPrefix("mailto:") { continue }
                     let parts = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)
                     let path = String(parts[0])

@@ -6,7 +6,7 @@
 /// configuration reference (`docs/configuration.md`, `uploadq.toml(5)`) is generated from it.
 package struct ConfigurationKey: Sendable {
     /// The key's value type, as written in the file.
-    package enum Kind: Sendable, Equatable {
+    package enum Kind: Sendable, Equatable, CustomStringConvertible {
         /// A string.
         case text
         /// A string, one of these.
@@ -29,8 +29,8 @@ package struct ConfigurationKey: Sendable {
         case duration
         /// A duration, or `"forever"`.
         case durationOrForever
-        /// A weekday name, or a day of the month.
-        case weekdayOrDay
+        /// A weekday name, or a day of the month within a range.
+        case weekdayOrDay(ClosedRange<Int64>)
         /// An array of strings.
         case texts
         /// A program and its arguments, run without a shell.
@@ -52,7 +52,7 @@ package struct ConfigurationKey: Sendable {
             case .sizeOrPercent: "size or percentage"
             case .duration: "duration"
             case .durationOrForever: "duration or \"forever\""
-            case .weekdayOrDay: "weekday or day of the month"
+            case .weekdayOrDay(let days): "weekday, or day of the month \(days.lowerBound) to \(days.upperBound)"
             case .texts: "array of strings"
             case .command: "array: program, arguments"
             case .headers: "table of strings"
@@ -67,7 +67,8 @@ package struct ConfigurationKey: Sendable {
             case (.number(let documented), .float(let read)): documented == read
             case (.boolean, .boolean), (.size, .byteCount), (.sizeOrPercent, .freeSpace), (.duration, .duration): true
             case (.durationOrForever, .duration), (.durationOrForever, .string): true
-            case (.weekdayOrDay, .string), (.weekdayOrDay, .integer): true
+            case (.weekdayOrDay, .string): true
+            case (.weekdayOrDay(let documented), .integer(let read)): documented == read
             case (.texts, .stringArray), (.command, .stringArray), (.headers, .stringTable): true
             default: false
             }
@@ -88,20 +89,37 @@ package struct ConfigurationKey: Sendable {
 
     /// The kinds of destination a destination key applies to.
     package enum Variant: String, Sendable, CaseIterable {
-        case file, tus, rufh, httpPut = "http-put", httpPost = "http-post", s3
-        /// `http-put` or `http-post` with `mint_url` or `mint_command`.
+        /// `protocol = "file"`: a local directory.
+        case file
+        /// `protocol = "tus"`.
+        case tus
+        /// `protocol = "rufh"`: IETF resumable uploads.
+        case rufh
+        /// `protocol = "http-put"` with a `url`.
+        case httpPut = "http-put"
+        /// `protocol = "http-post"` with a `url`.
+        case httpPost = "http-post"
+        /// `protocol = "s3"` with its own endpoint, bucket and keys.
+        case s3
+        /// `http-put` or `http-post` with `mint_url`: the app's backend mints each file's target.
         case minted
+        /// `http-put` or `http-post` with `mint_command`: a program mints each file's target.
+        case mintedCommand = "minted-command"
         /// `s3` with `mint_url` (Uppy Companion's routes).
         case mintedS3 = "minted-s3"
 
         /// Every destination with a connection of its own (all but `file`).
-        package static let network: [Variant] = [.tus, .rufh, .httpPut, .httpPost, .s3, .minted, .mintedS3]
+        package static let network: [Variant] = [.tus, .rufh, .httpPut, .httpPost, .s3, .minted, .mintedCommand,
+                                                 .mintedS3]
     }
 
     /// The table: `""` for the top level, `"limits"`, or `"destinations.NAME"` for every destination.
     package let table: String
+    /// The key's name in its table.
     package let name: String
+    /// The type of its value.
     package let kind: Kind
+    /// What holds when the file does not set it.
     package let defaultValue: Default
     /// A TOML value for the example line `name = example`.
     package let example: String
@@ -112,6 +130,7 @@ package struct ConfigurationKey: Sendable {
     /// For destination keys: the kinds of destination that read it.
     package let variants: [Variant]
 
+    /// A key of `table`; `variants` only for the keys of a destination.
     package init(_ table: String, _ name: String, _ kind: Kind, _ defaultValue: Default, example: String,
                  context: [String] = [], variants: [Variant] = [], _ meaning: String) {
         self.table = table

@@ -112,6 +112,7 @@ package enum ConfigurationManual {
     /// and Markdown code spans set in bold.
     static func roff(_ text: String) -> String {
         var escaped = text.replacingOccurrences(of: "\\", with: "\\e").replacingOccurrences(of: "-", with: "\\-")
+            .replacingOccurrences(of: "'", with: "\\(aq")
         var bold = false
         escaped = String(escaped.map { character -> String in
             guard character == "`" else { return String(character) }

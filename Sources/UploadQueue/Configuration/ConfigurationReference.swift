@@ -7,7 +7,9 @@ package enum ConfigurationReference {
         package let table: String
         /// The anchor of its part of the reference.
         package let anchor: String
+        /// The heading of its part of the reference.
         package let title: String
+        /// What the table is for, in a sentence or two.
         package let summary: String
     }
 
@@ -69,7 +71,8 @@ package enum ConfigurationReference {
     /// The keys of one table, in reference order.
     package static func keys(in table: String) -> [ConfigurationKey] { keys.filter { $0.table == table } }
 
-    /// Why reading `key` of `table` with `reader` is not what the reference documents, or nil when it is.
+    /// Why reading `key` of `table` with `reader` (for a destination of kind `variant`, when given) is not what the
+    /// reference documents, or nil when it is.
     static func problem(reading key: String, in table: String, with reader: ConfigurationTable.Reader,
                         variant: ConfigurationKey.Variant?) -> String? {
         if reader == .table {
@@ -81,6 +84,10 @@ package enum ConfigurationReference {
         }
         guard documented.kind.isRead(by: reader) else {
             return "documents it as \(documented.kind.description), and it is read as \(reader)"
+        }
+        if let variant, !documented.variants.isEmpty, !documented.variants.contains(variant) {
+            return "documents it for \(documented.variants.map(\.rawValue).joined(separator: ", ")), not for "
+                + variant.rawValue
         }
         return nil
     }
@@ -111,7 +118,7 @@ package enum ConfigurationReference {
     ]
 
     private static let retry: [ConfigurationKey] = [
-        .init("retry", "backoff", .choice(["steps", "exponential"]), .value(#""steps""#), example: #""exponential""#, """
+        .init("retry", "backoff", .choice(RetryPolicy.Backoff.allCases.map(\.rawValue)), .value(#""steps""#), example: #""exponential""#, """
             `steps`: every `initial_interval` for `initial_attempts` failures, then every `later_interval`. \
             `exponential`: doubling from `initial_interval` up to `later_interval`.
             """),
@@ -123,7 +130,7 @@ package enum ConfigurationReference {
             """),
         .init("retry", "later_interval", .duration, .value(#""5m""#), example: #""15m""#, """
             The wait after that, for as long as it takes: a transient failure is retried forever. With \
-            `exponential`, the longest wait.
+            `exponential`, the longest wait. At least 10ms.
             """),
         .init("retry", "jitter", .number(0...1), .value("0.1"), example: "0.2", """
             Each wait is moved at random by up to this fraction of it, so that many devices do not retry at once.
@@ -131,7 +138,7 @@ package enum ConfigurationReference {
     ]
 
     private static let link: [ConfigurationKey] = [
-        .init("link", "mode", .choice(["auto", "metered", "unmetered", "offline"]), .value(#""auto""#),
+        .init("link", "mode", .choice(LinkOverride.allCases.map(\.rawValue)), .value(#""auto""#),
               example: #""metered""#, """
             The link class. `auto` classifies each destination's traffic by the route to its server: \
             NetworkManager's `Metered` when it says (or guesses) yes or says a definite no, else the interface \
@@ -148,7 +155,7 @@ package enum ConfigurationReference {
             byte sent counts, headers and retries too. Once spent, jobs wait as `budget-spent` until the period \
             resets or the link is unmetered.
             """),
-        .init("link", "budget_reset", .weekdayOrDay, .computed("local midnight; Monday for /week; the 1st for /month"),
+        .init("link", "budget_reset", .weekdayOrDay(1...28), .computed("local midnight; Monday for /week; the 1st for /month"),
               example: #""mon""#, context: [#"metered_budget = "1GiB/week""#], """
             When a weekly budget resets (a weekday: `"mon"`…`"sun"`) or a monthly one (a day, 1 to 28), at local \
             midnight in `[schedule] time_zone`. Only with `metered_budget`.
@@ -185,7 +192,7 @@ package enum ConfigurationReference {
         .init("power", "low_battery", .text, .value(#""20%""#), example: #""30%""#, """
             The charge below which `battery-not-low` holds transfers: a percentage from 1% to 100%.
             """),
-        .init("power", "source", .choice(["auto", "sysfs", "upower"]), .value(#""auto""#), example: #""sysfs""#, """
+        .init("power", "source", .choice(PowerSettings.Source.allCases.map(\.rawValue)), .value(#""auto""#), example: #""sysfs""#, """
             Where the power state is read: UPower over the system bus when it is there (`auto`), else the \
             kernel's power-supply class; or one of them alone. A device with no power supply counts as on \
             external power.
@@ -246,7 +253,8 @@ package enum ConfigurationReference {
             The highest priority a sidecar may give its file; a higher one is rejected with its file.
             """),
         .init("spool", "max_file_size", .size, .value(#""64GiB""#), example: #""2GiB""#, """
-            Larger files, and sparse files, are rejected unread (moved to `.rejected/` with a reason).
+            Larger files, and sparse files, are rejected unread (moved to `.rejected/` with a reason). At least 1 \
+            byte.
             """),
     ]
 
@@ -260,8 +268,8 @@ package enum ConfigurationReference {
             `{{meta.KEY}}` are filled in, JSON-escaped. A sidecar's patch always uses this body.
             """),
         .init("patch", "on_metered", .text, .value(#""allow""#), example: #""defer""#, """
-            Whether patches go on a metered link: `allow` (they are a few hundred bytes), `defer`, or \
-            `allow-below:SIZE`. Their bytes count against the metered budget.
+            Whether patches go on a metered link: `allow` (they are a few hundred bytes), `defer`, \
+            `allow-below:SIZE` or `always` (also past the metered budget). Their bytes count against the budget.
             """),
         .init("patch", "allowed_urls", .texts, .value("[]"), example: #"["https://api.example.com/records/"]"#, """
             The URL prefixes (scheme, host, port, path) under which a spool sidecar may name a patch target; none \
@@ -321,7 +329,8 @@ package enum ConfigurationReference {
             Run once a job fails for good.
             """),
         .init("hooks", "timeout", .duration, .value(#""30s""#), example: #""1m""#, """
-            A hook still running then is killed with everything it started (its process group), and tried again.
+            A hook still running then is killed with everything it started (its process group), and tried again. \
+            At least 100ms.
             """),
         .init("hooks", "pass_env", .texts, .value("[]"), example: #"["NOTIFY_URL"]"#, """
             The daemon's environment variables a hook also gets, besides `PATH`, `HOME`, `LANG` and the \
@@ -351,7 +360,7 @@ package enum ConfigurationReference {
     private static func connection(_ table: String, variants: [ConfigurationKey.Variant] = [])
         -> [ConfigurationKey]
     {
-        let owned = variants.filter { $0 != .minted && $0 != .mintedS3 }
+        let owned = variants.filter { ![.minted, .mintedCommand, .mintedS3].contains($0) }
         let credentialVariants = variants.isEmpty ? [] : owned.filter { $0 != .s3 }
         return [
             .init(table, "headers", .headers, .unset("none"), example: #"{ "X-Client" = "uploadq" }"#,
@@ -377,9 +386,10 @@ package enum ConfigurationReference {
                   context: [#"token_command = ["/usr/local/bin/get-token"]"#], variants: credentialVariants, """
                 How long token_command may run (at least 100ms).
                 """),
-            .init(table, "pass_env", .texts, .computed("[] with token_command or mint_command"),
+            .init(table, "pass_env", .texts,
+                  .computed(table == "destinations.NAME" ? "[] with token_command or mint_command" : "[] with token_command"),
                   example: #"["AWS_PROFILE"]"#, context: [#"token_command = ["/usr/local/bin/get-token"]"#],
-                  variants: table == "destinations.NAME" ? credentialVariants + [.minted] : [], """
+                  variants: table == "destinations.NAME" ? credentialVariants + [.mintedCommand] : [], """
                 The daemon's environment variables a token_command (or a destination's mint_command) also gets.
                 """),
             .init(table, "ca_file", .path, .unset("the system's CAs"), example: #""/etc/ssl/private-ca.pem""#,
@@ -393,7 +403,7 @@ package enum ConfigurationReference {
                 A transfer below `stall_min_rate` this long is aborted as stalled and resumed later (at least 1s).
                 """),
             .init(table, "stall_min_rate", .size, .value("1"), example: #""1KiB""#, variants: variants, """
-                Bytes per second below which a transfer counts as stalled.
+                Bytes per second below which a transfer counts as stalled (at least 1).
                 """),
             .init(table, "min_rate", .size, .value(#""1KiB""#), example: #""16KiB""#, variants: variants, """
                 While a body is sent, at least this many bytes per second on average over `min_rate_window`, sent \
@@ -415,7 +425,7 @@ package enum ConfigurationReference {
         let s3Both: [ConfigurationKey.Variant] = [.s3, .mintedS3]
         let ownURL: [ConfigurationKey.Variant] = [.tus, .rufh, .httpPut, .httpPost]
         return [
-            .init(d, "protocol", .choice(["file", "tus", "rufh", "http-put", "http-post", "s3"]),
+            .init(d, "protocol", .choice(Destination.TransferProtocol.allCases.map(\.rawValue)),
                   .required, example: #""tus""#, variants: all, """
                 The kind of destination: a local directory, tus 1.0, IETF resumable uploads, a whole-file PUT or \
                 multipart POST, or S3 and S3-compatible stores.
@@ -433,7 +443,7 @@ package enum ConfigurationReference {
                 """),
             .init(d, "chunk_size", .size, .value(#""8MiB""#), example: #""4MiB""#, variants: [.file, .tus, .rufh], """
                 How much goes between two durable checkpoints: a chunk per request for tus and rufh, a fsync of \
-                the target for a directory. A crash re-sends at most one chunk.
+                the target for a directory. A crash re-sends at most one chunk. At least 1KiB (4KiB for file).
                 """),
             .init(d, "creation_with_upload", .boolean, .value("false"), example: "true", variants: [.tus], """
                 Send a file of one chunk in its creation request (the tus creation-with-upload extension).
@@ -442,8 +452,8 @@ package enum ConfigurationReference {
                 The resumable-uploads draft the server speaks: 6 (drafts -04 and -05, Apple's URLSession and \
                 tusd), 7 or 8.
                 """),
-            .init(d, "verify", .choice(["head", "response", "status"]), .computed(#""head" for http-put, "response" for http-post and minted"#),
-                  example: #""status""#, variants: [.httpPut, .httpPost, .minted], """
+            .init(d, "verify", .choice(WholeFileVerification.allCases.map(\.rawValue)), .computed(#""head" for http-put, "response" for http-post and minted"#),
+                  example: #""status""#, variants: [.httpPut, .httpPost, .minted, .mintedCommand], """
                 What proves the server has the file. `head` (http-put only): a matching `Repr-Digest` in the \
                 answer, else a HEAD of the stored URL showing its size (and digest, where the server sends one). \
                 `response`: the answer itself; for http-post the URL at `remote_url_from`, else a `Location` on \
@@ -480,15 +490,16 @@ package enum ConfigurationReference {
                 """),
             .init(d, "multipart_threshold", .size, .value(#""16MiB""#), example: #""64MiB""#, variants: s3Both, """
                 Files below it go up in one PutObject (or one presigned PUT); larger ones as a multipart upload, \
-                resumed after a crash from ListParts. At most 5GiB.
+                resumed after a crash from ListParts. At least 5MiB, at most 5GiB.
                 """),
             .init(d, "part_size", .size, .value(#""8MiB""#), example: #""16MiB""#, variants: s3Both, """
-                The size of a part: at least 5MiB, at most 5GiB, and large enough for 10,000 parts to hold the file.
+                The size of a part: at least 5MiB, at most 5GiB. A file too large for 10,000 parts of it gets parts \
+                of a tenth of a thousandth of its size.
                 """),
             .init(d, "part_concurrency", .integer(1...16), .value("2"), example: "4", variants: s3Both, """
                 Parts in flight per file; a crash re-sends at most this many.
                 """),
-            .init(d, "etag", .choice(["md5", "opaque"]), .value(#""md5""#), example: #""opaque""#, variants: s3Both, """
+            .init(d, "etag", .choice(S3Settings.ETags.allCases.map(\.rawValue)), .value(#""md5""#), example: #""opaque""#, variants: s3Both, """
                 `md5`: the store's ETags are the MD5 of the bytes (as AWS makes them) and prove each part. `opaque` \
                 (SSE-KMS, SSE-C, stores whose ETags are not MD5s): a HEAD of each object checks its size instead.
                 """),
@@ -521,12 +532,12 @@ package enum ConfigurationReference {
                 `/s3/multipart` routes. Its credentials are `[mint]`'s. Not with `url`.
                 """),
             .init(d, "mint_command", .command, .unset("not minted"), example: #"["/usr/local/bin/mint-upload"]"#,
-                  variants: [.minted], """
+                  variants: [.mintedCommand], """
                 A program that mints each file's target instead of `mint_url`: the job on standard input, its \
                 answer on standard output (64 KiB at most), with `PATH`, `HOME`, `LANG` and `pass_env` only.
                 """),
             .init(d, "mint_command_timeout", .duration, .computed(#""10s" with mint_command"#), example: #""30s""#,
-                  context: [#"mint_command = ["/usr/local/bin/mint-upload"]"#], variants: [.minted], """
+                  context: [#"mint_command = ["/usr/local/bin/mint-upload"]"#], variants: [.mintedCommand], """
                 How long mint_command may run (at least 100ms).
                 """),
         ] + connection(d, variants: network) + [
@@ -549,14 +560,16 @@ package enum ConfigurationReference {
                 `circuit-open`); 0 never opens the circuit.
                 """),
             .init(d, "circuit_probe_interval", .duration, .value(#""30s""#), example: #""1m""#, variants: network, """
-                How often an open circuit is probed; it doubles while the probe fails, up to 5 minutes.
+                How often an open circuit is probed (at least 100ms); it doubles while the probe fails, up to 5 \
+                minutes.
                 """),
             .init(d, "on_metered", .text, .value(#""defer""#), example: #""allow-below:1MiB""#, variants: network, """
                 On a metered link: `defer` (wait for an unmetered one), `allow`, `allow-below:SIZE` (small files \
                 go), or `always` (also past the metered budget, for small event-like uploads).
                 """),
-            .init(d, "sha256", .choice(["at-intake", "while-sending"]), .value(#""at-intake""#),
-                  example: #""while-sending""#, variants: [.file, .tus, .rufh, .httpPut, .httpPost, .s3, .minted], """
+            .init(d, "sha256", .choice(Destination.HashTiming.allCases.map(\.rawValue)), .value(#""at-intake""#),
+                  example: #""while-sending""#,
+                  variants: [.file, .tus, .rufh, .httpPut, .httpPost, .s3, .minted, .mintedCommand], """
                 When the file's SHA-256 is taken: at intake (a read of its own), or from the bytes the upload reads \
                 (one read; de-duplication then waits for it). A template naming `{sha256}` needs `at-intake`.
                 """),

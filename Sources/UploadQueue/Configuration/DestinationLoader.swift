@@ -18,8 +18,8 @@ enum DestinationLoader {
         case .tus: .tus
         case .rufh: .rufh
         case .s3: table.has("mint_url") ? .mintedS3 : .s3
-        case .httpPut: isMinted ? .minted : .httpPut
-        case .httpPost: isMinted ? .minted : .httpPost
+        case .httpPut: isMinted ? (table.has("mint_command") ? .mintedCommand : .minted) : .httpPut
+        case .httpPost: isMinted ? (table.has("mint_command") ? .mintedCommand : .minted) : .httpPost
         }
         var destination: Destination
         switch transferProtocol {
