@@ -1,6 +1,8 @@
 """Power-cut harness for uploadq: the state directory, the spool, the sources of `--mode move` and `reference`, the
 local target and the archive live on powercutfs (contrib/powercut/powercutfs.py), which loses at a cut everything
-that was not fsynced, names whose directory was not fsynced included. A workload runs (spool drops, enqueues by
+that was not fsynced, names whose directory was not fsynced included. Two of them, as two disks of one machine: the
+first holds the state, the move and reference sources and the local target; the second the spool and the archive,
+so that the spool's files and the archived copies cross file systems (copied, fsynced, then unlinked). A workload runs (spool drops, enqueues by
 copy, move and reference, cancels, uploads to tus, S3 and a local directory, archiving releases, hooks) until the
 power goes: at the k-th fsync of a chosen site (right after it, or instead of it) or at a random moment, with the
 last unsynced write torn now and then. Then every process is killed, the file system keeps only what was durable,
@@ -8,6 +10,8 @@ and the next life boots on it. After the last cut the daemon drains the queue an
 
 Run it through contrib/powercut/run.sh (which builds the pieces and starts the servers). Settings (environment):
   CUTS=40        power cuts (each site is cut at least once when CUTS allows; the rest at random moments)
+  EPOCH=25       after this many cuts the queue is drained and checked, and the delivered and archived files
+                 that passed are removed (so the file systems, held in memory, stay small)
   SEED=1         random seed
   UPLOADQ_BINARY the uploadq binary (default: .build/release/uploadq, else .build/debug/uploadq)
   POWERCUT_KEEP  keep the work directory
@@ -29,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test-servers"))
 from harness import stored_sha256, http, sha256_file  # noqa: E402
@@ -42,16 +47,21 @@ S3_AUTH = "AWS4-HMAC-SHA256 Credential=AKIDPOWER/20260101/us-east-1/s3/aws4_requ
 SITES = [
     ("sqlite-commit", r"^file:state/queue\.sqlite-wal$", "SQLite: a commit (WAL, synchronous=FULL)"),
     ("sqlite-checkpoint", r"^file:state/queue\.sqlite$", "SQLite: a checkpoint into the database"),
+    ("sqlite-journal", r"^file:state/queue\.sqlite-journal$", "SQLite: the rollback journal of a new database"),
     ("sqlite-directory", r"^dir:state$", "SQLite: the state directory once the WAL is created; SpaceReserve"),
     ("blob-copy", r"^file:state/blobs/\.[^/]*\.tmp$", "BlobStore.commit: one intake copy's data"),
     ("blob-batch", r"^syncfs:$", "BlobStore.commit: a batch of intake copies (syncfs)"),
-    ("blob-sidecar", r"^file:state/blobs/[^./][^/]*\.uploadq\.json$", "BlobStore: a spool sidecar kept beside its blob"),
+    ("blob-sidecar", r"^file:state/blobs/[^./][^/]*\.uploadq\.json$",
+     "BlobStore.adoptSidecar: a spool sidecar copied beside its blob across disks"),
     ("blobs-directory", r"^dir:state/blobs$", "BlobStore.commit, adopt; FileReleaser: names in blobs/"),
-    ("spool-directory", r"^dir:spool$", "BlobStore.adopt, SpoolWatcher: a spool file's name gone"),
+    ("spool-directory", r"^dir:spool$", "BlobStore.adopt, Intake.syncMoved, SpoolWatcher: a spool name gone"),
+    ("rejected-reason", r"^file:spool/\.rejected/.*\.reason\.txt$", "SpoolEntries.write: a rejection's reason"),
     ("rejected-directory", r"^dir:spool/\.rejected$", "SpoolWatcher: a rejected file's name and its reason"),
     ("move-source-directory", r"^dir:incoming$", "BlobStore.adopt: enqueue --mode move's source name gone"),
     ("target-data", r"^file:delivered/", "LocalDirectoryUploader: the delivered copy, chunk by chunk"),
     ("target-directory", r"^dir:delivered(/.*)?$", "LocalDirectoryUploader: the delivered name"),
+    ("archive-data", r"^file:archive/(.*/)?\.uploadq-archive-[^/]*\.tmp$",
+     "FileReleaser.copyDurably: an archived copy across disks"),
     ("archive-directory", r"^dir:archive(/.*)?$", "FileReleaser: an archived copy's name (and its new folders)"),
     ("reference-directory", r"^dir:refs$", "FileReleaser: a reference file moved away after its upload"),
     ("sent-directory", r"^dir:sent$", "FileReleaser: a reference file's new name under move:DIR"),
@@ -94,19 +104,31 @@ class Harness:
         if not os.path.exists(self.shim):
             sys.exit(f"powercut: {self.shim} is missing; contrib/powercut/run.sh builds it")
         self.work = tempfile.mkdtemp(prefix="uploadq-powercut-")
-        self.mount = f"{self.work}/mnt"
+        self.mount = f"{self.work}/mnt"            # the state, move and reference sources, the local target
+        self.second = f"{self.work}/mnt-b"         # the spool and the archive: another disk
         self.image = f"{self.work}/image"
         self.socket = f"{self.work}/control.sock"
+        self.second_socket = f"{self.work}/control-b.sock"
         self.fsync_log = f"{self.work}/fsyncs.log"
         self.hooks_log = f"{self.work}/hooks.log"
         self.config = f"{self.work}/uploadq.toml"
-        self.fs = None
+        self.fs = []
         self.daemon = None
         self.counter = 0
         # What was handed over, and acknowledged: (how, destination, sha256, job id or None).
         self.acknowledged = []
         self.cancelled = []
         self.rejected = []                # names dropped with a sidecar the config does not allow
+        self.dropped = set()              # names of spool drops acknowledged
+        self.duplicates_set_aside = 0
+        self.patches = {}                 # job id -> the path its patch goes to
+        self.verified_at = None           # when the last check ended: what is older was verified
+        self.recorder = os.environ["UPLOADQ_TEST_RECORDER_URL"]
+        self.session = "powercut-" + hashlib.sha1(self.work.encode()).hexdigest()[:10]
+        self.reject_attempts = set()      # contents dropped to be rejected, acknowledged or not
+        self.acknowledged_checked = self.cancelled_checked = self.rejected_checked = 0
+        self.jobs_checked = set()
+        self.last_jobs = []
         self.violations = []
         self.cut_sites = {}
         self.tus_files = os.environ["UPLOADQ_TEST_TUS_FILES"]
@@ -126,7 +148,7 @@ class Harness:
             handle.write(f"""
 state_dir = "{self.mount}/state"
 [spool]
-dir = "{self.mount}/spool"
+dir = "{self.second}/spool"
 destination = "local"
 quiet_period = "200ms"
 network_quiet_period = "1s"
@@ -142,7 +164,7 @@ later_interval = "1s"
 jitter = 0.2
 [retention]
 uploaded_copies = "archive"
-archive_dir = "{self.mount}/archive"
+archive_dir = "{self.second}/archive"
 [metrics]
 textfile = "{self.mount}/metrics/uploadq.prom"
 interval = "1s"
@@ -183,29 +205,42 @@ circuit_threshold = 0
     # --- lives
 
     def mount_fs(self, die_at=None, die_count=1, die_before=False):
-        os.makedirs(self.mount, exist_ok=True)
-        command = ["/usr/bin/python3", f"{HERE}/powercutfs.py", self.mount, "--image", self.image, "--control",
-                   self.socket, "--fsync-log", self.fsync_log, "--seed", str(self.rng.randrange(1 << 30)),
-                   "--own-pid", str(os.getpid())]
-        if die_at:
-            command += ["--die-at", die_at, "--die-count", str(die_count)] + (["--die-before"] if die_before else [])
-        self.fs = subprocess.Popen(command, stdout=self.log, stderr=self.log)
+        disks = [(self.mount, self.image, self.socket, self.second_socket,
+                  ("state", "incoming", "refs", "sent", "delivered", "metrics")),
+                 (self.second, self.image + "-b", self.second_socket, self.socket, ("spool", "staging", "archive"))]
+        for mount, image, socket_path, peer, _ in disks:
+            os.makedirs(mount, exist_ok=True)
+            if os.path.exists(socket_path):
+                os.unlink(socket_path)
+            command = ["/usr/bin/python3", f"{HERE}/powercutfs.py", mount, "--image", image, "--control",
+                       socket_path, "--peer", peer, "--fsync-log", self.fsync_log, "--own-pid", str(os.getpid()),
+                       "--seed", str(self.rng.randrange(1 << 30))]
+            if die_at:
+                command += ["--die-at", die_at, "--die-count", str(die_count)]
+                command += ["--die-before"] if die_before else []
+            self.fs.append(subprocess.Popen(command, stdout=self.log, stderr=self.log))
         deadline = time.monotonic() + 20
-        while not (is_mounted(self.mount) and os.path.exists(self.socket)):
-            if self.fs.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("powercutfs did not mount; see its log")
-            time.sleep(0.05)
-        for folder in ("state", "spool", "incoming", "refs", "sent", "staging", "archive", "delivered", "metrics"):
-            path = f"{self.mount}/{folder}"
-            if not os.path.isdir(path):
-                os.mkdir(path)
-                self.sync_directory(self.mount)
+        for mount, _, socket_path, _, folders in disks:
+            while not (is_mounted(mount) and os.path.exists(socket_path)):
+                if any(fs.poll() is not None for fs in self.fs) or time.monotonic() > deadline:
+                    raise RuntimeError("powercutfs did not mount; see its log")
+                time.sleep(0.05)
+            for folder in folders:
+                if not os.path.isdir(f"{mount}/{folder}"):
+                    os.mkdir(f"{mount}/{folder}")
+                    self.sync_directory(mount)
 
     def stats(self):
-        try:
-            return json.loads(control(self.socket, "stats"))
-        except (OSError, ValueError):
-            return {"dead": True, "died_at": None}
+        """Dead when either disk is; where it died, if at an fsync."""
+        merged = {"dead": False, "died_at": None}
+        for socket_path in (self.socket, self.second_socket):
+            try:
+                answer = json.loads(control(socket_path, "stats"))
+            except (OSError, ValueError):
+                answer = {"dead": True, "died_at": None}
+            merged["dead"] = merged["dead"] or answer["dead"]
+            merged["died_at"] = merged["died_at"] or answer.get("died_at")
+        return merged
 
     def start_daemon(self):
         self.daemon = subprocess.Popen([self.binary, "daemon", "--config", self.config], env=self.env(),
@@ -216,14 +251,15 @@ circuit_threshold = 0
         if self.daemon and self.daemon.poll() is None:
             self.daemon.kill()
         for pid in os.listdir("/proc"):
-            if not pid.isdigit() or int(pid) in (os.getpid(), self.fs.pid if self.fs else -1):
+            if not pid.isdigit() or int(pid) in [os.getpid()] + [fs.pid for fs in self.fs]:
                 continue
             try:
                 links = [os.readlink(f"/proc/{pid}/cwd")]
                 links += [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
             except OSError:
                 continue
-            if any(link.startswith(self.mount + "/") or link == self.mount for link in links):
+            if any(link.startswith(mount + "/") or link == mount for link in links
+                   for mount in (self.mount, self.second)):
                 try:
                     os.kill(int(pid), signal.SIGKILL)
                 except ProcessLookupError:
@@ -233,25 +269,30 @@ circuit_threshold = 0
             self.daemon = None
 
     def cut(self, tear):
-        try:
-            control(self.socket, "die")
-        except OSError:
-            pass
+        for socket_path in (self.socket, self.second_socket):
+            try:
+                control(socket_path, "die")
+            except OSError:
+                pass
         self.kill_everything()
-        answer = control(self.socket, "cut tear" if tear else "cut", timeout=60)
-        if answer != "cut":
-            raise RuntimeError(f"powercutfs answered {answer!r} to cut")
-        self.fs.wait(timeout=60)
-        if is_mounted(self.mount):
-            subprocess.run(["fusermount3", "-u", "-z", self.mount], check=False)
-        self.fs = None
+        for socket_path in (self.socket, self.second_socket):
+            answer = control(socket_path, "cut tear" if tear else "cut", timeout=60)
+            if answer != "cut":
+                raise RuntimeError(f"powercutfs answered {answer!r} to cut")
+        for fs in self.fs:
+            fs.wait(timeout=60)
+        for mount in (self.mount, self.second):
+            if is_mounted(mount):
+                subprocess.run(["fusermount3", "-u", "-z", mount], check=False)
+        self.fs = []
 
     # --- the workload: each step hands something over and records it once it is acknowledged
 
     def content(self):
         self.counter += 1
         size = self.rng.choice([0, 1, 700, 40_000, 200_000, 900_000, 6 << 20 if self.rng.random() < 0.1 else 300_000])
-        return self.counter, self.rng.randbytes(size)
+        # Each content unique (the queue would take a second one as the first's job): its number at the end.
+        return self.counter, self.rng.randbytes(size) + f"#{self.counter}".encode()
 
     def write_durably(self, path, data):
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -278,23 +319,25 @@ circuit_threshold = 0
         number, data = self.content()
         digest = hashlib.sha256(data).hexdigest()
         action = self.rng.choice(["spool", "spool", "spool-sidecar", "spool-reject", "copy", "copy", "batch", "move",
-                                  "reference", "cancel"])
+                                  "reference", "cancel", "prune"])
         destination = self.rng.choice(["local", "tus", "s3"])
         if action.startswith("spool"):
             name = f"drop-{number}.jpg"
             # The dropper's own contract: its file is handed over once its data and its name in the spool are on
             # disk (written aside, fsynced, renamed in, the spool fsynced).
-            self.write_durably(f"{self.mount}/staging/{name}", data)
+            self.write_durably(f"{self.second}/staging/{name}", data)
             if action != "spool":
                 if action == "spool-reject":
                     destination = "nowhere"       # not in sidecar_destinations: the file is set aside, kept
+                    self.reject_attempts.add(digest)
                 sidecar = json.dumps({"destination": destination}).encode()
-                self.write_durably(f"{self.mount}/staging/{name}.uploadq.json", sidecar)
-                os.rename(f"{self.mount}/staging/{name}.uploadq.json", f"{self.mount}/spool/{name}.uploadq.json")
+                self.write_durably(f"{self.second}/staging/{name}.uploadq.json", sidecar)
+                os.rename(f"{self.second}/staging/{name}.uploadq.json", f"{self.second}/spool/{name}.uploadq.json")
             else:
                 destination = "local"
-            os.rename(f"{self.mount}/staging/{name}", f"{self.mount}/spool/{name}")
-            self.sync_directory(f"{self.mount}/spool")
+            os.rename(f"{self.second}/staging/{name}", f"{self.second}/spool/{name}")
+            self.sync_directory(f"{self.second}/spool")
+            self.dropped.add(name)
             if action == "spool-reject":
                 self.rejected.append((name, digest))
             else:
@@ -315,22 +358,31 @@ circuit_threshold = 0
                 for item, digest in zip(json.loads(result.stdout), digests):
                     self.acknowledged.append(("batch", destination, digest, item["id"]))
             return
+        # Half the enqueues ask for a patch of the app's record once uploaded (the recording server takes it).
+        patch = f"{self.recorder}/record/{self.session}/items/{number}" if self.rng.random() < 0.5 else None
+        extra = ["--patch-url", patch] if patch else []
         if action == "copy":
             path = f"{self.work}/src/copy-{number}.bin"
             with open(path, "wb") as handle:
                 handle.write(data)
-            result = self.cli("enqueue", path, "--destination", destination, "--json")
+            result = self.cli("enqueue", path, "--destination", destination, "--json", *extra)
         elif action == "move":
             path = f"{self.mount}/incoming/move-{number}.bin"
             self.write_durably(path, data)
             self.sync_directory(f"{self.mount}/incoming")
-            result = self.cli("enqueue", path, "--mode", "move", "--destination", destination, "--json")
+            result = self.cli("enqueue", path, "--mode", "move", "--destination", destination, "--json", *extra)
         elif action == "reference":
             path = f"{self.mount}/refs/ref-{number}.bin"
             self.write_durably(path, data)
             self.sync_directory(f"{self.mount}/refs")
             result = self.cli("enqueue", path, "--mode", "reference", "--then", f"move:{self.mount}/sent",
-                              "--destination", destination, "--json")
+                              "--destination", destination, "--json", *extra)
+        elif action == "prune":
+            # Only what an earlier check verified is old enough to go: the history since then is younger.
+            if self.verified_at is not None:
+                age = max(1, int(time.time() - self.verified_at) + 2)
+                self.cli("prune", "--older-than", f"{age}s")
+            return
         else:
             path = f"{self.work}/src/cancel-{number}.bin"
             with open(path, "wb") as handle:
@@ -345,19 +397,32 @@ circuit_threshold = 0
                     self.cancelled.append((job, digest))
             return
         if result.returncode == 0:
-            self.acknowledged.append((action, destination, digest, json.loads(result.stdout)[0]["id"]))
+            job_id = json.loads(result.stdout)[0]["id"]
+            self.acknowledged.append((action, destination, digest, job_id))
+            if patch:
+                self.patches[job_id] = urllib.parse.urlparse(patch).path
 
     def life(self, index):
-        """One life: boot on what the last cut left, work until the power goes."""
+        """One life: boot on what the last cut left, work until the power goes: at a site not yet cut (the sites
+        of a first boot first, before them), or any site, or at a random moment."""
         uncovered = [name for name, _, _ in SITES if name not in self.cut_sites and name != "metrics"]
         reached = self.reached()
-        targets = [name for name in uncovered if name in reached] or uncovered
-        random_cut = self.rng.random() < 0.4 or not targets
+        first_boot = ["sqlite-journal", "space-reserve"]
+        if index < len(first_boot):
+            targets, random_cut, before = [first_boot[index]], False, True
+        else:
+            targets = [name for name in uncovered if name in reached] or uncovered
+            if not targets:
+                targets = [name for name, _, _ in SITES if name != "metrics"]
+            random_cut = self.rng.random() < (0.4 if uncovered else 0.6)
+            before = self.rng.random() < 0.5
         pattern = None
+        count = 1
         if not random_cut:
             target = self.rng.choice(targets)
             pattern = dict((name, regex) for name, regex, _ in SITES)[target]
-        self.mount_fs(die_at=pattern, die_count=self.rng.randint(1, 3), die_before=self.rng.random() < 0.5)
+            count = 1 if reached.get(target, 0) < 30 else self.rng.randint(1, 3)
+        self.mount_fs(die_at=pattern, die_count=count, die_before=before)
         self.start_daemon()
         started = time.monotonic()
         limit = self.rng.uniform(0.3, 3.0) if random_cut else 12.0
@@ -386,7 +451,8 @@ circuit_threshold = 0
                 for line in log:
                     fields = line.rstrip("\n").split("\t")
                     if len(fields) >= 3:
-                        name = site_of(fields[1], fields[2]) or f"unknown ({fields[1]}:{fields[2]})"
+                        own = fields[1].startswith("own-")
+                        name = "own" if own else site_of(fields[1], fields[2]) or f"unknown ({fields[1]}:{fields[2]})"
                         sites[name] = sites.get(name, 0) + 1
         return sites
 
@@ -407,8 +473,7 @@ circuit_threshold = 0
                     if job["destination"] == "nowhere" and job["state"] in ("pending", "uploading", "failed"):
                         self.cli("cancel", job["id"])
                 active = [j for j in jobs if j["state"] in ("pending", "uploading") and j["destination"] != "nowhere"]
-                spool = [f for f in os.listdir(f"{self.mount}/spool") if not f.startswith(".")]
-                if not active and not spool:
+                if not active and not self.spool_leftovers():
                     break
             time.sleep(0.5)
         self.daemon.send_signal(signal.SIGTERM)
@@ -416,19 +481,45 @@ circuit_threshold = 0
         self.daemon = None
         return [j for j in json.loads(self.cli("list", "--json", "--limit", "100000").stdout)]
 
+    def spool_leftovers(self):
+        """What is still in the spool, but the sidecars of drops never acknowledged (the power went between the
+        dropper's two renames: the sidecar is in, its file never came)."""
+        names = [f for f in os.listdir(f"{self.second}/spool") if not f.startswith(".")]
+        return [f for f in names if not (f.endswith(".uploadq.json") and f[:-len(".uploadq.json")] not in self.dropped
+                                         and f[:-len(".uploadq.json")] not in names)]
+
+    def clean(self):
+        """After a check: the delivered, archived and moved files that passed go (durably), and with them every
+        hand-over checked so far."""
+        for folder in (f"{self.mount}/delivered", f"{self.mount}/sent", f"{self.second}/archive",
+                       f"{self.second}/spool/.rejected"):
+            for directory, _, files in os.walk(folder):
+                for name in files:
+                    os.unlink(os.path.join(directory, name))
+                self.sync_directory(directory)
+        self.acknowledged_checked = len(self.acknowledged)
+        self.cancelled_checked = len(self.cancelled)
+        self.rejected_checked = len(self.rejected)
+        self.jobs_checked.update(job["id"] for job in self.last_jobs)
+        self.verified_at = time.time()
+
     def check(self, jobs):
+        self.last_jobs = jobs
+        jobs = [job for job in jobs if job["id"] not in self.jobs_checked]
         by_sha = {}
-        for job in jobs:
+        for job in self.last_jobs:
             by_sha.setdefault((job["sha256"], job["destination"]), []).append(job)
-        by_id = {job["id"]: job for job in jobs}
+        by_id = {job["id"]: job for job in self.last_jobs}
         cancelled = {job for job, _ in self.cancelled}
-        for how, destination, digest, job_id in self.acknowledged:
+        for how, destination, digest, job_id in self.acknowledged[self.acknowledged_checked:]:
             if destination == "nowhere":
                 continue
             found = by_id.get(job_id) if job_id else next(iter(by_sha.get((digest, destination), [])), None)
             if found is None or found["sha256"] != digest:
                 self.violations.append(f"lost: an acknowledged {how} to {destination} ({digest[:12]}, job {job_id})")
                 continue
+            if found["id"] in self.jobs_checked:
+                continue                      # verified in an earlier epoch
             if found["state"] != "uploaded":
                 self.violations.append(f"stuck: job {found['id']} ({how}) is {found['state']}: "
                                        f"{found.get('last_error')}")
@@ -438,7 +529,7 @@ circuit_threshold = 0
             if stored != digest:
                 self.violations.append(f"{'missing' if stored is None else 'corrupt'} on its server: job "
                                        f"{found['id']} ({how}) {found.get('remote_url')}")
-        for job_id, digest in self.cancelled:
+        for job_id, digest in self.cancelled[self.cancelled_checked:]:
             if job_id in by_id:
                 self.violations.append(f"an acknowledged cancel came back: job {job_id} is {by_id[job_id]['state']}")
             kept = [p for p in glob.glob(f"{self.mount}/state/cancelled/**", recursive=True) if os.path.isfile(p)]
@@ -447,20 +538,31 @@ circuit_threshold = 0
         for job in jobs:
             if job["state"] == "failed" and job["id"] not in cancelled and job["destination"] != "nowhere":
                 self.violations.append(f"failed: job {job['id']}: {job.get('last_error')}")
-        leftovers = [f for f in os.listdir(f"{self.mount}/spool") if not f.startswith(".")]
+        leftovers = self.spool_leftovers()
         if leftovers:
             self.violations.append(f"left in the spool: {leftovers[:5]}")
-        rejected = [p for p in glob.glob(f"{self.mount}/spool/.rejected/*") if not p.endswith(".reason.txt")
+        rejected = [p for p in glob.glob(f"{self.second}/spool/.rejected/*") if not p.endswith(".reason.txt")
                     and not p.endswith(".uploadq.json")]
         kept = {sha256_file(p) for p in rejected if os.path.isfile(p)}
-        for name, digest in self.rejected:
+        for name, digest in self.rejected[self.rejected_checked:]:
             if digest not in kept:
                 self.violations.append(f"a rejected drop is not kept in .rejected/: {name}")
-        unexpected = [p for p in rejected if os.path.isfile(p) and sha256_file(p) not in {d for _, d in self.rejected}]
-        if unexpected:
-            reasons = [open(p + ".reason.txt").read().strip()[:200] for p in unexpected
-                       if os.path.exists(p + ".reason.txt")]
-            self.violations.append(f"rejected from the spool: {len(unexpected)} files: {reasons[:3]}")
+        unexpected = [p for p in rejected if os.path.isfile(p) and sha256_file(p) not in self.reject_attempts
+                      and ".uploadq.json" not in os.path.basename(p)]
+        for path in unexpected:
+            reason = open(path + ".reason.txt").read().strip() if os.path.exists(path + ".reason.txt") else "no reason"
+            # A cut between committing a spool file's copy and making its original's unlink durable brings the
+            # original back; it is set aside as a duplicate of its job. Nothing is lost: counted, not a violation.
+            if "same content as job" in reason:
+                self.duplicates_set_aside += 1
+            else:
+                self.violations.append(f"rejected from the spool: {os.path.basename(path)}: {reason[:200]}")
+        _, body = http("GET", f"{self.recorder}/control/{self.session}/requests")
+        patched = {urllib.parse.urlparse(r["path"]).path for r in json.loads(body) if r["method"] == "PATCH"}
+        for job in jobs:
+            path = self.patches.get(job["id"])
+            if path and job["state"] == "uploaded" and path not in patched:
+                self.violations.append(f"the patch of uploaded job {job['id']} never reached {path}")
         hooked = set(open(self.hooks_log).read().split()) if os.path.exists(self.hooks_log) else set()
         for job in jobs:
             if job["state"] == "uploaded" and job["id"] not in hooked:
@@ -481,8 +583,13 @@ circuit_threshold = 0
         self.write_config()
         started = time.monotonic()
         try:
+            epoch = int(os.environ.get("EPOCH", 25))
             for index in range(self.cuts):
                 self.life(index)
+                if (index + 1) % epoch == 0 and index + 1 < self.cuts:
+                    self.check(self.drain())
+                    self.clean()
+                    self.cut(tear=False)
             jobs = self.drain()
             self.check(jobs)
         finally:
@@ -492,18 +599,20 @@ circuit_threshold = 0
                 try:
                     self.cut(tear=False)
                 except Exception:
-                    subprocess.run(["fusermount3", "-u", "-z", self.mount], check=False)
+                    for mount in (self.mount, self.second):
+                        subprocess.run(["fusermount3", "-u", "-z", mount], check=False)
         reached = self.reached()
         elapsed = time.monotonic() - started
         print(f"powercut: {self.cuts} cuts in {elapsed:.0f} s; {len(self.acknowledged)} hand-overs acknowledged, "
-              f"{len(self.cancelled)} cancels; {len(jobs)} jobs at the end")
+              f"{len(self.cancelled)} cancels; {len(jobs)} jobs at the end; "
+              f"{self.duplicates_set_aside} spool originals set aside as duplicates after a cut")
         print(f"{'site':<24}{'reached':>9}{'cut':>6}  where")
         unreached = []
         for name, _, where in SITES:
             print(f"{name:<24}{reached.get(name, 0):>9}{self.cut_sites.get(name, 0):>6}  {where}")
             if not reached.get(name):
                 unreached.append(name)
-        for name in sorted(set(reached) - {n for n, _, _ in SITES}):
+        for name in sorted(set(reached) - {n for n, _, _ in SITES} - {"own"}):
             print(f"{name:<24}{reached[name]:>9}{self.cut_sites.get(name, 0):>6}  (not in the site list)")
             self.violations.append(f"an fsync the site list does not name: {name}")
         for violation in self.violations[:40]:

@@ -7,7 +7,7 @@ directory, and only then: a new file whose directory was never fsynced is gone a
 file itself was fsynced, and a rename whose directory was not fsynced is undone. This is stricter than ext4, on
 purpose: what survives here survives on any POSIX file system.
 
-    powercutfs.py MOUNTPOINT --image IMAGE --control SOCKET [--fsync-log FILE] [--own-pid PID]
+    powercutfs.py MOUNTPOINT --image IMAGE --control SOCKET [--fsync-log FILE] [--own-pid PID] [--peer SOCKET]
                   [--die-at-fsync K | --die-at REGEX [--die-count N] [--die-before]]
 
 IMAGE holds the durable state between lives (it is created when missing). The control socket takes one line:
@@ -22,7 +22,8 @@ durable. With --die-at REGEX it dies at the N-th fsync whose `KIND:PATH` matches
 right after it, or with --die-before instead of it (that fsync makes nothing durable, and fails with EIO).
 Each fsync is appended to the fsync log as `N<TAB>KIND<TAB>PATH`, PATH relative to the mount, with `died` as a
 fourth field on the one it died at. The fsyncs of files and directories that process --own-pid opened (the harness's
-own, as a dropper) are logged with KIND `own-file` or `own-dir` and never matched by --die-at.
+own, as a dropper) are logged with KIND `own-file` or `own-dir` and never matched by --die-at. With --peer, the
+file system at that control socket (a second disk of the same machine) dies the moment this one does.
 """
 import argparse
 import errno
@@ -31,6 +32,7 @@ import os
 import pickle
 import random
 import re
+import socket
 import stat
 import sys
 import time
@@ -83,6 +85,7 @@ class PowerCutFS(pyfuse3.Operations):
         self.handles = {}
         self.openers = {}                # fh -> pid of the process that opened it
         self.own_pid = args.own_pid
+        self.peer = args.peer
         self.next_fh = 1
         self.last_write = None           # (ino, offset, bytes) of the last write not yet made durable
 
@@ -177,13 +180,26 @@ class PowerCutFS(pyfuse3.Operations):
         if dies:
             self.died_at = f"{kind}:{path}"
             if self.die_before:
-                self.dead = True
+                self.die()
                 raise pyfuse3.FUSEError(errno.EIO)
         return dies
 
     def synced(self, dies):
         if dies:
-            self.dead = True
+            self.die()
+
+    def die(self):
+        """The power goes, for this disk and its peer."""
+        self.dead = True
+        if self.peer:
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                    sock.settimeout(5)
+                    sock.connect(self.peer)
+                    sock.sendall(b"die\n")
+                    sock.recv(16)
+            except OSError:
+                pass
 
     def sync_everything(self):
         """syncfs(2): every file's data and every name durable, as a journal commit makes them."""
@@ -526,6 +542,7 @@ def main():
     parser.add_argument("--die-count", type=int, default=1)
     parser.add_argument("--die-before", action="store_true")
     parser.add_argument("--own-pid", type=int, default=0)
+    parser.add_argument("--peer")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
     random.seed(args.seed)

@@ -13,13 +13,12 @@ struct BlobStore: Sendable {
         try Self.makeDirectory(directory)
     }
 
-    /// Creates a directory (and parents) with mode 0700 if missing.
+    /// Creates a directory (and parents) with mode 0700 if missing, each fsynced into its parent: the state
+    /// directory, `blobs/`, `cancelled/`, the spool and its `.rejected/` survive a power cut once made.
     static func makeDirectory(_ path: String) throws(UploadQueueError) {
-        do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true,
-                                                    attributes: [.posixPermissions: 0o700])
-        } catch {
-            throw UploadQueueError(.io, "cannot create directory: \(error.localizedDescription)", path: path)
+        let code = createDirectoryDurably(path, mode: 0o700)
+        guard code == 0 else {
+            throw UploadQueueError(.io, "cannot create directory: \(String(cString: strerror(code)))", path: path)
         }
     }
 
@@ -334,6 +333,24 @@ struct BlobStore: Sendable {
             written += count
         }
     }
+}
+
+/// Creates `path` and any missing parents, fsyncing the directory each one was created in, so that a power cut
+/// cannot take a new folder away (and with it what was later put in it and fsynced there); 0 when it is there, or
+/// the errno of what failed.
+func createDirectoryDurably(_ path: String, mode: mode_t) -> Int32 {
+    var info = stat()
+    if stat(path, &info) == 0 { return (info.st_mode & S_IFMT) == S_IFDIR ? 0 : ENOTDIR }
+    let parent = (path as NSString).deletingLastPathComponent
+    if parent != path, !parent.isEmpty {
+        let code = createDirectoryDurably(parent, mode: mode)
+        guard code == 0 else { return code }
+    }
+    guard mkdir(path, mode) == 0 || errno == EEXIST else { return errno }
+    let descriptor = open(parent.isEmpty ? "/" : parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    guard descriptor >= 0 else { return errno }
+    defer { close(descriptor) }
+    return fsync(descriptor) == 0 ? 0 : errno
 }
 
 /// fsyncs a directory so a rename or a new name in it survives power loss.

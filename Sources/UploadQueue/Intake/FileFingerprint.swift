@@ -28,6 +28,14 @@ struct FileFingerprint: Sendable, Equatable {
         allocatedBytes = Int64(info.st_blocks) * 512
     }
 
+    /// Whether this is the file recorded (in an earlier boot, perhaps) as `inode` on `device`, modified at
+    /// `modifiedNanoseconds`: the same inode, on the same device or with the same modification time. A device's
+    /// number may change across a reboot (device-mapper, FUSE and network file systems are numbered as they are
+    /// mounted), which must not make a queued file look replaced.
+    func isRecordedFile(inode: Int64, device: Int64, modifiedNanoseconds: Int64) -> Bool {
+        self.inode == inode && (self.device == device || self.modifiedNanoseconds == modifiedNanoseconds)
+    }
+
     /// The fingerprint of an open descriptor.
     static func of(descriptor: Int32, path: String) throws(UploadQueueError) -> FileFingerprint {
         var info = stat()

@@ -37,8 +37,13 @@ struct Intake: Sendable {
                 // Several names share this file: the queue keeps its own copy and only drops the given name. Its
                 // sidecar follows once the row is there (a crash before leaves it beside the file, which is taken
                 // again with it); in the rare case the job is released first, the sidecar is swept as an orphan.
-                try blobs.unlinkIfUnchanged(prepared.path, expected: prepared.before, job: job.id)
+                // The sidecar leaves before its file: a power cut between the two then brings back at most the
+                // file (set aside as a duplicate), never a sidecar without its file.
                 if let sidecar = request.sidecar { blobs.adoptSidecar(sidecar, expected: request.sidecarFile, for: job.id) }
+                try blobs.unlinkIfUnchanged(prepared.path, expected: prepared.before, job: job.id)
+                // The copy is durable and committed: a sync that fails now costs at most a duplicate that the spool
+                // sets aside after a power cut, never the file.
+                try? syncMoved(from: prepared.path, sidecar: request.sidecar != nil)
             } else {
                 try completeMove(job, expected: prepared.before, sidecar: request.sidecar, sidecarFile: request.sidecarFile)
             }
@@ -257,10 +262,21 @@ struct Intake: Sendable {
     /// and so cannot be released, before both are in place.
     private func completeMove(_ job: Job, expected: FileFingerprint, sidecar: String?,
                               sidecarFile: FileFingerprint?) throws(UploadQueueError) {
+        // The sidecar leaves first, so the directory syncs of `adopt` cover its move too, and a power cut leaves
+        // no sidecar without its file (one whose file is not taken after all goes back: `undoMove`).
+        if let sidecar { blobs.adoptSidecar(sidecar, expected: sidecarFile, for: job.id) }
         let adopted = try blobs.adopt(source: job.sourcePath, expected: expected, for: job.id,
                                       freeSpace: configuration.freeSpaceGuard)
-        if let sidecar { blobs.adoptSidecar(sidecar, expected: sidecarFile, for: job.id) }
         try recordIntake(job.id, blob: adopted)
+    }
+
+    /// Makes durable what left the spool once its copy or its file was in `blobs/`: the original's name gone, and
+    /// a sidecar's move (a rename, or a copy and an unlink). Before, a power cut could bring back an original
+    /// already queued (which the spool then sets aside as a duplicate) or a sidecar without its file (which a
+    /// later drop of the same name would have taken for its own). Power-cut site `spool-directory`.
+    private func syncMoved(from source: String, sidecar: Bool) throws(UploadQueueError) {
+        if sidecar { try syncDirectory(blobs.directory) }
+        try syncDirectory((source as NSString).deletingLastPathComponent)
     }
 
     /// The sidecar of a spool file, when the job came from the spool and its sidecar is still there, belonging to
@@ -388,8 +404,18 @@ struct Intake: Sendable {
     /// Finishes one interrupted `move` intake.
     private func finishIntake(_ job: Job) throws(UploadQueueError) {
         let source = try? FileFingerprint.of(path: job.sourcePath)
-        let sourceIsOurs = source.map { $0.isRegularFile && $0.inode == job.inode && $0.device == job.device } ?? false
+        // After a reboot the device may be numbered anew: the same inode with the same modification time is ours.
+        let sourceIsOurs = source.map {
+            $0.isRegularFile && $0.isRecordedFile(inode: job.inode, device: job.device,
+                                                  modifiedNanoseconds: job.modifiedNanoseconds)
+        } ?? false
         if let blob = try? FileFingerprint.of(path: job.file), blob.isRegularFile {
+            // The file's owner: the original's (still there, or renamed into `blobs/`); unknown once only a copy is.
+            let owner = sourceIsOurs ? source?.owner : blob.inode == job.inode ? blob.owner : nil
+            // The sidecar first, as at intake: a cut between the two leaves no sidecar without its file.
+            if let sidecar = spoolSidecar(of: job, owner: owner) {
+                blobs.adoptSidecar(sidecar.path, expected: sidecar.file, for: job.id)
+            }
             // The file reached `blobs/`: renamed (the source name is gone), or copied across file systems and the
             // original not yet unlinked, which happens now unless someone wrote a new version meanwhile.
             if let source, sourceIsOurs, blob.inode != source.inode {
@@ -398,11 +424,7 @@ struct Intake: Sendable {
                 recorded.modifiedNanoseconds = job.modifiedNanoseconds
                 try? blobs.unlinkIfUnchanged(job.sourcePath, expected: recorded, job: job.id)
             }
-            // The file's owner: the original's (still there, or renamed into `blobs/`); unknown once only a copy is.
-            let owner = sourceIsOurs ? source?.owner : blob.inode == job.inode ? blob.owner : nil
-            if let sidecar = spoolSidecar(of: job, owner: owner) {
-                blobs.adoptSidecar(sidecar.path, expected: sidecar.file, for: job.id)
-            }
+            try? syncMoved(from: job.sourcePath, sidecar: true)
             try recordIntake(job.id, blob: blob)
             return
         }

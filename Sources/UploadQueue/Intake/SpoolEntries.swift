@@ -88,7 +88,9 @@ struct SpoolEntries {
             guard descriptor >= 0 else { return false }
             defer { close(descriptor) }
             let bytes = Array(text.utf8)
-            return Foundation.write(descriptor, bytes, bytes.count) == bytes.count
+            // Fsynced before `.rejected/` is: else a power cut can leave the name with nothing in it, a file set
+            // aside without its reason (power-cut site `rejected-reason`).
+            return Foundation.write(descriptor, bytes, bytes.count) == bytes.count && fsync(descriptor) == 0
         }
     }
 }

@@ -36,16 +36,17 @@ struct LocalDirectoryUploader: Uploader {
                 """)
         }
         let directory = (target as NSString).deletingLastPathComponent
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
+        // Each folder made (a new `{date}/`) is fsynced into its parent: else a power cut takes it away, with every
+        // file delivered into it since, while their jobs say uploaded (power-cut site `target-directory`).
+        let code = createDirectoryDurably(directory, mode: 0o755)
+        if code != 0 {
             // A full disk (or anything passing) is tried again; a permission or a read-only mount needs a person.
-            let code = (error as? CocoaError)?.code
-            let needsPerson = code == .fileWriteNoPermission || code == .fileWriteVolumeReadOnly
-                || code == .fileWriteInvalidFileName
-            let message = "cannot create \(directory): \(error.localizedDescription)"
-            throw needsPerson ? .permanent("io", message + "; fix it, then `uploadq retry`")
-                : code == .fileWriteOutOfSpace ? .targetFull(message) : .transient("io", message)
+            let message = "cannot create \(directory): \(String(cString: strerror(code)))"
+            switch code {
+            case EACCES, EPERM, EROFS, ENAMETOOLONG, ENOTDIR: throw .permanent("io", message + "; fix it, then `uploadq retry`")
+            case ENOSPC, EDQUOT: throw .targetFull(message)
+            default: throw .transient("io", message)
+            }
         }
         if try await alreadyDelivered(source, at: target) {
             return UploadOutcome(remoteURL: Self.fileURL(target), sha256: try await source.sentDigest())
@@ -149,8 +150,7 @@ struct LocalDirectoryUploader: Uploader {
 
     /// The target directory exists and is writable (or can be made).
     func probe() async -> Bool {
-        (try? FileManager.default.createDirectory(atPath: settings.directory, withIntermediateDirectories: true)) != nil
-            && access(settings.directory, W_OK) == 0
+        createDirectoryDurably(settings.directory, mode: 0o755) == 0 && access(settings.directory, W_OK) == 0
     }
 
     static func fileURL(_ path: String) -> String {

@@ -114,8 +114,9 @@ struct FileReleaser: Sendable {
         guard let expected = release.source else { return .changed("no record of the file that was enqueued") }
         func matches(_ path: String) -> Bool {
             guard let now = try? FileFingerprint.of(path: path) else { return false }
-            return now.isRegularFile && now.inode == expected.inode && now.device == expected.device
-                && now.size == expected.size && now.modifiedNanoseconds == expected.modifiedNanoseconds
+            return now.isRegularFile && now.size == expected.size && now.modifiedNanoseconds == expected.modifiedNanoseconds
+                && now.isRecordedFile(inode: expected.inode, device: expected.device,
+                                      modifiedNanoseconds: expected.modifiedNanoseconds)
         }
         /// Another file found under the hidden name goes back under the file's name; only then is it left.
         func putBack(_ reason: String) -> Aside {
@@ -193,12 +194,8 @@ struct FileReleaser: Sendable {
     /// Creates `path` and any missing parents, fsyncing each parent a folder was created in, so that a power cut
     /// cannot take a new `{date}/` folder (and what was moved into it) away after the release was forgotten.
     private static func makeDirectoryDurably(_ path: String) throws(UploadQueueError) {
-        var info = stat()
-        if stat(path, &info) == 0 { return }
-        let parent = (path as NSString).deletingLastPathComponent
-        if parent != path, !parent.isEmpty { try makeDirectoryDurably(parent) }
-        guard mkdir(path, 0o700) == 0 || errno == EEXIST else { throw .system("mkdir", path: path) }
-        try syncDirectory(parent)
+        let code = createDirectoryDurably(path, mode: 0o700)
+        guard code == 0 else { throw .system("mkdir", path: path, errno: code) }
     }
 
     private static func sameContent(_ first: String, _ second: String) throws(UploadQueueError) -> Bool {

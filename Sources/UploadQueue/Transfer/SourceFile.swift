@@ -39,7 +39,9 @@ final class SourceFile: Sendable {
         let now = FileFingerprint(info)
         var changes: [String] = []
         if now.size != job.size { changes.append("size \(job.size) → \(now.size)") }
-        if now.inode != job.inode || now.device != job.device { changes.append("replaced by another file") }
+        if !now.isRecordedFile(inode: job.inode, device: job.device, modifiedNanoseconds: job.modifiedNanoseconds) {
+            changes.append("replaced by another file")
+        }
         if job.mode == .reference && now.modifiedNanoseconds != job.modifiedNanoseconds {
             changes.append("modified since it was enqueued")
         }
