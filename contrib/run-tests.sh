@@ -5,7 +5,8 @@
 # throwaway root, then a short chaos run (random kill -9 of the daemon
 # during mixed uploads; the full run is contrib/chaos/run.sh) and a short field-life soak (spool bursts, link flaps,
 # kills, a full state disk, a clock step; the full run is contrib/soak/run.sh), and each libFuzzer target for 30 s
-# (contrib/fuzz/run.sh), and the time suites at seven instants of the wall clock (contrib/clock-sweep/run.sh).
+# (contrib/fuzz/run.sh), the time suites at seven instants of the wall clock (contrib/clock-sweep/run.sh), and 12
+# power cuts on a FUSE file system that keeps only what was fsynced (contrib/powercut/run.sh).
 # Arguments go to `swift test` (and skip the sweep, chaos, soak and fuzz runs, as when running one suite).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +40,9 @@ if [ "$#" -eq 0 ]; then
     # contrib/clock-sweep/run.sh).
     QUICK=1 contrib/clock-sweep/run.sh
     KILLS=6 PORTALS=1 FILES=24 MAX_MIB=12 BANDWIDTH_MIB=6 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/chaos/run.sh
+    # Power cuts: 12 lives on powercutfs, the first sites of a new queue among them, then the invariants (about a
+    # minute; every fsync site and 250 cuts: contrib/powercut/run.sh).
+    CUTS=12 EPOCH=25 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/powercut/run.sh
     SHORT=1 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/soak/run.sh
     # Every fuzz target for 30 s on its seed corpus (the findings so far are in it); longer: contrib/fuzz/run.sh.
     contrib/fuzz/run.sh 30

@@ -276,7 +276,7 @@ circuit_threshold = 0
                 pass
         self.kill_everything()
         for socket_path in (self.socket, self.second_socket):
-            answer = control(socket_path, "cut tear" if tear else "cut", timeout=60)
+            answer = control(socket_path, "cut tear" if tear else "cut", timeout=600)
             if answer != "cut":
                 raise RuntimeError(f"powercutfs answered {answer!r} to cut")
         for fs in self.fs:
@@ -290,7 +290,7 @@ circuit_threshold = 0
 
     def content(self):
         self.counter += 1
-        size = self.rng.choice([0, 1, 700, 40_000, 200_000, 900_000, 6 << 20 if self.rng.random() < 0.1 else 300_000])
+        size = self.rng.choice([0, 1, 700, 40_000, 200_000, 900_000, 6 << 20 if self.rng.random() < 0.05 else 300_000])
         # Each content unique (the queue would take a second one as the first's job): its number at the end.
         return self.counter, self.rng.randbytes(size) + f"#{self.counter}".encode()
 
@@ -473,13 +473,21 @@ circuit_threshold = 0
                     if job["destination"] == "nowhere" and job["state"] in ("pending", "uploading", "failed"):
                         self.cli("cancel", job["id"])
                 active = [j for j in jobs if j["state"] in ("pending", "uploading") and j["destination"] != "nowhere"]
-                if not active and not self.spool_leftovers():
+                if not active and not self.spool_leftovers() and self.owed_releases()[0] == 0:
                     break
             time.sleep(0.5)
         self.daemon.send_signal(signal.SIGTERM)
         self.daemon.wait(timeout=60)
         self.daemon = None
         return [j for j in json.loads(self.cli("list", "--json", "--limit", "100000").stdout)]
+
+    def owed_releases(self):
+        """Uploaded copies still to release, and why the last try failed."""
+        status = self.cli("status", "--json")
+        if status.returncode != 0:
+            return -1, status.stderr.strip()
+        releases = json.loads(status.stdout).get("releases", {})
+        return releases.get("owed", 0), releases.get("error")
 
     def spool_leftovers(self):
         """What is still in the spool, but the sidecars of drops never acknowledged (the power went between the
@@ -538,6 +546,9 @@ circuit_threshold = 0
         for job in jobs:
             if job["state"] == "failed" and job["id"] not in cancelled and job["destination"] != "nowhere":
                 self.violations.append(f"failed: job {job['id']}: {job.get('last_error')}")
+        owed, error = self.owed_releases()
+        if owed:
+            self.violations.append(f"{owed} uploaded copies never released: {error}")
         leftovers = self.spool_leftovers()
         if leftovers:
             self.violations.append(f"left in the spool: {leftovers[:5]}")

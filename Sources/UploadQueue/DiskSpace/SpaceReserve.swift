@@ -39,7 +39,8 @@ public struct SpaceReserve: Sendable {
             unlink(temporary)
             return false
         }
-        return true
+        // Its name too: a reserve a power cut took away could not be made again on a disk that filled meanwhile.
+        return (try? syncDirectory((path as NSString).deletingLastPathComponent)) != nil
     }
 
     /// Gives the reserve's blocks back to the file system; true when there was one to give.

@@ -182,6 +182,18 @@ struct FileReleaser: Sendable {
             }
             try remove(source)
         case EXDEV:
+            // Across file systems a rename fails before it looks at the names, so what an earlier pass cut short
+            // shows only here: the source gone (its copy was made, and the unlink was durable), or the copy in
+            // place with the source still there (the unlink was not). Found by the power-cut run.
+            guard FileManager.default.fileExists(atPath: source) else { return }
+            if FileManager.default.fileExists(atPath: target) {
+                guard try sameContent(source, target) else {
+                    throw UploadQueueError(.io, "the archive already has a different file of this name; move it away",
+                                           path: target)
+                }
+                try remove(source)
+                return
+            }
             try copyDurably(source, to: target)
             // The copy's name must be on disk before the only other copy goes.
             try syncDirectory(directory)

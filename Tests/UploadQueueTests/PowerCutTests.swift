@@ -1,0 +1,394 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// One or two disks of powercutfs (contrib/powercut/powercutfs.py) for a test: a FUSE file system that keeps only
+/// what was fsynced, names only once their directory was, and loses the rest at a cut. Needs root, /dev/fuse and
+/// Debian's python3-pyfuse3 (contrib/test-servers/setup.sh installs it); a machine without them fails the test.
+final class PowerCutDisk: @unchecked Sendable {
+    let work: String
+    let mount: String
+    private let image: String
+    private let control: String
+    private let peerControl: String?
+    private var process: ChildProcess?
+
+    /// A disk at `work/name`; `peer` is the control socket of a second disk that dies with this one.
+    init(work: String, name: String, peer: String? = nil) {
+        self.work = work
+        mount = work + "/" + name
+        image = work + "/" + name + ".image"
+        control = work + "/" + name + ".sock"
+        peerControl = peer
+    }
+
+    var controlSocket: String { control }
+
+    /// Boots the disk on what the last cut left; with `dieAt`, the power goes at the `count`-th fsync whose
+    /// `KIND:PATH` matches (right after it, or `before` it instead).
+    func boot(dieAt: String? = nil, count: Int = 1, before: Bool = false,
+              sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        let script = ConfigurationTests.repositoryRoot + "/contrib/powercut/powercutfs.py"
+        #expect(FileManager.default.fileExists(atPath: "/dev/fuse"), "no /dev/fuse", sourceLocation: sourceLocation)
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        unlink(control)
+        var arguments = ["/usr/bin/python3", script, mount, "--image", image, "--control", control,
+                         "--fsync-log", work + "/fsyncs.log"]
+        if let peerControl { arguments += ["--peer", peerControl] }
+        if let dieAt { arguments += ["--die-at", dieAt, "--die-count", "\(count)"] + (before ? ["--die-before"] : []) }
+        let log = open(work + "/powercutfs.log", O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        defer { close(log) }
+        process = try ChildProcess(arguments, executable: "/usr/bin/python3",
+                                   environment: ProcessInfo.processInfo.environment, input: nil, output: log, errors: log)
+        let mounted = await eventually(timeout: .seconds(20)) {
+            FileManager.default.fileExists(atPath: self.control) && Self.isMounted(self.mount)
+        }
+        let log2 = (try? String(contentsOfFile: work + "/powercutfs.log", encoding: .utf8)) ?? ""
+        #expect(mounted, "powercutfs did not mount at \(mount) (python3-pyfuse3 and root needed): \(log2.suffix(2000))",
+                sourceLocation: sourceLocation)
+        guard mounted else { throw POSIXError(.ENODEV) }
+    }
+
+    static func isMounted(_ path: String) -> Bool {
+        ((try? String(contentsOfFile: "/proc/mounts", encoding: .utf8)) ?? "")
+            .split(separator: "\n").contains { $0.split(separator: " ").dropFirst().first.map(String.init) == path }
+    }
+
+    /// One line to the control socket, its answer.
+    func command(_ line: String) -> String {
+        let sock = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        guard sock >= 0 else { return "" }
+        defer { close(sock) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        _ = withUnsafeMutableBytes(of: &address.sun_path) { buffer in
+            control.utf8CString.withUnsafeBytes { buffer.copyMemory(from: UnsafeRawBufferPointer(rebasing: $0.prefix(buffer.count - 1))) }
+        }
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(sock, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard connected == 0 else { return "" }
+        let bytes = Array((line + "\n").utf8)
+        guard write(sock, bytes, bytes.count) == bytes.count else { return "" }
+        var answer = [UInt8](repeating: 0, count: 4096)
+        let count = read(sock, &answer, answer.count)
+        return count > 0 ? String(decoding: answer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : ""
+    }
+
+    /// Where the power went (`KIND:PATH` of the fsync it died at), if it did at one.
+    var diedAt: String? {
+        guard let data = command("stats").data(using: .utf8),
+              let stats = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return nil }
+        return stats["died_at"] as? String
+    }
+
+    var isDead: Bool {
+        guard let data = command("stats").data(using: .utf8),
+              let stats = try? JSONSerialization.jsonObject(with: data) as? [String: Any] else { return true }
+        return stats["dead"] as? Bool ?? true
+    }
+
+    /// The power goes: what was not durable is lost, and the disk is unmounted (every process using it must be
+    /// gone first).
+    func cut(sourceLocation: SourceLocation = #_sourceLocation) async {
+        _ = command("die")
+        let answer = command("cut")
+        #expect(answer == "cut", "powercutfs answered \(answer) to cut", sourceLocation: sourceLocation)
+        if let process { _ = await process.exit() }
+        process = nil
+        if Self.isMounted(mount) {
+            _ = try? await BinaryRunner.run(["fusermount3", "-u", "-z", mount], executable: "/usr/bin/fusermount3")
+        }
+    }
+}
+
+/// Power cuts at the fsyncs the power-cut harness (contrib/powercut/run.sh) found missing or misordered: each test
+/// cuts at that fsync and checks that nothing accepted is lost, and nothing is left half-done.
+@Suite(.serialized) struct PowerCutTests {
+    /// A scratch folder on the real disk, with a config of `text`.
+    static func scratch(_ name: String) throws -> String {
+        let work = FileManager.default.temporaryDirectory.appendingPathComponent("uploadq-powercut-\(name)-\(UUID())").path
+        try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
+        return work
+    }
+
+    static func write(_ data: Data, to path: String) throws {
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw UploadQueueError.system("open", path: path) }
+        defer { close(descriptor) }
+        _ = data.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+        fsync(descriptor)
+    }
+
+    /// Runs the daemon until `done` holds (or `limit` passes), then kills it as a power cut would.
+    @discardableResult
+    static func runDaemon(_ config: String, limit: Duration = .seconds(20),
+                          until done: @escaping () async throws -> Bool) async throws -> Bool {
+        let log = open("/dev/null", O_WRONLY | O_CLOEXEC)
+        defer { close(log) }
+        let daemon = try ChildProcess([BinaryRunner.path, "daemon", "--config", config], executable: BinaryRunner.path,
+                                      environment: ProcessInfo.processInfo.environment, input: nil, output: log,
+                                      errors: log)
+        let reached = await eventually(timeout: limit) { (try? await done()) ?? false }
+        daemon.signal(SIGKILL)
+        _ = await daemon.exit()
+        return reached
+    }
+
+    static func jobs(_ config: String) async throws -> [[String: Any]] {
+        let output = try await BinaryRunner.run(["list", "--json", "--config", config])
+        return (try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [[String: Any]]) ?? []
+    }
+
+    @Test("a local target's new {date}/ folder is fsynced into its parent: a cut there, or after, loses no delivery")
+    func newTargetFolder() async throws {
+        let work = try Self.scratch("target")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let disk = PowerCutDisk(work: work, name: "disk")
+        let config = work + "/uploadq.toml"
+        try """
+            state_dir = "state"
+            [destinations.local]
+            protocol = "file"
+            url = "file://\(disk.mount)/delivered"
+            name_template = "{date}/{job_id}-{name}"
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let photo = Data((0..<50_000).map { UInt8(truncatingIfNeeded: $0 &* 7) })
+        try Self.write(photo, to: work + "/photo.jpg")
+        let enqueued = try await BinaryRunner.run(["enqueue", work + "/photo.jpg", "--destination", "local",
+                                                   "--config", config])
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+
+        // The power goes instead of the fsync of delivered/ that makes the new {date}/ folder durable.
+        try await disk.boot(dieAt: "^dir:delivered$", before: true)
+        _ = try await BinaryRunner.run(["daemon", "--exit-when-idle", "--config", config])
+        #expect(disk.diedAt == "dir:delivered", "the power did not go at the new folder's fsync")
+        #expect(try await Self.jobs(config).first?["state"] as? String != "uploaded")
+        await disk.cut()
+
+        // Booted again, the upload goes through (at once: no waiting out the retry); then the power goes right
+        // after it.
+        try await disk.boot()
+        let jobID = try #require(try await Self.jobs(config).first?["id"] as? String)
+        _ = try await BinaryRunner.run(["retry", jobID, "--config", config])
+        _ = try await BinaryRunner.run(["daemon", "--exit-when-idle", "--config", config])
+        let job = try #require(try await Self.jobs(config).first)
+        #expect(job["state"] as? String == "uploaded", "\(job["last_error"] ?? "")")
+        await disk.cut()
+
+        // What the job says was delivered is there, byte for byte.
+        try await disk.boot()
+        let remote = try #require(job["remote_url"] as? String)
+        let delivered = FileManager.default.contents(atPath: String(remote.dropFirst("file://".count)))
+        #expect(delivered == photo, "\(remote) is \(delivered.map { "\($0.count) bytes" } ?? "gone") after the cut")
+        await disk.cut()
+    }
+
+    @Test("a queued file is the same file on a disk numbered anew after the cut (a reboot may renumber devices)")
+    func deviceNumberedAnew() async throws {
+        let work = try Self.scratch("device")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let disk = PowerCutDisk(work: work, name: "disk")
+        let config = work + "/uploadq.toml"
+        try """
+            state_dir = "\(disk.mount)/state"
+            [destinations.local]
+            protocol = "file"
+            url = "file://\(work)/delivered"
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let photo = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        try Self.write(photo, to: work + "/photo.jpg")
+        try await disk.boot()
+        let enqueued = try await BinaryRunner.run(["enqueue", work + "/photo.jpg", "--destination", "local",
+                                                   "--config", config])
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        var before = stat()
+        stat(disk.mount + "/state", &before)
+        await disk.cut()
+
+        // Another disk takes the freed number meanwhile, as another device may at the next boot.
+        let other = PowerCutDisk(work: work, name: "other")
+        try await other.boot()
+        try await disk.boot()
+        var after = stat()
+        stat(disk.mount + "/state", &after)
+        #expect(before.st_dev != after.st_dev, "the disk kept its device number: the test proves nothing")
+        _ = try await BinaryRunner.run(["daemon", "--exit-when-idle", "--config", config])
+        let job = try #require(try await Self.jobs(config).first)
+        #expect(job["state"] as? String == "uploaded", "\(job["last_error"] ?? "")")
+        await disk.cut()
+        await other.cut()
+    }
+
+    @Test("a spool file and its sidecar: a cut at any fsync of the intake leaves both in the spool, or the job and neither")
+    func sidecarLeavesWithItsFile() async throws {
+        // The k-th fsync the daemon makes once the file is there, for every k until the file is uploaded.
+        var k = 1
+        while k <= 30 {
+            let work = try Self.scratch("sidecar")
+            defer { try? FileManager.default.removeItem(atPath: work) }
+            let disk = PowerCutDisk(work: work, name: "disk")
+            let config = work + "/uploadq.toml"
+            try """
+                state_dir = "\(disk.mount)/state"
+                [spool]
+                dir = "\(disk.mount)/spool"
+                destination = "local"
+                quiet_period = "100ms"
+                network_quiet_period = "100ms"
+                sidecar_destinations = ["local", "other"]
+                [destinations.local]
+                protocol = "file"
+                url = "file://\(work)/local"
+                [destinations.other]
+                protocol = "file"
+                url = "file://\(work)/other"
+                """.write(toFile: config, atomically: true, encoding: .utf8)
+            // The drop, made durable by the dropper before the daemon starts.
+            try await disk.boot()
+            try FileManager.default.createDirectory(atPath: disk.mount + "/spool", withIntermediateDirectories: true)
+            try Self.write(Data(#"{"destination": "other"}"#.utf8), to: disk.mount + "/spool/photo.jpg.uploadq.json")
+            try Self.write(Data(repeating: 42, count: 20_000), to: disk.mount + "/spool/photo.jpg")
+            for directory in [disk.mount + "/spool", disk.mount] {
+                let descriptor = open(directory, O_RDONLY | O_DIRECTORY)
+                fsync(descriptor)
+                close(descriptor)
+            }
+            await disk.cut()
+
+            try await disk.boot(dieAt: "^(file|dir):(state|spool)", count: k)
+            try await Self.runDaemon(config, limit: .seconds(6)) { disk.isDead }
+            let died = disk.diedAt
+            await disk.cut()
+
+            try await disk.boot()
+            let spool = (try? FileManager.default.contentsOfDirectory(atPath: disk.mount + "/spool")) ?? []
+            let visible = Set(spool.filter { !$0.hasPrefix(".") })
+            let jobs = try await Self.jobs(config)
+            if visible.contains("photo.jpg.uploadq.json") {
+                #expect(visible.contains("photo.jpg"), "cut at fsync \(k) (\(died ?? "none")): a sidecar without its file")
+            }
+            if !visible.contains("photo.jpg") {
+                #expect(jobs.count == 1, "cut at fsync \(k) (\(died ?? "none")): the file left the spool, no job took it")
+            }
+            // Booted once more, with the power on: the file goes where its sidecar said.
+            try await Self.runDaemon(config) {
+                try await Self.jobs(config).first?["state"] as? String == "uploaded"
+            }
+            let final = try await Self.jobs(config)
+            #expect(final.count == 1 && final.first?["destination"] as? String == "other"
+                    && final.first?["state"] as? String == "uploaded",
+                    "cut at fsync \(k) (\(died ?? "none")): \(final)")
+            await disk.cut()
+            if died == nil { break }          // the intake was over before the k-th fsync: every fsync was cut
+            k += 1
+        }
+        #expect(k > 3, "the intake made only \(k - 1) fsyncs: the sweep proves little")
+    }
+
+    @Test("an uploaded copy archived across disks: a cut at any fsync of its upload and release ends with it archived")
+    func archiveAcrossDisks() async throws {
+        var k = 1
+        while k <= 30 {
+            let work = try Self.scratch("archive")
+            defer { try? FileManager.default.removeItem(atPath: work) }
+            let state = PowerCutDisk(work: work, name: "state", peer: work + "/archive.sock")
+            let archive = PowerCutDisk(work: work, name: "archive", peer: work + "/state.sock")
+            let config = work + "/uploadq.toml"
+            try """
+                state_dir = "\(state.mount)/state"
+                [retry]
+                initial_interval = "100ms"
+                [retention]
+                uploaded_copies = "archive"
+                archive_dir = "\(archive.mount)/archive"
+                [destinations.local]
+                protocol = "file"
+                url = "file://\(work)/delivered"
+                """.write(toFile: config, atomically: true, encoding: .utf8)
+            let photo = Data((0..<40_000).map { UInt8(truncatingIfNeeded: $0 &* 11 &+ k) })
+            try Self.write(photo, to: work + "/photo.jpg")
+            try await state.boot()
+            try await archive.boot()
+            let enqueued = try await BinaryRunner.run(["enqueue", work + "/photo.jpg", "--destination", "local",
+                                                       "--config", config])
+            #expect(enqueued.status == 0, "\(enqueued.stderr)")
+            await state.cut()
+            await archive.cut()
+
+            // The power goes at the k-th fsync of either disk once the daemon runs.
+            try await state.boot(dieAt: "^(file|dir):(state|archive)", count: k)
+            try await archive.boot(dieAt: "^(file|dir):(state|archive)", count: k)
+            try await Self.runDaemon(config, limit: .seconds(6)) { state.isDead || archive.isDead }
+            let died = state.diedAt ?? archive.diedAt
+            await state.cut()
+            await archive.cut()
+
+            // With the power on, the upload and the release finish: the copy archived, nothing owed.
+            try await state.boot()
+            try await archive.boot()
+            let released = try await Self.runDaemon(config, limit: .seconds(20)) {
+                let status = try await BinaryRunner.run(["status", "--json", "--config", config])
+                let summary = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+                let owed = (summary?["releases"] as? [String: Any])?["owed"] as? Int
+                return try await Self.jobs(config).first?["state"] as? String == "uploaded" && owed == 0
+            }
+            #expect(released, "cut at fsync \(k) (\(died ?? "none")): the release never finished")
+            let archived = FileManager.default.enumerator(atPath: archive.mount + "/archive")?
+                .compactMap { $0 as? String }.filter { !($0 as NSString).lastPathComponent.hasPrefix(".") }
+                .compactMap { FileManager.default.contents(atPath: archive.mount + "/archive/" + $0) }
+                .filter { $0.count > 1_000 } ?? []
+            #expect(archived == [photo], "cut at fsync \(k) (\(died ?? "none")): \(archived.count) archived copies")
+            let blobs = (try? FileManager.default.contentsOfDirectory(atPath: state.mount + "/state/blobs")) ?? []
+            #expect(blobs.filter { !$0.hasPrefix(".") }.isEmpty, "cut at fsync \(k): \(blobs) left in blobs/")
+            await state.cut()
+            await archive.cut()
+            if died == nil { break }
+            k += 1
+        }
+        #expect(k > 5, "the upload and release made only \(k - 1) fsyncs: the sweep proves little")
+    }
+
+    @Test("a file set aside from the spool keeps its reason: a cut right after .rejected/ is fsynced")
+    func rejectionKeepsItsReason() async throws {
+        let work = try Self.scratch("reason")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let disk = PowerCutDisk(work: work, name: "disk")
+        let config = work + "/uploadq.toml"
+        try """
+            state_dir = "\(work)/state"
+            [spool]
+            dir = "\(disk.mount)/spool"
+            destination = "local"
+            quiet_period = "100ms"
+            network_quiet_period = "100ms"
+            [destinations.local]
+            protocol = "file"
+            url = "file://\(work)/local"
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        try await disk.boot()
+        try FileManager.default.createDirectory(atPath: disk.mount + "/spool", withIntermediateDirectories: true)
+        // A sidecar naming a destination the spool may not use: the file is set aside, with why.
+        try Self.write(Data(#"{"destination": "elsewhere"}"#.utf8), to: disk.mount + "/spool/photo.jpg.uploadq.json")
+        try Self.write(Data(repeating: 7, count: 5_000), to: disk.mount + "/spool/photo.jpg")
+        for directory in [disk.mount + "/spool", disk.mount] {
+            let descriptor = open(directory, O_RDONLY | O_DIRECTORY)
+            fsync(descriptor)
+            close(descriptor)
+        }
+        await disk.cut()
+
+        // The power goes right after the fsync of .rejected/ that the set-aside file's name needs.
+        try await disk.boot(dieAt: "^dir:spool/\\.rejected$")
+        let died = try await Self.runDaemon(config) { disk.isDead }
+        #expect(died, "the power never went at .rejected/'s fsync")
+        #expect(disk.diedAt == "dir:spool/.rejected")
+        await disk.cut()
+
+        try await disk.boot()
+        let reason = try? String(contentsOfFile: disk.mount + "/spool/.rejected/photo.jpg.reason.txt", encoding: .utf8)
+        #expect(FileManager.default.fileExists(atPath: disk.mount + "/spool/.rejected/photo.jpg"))
+        #expect(reason?.contains("elsewhere") == true, "the reason after the cut: \(reason ?? "missing")")
+        await disk.cut()
+    }
+}
