@@ -22,8 +22,9 @@ if [ "$#" -gt 0 ]; then
 else
     # The suites that load the machine most (lintian and a package installed into a throwaway root; hundreds of
     # uploads timed against a stalled event reader; daemons running hooks that hang or flood; the doctor's probes;
-    # droppers hashing gigabytes) run on their own after the others, so that neither skews the timing of the other.
-    heavy="DebianPackageTests|EventTests|HookTests|DoctorTests|DropperTests"
+    # droppers hashing gigabytes; power cuts swept fsync by fsync on FUSE) run on their own after the others, so that
+    # neither skews the timing of the other.
+    heavy="DebianPackageTests|EventTests|HookTests|DoctorTests|DropperTests|PowerCutTests"
     # At most 6 tests at once: unbounded, all ~360 start together on 2 cores, writing and deleting hundreds of MiB
     # at once, and now and then the whole test process stood still for tens of seconds, past the timing tests'
     # bounds. Six keeps the run about as short (170-185 s against 145 s).
@@ -41,7 +42,7 @@ if [ "$#" -eq 0 ]; then
     QUICK=1 contrib/clock-sweep/run.sh
     KILLS=6 PORTALS=1 FILES=24 MAX_MIB=12 BANDWIDTH_MIB=6 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/chaos/run.sh
     # Power cuts: 12 lives on powercutfs, the first sites of a new queue among them, then the invariants (about a
-    # minute; every fsync site and 250 cuts: contrib/powercut/run.sh).
+    # minute; every fsync site and 350 cuts: contrib/powercut/run.sh).
     CUTS=12 EPOCH=25 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/powercut/run.sh
     SHORT=1 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/soak/run.sh
     # Every fuzz target for 30 s on its seed corpus (the findings so far are in it); longer: contrib/fuzz/run.sh.

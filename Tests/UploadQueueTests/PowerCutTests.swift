@@ -24,6 +24,17 @@ final class PowerCutDisk: @unchecked Sendable {
 
     var controlSocket: String { control }
 
+    /// A disk a failing test left mounted goes with the test: its file system ends, its mount is taken away.
+    deinit {
+        guard let process else { return }
+        process.signal(SIGKILL)
+        _ = process.wait()
+        if Self.isMounted(mount) {
+            _ = try? ChildProcess.runBlocking(["fusermount3", "-u", "-z", mount], executable: "/usr/bin/fusermount3",
+                                              environment: [:])
+        }
+    }
+
     /// Boots the disk on what the last cut left; with `dieAt`, the power goes at the `count`-th fsync whose
     /// `KIND:PATH` matches (right after it, or `before` it instead).
     func boot(dieAt: String? = nil, count: Int = 1, before: Bool = false,
@@ -220,19 +231,29 @@ final class PowerCutDisk: @unchecked Sendable {
         await other.cut()
     }
 
-    @Test("a spool file and its sidecar: a cut at any fsync of the intake leaves both in the spool, or the job and neither")
-    func sidecarLeavesWithItsFile() async throws {
-        // The k-th fsync the daemon makes once the file is there, for every k until the file is uploaded.
-        var k = 1
-        while k <= 30 {
+    @Test("a spool file and its sidecar: a cut at any fsync of the intake leaves both in the spool, or the job and neither",
+          arguments: [false, true])
+    func sidecarLeavesWithItsFile(acrossDisks: Bool) async throws {
+        // The power goes instead of the k-th fsync once the daemon runs (the state then is the one a cut right
+        // after the fsync before leaves), for every k until the file is uploaded.
+        // One disk is armed at a time (each counts its own fsyncs); across disks the sweeps alternate between the
+        // state disk (0) and the spool's (1) until each has been swept to its end.
+        var counts = [1, 1]
+        var finished = [false, !acrossDisks]
+        var iterations = 0
+        while finished.contains(false), iterations < 44 {
+            iterations += 1
+            let armed = !finished[0] && (finished[1] || iterations % 2 == 1) ? 0 : 1
+            let k = counts[armed]
             let work = try Self.scratch("sidecar")
             defer { try? FileManager.default.removeItem(atPath: work) }
-            let disk = PowerCutDisk(work: work, name: "disk")
+            let disk = PowerCutDisk(work: work, name: "disk", peer: acrossDisks ? work + "/spool.sock" : nil)
+            let spoolDisk = acrossDisks ? PowerCutDisk(work: work, name: "spool", peer: work + "/disk.sock") : disk
             let config = work + "/uploadq.toml"
             try """
                 state_dir = "\(disk.mount)/state"
                 [spool]
-                dir = "\(disk.mount)/spool"
+                dir = "\(spoolDisk.mount)/spool"
                 destination = "local"
                 quiet_period = "100ms"
                 network_quiet_period = "100ms"
@@ -244,25 +265,28 @@ final class PowerCutDisk: @unchecked Sendable {
                 protocol = "file"
                 url = "file://\(work)/other"
                 """.write(toFile: config, atomically: true, encoding: .utf8)
+            let disks = acrossDisks ? [disk, spoolDisk] : [disk]
             // The drop, made durable by the dropper before the daemon starts.
-            try await disk.boot()
-            try FileManager.default.createDirectory(atPath: disk.mount + "/spool", withIntermediateDirectories: true)
-            try Self.write(Data(#"{"destination": "other"}"#.utf8), to: disk.mount + "/spool/photo.jpg.uploadq.json")
-            try Self.write(Data(repeating: 42, count: 20_000), to: disk.mount + "/spool/photo.jpg")
-            for directory in [disk.mount + "/spool", disk.mount] {
+            for each in disks { try await each.boot() }
+            try FileManager.default.createDirectory(atPath: spoolDisk.mount + "/spool", withIntermediateDirectories: true)
+            try Self.write(Data(#"{"destination": "other"}"#.utf8), to: spoolDisk.mount + "/spool/photo.jpg.uploadq.json")
+            try Self.write(Data(repeating: 42, count: 20_000), to: spoolDisk.mount + "/spool/photo.jpg")
+            for directory in [spoolDisk.mount + "/spool", spoolDisk.mount] {
                 let descriptor = open(directory, O_RDONLY | O_DIRECTORY)
                 fsync(descriptor)
                 close(descriptor)
             }
-            await disk.cut()
+            for each in disks { await each.cut() }
 
-            try await disk.boot(dieAt: "^(file|dir):(state|spool)", count: k)
-            try await Self.runDaemon(config, limit: .seconds(6)) { disk.isDead }
-            let died = disk.diedAt
-            await disk.cut()
+            for (index, each) in disks.enumerated() {
+                try await each.boot(dieAt: index == armed ? "^(file|dir):(state|spool)" : nil, count: k, before: true)
+            }
+            try await Self.runDaemon(config, limit: .seconds(6)) { disks.contains { $0.isDead } }
+            let died = disks.compactMap(\.diedAt).first
+            for each in disks { await each.cut() }
 
-            try await disk.boot()
-            let spool = (try? FileManager.default.contentsOfDirectory(atPath: disk.mount + "/spool")) ?? []
+            for each in disks { try await each.boot() }
+            let spool = (try? FileManager.default.contentsOfDirectory(atPath: spoolDisk.mount + "/spool")) ?? []
             let visible = Set(spool.filter { !$0.hasPrefix(".") })
             let jobs = try await Self.jobs(config)
             if visible.contains("photo.jpg.uploadq.json") {
@@ -279,11 +303,15 @@ final class PowerCutDisk: @unchecked Sendable {
             #expect(final.count == 1 && final.first?["destination"] as? String == "other"
                     && final.first?["state"] as? String == "uploaded",
                     "cut at fsync \(k) (\(died ?? "none")): \(final)")
-            await disk.cut()
-            if died == nil { break }          // the intake was over before the k-th fsync: every fsync was cut
-            k += 1
+            let left = ((try? FileManager.default.contentsOfDirectory(atPath: spoolDisk.mount + "/spool")) ?? [])
+                .filter { !$0.hasPrefix(".") }
+            #expect(left.isEmpty, "cut at fsync \(k) (\(died ?? "none")): left in the spool: \(left)")
+            for each in disks { await each.cut() }
+            // The upload was over before the armed disk's k-th fsync: each of its fsyncs was cut.
+            if died == nil { finished[armed] = true } else { counts[armed] += 1 }
         }
-        #expect(k > 3, "the intake made only \(k - 1) fsyncs: the sweep proves little")
+        #expect(!finished.contains(false), "the sweep did not reach its end in 44 cuts")
+        #expect(counts[0] > 3 && (!acrossDisks || counts[1] > 1), "too few fsyncs to sweep: \(counts)")
     }
 
     @Test("an uploaded copy archived across disks: a cut at any fsync of its upload and release ends with it archived")
@@ -331,14 +359,21 @@ final class PowerCutDisk: @unchecked Sendable {
                 let status = try await BinaryRunner.run(["status", "--json", "--config", config])
                 let summary = try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
                 let owed = (summary?["releases"] as? [String: Any])?["owed"] as? Int
+                let blobs = (try? FileManager.default.contentsOfDirectory(atPath: state.mount + "/state/blobs")) ?? []
                 return try await Self.jobs(config).first?["state"] as? String == "uploaded" && owed == 0
+                    && blobs.filter { !$0.hasPrefix(".") }.isEmpty
             }
             #expect(released, "cut at fsync \(k) (\(died ?? "none")): the release never finished")
             let archived = FileManager.default.enumerator(atPath: archive.mount + "/archive")?
                 .compactMap { $0 as? String }.filter { !($0 as NSString).lastPathComponent.hasPrefix(".") }
                 .compactMap { FileManager.default.contents(atPath: archive.mount + "/archive/" + $0) }
                 .filter { $0.count > 1_000 } ?? []
-            #expect(archived == [photo], "cut at fsync \(k) (\(died ?? "none")): \(archived.count) archived copies")
+            let statusAfter = try await BinaryRunner.run(["status", "--json", "--config", config]).stdout
+            let listing = try await BinaryRunner.run(["list", "--json", "--config", config]).stdout
+            #expect(archived == [photo], """
+                cut at fsync \(k) (\(died ?? "none")): \(archived.count) archived copies; \(statusAfter.prefix(600)) \
+                \(listing.prefix(800))
+                """)
             let blobs = (try? FileManager.default.contentsOfDirectory(atPath: state.mount + "/state/blobs")) ?? []
             #expect(blobs.filter { !$0.hasPrefix(".") }.isEmpty, "cut at fsync \(k): \(blobs) left in blobs/")
             await state.cut()

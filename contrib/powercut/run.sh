@@ -3,7 +3,7 @@
 # on powercutfs, a FUSE file system that keeps only what was fsynced (names only once their directory was), cut at
 # every fsync site of uploadq and SQLite and at random moments, then drained and checked.
 #
-#   contrib/powercut/run.sh                 # the full run: CUTS=250 (release build)
+#   contrib/powercut/run.sh                 # the full run: CUTS=350, 200 and more at random moments (release build)
 #   CUTS=12 contrib/powercut/run.sh         # the short run of the test command
 #
 # See contrib/powercut/powercut.py for the settings and the invariants. Needs root (FUSE with allow_other) and
@@ -17,5 +17,5 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 command -v fusermount3 > /dev/null || { echo "powercut: fusermount3 is missing (apt install fuse3)" >&2; exit 1; }
 mkdir -p "$root/.build/powercut"
 cc -shared -fPIC -O2 -o "$root/.build/powercut/syncfs-shim.so" "$root/contrib/powercut/syncfs-shim.c" -ldl
-export CUTS="${CUTS:-250}"
+export CUTS="${CUTS:-350}"
 exec "$root/contrib/test-servers/harness.sh" "$root/contrib/powercut/powercut.py"

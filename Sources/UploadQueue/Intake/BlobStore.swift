@@ -1,5 +1,6 @@
 import CUploadQueueSystem
 import Foundation
+import Synchronization
 
 /// The queue's own files under `state_dir/blobs/`: taking files over by rename, copying with a hash, syncing.
 ///
@@ -112,8 +113,10 @@ struct BlobStore: Sendable {
     /// copies, fsyncs and only then unlinks the original. Returns the fingerprint of the blob.
     /// Across file systems (also a bind mount of the same one) the copy needs room: `freeSpace` refuses it below
     /// `min_free_space`.
+    /// `companion` (a sidecar's spool name, its bytes kept beside the blob across file systems) goes with the
+    /// source, before their directory is fsynced: a power cut leaves both, or neither.
     func adopt(source: String, expected: FileFingerprint, for id: JobID,
-               freeSpace: FreeSpaceGuard? = nil) throws(UploadQueueError) -> FileFingerprint {
+               freeSpace: FreeSpaceGuard? = nil, companion: String? = nil) throws(UploadQueueError) -> FileFingerprint {
         let destination = path(for: id)
         if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, destination) != 0 {
             let code = errno
@@ -140,6 +143,7 @@ struct BlobStore: Sendable {
                     + "looked at again", job: id, path: source)
             }
             try unlinkIfUnchanged(source, expected: expected, job: id)
+            if let companion { unlink(companion) }
             try syncDirectory((source as NSString).deletingLastPathComponent)
             return try FileFingerprint.of(path: destination)
         }
@@ -149,6 +153,7 @@ struct BlobStore: Sendable {
                                    job: id, path: source)
         }
         try syncDirectory(directory)
+        if let companion { unlink(companion) }
         try syncDirectory((source as NSString).deletingLastPathComponent)
         return adopted
     }
@@ -175,22 +180,47 @@ struct BlobStore: Sendable {
     /// directory or a link swapped in after the read must not reach `blobs/` (nor the archive after it). One
     /// found there after the rename goes back to its name (or, were that taken meanwhile, stays beside as
     /// `ID.uploadq.json.unexpected`, which nothing reads).
-    func adoptSidecar(_ source: String, expected: FileFingerprint?, for id: JobID) {
+    ///
+    /// Across file systems the spool's name stays until its file has left the spool too: the caller unlinks the
+    /// name returned once it has, before the spool is fsynced. A power cut then leaves both in the spool, or
+    /// neither; and a failed intake only drops the copy kept here (`returnSidecar`), the dropper's own file staying.
+    @discardableResult
+    func adoptSidecar(_ source: String, expected: FileFingerprint?, for id: JobID) -> String? {
         let target = sidecarPath(for: id)
         if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 {
             guard let expected, let taken = try? FileFingerprint.of(path: target),
-                  taken.inode != expected.inode || taken.device != expected.device || !taken.isRegularFile else { return }
+                  taken.inode != expected.inode || taken.device != expected.device || !taken.isRegularFile else { return nil }
             if uploadq_rename_noreplace(AT_FDCWD, target, AT_FDCWD, source) != 0 {
                 _ = uploadq_rename_noreplace(AT_FDCWD, target, AT_FDCWD, target + ".unexpected")
             }
-            return
+            return nil
         }
+        let code = errno
         // Read as the spool read it (no link followed, no FIFO waited on, 64 KiB at most): it may have been
         // swapped since.
-        guard errno == EXDEV, let (bytes, file) = try? Sidecar.readBytes(at: source),
-              expected.map({ $0.inode == file.inode && $0.device == file.device }) ?? true,
-              Self.writeNew(Data(bytes), to: target, mode: 0o600) else { return }
-        unlink(source)
+        guard code == EXDEV || code == EEXIST, let (bytes, file) = try? Sidecar.readBytes(at: source),
+              expected.map({ $0.inode == file.inode && $0.device == file.device }) ?? true else { return nil }
+        if code == EEXIST {
+            // A rename an earlier pass made, of which a power cut kept the new name and not the removal of the
+            // old: two names of one file. The spool's goes (the same inode, not just the same bytes).
+            if let kept = try? FileFingerprint.of(path: target), kept.inode == file.inode, kept.device == file.device {
+                unlink(source)
+            }
+            return nil
+        }
+        // Kept already by an earlier pass (the same bytes), or kept now.
+        if FileManager.default.contents(atPath: target) == Data(bytes) { return source }
+        return Self.writeNew(Data(bytes), to: target, mode: 0o600) ? source : nil
+    }
+
+    /// The spool's copy of a sidecar kept across file systems by an earlier pass that a crash or a power cut cut
+    /// short, after its file had left the spool: it goes when it holds the same bytes as the kept one (else it
+    /// would stay without its file for good; a sidecar of a new drop would differ, or have its file beside it).
+    func dropLeftoverSidecar(_ path: String, of id: JobID) {
+        guard !FileManager.default.fileExists(atPath: String(path.dropLast(Sidecar.suffix.count))),
+              let kept = FileManager.default.contents(atPath: sidecarPath(for: id)),
+              let (bytes, _) = try? Sidecar.readBytes(at: path), Data(bytes) == kept else { return }
+        unlink(path)
     }
 
     /// Writes `data` to a new file at `path` (never replacing one) and fsyncs it; false, with nothing left
@@ -216,6 +246,11 @@ struct BlobStore: Sendable {
     func returnSidecar(_ original: String, of id: JobID) {
         let kept = sidecarPath(for: id)
         guard FileManager.default.fileExists(atPath: kept) else { return }
+        // Copied across file systems, the dropper's own is still there: only the copy goes.
+        if let (bytes, _) = try? Sidecar.readBytes(at: original), FileManager.default.contents(atPath: kept) == Data(bytes) {
+            unlink(kept)
+            return
+        }
         if uploadq_rename_noreplace(AT_FDCWD, kept, AT_FDCWD, original) == 0 { return }
         // A new file of ours only: a sidecar the dropper wrote meanwhile is never replaced.
         guard errno == EXDEV, let data = FileManager.default.contents(atPath: kept),
@@ -335,22 +370,38 @@ struct BlobStore: Sendable {
     }
 }
 
-/// Creates `path` and any missing parents, fsyncing the directory each one was created in, so that a power cut
-/// cannot take a new folder away (and with it what was later put in it and fsynced there); 0 when it is there, or
-/// the errno of what failed.
+/// Creates `path` and any missing parents, fsyncing the directory each one is in, so that a power cut cannot take a
+/// new folder away (and with it what was later put in it and fsynced there); 0 when it is there, or the errno of
+/// what failed. A folder found already there is fsynced into its parent too, once per process: another transfer
+/// may have made it a moment ago and not fsynced it yet, or a crash may have come between its mkdir and fsync.
+/// A symbolic link the admin made to a folder (a state directory or a spool elsewhere) counts as that folder.
 func createDirectoryDurably(_ path: String, mode: mode_t) -> Int32 {
-    var info = stat()
-    if stat(path, &info) == 0 { return (info.st_mode & S_IFMT) == S_IFDIR ? 0 : ENOTDIR }
     let parent = (path as NSString).deletingLastPathComponent
-    if parent != path, !parent.isEmpty {
-        let code = createDirectoryDurably(parent, mode: mode)
-        guard code == 0 else { return code }
+    var info = stat()
+    if stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
+       DurableDirectories.known.withLock({ $0.contains(path) }) {
+        return 0
     }
-    guard mkdir(path, mode) == 0 || errno == EEXIST else { return errno }
-    let descriptor = open(parent.isEmpty ? "/" : parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    if stat(path, &info) != 0 {
+        if parent != path, !parent.isEmpty {
+            let code = createDirectoryDurably(parent, mode: mode)
+            guard code == 0 else { return code }
+        }
+        guard mkdir(path, mode) == 0 || errno == EEXIST else { return errno }
+        guard stat(path, &info) == 0 else { return errno }
+    }
+    guard (info.st_mode & S_IFMT) == S_IFDIR else { return ENOTDIR }
+    let descriptor = open(parent.isEmpty ? "." : parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     guard descriptor >= 0 else { return errno }
     defer { close(descriptor) }
-    return fsync(descriptor) == 0 ? 0 : errno
+    guard fsync(descriptor) == 0 else { return errno }
+    DurableDirectories.known.withLock { _ = $0.insert(path) }
+    return 0
+}
+
+/// The folders `createDirectoryDurably` made durable in this process.
+private enum DurableDirectories {
+    static let known = Mutex<Set<String>>([])
 }
 
 /// fsyncs a directory so a rename or a new name in it survives power loss.

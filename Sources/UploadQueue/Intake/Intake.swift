@@ -39,8 +39,11 @@ struct Intake: Sendable {
                 // again with it); in the rare case the job is released first, the sidecar is swept as an orphan.
                 // The sidecar leaves before its file: a power cut between the two then brings back at most the
                 // file (set aside as a duplicate), never a sidecar without its file.
-                if let sidecar = request.sidecar { blobs.adoptSidecar(sidecar, expected: request.sidecarFile, for: job.id) }
+                let leftover = request.sidecar.flatMap {
+                    blobs.adoptSidecar($0, expected: request.sidecarFile, for: job.id)
+                }
                 try blobs.unlinkIfUnchanged(prepared.path, expected: prepared.before, job: job.id)
+                if let leftover { unlink(leftover) }
                 // The copy is durable and committed: a sync that fails now costs at most a duplicate that the spool
                 // sets aside after a power cut, never the file.
                 try? syncMoved(from: prepared.path, sidecar: request.sidecar != nil)
@@ -73,14 +76,19 @@ struct Intake: Sendable {
                 return false
             }
         }
+        // The sidecar goes back beside its file first, durably, so the next try takes both again: a power cut
+        // after the row is gone must not leave it in `blobs/` and the file alone in the spool.
+        if let sidecar {
+            blobs.returnSidecar(sidecar, of: job.id)
+            try? syncDirectory((sidecar as NSString).deletingLastPathComponent)
+            try? syncDirectory(blobs.directory)
+        }
         do {
             try store.writer.write { db in _ = try Job.deleteOne(db, key: job.id.rawValue) }
         } catch {
             // The row stays incomplete: the next start finishes it (`finishIncompleteIntakes`).
             return false
         }
-        // The sidecar goes back beside its file, so the next try takes both again.
-        if let sidecar { blobs.returnSidecar(sidecar, of: job.id) }
         return true
     }
 
@@ -264,9 +272,10 @@ struct Intake: Sendable {
                               sidecarFile: FileFingerprint?) throws(UploadQueueError) {
         // The sidecar leaves first, so the directory syncs of `adopt` cover its move too, and a power cut leaves
         // no sidecar without its file (one whose file is not taken after all goes back: `undoMove`).
-        if let sidecar { blobs.adoptSidecar(sidecar, expected: sidecarFile, for: job.id) }
+        let leftover = sidecar.flatMap { blobs.adoptSidecar($0, expected: sidecarFile, for: job.id) }
+        // Across file systems the sidecar's spool name goes with its file's, made durable by the same fsync.
         let adopted = try blobs.adopt(source: job.sourcePath, expected: expected, for: job.id,
-                                      freeSpace: configuration.freeSpaceGuard)
+                                      freeSpace: configuration.freeSpaceGuard, companion: leftover)
         try recordIntake(job.id, blob: adopted)
     }
 
@@ -413,17 +422,24 @@ struct Intake: Sendable {
             // The file's owner: the original's (still there, or renamed into `blobs/`); unknown once only a copy is.
             let owner = sourceIsOurs ? source?.owner : blob.inode == job.inode ? blob.owner : nil
             // The sidecar first, as at intake: a cut between the two leaves no sidecar without its file.
+            var leftover: String?
             if let sidecar = spoolSidecar(of: job, owner: owner) {
-                blobs.adoptSidecar(sidecar.path, expected: sidecar.file, for: job.id)
+                leftover = blobs.adoptSidecar(sidecar.path, expected: sidecar.file, for: job.id)
+            } else if source == nil {
+                // The original is gone, its owner with it: a sidecar kept across file systems before the cut tells
+                // whether the spool's one is that one, left behind.
+                blobs.dropLeftoverSidecar(job.sourcePath + Sidecar.suffix, of: job.id)
             }
-            // The file reached `blobs/`: renamed (the source name is gone), or copied across file systems and the
-            // original not yet unlinked, which happens now unless someone wrote a new version meanwhile.
-            if let source, sourceIsOurs, blob.inode != source.inode {
+            // The file reached `blobs/`: renamed (the source name gone, or still there too when a power cut kept the
+            // new name and not the removal of the old), or copied across file systems and the original not yet
+            // unlinked. The original's name goes now, unless someone wrote a new version meanwhile.
+            if let source, sourceIsOurs {
                 var recorded = source
                 recorded.size = job.size
                 recorded.modifiedNanoseconds = job.modifiedNanoseconds
                 try? blobs.unlinkIfUnchanged(job.sourcePath, expected: recorded, job: job.id)
             }
+            if let leftover { unlink(leftover) }
             try? syncMoved(from: job.sourcePath, sidecar: true)
             try recordIntake(job.id, blob: blob)
             return

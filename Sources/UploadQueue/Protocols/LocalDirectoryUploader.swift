@@ -49,6 +49,8 @@ struct LocalDirectoryUploader: Uploader {
             }
         }
         if try await alreadyDelivered(source, at: target) {
+            // Delivered by a pass a crash cut short, perhaps before it fsynced the name.
+            do { try syncDirectory(directory) } catch { throw .transient("io", error.message) }
             return UploadOutcome(remoteURL: Self.fileURL(target), sha256: try await source.sentDigest())
         }
 

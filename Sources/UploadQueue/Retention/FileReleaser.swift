@@ -21,6 +21,9 @@ struct FileReleaser: Sendable {
     /// Performs the releases and syncs the directories they touched; returns each one's outcome.
     func perform(_ releases: [FileRelease]) -> [JobID: Outcome] {
         var outcomes: [JobID: Outcome] = [:]
+        // Where files arrived, and where they left: the arrivals are fsynced first, so that a power cut between
+        // the two leaves a file in both places, never in neither.
+        var arrived: Set<String> = []
         var touched: Set<String> = []
         for release in releases {
             let outcome: Outcome
@@ -39,7 +42,7 @@ struct FileReleaser: Sendable {
                         try Self.archive(release.sidecarPath, to: target + Sidecar.suffix)
                     }
                     try Self.archive(release.path, to: target)
-                    touched.insert((target as NSString).deletingLastPathComponent)
+                    arrived.insert((target as NSString).deletingLastPathComponent)
                 case .deleteSource, .moveSource:
                     let aside: String
                     switch Self.takeAside(release) {
@@ -67,7 +70,7 @@ struct FileReleaser: Sendable {
                             _ = uploadq_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, release.path)
                             throw error
                         }
-                        touched.insert((destination as NSString).deletingLastPathComponent)
+                        arrived.insert((destination as NSString).deletingLastPathComponent)
                     }
                 }
                 outcome = .done
@@ -77,7 +80,8 @@ struct FileReleaser: Sendable {
             touched.insert((release.path as NSString).deletingLastPathComponent)
             outcomes[release.jobID] = outcome
         }
-        for directory in touched where (try? syncDirectory(directory)) == nil {
+        let ordered = arrived.sorted() + touched.subtracting(arrived).sorted()
+        for directory in ordered where (try? syncDirectory(directory)) == nil {
             // Not durable yet: nothing of this batch may be forgotten.
             for (id, outcome) in outcomes where outcome == .done {
                 outcomes[id] = .failed("cannot sync \(directory); tried again later")
@@ -180,6 +184,9 @@ struct FileReleaser: Sendable {
                 throw UploadQueueError(.io, "the archive already has a different file of this name; move it away",
                                        path: target)
             }
+            // The copy's name durable before the only other copy goes (an earlier pass may have been cut short
+            // before its fsync).
+            try syncDirectory(directory)
             try remove(source)
         case EXDEV:
             // Across file systems a rename fails before it looks at the names, so what an earlier pass cut short
@@ -191,6 +198,7 @@ struct FileReleaser: Sendable {
                     throw UploadQueueError(.io, "the archive already has a different file of this name; move it away",
                                            path: target)
                 }
+                try syncDirectory(directory)
                 try remove(source)
                 return
             }
