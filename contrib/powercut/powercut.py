@@ -67,6 +67,8 @@ SITES = [
     ("reference-directory", r"^dir:refs$", "FileReleaser: a reference file moved away after its upload"),
     ("sent-directory", r"^dir:sent$", "FileReleaser: a reference file's new name under move:DIR"),
     ("cancelled-directory", r"^dir:state/cancelled$", "CancelledFiles: a cancelled job's file kept"),
+    ("top-directory", r"^dir:$",
+     "createDirectoryDurably: a folder made (or first seen) at the top of a disk: the state directory, the spool"),
     ("space-reserve", r"^file:state/space\.reserve\.tmp$", "SpaceReserve: the reserve's blocks"),
     ("metrics", r"^file:metrics/", "PrometheusText: the metrics file (no promise: rewritten every interval)"),
 ]

@@ -343,12 +343,15 @@ class PowerCutFS(pyfuse3.Operations):
         if flags & os.O_TRUNC:
             node.data = bytearray()
             node.mtime = node.ctime = time.time_ns()
-        return pyfuse3.FileInfo(fh=self.handle(node, ctx))
+        # keep_cache: an open by another process must not drop the pages a process has mapped (SQLite's -shm is
+        # shared memory through mmap; dropping its pages under a writer would corrupt the WAL index, which no disk
+        # does). Only this file system changes its files, and a cut remounts, which drops every cache.
+        return pyfuse3.FileInfo(fh=self.handle(node, ctx), keep_cache=True)
 
     async def create(self, parent, name, mode, flags, ctx):
         self.alive()
         node = self.make(parent, name, stat.S_IFREG | (mode & 0o7777), ctx)
-        return pyfuse3.FileInfo(fh=self.handle(node, ctx)), self.attributes(node)
+        return pyfuse3.FileInfo(fh=self.handle(node, ctx), keep_cache=True), self.attributes(node)
 
     async def read(self, fh, offset, size):
         self.alive()

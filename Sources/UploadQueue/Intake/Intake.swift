@@ -34,11 +34,10 @@ struct Intake: Sendable {
         guard request.mode == .move else { return accepted }
         do {
             if prepared.copy != nil {
-                // Several names share this file: the queue keeps its own copy and only drops the given name. Its
-                // sidecar follows once the row is there (a crash before leaves it beside the file, which is taken
-                // again with it); in the rare case the job is released first, the sidecar is swept as an orphan.
-                // The sidecar leaves before its file: a power cut between the two then brings back at most the
-                // file (set aside as a duplicate), never a sidecar without its file.
+                // The queue keeps its own copy (several names share the file, another user's file, another disk)
+                // and only drops the given name. Its sidecar follows once the row is there (a crash before leaves
+                // it beside the file, which is taken again with it), and leaves the spool with its file: a power
+                // cut brings back both (the file set aside as a duplicate), or neither.
                 let leftover = request.sidecar.flatMap {
                     blobs.adoptSidecar($0, expected: request.sidecarFile, for: job.id)
                 }
