@@ -384,6 +384,71 @@ final class PowerCutDisk: @unchecked Sendable {
         #expect(k > 5, "the upload and release made only \(k - 1) fsyncs: the sweep proves little")
     }
 
+    @Test("a library enqueue that returned is in the queue after a cut at any fsync of the intake, its copy whole")
+    func libraryEnqueueSurvives() async throws {
+        // A sync engine enqueues through the library in its own process (this one): the power goes instead of the
+        // k-th fsync on the state's disk, for every k until both enqueues are through. What returned must be in
+        // the queue with its SHA-256, and its copy must upload byte for byte; what threw may be there or not.
+        var k = 1
+        var acknowledgedInAll = 0
+        while k <= 40 {
+            let work = try Self.scratch("library")
+            defer { try? FileManager.default.removeItem(atPath: work) }
+            let disk = PowerCutDisk(work: work, name: "disk")
+            let config = work + "/uploadq.toml"
+            try """
+                state_dir = "\(disk.mount)/state"
+                [destinations.local]
+                protocol = "file"
+                url = "file://\(work)/delivered"
+                """.write(toFile: config, atomically: true, encoding: .utf8)
+            let photos = (0..<2).map { n in Data((0..<(30_000 + n * 5_000)).map { UInt8(truncatingIfNeeded: $0 &* 5 &+ n &+ k) }) }
+            for (n, photo) in photos.enumerated() { try Self.write(photo, to: work + "/photo-\(n).jpg") }
+            // The queue exists before the power is armed: the sweep is over the enqueues.
+            try await disk.boot()
+            _ = try UploadQueue(configuration: try ConfigurationLoader.load(path: config))
+            await disk.cut()
+
+            try await disk.boot(dieAt: "^(file|dir):", count: k, before: true)
+            var acknowledged: [(id: String, photo: Data)] = []
+            do {
+                let queue = try UploadQueue(configuration: try ConfigurationLoader.load(path: config))
+                for (n, photo) in photos.enumerated() {
+                    let id = try await queue.enqueue(work + "/photo-\(n).jpg", destination: "local")
+                    acknowledged.append((id.rawValue, photo))
+                }
+            } catch {
+                #expect(disk.isDead, "cut at fsync \(k): the enqueue failed with the power on: \(error)")
+            }
+            let died = disk.diedAt
+            await disk.cut()
+
+            try await disk.boot()
+            let jobs = try await Self.jobs(config)
+            for (id, photo) in acknowledged {
+                let job = jobs.first { $0["id"] as? String == id }
+                #expect(job?["sha256"] as? String == SigV4Signer.sha256Hex([UInt8](photo)),
+                        "cut at fsync \(k) (\(died ?? "none")): acknowledged job \(id) is \(job.map { "\($0)" } ?? "lost")")
+            }
+            _ = try await BinaryRunner.run(["daemon", "--exit-when-idle", "--config", config])
+            for job in try await Self.jobs(config) {
+                let remote = (job["remote_url"] as? String).map { String($0.dropFirst("file://".count)) }
+                let delivered = remote.flatMap { FileManager.default.contents(atPath: $0) }
+                #expect(job["state"] as? String == "uploaded" && delivered.map { photos.contains($0) } == true,
+                        "cut at fsync \(k) (\(died ?? "none")): job \(job["id"] ?? "") is \(job["state"] ?? ""): \(job["last_error"] ?? "")")
+            }
+            await disk.cut()
+            acknowledgedInAll += acknowledged.count
+            if died == nil {
+                #expect(acknowledged.count == photos.count)
+                break
+            }
+            k += 1
+        }
+        #expect(k > 4 && k <= 40, "the two enqueues made \(k - 1) fsyncs: the sweep proves little, or never ended")
+        #expect(acknowledgedInAll > 2, "no cut came after an enqueue returned")
+    }
+
     @Test("a file set aside from the spool keeps its reason: a cut right after .rejected/ is fsynced")
     func rejectionKeepsItsReason() async throws {
         let work = try Self.scratch("reason")

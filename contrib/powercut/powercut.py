@@ -6,7 +6,13 @@ so that the spool's files and the archived copies cross file systems (copied, fs
 copy, move and reference, cancels, uploads to tus, S3 and a local directory, archiving releases, hooks) until the
 power goes: at the k-th fsync of a chosen site (right after it, or instead of it) or at a random moment, with the
 last unsynced write torn now and then. Then every process is killed, the file system keeps only what was durable,
-and the next life boots on it. After the last cut the daemon drains the queue and the invariants are checked.
+and the next life boots on it. After the last cut the daemon drains the queue and the invariants are checked:
+every acknowledged hand-over in the queue with its SHA-256 and on its server byte for byte, nothing stuck or
+failed, one job per content, cancels kept, rejections kept with their reason, spool empty, move sources gone,
+reference files moved whole to sent/, every release done, every patch and hook delivered, the metered budget's
+ledger between 0 and the metered traffic, and SQLite's integrity_check. The link is metered, so every byte is
+counted. Library enqueues (the same intake in a process of the app's own) are cut at each of their fsyncs by
+PowerCutTests.libraryEnqueueSurvives.
 
 Run it through contrib/powercut/run.sh (which builds the pieces and starts the servers). Settings (environment):
   CUTS=40        power cuts (each site is cut at least once when CUTS allows; about three in four of the rest at
@@ -15,7 +21,7 @@ Run it through contrib/powercut/run.sh (which builds the pieces and starts the s
                  that passed are removed (so the file systems, held in memory, stay small)
   SEED=1         random seed
   UPLOADQ_BINARY the uploadq binary (default: .build/release/uploadq, else .build/debug/uploadq)
-  POWERCUT_KEEP  keep the work directory
+  POWERCUT_KEEP  keep the work directory (POWERCUT_KEEP_ON_FAILURE: only when the run fails)
 
 Prints the fsync sites (reached, cut) and the violations; exits 1 when a site was never reached, on a violation,
 or when the queue does not drain.
@@ -130,11 +136,15 @@ class Harness:
         self.recorder = os.environ["UPLOADQ_TEST_RECORDER_URL"]
         self.session = "powercut-" + hashlib.sha1(self.work.encode()).hexdigest()[:10]
         self.reject_attempts = set()      # contents dropped to be rejected, acknowledged or not
+        self.moved = []                   # acknowledged `--mode move` sources: (path, sha256)
+        self.references = []              # acknowledged `--mode reference` sources: (path, sha256)
         self.acknowledged_checked = self.cancelled_checked = self.rejected_checked = 0
+        self.moved_checked = self.references_checked = 0
         self.jobs_checked = set()
         self.last_jobs = []
         self.violations = []
         self.cut_sites = {}
+        self.metered_bytes = 0
         self.tus_files = os.environ["UPLOADQ_TEST_TUS_FILES"]
         self.s3_endpoint = os.environ["UPLOADQ_TEST_S3_ENDPOINT"]
         self.bucket = "powercut-" + hashlib.sha1(self.work.encode()).hexdigest()[:10]
@@ -158,6 +168,10 @@ quiet_period = "200ms"
 network_quiet_period = "1s"
 rescan_interval = "2s"
 sidecar_destinations = ["local", "tus", "s3"]
+[link]
+# Every byte counts against a budget (the ledger is written with the traffic it counts: both or neither).
+mode = "metered"
+metered_budget = "100GiB/day"
 [limits]
 concurrency = 3
 min_free_space = 0
@@ -185,6 +199,7 @@ protocol = "tus"
 url = "{os.environ['UPLOADQ_TEST_TUS_ENDPOINT']}"
 chunk_size = "64KiB"
 circuit_threshold = 0
+on_metered = "allow"
 [destinations.s3]
 protocol = "s3"
 endpoint = "{self.s3_endpoint}"
@@ -194,10 +209,12 @@ multipart_threshold = "5MiB"
 access_key_env = "POWERCUT_ACCESS"
 secret_key_env = "POWERCUT_SECRET"
 circuit_threshold = 0
+on_metered = "allow"
 [destinations.nowhere]
 protocol = "tus"
 url = "http://127.0.0.1:9/files/"
 circuit_threshold = 0
+on_metered = "allow"
 """)
 
     def env(self):
@@ -403,6 +420,10 @@ circuit_threshold = 0
         if result.returncode == 0:
             job_id = json.loads(result.stdout)[0]["id"]
             self.acknowledged.append((action, destination, digest, job_id))
+            if action == "move":
+                self.moved.append((path, digest))
+            elif action == "reference":
+                self.references.append((path, digest))
             if patch:
                 self.patches[job_id] = urllib.parse.urlparse(patch).path
 
@@ -514,6 +535,8 @@ circuit_threshold = 0
         self.acknowledged_checked = len(self.acknowledged)
         self.cancelled_checked = len(self.cancelled)
         self.rejected_checked = len(self.rejected)
+        self.moved_checked = len(self.moved)
+        self.references_checked = len(self.references)
         self.jobs_checked.update(job["id"] for job in self.last_jobs)
         self.verified_at = time.time()
 
@@ -589,11 +612,44 @@ circuit_threshold = 0
         local_jobs = sum(1 for j in jobs if j["destination"] == "local" and j["state"] == "uploaded")
         if len(local_files) != local_jobs:
             self.violations.append(f"the local target holds {len(local_files)} files for {local_jobs} uploaded jobs")
+        # No file twice: one job per content and destination (the workload's contents are all different).
+        for (digest, destination), same in by_sha.items():
+            live = [job for job in same if job["id"] not in cancelled and job["destination"] != "nowhere"]
+            if len(live) > 1:
+                self.violations.append(f"{len(live)} jobs for one content to {destination}: "
+                                       f"{[job['id'] for job in live]}")
+        # A move's source is gone once acknowledged; one a cut interrupted is gone too once its job exists (the
+        # queue took it over), or still there with no job (the hand-over never happened).
+        for path, _ in self.moved[self.moved_checked:]:
+            if os.path.exists(path):
+                self.violations.append(f"an acknowledged move left its source behind: {os.path.basename(path)}")
+        contents = {job["sha256"] for job in self.last_jobs}
+        for name in os.listdir(f"{self.mount}/incoming"):
+            if sha256_file(f"{self.mount}/incoming/{name}") in contents:
+                self.violations.append(f"a move's source is still in incoming/ beside its job: {name}")
+        # A reference's file is the user's: once uploaded it is under sent/, whole, and no longer under refs/.
+        sent = {sha256_file(p) for p in glob.glob(f"{self.mount}/sent/*") if os.path.isfile(p)}
+        for path, digest in self.references[self.references_checked:]:
+            if os.path.exists(path):
+                self.violations.append(f"an uploaded reference was not moved to sent/: {os.path.basename(path)}")
+            if digest not in sent:
+                self.violations.append(f"a reference's file is not in sent/: {os.path.basename(path)}")
+        for name in os.listdir(f"{self.mount}/refs"):
+            if sha256_file(f"{self.mount}/refs/{name}") in contents:
+                self.violations.append(f"a reference still in refs/ though its job is done: {name}")
         database = sqlite3.connect(f"file:{self.mount}/state/queue.sqlite?mode=ro", uri=True)
         integrity = database.execute("PRAGMA integrity_check").fetchone()[0]
+        ledger = database.execute("SELECT used FROM metered_budget").fetchone()
+        metered = database.execute("SELECT COALESCE(SUM(bytes), 0) FROM traffic WHERE link_class = 'metered'") \
+            .fetchone()[0]
         database.close()
         if integrity != "ok":
             self.violations.append(f"integrity_check: {integrity}")
+        # The budget's ledger: never negative, never more than the metered bytes the traffic counted (both are
+        # written in one transaction; a new period starts the ledger at 0).
+        self.metered_bytes = metered
+        if ledger is not None and not 0 <= ledger[0] <= metered:
+            self.violations.append(f"the budget ledger says {ledger[0]} bytes, the metered traffic {metered}")
 
     def run(self):
         self.log = open(f"{self.work}/processes.log", "ab")
@@ -623,7 +679,10 @@ circuit_threshold = 0
         print(f"powercut: {self.cuts} cuts ({self.cuts - self.random_cuts} at a chosen fsync, {self.random_cuts} at "
               f"random moments) in {elapsed:.0f} s; {len(self.acknowledged)} hand-overs acknowledged, "
               f"{len(self.cancelled)} cancels; {len(jobs)} jobs at the end; "
-              f"{self.duplicates_set_aside} spool originals set aside as duplicates after a cut")
+              f"{self.duplicates_set_aside} spool originals set aside as duplicates after a cut; "
+              f"{self.metered_bytes} metered bytes counted")
+        if self.metered_bytes == 0:
+            self.violations.append("no metered byte was counted: the budget ledger was never exercised")
         print(f"{'site':<24}{'reached':>9}{'cut':>6}  where")
         unreached = []
         for name, _, where in SITES:
@@ -645,10 +704,12 @@ circuit_threshold = 0
 
 def main():
     harness = Harness()
+    status = 1
     try:
-        return harness.run()
+        status = harness.run()
+        return status
     finally:
-        if os.environ.get("POWERCUT_KEEP") or os.environ.get("POWERCUT_KEEP_ON_FAILURE"):
+        if os.environ.get("POWERCUT_KEEP") or (status != 0 and os.environ.get("POWERCUT_KEEP_ON_FAILURE")):
             print(f"powercut: kept {harness.work}")
         else:
             shutil.rmtree(harness.work, ignore_errors=True)
