@@ -15,6 +15,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
         // Structured fields (RFC 9651) of the IETF resumable-upload headers; no dependencies of its own.
         .package(url: "https://github.com/apple/swift-http-structured-headers", from: "1.7.0"),
+        // The control API's HTTP/1.1 server on a Unix socket (NIOPosix and the llhttp-based NIOHTTP1 codec only).
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.3"),
     ],
     targets: [
         // libmagic: the content type of each accepted file.
@@ -37,6 +39,9 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
         .executableTarget(

@@ -9,6 +9,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <linux/netlink.h>
+#include <sys/socket.h>
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 #include <sys/vfs.h>
@@ -243,4 +244,9 @@ int uploadq_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 
 int uploadq_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
     return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+}
+
+int uploadq_so_peercred(void) {
+    _Static_assert(sizeof(struct uploadq_peer_credentials) == sizeof(struct ucred), "struct ucred's layout");
+    return SO_PEERCRED;
 }

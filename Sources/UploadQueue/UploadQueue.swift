@@ -379,12 +379,15 @@ public actor UploadQueue {
         }
         let retention = RetentionSweeper(configuration: configuration, store: store, logger: logger)
         self.scheduler = scheduler
+        let bell = ChangeBell()
         let wakeSocket: WakeSocket?
         do {
-            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, feeder] news in
+            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, feeder, bell] news in
                 if let feeder, !news.isEmpty { Task { await feeder.tell(news) } }
                 wake.signal()
                 patches.wake.signal()
+                // What another process changed: the control API's long polls look again.
+                bell.ring()
             }
         } catch {
             logger.warning("no wake-up socket, falling back to polling: \(error)")
@@ -404,6 +407,23 @@ public actor UploadQueue {
                 default:
                     break
                 }
+            }
+        }
+        // The control API for other processes (the CLI, a sync engine, any language); without it (a path too
+        // long, a group that does not exist) the queue runs on, and says why.
+        let api = ControlAPI(queue: self, bell: bell)
+        let control: ControlServer?
+        do {
+            control = try await ControlServer(path: configuration.apiSocketPath, group: configuration.api.group,
+                                              api: api, logger: logger)
+        } catch {
+            logger.warning("no control API: \(error)")
+            control = nil
+        }
+        let bellRinger = Task {
+            for await event in hub.subscribe() {
+                if case .progress = event { continue }
+                api.bell.ring()
             }
         }
         let feedRunner = feeder.map { feeder in
@@ -438,6 +458,8 @@ public actor UploadQueue {
         }
         patchRunner.cancel()
         patchWaker.cancel()
+        bellRinger.cancel()
+        await control?.stop()
         metricsWriter?.cancel()
         connectivityRunner?.cancel()
         feedRunner?.cancel()

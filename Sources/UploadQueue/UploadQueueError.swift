@@ -25,6 +25,9 @@ public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConverti
         /// The intake was stopped (the daemon is shutting down) before the file was read whole: nothing was
         /// taken, and the file is where it was.
         case interrupted = "interrupted"
+        /// The caller may not do this: a control API client that is not the queue's own user reached for another
+        /// user's job or file, or for a choice the admin did not allow droppers.
+        case forbidden = "forbidden"
     }
 
     public var code: Code

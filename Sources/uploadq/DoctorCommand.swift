@@ -33,7 +33,7 @@ struct DoctorCommand: AsyncParsableCommand {
         }
         let healthy = !findings.contains { $0.severity == .failure }
         if json {
-            try JSONOutput.print([
+            try ContractJSON.print([
                 "config": shownPath,
                 "healthy": healthy,
                 "findings": findings.map { finding -> [String: Any] in

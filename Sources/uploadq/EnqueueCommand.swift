@@ -112,7 +112,7 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
         if !lines.isEmpty { FileHandle.standardOutput.write(Data(lines.utf8)) }
         if json {
-            try JSONOutput.print(results.map { path, result -> [String: Any] in
+            try ContractJSON.print(results.map { path, result -> [String: Any] in
                 ["id": result.id.rawValue, "path": path, "deduplicated": result.deduplicated]
             })
         }

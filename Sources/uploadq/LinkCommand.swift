@@ -27,7 +27,7 @@ struct LinkCommand: AsyncParsableCommand {
         }
         let link = try await queue.link()
         if json {
-            try JSONOutput.print(JSONOutput.link(link))
+            try ContractJSON.print(ContractJSON.link(link))
         } else {
             var line = "\(link.linkClass.rawValue) (source: \(link.source.rawValue)"
             if let interface = link.interface { line += ", interface: \(interface)" }

@@ -26,7 +26,7 @@ struct ListCommand: AsyncParsableCommand {
             printError("uploadq: \(unreadable.reason)")
         }
         if json {
-            try JSONOutput.print(listing.jobs.map(JSONOutput.job))
+            try ContractJSON.print(listing.jobs.map(ContractJSON.job))
             return
         }
         for job in listing.jobs {

@@ -31,7 +31,7 @@ struct PruneCommand: AsyncParsableCommand {
         }
         let report = try await queue.prune(olderThan: age, dryRun: dryRun)
         if json {
-            try JSONOutput.print([
+            try ContractJSON.print([
                 "dry_run": dryRun, "jobs": report.jobs, "attempts": report.attempts, "patches": report.patches,
                 "completions": report.completions, "cancelled_files": report.cancelledFiles,
                 "database_bytes_before": report.databaseBytesBefore, "database_bytes_after": report.databaseBytesAfter,

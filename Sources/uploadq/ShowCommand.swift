@@ -25,21 +25,21 @@ struct ShowCommand: AsyncParsableCommand {
             return nil
         }
         if json {
-            var document = JSONOutput.job(job)
-            document["attempt_history"] = attempts.map(JSONOutput.attempt)
+            var document = ContractJSON.job(job)
+            document["attempt_history"] = attempts.map(ContractJSON.attempt)
             if let target = job.patch {
                 document["patch"] = [
                     "url": target.displayURL, "method": target.method ?? NSNull(),
                     "state": job.patchState.rawValue, "attempts": patch?.attempts ?? 0,
                     "last_error": patch?.lastError ?? NSNull(),
-                    "next_attempt_at": job.patchState == .pending ? JSONOutput.rfc3339(patch?.nextAttemptAt) : NSNull(),
+                    "next_attempt_at": job.patchState == .pending ? ContractJSON.rfc3339(patch?.nextAttemptAt) : NSNull(),
                 ] as [String: Any]
             }
             document["hooks"] = hooks.map { event, entry -> [String: Any] in
                 ["event": event.key, "state": entry.state.rawValue, "attempts": entry.attempts,
-                 "last_error": entry.lastError ?? NSNull(), "next_attempt_at": JSONOutput.rfc3339(entry.nextAttemptAt)]
+                 "last_error": entry.lastError ?? NSNull(), "next_attempt_at": ContractJSON.rfc3339(entry.nextAttemptAt)]
             }
-            try JSONOutput.print(document)
+            try ContractJSON.print(document)
             return
         }
         var lines = [

@@ -19,7 +19,7 @@ struct StatusCommand: AsyncParsableCommand {
             return
         }
         if json {
-            try JSONOutput.print(JSONOutput.status(status))
+            try ContractJSON.print(ContractJSON.status(status))
             return
         }
         let summary = status.summary

@@ -8,7 +8,7 @@ enum TextOutput {
 
     static func time(_ date: Date?) -> String {
         guard let date else { return "-" }
-        return (JSONOutput.rfc3339(date) as? String) ?? "-"
+        return (ContractJSON.rfc3339(date) as? String) ?? "-"
     }
 
     /// Everything that keeps a pending job waiting, strongest first, with when each may clear (times on the

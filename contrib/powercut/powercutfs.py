@@ -32,9 +32,11 @@ import os
 import pickle
 import random
 import re
+import select
 import socket
 import stat
 import sys
+import threading
 import time
 
 import pyfuse3
@@ -488,6 +490,24 @@ def save(image, nodes, next_ino):
     os.replace(temporary, image)
 
 
+def unstick(mountpoint, listener, stopped):
+    """pyfuse3 reads /dev/fuse with a blocking read(2) once poll(2) said a request is there. A request can vanish in
+    between (its process was killed: a power cut kills them all), and the read then waits for the next request,
+    the whole trio loop with it, control socket included: a `cut` would wait for ever. While a control connection
+    waits unaccepted, a lookup of a name that is not there is that next request."""
+    poller = select.poll()
+    poller.register(listener, select.POLLIN)
+    while not stopped.is_set():
+        if not poller.poll(500):
+            continue
+        time.sleep(0.5)                        # the loop's own chance first
+        if poller.poll(0) and not stopped.is_set():
+            try:
+                os.lstat(os.path.join(mountpoint, f".powercutfs-unstick-{random.randrange(1 << 30)}"))
+            except OSError:
+                pass
+
+
 async def control(fs, args, done):
     """One command per connection on the control socket."""
     listener = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
@@ -495,6 +515,8 @@ async def control(fs, args, done):
         os.unlink(args.control)
     await listener.bind(args.control)
     listener.listen(4)
+    stopped = threading.Event()
+    threading.Thread(target=unstick, args=(args.mountpoint, listener.fileno(), stopped), daemon=True).start()
     while True:
         connection, _ = await listener.accept()
         with connection:
@@ -520,6 +542,7 @@ async def control(fs, args, done):
                 save(args.image, fs.durable_image("tear" in words[1:]), fs.next_ino)
                 await connection.send(b"cut\n")
                 done.set()
+                stopped.set()
                 pyfuse3.terminate()
                 return
             else:
@@ -530,7 +553,8 @@ async def serve(fs, args):
     done = trio.Event()
     async with trio.open_nursery() as nursery:
         nursery.start_soon(control, fs, args, done)
-        await pyfuse3.main()
+        # The handlers never wait on anything: one task serves as fast as several.
+        await pyfuse3.main(min_tasks=1, max_tasks=1)
         nursery.cancel_scope.cancel()
 
 

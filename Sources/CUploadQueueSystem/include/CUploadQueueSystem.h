@@ -95,6 +95,17 @@ int uploadq_syncfs(int fd);
 /// monitor hears when an interface or the default route comes or goes; -1 with errno set when it cannot be made.
 int uploadq_netlink_route_socket(void);
 
+/// `struct ucred`, the answer of getsockopt(SO_PEERCRED): Swift's Glibc module does not export it (it needs
+/// _GNU_SOURCE). Same layout: the kernel fills it in.
+struct uploadq_peer_credentials {
+    pid_t pid;
+    uid_t uid;
+    gid_t gid;
+};
+
+/// SO_PEERCRED's option number, a macro under _GNU_SOURCE.
+int uploadq_so_peercred(void);
+
 /// HMAC-SHA256 of `data` under `key` (SigV4 signing keys and signatures); writes 32 bytes to `mac`, returns 0.
 int uploadq_hmac_sha256(const void *key, size_t key_length, const void *data, size_t data_length, unsigned char *mac);
 

@@ -37,6 +37,8 @@ public struct Configuration: Sendable, Equatable {
     public var hooks = HookSettings()
     /// `[events]`: the daemon's event stream for other processes.
     public var events = EventSettings()
+    /// `[api]`: the daemon's control API for other processes.
+    public var api = ControlSettings()
 
     /// `[schedule]`: upload windows in local time, and the priority that ignores them.
     public struct Schedule: Sendable, Equatable {
@@ -192,6 +194,10 @@ public struct Configuration: Sendable, Equatable {
     /// Where a running daemon serves its event stream (`[events] socket`).
     public var eventSocketPath: String {
         events.socket ?? (stateDirectory as NSString).appendingPathComponent("events.sock")
+    }
+    /// Where a running daemon serves its control API (`[api] socket`).
+    public var apiSocketPath: String {
+        api.socket ?? (stateDirectory as NSString).appendingPathComponent("api.sock")
     }
     /// Files of cancelled jobs, kept rather than deleted.
     public var cancelledDirectory: String { (stateDirectory as NSString).appendingPathComponent("cancelled") }

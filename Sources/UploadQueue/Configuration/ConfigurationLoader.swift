@@ -297,6 +297,24 @@ public enum ConfigurationLoader {
             try table.rejectUnknownKeys()
         }
         events.socket = events.socket ?? (stateDirectory as NSString).appendingPathComponent("events.sock")
+        var api = ControlSettings()
+        if var table = try root.table("api") {
+            if let path = try table.string("socket") {
+                let absolute = absolutePath(path, base: baseDirectory)
+                guard absolute.utf8.count < 108 else {
+                    throw table.error("socket", "\(absolute) is longer than a Unix socket's path may be (107 bytes)")
+                }
+                api.socket = absolute
+            }
+            if let group = try table.string("group") {
+                guard !group.isEmpty, !group.contains(where: { $0 == ":" || $0.isWhitespace }) else {
+                    throw table.error("group", "\"\(group)\" is not a group name")
+                }
+                api.group = group
+            }
+            try table.rejectUnknownKeys()
+        }
+        api.socket = api.socket ?? (stateDirectory as NSString).appendingPathComponent("api.sock")
         var retention = RetentionPolicy()
         if var table = try root.table("retention") {
             retention = try RetentionPolicy.load(&table, baseDirectory: baseDirectory)
@@ -314,6 +332,7 @@ public enum ConfigurationLoader {
         configuration.schedule = schedule
         configuration.hooks = hooks
         configuration.events = events
+        configuration.api = api
         return configuration
     }
 

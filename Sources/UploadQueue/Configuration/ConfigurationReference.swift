@@ -51,6 +51,9 @@ package enum ConfigurationReference {
                     + "input, at least once; no shell, no PATH search."),
         Section(table: "events", anchor: "events", title: "[events]",
                 summary: "The Unix socket that streams events (`uploadq events`, `uploadq watch`)."),
+        Section(table: "api", anchor: "api", title: "[api]",
+                summary: "The Unix socket of the control API (HTTP/1.1 and JSON under `/v1`, see docs/api.md): who "
+                    + "may connect; what each may do follows from its uid."),
         Section(table: "destinations.NAME", anchor: "destinations", title: "[destinations.NAME]",
                 summary: "Where files go. Each destination is a table named by the caller (`[destinations.photos]`); "
                     + "`protocol` chooses its kind, and each key below says which kinds read it."),
@@ -66,7 +69,7 @@ package enum ConfigurationReference {
 
     /// Every key, table by table in the order of `sections`.
     package static let keys: [ConfigurationKey] = topLevel + limits + retry + link + bandwidth + power + schedule
-        + spool + patch + connection("mint") + metrics + retention + hooks + events + destinations
+        + spool + patch + connection("mint") + metrics + retention + hooks + events + api + destinations
 
     /// The keys of one table, in reference order.
     package static func keys(in table: String) -> [ConfigurationKey] { keys.filter { $0.table == table } }
@@ -351,6 +354,17 @@ package enum ConfigurationReference {
             """),
         .init("events", "reader_buffer", .size, .value(#""256KiB""#), example: #""1MiB""#, """
             How far a reader may fall behind before it is dropped (with a last `dropped` line); at least 4096.
+            """),
+    ]
+
+    private static let api: [ConfigurationKey] = [
+        .init("api", "socket", .path, .computed("state_dir/api.sock"), example: #""/run/uploadq/api.sock""#, """
+            The control API's Unix socket (at most 107 bytes of path).
+            """),
+        .init("api", "group", .text, .unset("0600: the daemon's user alone"), example: #""uploadq-drop""#, """
+            A group whose members may connect: the socket is then 0660 for it. A member that is not the queue's \
+            own user sees and steers its own jobs alone, hands over its own files by copy, and chooses only what \
+            the spool's trust rules let a sidecar choose.
             """),
     ]
 

@@ -165,6 +165,10 @@ private struct Builder {
         events.set("group", configuration.events.group.map(Value.string))
         events.set("reader_buffer", Self.size(configuration.events.readerBuffer))
         root.set("events", .table(events))
+        var api = Table()
+        api.set("socket", .string(configuration.apiSocketPath))
+        api.set("group", configuration.api.group.map(Value.string))
+        root.set("api", .table(api))
         var destinations = Table()
         for name in configuration.destinations.keys.sorted() {
             guard let destination = configuration.destinations[name] else { continue }

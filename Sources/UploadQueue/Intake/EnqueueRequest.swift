@@ -21,6 +21,12 @@ public struct EnqueueRequest: Sendable, Equatable {
     /// The file the caller examined (the spool: its type, links and owner): a file found under the path with
     /// another inode was swapped in meanwhile, and is not taken.
     var examined: FileFingerprint?
+    /// Who hands the file over when it is not the queue's own user (a spool file's owner, a control API client):
+    /// recorded as the job's owner.
+    var owner: UInt32?
+    /// Take the file only if `owner` owns it: a client of the control API that is not the queue's own user can
+    /// hand over its own files alone, never one it could not read itself.
+    var ownedFileOnly = false
 
     public init(path: String, destination: String? = nil, meta: [String: String] = [:], patch: PatchTarget? = nil,
                 priority: Int = 0, mode: IntakeMode = .copy, onMetered: String? = nil,

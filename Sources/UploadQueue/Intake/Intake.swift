@@ -202,6 +202,10 @@ struct Intake: Sendable {
         guard before.isRegularFile else {
             throw UploadQueueError(.notRegularFile, "is a \(before.typeName), not a regular file", path: path)
         }
+        if request.ownedFileOnly, before.owner != request.owner {
+            throw UploadQueueError(.forbidden, "is not your file (its owner is uid \(before.owner)): hand over your own "
+                + "files only, or copy it into one of yours first", path: path)
+        }
         if let examined = request.examined, examined.inode != before.inode || examined.device != before.device {
             // Replaced (a writer that renames a new version over it): looked at again, as one still being written.
             throw UploadQueueError(.sourceUnstable, "was replaced by another file while it was being taken", path: path)
@@ -252,7 +256,8 @@ struct Intake: Sendable {
             rateBytesPerSecond: 0, meta: request.meta, patch: request.patch, patchState: .none, onMetered: request.onMetered,
             meteredBelow: request.onMetered.flatMap(MeteredPolicy.init)?.sizeLimit,
             sourceAfterUpload: sourceAfterUpload?.description, resumeState: nil,
-            intakeComplete: request.mode != .move || copies, cancelRequested: false, createdAt: now, updatedAt: now)
+            intakeComplete: request.mode != .move || copies, cancelRequested: false, createdAt: now, updatedAt: now,
+            ownerUID: request.owner)
         return Prepared(job: job, copy: copy, before: before, path: path)
     }
 

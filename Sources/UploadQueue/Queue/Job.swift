@@ -59,6 +59,9 @@ public struct Job: Sendable, Equatable, Codable {
     public internal(set) var cancelRequested: Bool
     public internal(set) var createdAt: Date
     public internal(set) var updatedAt: Date
+    /// Who handed the job over when it was not the queue's own user (nil): a spool file's owner, a control API
+    /// client. That user sees and steers its own jobs alone.
+    public internal(set) var ownerUID: UInt32? = nil
 
     /// The state-machine view of this job.
     var lifecycle: JobLifecycle {
@@ -120,6 +123,7 @@ public struct Job: Sendable, Equatable, Codable {
         case cancelRequested = "cancel_requested"
         case createdAt = "created_at"
         case updatedAt = "updated_at"
+        case ownerUID = "owner_uid"
     }
 }
 
@@ -196,6 +200,7 @@ extension Job: FetchableRecord, PersistableRecord {
         cancelRequested = try decoded(.cancelRequested)
         createdAt = try decoded(.createdAt)
         updatedAt = try decoded(.updatedAt)
+        ownerUID = try decoded(.ownerUID, as: Int64?.self).map { UInt32(truncatingIfNeeded: $0) }
     }
 
     /// The error for a stored value this version cannot read (a newer version's state, a damaged row).

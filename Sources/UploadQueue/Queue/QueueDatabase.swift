@@ -251,6 +251,21 @@ public struct QueueDatabase: Sendable {
         migrator.registerMigration("v12-outbox") { db in
             try QueueDatabase.migrateToOutbox(db)
         }
+        migrator.registerMigration("v13-control") { db in
+            // Who handed a job over, when it was not the queue's own user: a spool file's owner, a control API
+            // client's uid. Such a user sees and steers its own jobs alone.
+            try db.execute(sql: "ALTER TABLE job ADD COLUMN owner_uid INTEGER")
+            // A client's Idempotency-Key: the same key from the same user names the same job.
+            try db.execute(sql: """
+                CREATE TABLE idempotency_key (
+                    owner_uid INTEGER NOT NULL,
+                    key TEXT NOT NULL,
+                    job_id TEXT NOT NULL,
+                    created_at DATETIME NOT NULL,
+                    PRIMARY KEY (owner_uid, key)
+                ) WITHOUT ROWID
+                """)
+        }
         return migrator
     }
 }

@@ -49,14 +49,25 @@ public struct QueueStore: Sendable {
     /// Jobs newest first, optionally of one state, and apart, the rows among them this version cannot read: one
     /// damaged or newer row does not take the whole list down with it.
     public func listing(state: JobState? = nil, limit: Int? = nil, holdsInForce: Bool = true) throws -> JobListing {
+        try listing(state: state, limit: limit, owner: nil, holdsInForce: holdsInForce)
+    }
+
+    /// `listing(state:limit:holdsInForce:)` of one owner's jobs alone (`owner`: a uid; nil: everyone's).
+    func listing(state: JobState?, limit: Int?, owner: UInt32?, holdsInForce: Bool) throws -> JobListing {
         try writer.read { db in
             let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
             var sql = "SELECT * FROM job"
+            var conditions: [String] = []
             var arguments: StatementArguments = []
             if let state {
-                sql += " WHERE state = ?"
+                conditions.append("state = ?")
                 _ = arguments.append(contentsOf: [state.rawValue])
             }
+            if let owner {
+                conditions.append("owner_uid = ?")
+                _ = arguments.append(contentsOf: [Int64(owner)])
+            }
+            if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
             sql += " ORDER BY id DESC"
             if let limit {
                 sql += " LIMIT ?"

@@ -1,13 +1,13 @@
 import Foundation
-import UploadQueue
 
-/// The contract's JSON shapes, built from library values (keys fixed by CONTRACT.md; more may be added).
-enum JSONOutput {
-    static func rfc3339(_ date: Date?) -> Any {
+/// The contract's JSON shapes, built from library values (keys fixed by CONTRACT.md; more may be added): what the
+/// CLI's `--json` prints and what the control API answers, one shape for both.
+package enum ContractJSON {
+    package static func rfc3339(_ date: Date?) -> Any {
         date?.rfc3339 ?? NSNull()
     }
 
-    static func job(_ job: Job) -> [String: Any] {
+    package static func job(_ job: Job) -> [String: Any] {
         [
             "id": job.id.rawValue,
             "state": job.state.rawValue,
@@ -43,7 +43,7 @@ enum JSONOutput {
         ]
     }
 
-    static func attempt(_ attempt: JobAttempt) -> [String: Any] {
+    package static func attempt(_ attempt: JobAttempt) -> [String: Any] {
         [
             "number": attempt.number,
             "started_at": rfc3339(attempt.startedAt),
@@ -55,7 +55,7 @@ enum JSONOutput {
         ]
     }
 
-    static func status(_ status: QueueStatus) -> [String: Any] {
+    package static func status(_ status: QueueStatus) -> [String: Any] {
         let summary = status.summary
         var daemon: [String: Any] = ["running": status.runnerPID != nil]
         daemon["pid"] = status.runnerPID.map { Int($0) } ?? NSNull()
@@ -108,7 +108,7 @@ enum JSONOutput {
     }
 
     /// The queue's disk: room, the `min_free_space` floor, whether the intake is paused and why.
-    static func disk(_ disk: DiskStatus) -> [String: Any] {
+    package static func disk(_ disk: DiskStatus) -> [String: Any] {
         [
             "path": disk.path,
             "available_bytes": disk.space.available,
@@ -120,7 +120,7 @@ enum JSONOutput {
     }
 
     /// The link's class, who decided, the interface, NetworkManager's value and why.
-    static func link(_ link: LinkStatus) -> [String: Any] {
+    package static func link(_ link: LinkStatus) -> [String: Any] {
         [
             "class": link.linkClass.rawValue,
             "source": link.source.rawValue,
@@ -133,7 +133,7 @@ enum JSONOutput {
     /// Prints one JSON document on stdout. Besides the C0 controls JSON escapes anyway, DEL, the C1 controls and
     /// the bidirectional formatting characters are written as `\uXXXX` escapes: a terminal showing the document
     /// shows them as text.
-    static func print(_ value: Any) throws {
+    package static func print(_ value: Any) throws {
         let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
         FileHandle.standardOutput.write(Data(escapingControls(String(decoding: data, as: UTF8.self)).utf8))
         FileHandle.standardOutput.write(Data("\n".utf8))
@@ -141,7 +141,7 @@ enum JSONOutput {
 
     /// JSON text with the characters `SafeText` escapes written as `\uXXXX` (they occur only inside strings: the
     /// rest of a JSON document is ASCII).
-    static func escapingControls(_ json: String) -> String {
+    package static func escapingControls(_ json: String) -> String {
         guard json.unicodeScalars.contains(where: SafeText.needsEscape) else { return json }
         var out = String.UnicodeScalarView()
         for scalar in json.unicodeScalars {

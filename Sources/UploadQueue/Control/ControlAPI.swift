@@ -1,0 +1,280 @@
+import Foundation
+
+/// The control API's endpoints: what each route does for a peer, answered as JSON. The HTTP server
+/// (`ControlServer`) hands each request here with the peer the kernel named.
+///
+/// A peer that is not the queue's own user (nor root) is a dropper: it sees, waits for, cancels, retries and
+/// acknowledges its own jobs alone (another's answer as if they did not exist), hands over its own files alone, by
+/// copy, and chooses only what the spool's trust rules let a sidecar choose.
+package struct ControlAPI: Sendable {
+    let queue: UploadQueue
+    let bell: ChangeBell
+
+    /// The longest a long poll (`wait`, `completions`) may be asked to wait.
+    static let longestWait: Duration = .seconds(300)
+
+    init(queue: UploadQueue, bell: ChangeBell) {
+        self.queue = queue
+        self.bell = bell
+    }
+
+    /// The API of a queue (the daemon's): its long polls wake on `bell`, which the caller rings on every change.
+    package init(queue: UploadQueue) {
+        self.init(queue: queue, bell: ChangeBell())
+    }
+
+    /// Answers one request; never throws: every failure is a reply with its status and error code.
+    package func respond(_ request: ControlRequest, peer: ControlPeer) async -> ControlReply {
+        let route: ControlRoute
+        switch ControlRoute.match(method: request.method, path: request.path) {
+        case .success(let matched):
+            route = matched
+        case .failure(.notFound):
+            return .error(404, "not-found", "no such endpoint: \(request.method) \(request.path) (see docs/api.md)")
+        case .failure(.methodNotAllowed(let allowed)):
+            var reply = ControlReply.error(405, "method-not-allowed",
+                                           "\(request.path) takes \(allowed.joined(separator: ", ")), not \(request.method)")
+            reply.headers = [("Allow", allowed.joined(separator: ", "))]
+            return reply
+        case .failure(.badJobID(let text)):
+            return .error(404, "job-not-found", "\"\(SafeText.escaped(text))\" is not a job id (a UUID)")
+        }
+        do {
+            return try await respond(route, request, peer: peer)
+        } catch let error as UploadQueueError {
+            return .error(error)
+        } catch let error as ControlAPIError {
+            return .error(error.status, error.code, error.message)
+        } catch {
+            return .error(500, "internal", "\(error)")
+        }
+    }
+
+    private func respond(_ route: ControlRoute, _ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
+        let store = queue.store
+        switch route {
+        case .health:
+            return .json(200, ["status": "ok", "version": UploadQueueVersion.current, "api": 1,
+                               "running": await queue.isRunning])
+        case .status:
+            guard peer.isAdmin else {
+                throw ControlAPIError(403, "forbidden", "the status covers every user's jobs: it is the queue's own "
+                    + "user's and root's; GET /v1/jobs lists yours")
+            }
+            return .json(200, ContractJSON.status(try await queue.status()))
+        case .enqueue:
+            return try await enqueue(request, peer: peer)
+        case .jobs:
+            let state = try request.query["state"].map { text in
+                guard let state = JobState(rawValue: text) else {
+                    throw ControlAPIError(400, "bad-request", "state must be one of "
+                        + JobState.allCases.map(\.rawValue).joined(separator: ", "))
+                }
+                return state
+            }
+            let limit = try integer(request.query["limit"], name: "limit", range: 1...100_000) ?? 1000
+            let runnerUp = await queue.runnerIsUp
+            let listing = try await BlockingWork.run {
+                try store.listing(state: state, limit: limit, owner: peer.isAdmin ? nil : peer.uid, holdsInForce: runnerUp)
+            }
+            return .json(200, ["jobs": listing.jobs.map(ContractJSON.job)])
+        case .job(let id):
+            return .json(200, ContractJSON.job(try await reachable(id, peer: peer)))
+        case .cancel(let id):
+            _ = try await reachable(id, peer: peer)
+            let outcome = try await queue.cancel(id)
+            bell.ring()
+            return .json(200, ["id": id.rawValue, "outcome": outcome.rawValue])
+        case .retry(let id):
+            _ = try await reachable(id, peer: peer)
+            let changed = try await queue.retry([id])
+            return .json(200, ["id": id.rawValue, "retried": changed.contains(id)])
+        case .wait(let id):
+            return try await wait(for: id, request, peer: peer)
+        case .completions:
+            return try await completions(request, peer: peer)
+        case .acknowledge(let id):
+            let job = try await reachable(id, peer: peer)
+            guard job.state == .uploaded else {
+                throw ControlAPIError(409, "conflict", "job \(id) is \(job.state.rawValue): only an uploaded job's "
+                    + "completion is acknowledged")
+            }
+            try await BlockingWork.run { try store.acknowledge(id) }
+            return .noContent
+        }
+    }
+
+    // MARK: Jobs
+
+    /// The job, if the peer may see it; a job of another user's is answered as one that does not exist.
+    private func reachable(_ id: JobID, peer: ControlPeer) async throws -> Job {
+        let runnerUp = await queue.runnerIsUp
+        let store = queue.store
+        let job = try await BlockingWork.run { try store.job(id, holdsInForce: runnerUp) }
+        guard let job, peer.mayReach(owner: job.ownerUID) else {
+            throw UploadQueueError(.jobNotFound, "no job with id \(id)", job: id)
+        }
+        return job
+    }
+
+    /// `POST /v1/jobs`: a file handed over by path, with the keys of a spool sidecar (destination, meta, patch,
+    /// priority, on_metered) and, for the queue's own user, `mode` and `source_after_upload`.
+    private func enqueue(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
+        guard let object = try? JSONSerialization.jsonObject(with: request.body), var fields = object as? [String: Any] else {
+            throw ControlAPIError(400, "bad-request", "the body must be a JSON object with at least \"path\"")
+        }
+        guard let path = fields.removeValue(forKey: "path") as? String, path.hasPrefix("/") else {
+            throw ControlAPIError(400, "bad-request", "\"path\" must be the file's absolute path")
+        }
+        let modeText = fields.removeValue(forKey: "mode") ?? "copy"
+        guard let modeName = modeText as? String, let mode = IntakeMode(rawValue: modeName) else {
+            throw ControlAPIError(400, "bad-request", "\"mode\" must be copy, move or reference")
+        }
+        let thenText = fields.removeValue(forKey: "source_after_upload")
+        var sourceAfterUpload: SourceAfterUpload?
+        if let thenText {
+            guard let text = thenText as? String, mode == .reference, let then = SourceAfterUpload(text, base: "/") else {
+                throw ControlAPIError(400, "bad-request", "\"source_after_upload\" must be keep, delete or move:DIR, "
+                    + "with mode reference")
+            }
+            sourceAfterUpload = then
+        }
+        // The rest has a sidecar's keys, checked as a sidecar's are.
+        let sidecar: Sidecar
+        do {
+            sidecar = try Sidecar(json: try JSONSerialization.data(withJSONObject: fields))
+        } catch let error as SidecarError {
+            throw ControlAPIError(400, "bad-request", error.message)
+        }
+        if !peer.isAdmin {
+            guard mode == .copy else {
+                throw ControlAPIError(403, "forbidden", "only the queue's own user may enqueue by \(mode.rawValue): "
+                    + "yours are taken by copy (leave out \"mode\")")
+            }
+            guard let spool = queue.configuration.spool else {
+                throw ControlAPIError(403, "forbidden", "this queue takes files from its own user alone: the admin "
+                    + "set no [spool], whose trust rules say what other users may choose")
+            }
+            if let why = SidecarPolicy(configuration: queue.configuration, spool: spool).refusal(of: sidecar) {
+                throw ControlAPIError(403, "forbidden", "the request \(why)")
+            }
+        }
+        let key = try request.idempotencyKey.map { key in
+            guard (1...255).contains(key.utf8.count), key.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
+                throw ControlAPIError(400, "bad-request", "Idempotency-Key must be 1 to 255 visible ASCII characters")
+            }
+            return key
+        }
+        let store = queue.store
+        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
+            return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
+        }
+        var enqueue = EnqueueRequest(
+            path: path,
+            destination: sidecar.destination ?? (peer.isAdmin ? nil : queue.configuration.spool?.destination),
+            meta: sidecar.meta, patch: sidecar.patch, priority: sidecar.priority ?? 0, mode: mode,
+            onMetered: sidecar.onMetered, sourceAfterUpload: sourceAfterUpload)
+        enqueue.owner = peer.uid
+        enqueue.ownedFileOnly = !peer.isAdmin
+        let result = try await queue.accept(enqueue, noFollow: !peer.isAdmin)
+        if let key {
+            try await BlockingWork.run { try store.recordIdempotencyKey(owner: peer.uid, key: key, job: result.id) }
+        }
+        bell.ring()
+        if result.deduplicated, !peer.isAdmin,
+           let job = try await BlockingWork.run({ try store.job(result.id, holdsInForce: false) }),
+           !peer.mayReach(owner: job.ownerUID) {
+            // The same content is another user's job: the file is on its way, and that job is not this peer's to see.
+            return .json(200, ["id": NSNull(), "deduplicated": true, "replayed": false])
+        }
+        return .json(result.deduplicated ? 200 : 201,
+                     ["id": result.id.rawValue, "deduplicated": result.deduplicated, "replayed": false])
+    }
+
+    // MARK: Long polls
+
+    /// `GET /v1/jobs/{id}/wait?state=uploaded,failed&timeout=30`: the job once it is in one of the states, or as it
+    /// is when the time is up (`reached` says which).
+    private func wait(for id: JobID, _ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
+        let states = try (request.query["state"] ?? "uploaded,failed")
+            .split(separator: ",", omittingEmptySubsequences: false).map { text in
+            guard let state = JobState(rawValue: String(text)) else {
+                throw ControlAPIError(400, "bad-request", "state must list states among "
+                    + JobState.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            return state
+        }
+        let timeout = try duration(request.query["timeout"]) ?? .seconds(30)
+        let deadline = ContinuousClock.now + timeout
+        while true {
+            let job = try await reachable(id, peer: peer)
+            let reached = states.contains(job.state)
+            if reached || ContinuousClock.now >= deadline {
+                var object = ContractJSON.job(job)
+                object["reached"] = reached
+                return .json(200, object)
+            }
+            await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
+            try Task.checkCancellation()
+        }
+    }
+
+    /// `GET /v1/completions?timeout=30&limit=100`: the peer's uploaded jobs whose completion was not acknowledged,
+    /// oldest first; with a timeout, waits until there is one.
+    private func completions(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
+        let timeout = try duration(request.query["timeout"]) ?? .zero
+        let limit = try integer(request.query["limit"], name: "limit", range: 1...10_000) ?? 100
+        let deadline = ContinuousClock.now + timeout
+        let store = queue.store
+        // From now on pruning keeps completions until they are acknowledged.
+        try await BlockingWork.run { try store.noteCompletionConsumer() }
+        while true {
+            let jobs = try await BlockingWork.run {
+                try store.unacknowledgedCompletions(owner: peer.isAdmin ? nil : peer.uid, limit: limit)
+            }
+            if !jobs.isEmpty || ContinuousClock.now >= deadline {
+                return .json(200, ["completions": jobs.map(Self.completion)])
+            }
+            await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
+            try Task.checkCancellation()
+        }
+    }
+
+    /// A completion as the API shows it: the library's `Completion`, with the remote URL redacted as everywhere
+    /// outside the library.
+    static func completion(_ job: Job) -> [String: Any] {
+        let completion = Completion(job)
+        return [
+            "id": completion.jobID.rawValue,
+            "remote_url": URLRedaction.redact(completion.remoteURL),
+            "sha256": completion.sha256,
+            "size": completion.size,
+            "meta": completion.meta,
+            "destination": completion.destination,
+            "original_name": completion.originalName,
+            "uploaded_at": ContractJSON.rfc3339(job.updatedAt),
+        ]
+    }
+
+    // MARK: Parameters
+
+    private func integer(_ text: String?, name: String, range: ClosedRange<Int>) throws -> Int? {
+        guard let text else { return nil }
+        guard let value = Int(text), range.contains(value) else {
+            throw ControlAPIError(400, "bad-request", "\(name) must be a whole number from \(range.lowerBound) to "
+                + "\(range.upperBound)")
+        }
+        return value
+    }
+
+    /// A timeout in seconds (`30`, `0.5`), at most `longestWait`.
+    private func duration(_ text: String?) throws -> Duration? {
+        guard let text else { return nil }
+        guard let seconds = Double(text), seconds.isFinite, seconds >= 0,
+              seconds <= Double(Self.longestWait.components.seconds) else {
+            throw ControlAPIError(400, "bad-request", "timeout must be seconds from 0 to "
+                + "\(Self.longestWait.components.seconds)")
+        }
+        return .milliseconds(Int64(seconds * 1000))
+    }
+}

@@ -1,0 +1,100 @@
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+
+/// One connection to the control API: collects each request (head and body, at most `ControlServer.bodyLimit`),
+/// has `ControlAPI` answer it as the connection's peer, and writes the reply. Requests on one connection are
+/// answered in order (NIO's pipelining handler holds the next until the reply to this one is written).
+final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private let api: ControlAPI
+    private let peer: ControlPeer
+    private let logger: Logger
+    private var head: HTTPRequestHead?
+    private var body = ByteBuffer()
+    /// The body grew past the limit: the rest is dropped, and the request refused.
+    private var tooLarge = false
+    /// The task answering the request now; cancelled when the connection goes (a long poll's client left).
+    private var answering: Task<Void, Never>?
+
+    init(api: ControlAPI, peer: ControlPeer, logger: Logger) {
+        self.api = api
+        self.peer = peer
+        self.logger = logger
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body.clear()
+            tooLarge = false
+        case .body(var chunk):
+            if body.readableBytes + chunk.readableBytes > ControlServer.bodyLimit {
+                tooLarge = true
+                body.clear()
+            } else if !tooLarge {
+                body.writeBuffer(&chunk)
+            }
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            let keepAlive = head.isKeepAlive
+            if tooLarge {
+                write(.error(413, "payload-too-large", "a request body may be at most 1 MiB"), keepAlive: false,
+                      context: context)
+                return
+            }
+            let request = ControlRequest(method: head.method.rawValue, target: head.uri,
+                                         idempotencyKey: head.headers.first(name: "Idempotency-Key"),
+                                         body: Data(body.readableBytesView))
+            body.clear()
+            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+            let (api, peer) = (self.api, self.peer)
+            let eventLoop = context.eventLoop
+            answering = Task {
+                let reply = await api.respond(request, peer: peer)
+                eventLoop.execute {
+                    let (handler, context) = bound.value
+                    handler.answering = nil
+                    handler.write(reply, keepAlive: keepAlive, context: context)
+                }
+            }
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        answering?.cancel()
+        answering = nil
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        logger.debug("control API connection of uid \(peer.uid): \(error)")
+        context.close(promise: nil)
+    }
+
+    private func write(_ reply: ControlReply, keepAlive: Bool, context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        var headers = HTTPHeaders()
+        if !reply.body.isEmpty { headers.add(name: "Content-Type", value: "application/json") }
+        headers.add(name: "Content-Length", value: String(reply.body.count))
+        headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
+        for (name, value) in reply.headers { headers.add(name: name, value: value) }
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: reply.status),
+                                    headers: headers)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        if !reply.body.isEmpty {
+            context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: reply.body)))), promise: nil)
+        }
+        let written = context.eventLoop.makePromise(of: Void.self)
+        context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
+        if !keepAlive {
+            let channel = context.channel
+            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+        }
+    }
+}

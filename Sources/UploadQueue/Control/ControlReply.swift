@@ -1,0 +1,74 @@
+import Foundation
+
+/// A request to the control API, as the HTTP server hands it over: method, path, query, the headers it reads, and
+/// the body.
+package struct ControlRequest: Sendable, Equatable {
+    package var method: String
+    /// The path without its query, percent-decoded.
+    package var path: String
+    package var query: [String: String]
+    /// The `Idempotency-Key` header, if sent.
+    package var idempotencyKey: String?
+    package var body: Data
+
+    package init(method: String, path: String, query: [String: String] = [:], idempotencyKey: String? = nil,
+                 body: Data = Data()) {
+        self.method = method
+        self.path = path
+        self.query = query
+        self.idempotencyKey = idempotencyKey
+        self.body = body
+    }
+
+    /// A request from its target (`/v1/jobs?state=failed`): the path and the query's pairs, percent-decoded.
+    package init(method: String, target: String, idempotencyKey: String?, body: Data) {
+        let components = URLComponents(string: target)
+        var query: [String: String] = [:]
+        for item in components?.queryItems ?? [] { query[item.name] = item.value ?? "" }
+        self.init(method: method, path: components?.percentEncodedPath.removingPercentEncoding ?? target,
+                  query: query, idempotencyKey: idempotencyKey, body: body)
+    }
+}
+
+/// What the control API answers: a status code and a JSON body (or none).
+package struct ControlReply: Sendable, Equatable {
+    package var status: Int
+    package var body: Data
+    /// Extra headers (`Allow` on a 405).
+    package var headers: [(String, String)] = []
+
+    package static func == (lhs: ControlReply, rhs: ControlReply) -> Bool {
+        lhs.status == rhs.status && lhs.body == rhs.body && lhs.headers.elementsEqual(rhs.headers, by: ==)
+    }
+
+    /// A JSON document (an object or an array of them), with the CLI's escaping of control characters.
+    package static func json(_ status: Int, _ value: Any) -> ControlReply {
+        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]))
+            ?? Data("{}".utf8)
+        return ControlReply(status: status, body: Data(ContractJSON.escapingControls(String(decoding: data, as: UTF8.self)).utf8))
+    }
+
+    /// No content (an acknowledgement).
+    package static let noContent = ControlReply(status: 204, body: Data())
+
+    /// An error: `{"error": {"code": …, "message": …}}`, the code one of `UploadQueueError.Code`'s or the API's own
+    /// (`not-found`, `method-not-allowed`, `bad-request`, `forbidden`, `conflict`, `payload-too-large`).
+    package static func error(_ status: Int, _ code: String, _ message: String) -> ControlReply {
+        json(status, ["error": ["code": code, "message": message]])
+    }
+
+    /// The reply for a queue error: its code, and the status that fits it.
+    package static func error(_ error: UploadQueueError) -> ControlReply {
+        let status = switch error.code {
+        case .jobNotFound: 404
+        case .invalidTransition: 409
+        case .fileNotFound, .notRegularFile, .symbolicLink, .unknownDestination, .invalidArgument, .configuration,
+             .sourceChanged: 422
+        case .sourceUnstable, .interrupted: 409
+        case .diskLow: 507
+        case .forbidden: 403
+        case .io, .database, .daemonAlreadyRunning: 500
+        }
+        return json(status, ["error": ["code": error.code.rawValue, "message": error.description]])
+    }
+}

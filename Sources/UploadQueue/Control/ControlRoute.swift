@@ -1,0 +1,70 @@
+/// One endpoint of the control API, matched from a request's method and path; pure, tested without a socket.
+package enum ControlRoute: Equatable, Sendable {
+    case health
+    case status
+    case enqueue
+    case jobs
+    case job(JobID)
+    case cancel(JobID)
+    case retry(JobID)
+    case wait(JobID)
+    case completions
+    case acknowledge(JobID)
+
+    /// How a route is made from its path: as is, or from the job id in it.
+    private enum Builder: Sendable {
+        case fixed(ControlRoute)
+        case job(@Sendable (JobID) -> ControlRoute)
+    }
+
+    private static let routes: [(method: String, path: String, builder: Builder)] = [
+        ("GET", "/v1/health", .fixed(.health)),
+        ("GET", "/v1/status", .fixed(.status)),
+        ("POST", "/v1/jobs", .fixed(.enqueue)),
+        ("GET", "/v1/jobs", .fixed(.jobs)),
+        ("GET", "/v1/jobs/{id}", .job { .job($0) }),
+        ("POST", "/v1/jobs/{id}/cancel", .job { .cancel($0) }),
+        ("POST", "/v1/jobs/{id}/retry", .job { .retry($0) }),
+        ("GET", "/v1/jobs/{id}/wait", .job { .wait($0) }),
+        ("GET", "/v1/completions", .fixed(.completions)),
+        ("POST", "/v1/completions/{id}/ack", .job { .acknowledge($0) }),
+    ]
+
+    /// Every route as the OpenAPI document (`docs/api/openapi.yaml`) names it: a test checks the two agree.
+    package static var table: [(method: String, path: String)] { routes.map { ($0.method, $0.path) } }
+
+    /// Why a request matched no route.
+    package enum Miss: Error, Equatable {
+        /// No route has this path.
+        case notFound
+        /// The path is a route's, the method is not: these are.
+        case methodNotAllowed([String])
+        /// The path names a job, but not with a job id.
+        case badJobID(String)
+    }
+
+    /// The route of `method` on `path` (the path without its query).
+    package static func match(method: String, path: String) -> Result<ControlRoute, Miss> {
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        guard path.hasPrefix("/"), !segments.contains(where: \.isEmpty) else { return .failure(.notFound) }
+        var allowed: [String] = []
+        for (routeMethod, template, builder) in routes {
+            let parts = template.split(separator: "/").map(String.init)
+            guard parts.count == segments.count,
+                  zip(parts, segments).allSatisfy({ $0 == "{id}" || $0 == $1 }) else { continue }
+            guard routeMethod == method else {
+                allowed.append(routeMethod)
+                continue
+            }
+            switch builder {
+            case .fixed(let route):
+                return .success(route)
+            case .job(let make):
+                let text = segments[parts.firstIndex(of: "{id}") ?? 0]
+                guard let id = JobID(text) else { return .failure(.badJobID(text)) }
+                return .success(make(id))
+            }
+        }
+        return .failure(allowed.isEmpty ? .notFound : .methodNotAllowed(allowed))
+    }
+}

@@ -1,0 +1,112 @@
+import CUploadQueueSystem
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// The control API's HTTP/1.1 server on a Unix socket (`[api] socket`, by default `state_dir/api.sock`): swift-nio's
+/// HTTP/1 codec on one event-loop thread, each connection tagged with its peer's credentials (`SO_PEERCRED`) before
+/// its first request is read.
+///
+/// The socket is made with its mode (0600, or 0660 for `[api] group`) before it listens: nobody can connect in
+/// between. Requests are answered by `ControlAPI`; a body larger than 1 MiB is refused unread.
+final class ControlServer: Sendable {
+    /// The socket's path.
+    let path: String
+    private let loops: MultiThreadedEventLoopGroup
+    private let channel: any Channel
+    /// The socket file this server made: on stopping it removes that file alone, never one a server started next
+    /// on the same path has made meanwhile.
+    private let socketFile: (device: UInt64, inode: UInt64)
+
+    /// The largest request body read.
+    static let bodyLimit = 1 << 20
+
+    /// Binds the socket (replacing a stale one: the caller holds the daemon lock) and starts serving `api`.
+    init(path: String, group: String?, api: ControlAPI, logger: Logger) async throws(UploadQueueError) {
+        let descriptor = try Self.listeningSocket(path: path, group: group)
+        var made = stat()
+        guard lstat(path, &made) == 0 else {
+            close(descriptor)
+            throw .system("lstat", path: path)
+        }
+        let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let bootstrap = ServerBootstrap(group: loops)
+            .childChannelInitializer { channel in
+                // The peer's credentials, read once from the kernel; a socket that has none is not served.
+                guard let provider = channel as? SocketOptionProvider else {
+                    return channel.eventLoop.makeFailedFuture(ChannelError.operationUnsupported)
+                }
+                let credentials: EventLoopFuture<uploadq_peer_credentials> = provider.unsafeGetSocketOption(
+                    level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(uploadq_so_peercred()))
+                return credentials.flatMapThrowing { credentials in
+                    let peer = ControlPeer(uid: credentials.uid, gid: credentials.gid, pid: credentials.pid)
+                    try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(ControlConnection(api: api, peer: peer, logger: logger))
+                }
+            }
+        do {
+            channel = try await bootstrap.withBoundSocket(descriptor).get()
+        } catch {
+            close(descriptor)
+            unlink(path)
+            try? await loops.shutdownGracefully()
+            throw UploadQueueError(.io, "cannot serve the control API: \(error)", path: path)
+        }
+        self.path = path
+        self.loops = loops
+        socketFile = (UInt64(made.st_dev), UInt64(made.st_ino))
+    }
+
+    /// Stops accepting, closes every connection (a long poll ends with it) and removes the socket file.
+    func stop() async {
+        try? await channel.close()
+        try? await loops.shutdownGracefully()
+        var now = stat()
+        if lstat(path, &now) == 0, UInt64(now.st_dev) == socketFile.device, UInt64(now.st_ino) == socketFile.inode {
+            unlink(path)
+        }
+    }
+
+    /// A listening Unix socket at `path` with its mode and group set before `listen`; a stale socket is replaced,
+    /// anything else at the path is left alone.
+    private static func listeningSocket(path: String, group: String?) throws(UploadQueueError) -> Int32 {
+        guard let address = UnixSocketAddress.make(path) else {
+            throw UploadQueueError(.configuration, "[api] socket: the path is too long for a Unix socket (max 107 bytes)",
+                                   path: path)
+        }
+        var existing = stat()
+        if lstat(path, &existing) == 0 {
+            guard existing.st_mode & S_IFMT == S_IFSOCK else {
+                throw UploadQueueError(.configuration, "[api] socket: something other than a socket is there; move it "
+                    + "away or choose another path", path: path)
+            }
+            unlink(path)
+        }
+        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+                                | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard descriptor >= 0 else { throw .system("socket", path: path) }
+        func fail(_ error: UploadQueueError, bound: Bool) -> UploadQueueError {
+            close(descriptor)
+            if bound { unlink(path) }
+            return error
+        }
+        // Nobody can connect before `listen`, and the mode is set before it.
+        guard UnixSocketAddress.with(address, { bind(descriptor, $0, $1) }) == 0 else {
+            throw fail(.system("bind", path: path), bound: false)
+        }
+        if let group {
+            guard let entry = getgrnam(group) else {
+                throw fail(UploadQueueError(.configuration, "[api] group \"\(group)\" does not exist (getent group "
+                    + "\(group))", path: path), bound: true)
+            }
+            guard chown(path, uid_t.max, entry.pointee.gr_gid) == 0 else {
+                throw fail(.system("chown to group \(group)", path: path), bound: true)
+            }
+        }
+        guard chmod(path, group == nil ? 0o600 : 0o660) == 0 else { throw fail(.system("chmod", path: path), bound: true) }
+        guard listen(descriptor, 64) == 0 else { throw fail(.system("listen", path: path), bound: true) }
+        return descriptor
+    }
+}

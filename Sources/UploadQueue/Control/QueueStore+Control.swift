@@ -1,0 +1,42 @@
+import Foundation
+import GRDB
+
+extension QueueStore {
+    /// The job an earlier request of `owner` with this `Idempotency-Key` made, if it is still in the queue (a key
+    /// whose job was pruned or cancelled is forgotten, and the request makes a new one).
+    func idempotentJob(owner: UInt32, key: String) throws -> JobID? {
+        try writer.write { db in
+            guard let id = try String.fetchOne(db, sql: """
+                SELECT job_id FROM idempotency_key WHERE owner_uid = ? AND key = ?
+                """, arguments: [Int64(owner), key]) else { return nil }
+            if try Bool.fetchOne(db, sql: "SELECT 1 FROM job WHERE id = ?", arguments: [id]) == true {
+                return JobID(trusted: id)
+            }
+            try db.execute(sql: "DELETE FROM idempotency_key WHERE owner_uid = ? AND key = ?",
+                           arguments: [Int64(owner), key])
+            return nil
+        }
+    }
+
+    /// Remembers that `owner`'s request with this key made (or found) `job`; a key already remembered keeps its job.
+    func recordIdempotencyKey(owner: UInt32, key: String, job: JobID, now: Date = Date()) throws {
+        try writer.write { db in
+            try db.execute(sql: """
+                INSERT INTO idempotency_key (owner_uid, key, job_id, created_at) VALUES (?, ?, ?, ?)
+                ON CONFLICT DO NOTHING
+                """, arguments: [Int64(owner), key, job.rawValue, now])
+        }
+    }
+
+    /// Uploaded jobs whose completion was not acknowledged, oldest first, at most `limit`; of one owner's alone
+    /// (`owner`: a uid; nil: everyone's).
+    func unacknowledgedCompletions(owner: UInt32?, limit: Int) throws -> [Job] {
+        try writer.read { db in
+            try Job.fetchAll(db, sql: """
+                SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded'
+                AND id NOT IN (SELECT job_id FROM completion_ack)
+                \(owner == nil ? "" : "AND owner_uid = ?") ORDER BY updated_at, id LIMIT ?
+                """, arguments: StatementArguments(owner.map { [Int64($0), Int64(limit)] } ?? [Int64(limit)]))
+        }
+    }
+}

@@ -1,0 +1,321 @@
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// The control API on the daemon's Unix socket, through real clients: curl, the stdlib Python client, schemathesis
+/// against the OpenAPI document, and droppers as real users.
+@Suite struct ControlAPITests {
+    /// One HTTP exchange with curl on a Unix socket (as `user`, through runuser, when given): status and body.
+    static func curl(_ socket: String, _ method: String, _ target: String, body: String? = nil,
+                     headers: [String] = [], as user: Dropper? = nil,
+                     sourceLocation: SourceLocation = #_sourceLocation) async throws -> (status: Int, body: String) {
+        var arguments = ["curl", "-sS", "--max-time", "30", "--unix-socket", socket, "-X", method,
+                         "-w", "\n%{http_code}", "http://localhost" + target]
+        for header in headers { arguments += ["-H", header] }
+        // The body from a file anyone may read (a dropper's curl reads it too): it may be larger than an argument.
+        let bodyFile = FileManager.default.temporaryDirectory.path + "/uploadq-api-body-\(UUID())"
+        defer { unlink(bodyFile) }
+        if let body {
+            try body.write(toFile: bodyFile, atomically: false, encoding: .utf8)
+            chmod(bodyFile, 0o644)
+            arguments += ["-H", "Content-Type: application/json", "--data-binary", "@" + bodyFile]
+        }
+        let (status, out, err): (Int32, Data, Data)
+        if let user {
+            (status, out, err) = try await ChildProcess.run(["runuser", "-u", user.name, "--"] + arguments,
+                                                            executable: "/usr/sbin/runuser",
+                                                            environment: ["PATH": "/usr/bin:/bin"], limit: .seconds(60))
+        } else {
+            (status, out, err) = try await ChildProcess.run(arguments, executable: "/usr/bin/curl",
+                                                            environment: ["PATH": "/usr/bin:/bin"], limit: .seconds(60))
+        }
+        #expect(status == 0, "curl \(method) \(target): \(String(decoding: err, as: UTF8.self))",
+                sourceLocation: sourceLocation)
+        let text = String(decoding: out, as: UTF8.self)
+        let split = text.range(of: "\n", options: .backwards)
+        let code = split.map { Int(text[$0.upperBound...]) ?? 0 } ?? 0
+        return (code, split.map { String(text[..<$0.lowerBound]) } ?? text)
+    }
+
+    static func object(_ body: String) -> [String: Any] {
+        (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:]
+    }
+
+    static func errorCode(_ body: String) -> String? {
+        (object(body)["error"] as? [String: Any])?["code"] as? String
+    }
+
+    @Test("every route matches its path and method; others answer 404 or 405 with the methods the path takes")
+    func routes() {
+        for (method, path) in ControlRoute.table {
+            let concrete = path.replacingOccurrences(of: "{id}", with: "01a21ced-2fc5-7c22-9a81-afd5576bd29c")
+            #expect((try? ControlRoute.match(method: method, path: concrete).get()) != nil, "\(method) \(path)")
+        }
+        let id = JobID("01a21ced-2fc5-7c22-9a81-afd5576bd29c")!
+        #expect(ControlRoute.match(method: "POST", path: "/v1/jobs/\(id)/cancel") == .success(.cancel(id)))
+        #expect(ControlRoute.match(method: "POST", path: "/v1/completions/\(id)/ack") == .success(.acknowledge(id)))
+        #expect(ControlRoute.match(method: "GET", path: "/v1/jobs/\(id)/wait") == .success(.wait(id)))
+        #expect(ControlRoute.match(method: "GET", path: "/v1/nothing") == .failure(.notFound))
+        #expect(ControlRoute.match(method: "GET", path: "/v1/jobs/") == .failure(.notFound))
+        #expect(ControlRoute.match(method: "GET", path: "//v1/jobs") == .failure(.notFound))
+        #expect(ControlRoute.match(method: "DELETE", path: "/v1/jobs") == .failure(.methodNotAllowed(["POST", "GET"])))
+        #expect(ControlRoute.match(method: "GET", path: "/v1/jobs/not-an-id") == .failure(.badJobID("not-an-id")))
+    }
+
+    @Test("the OpenAPI document names exactly the routes the server has")
+    func openAPIDocumentsEveryRoute() throws {
+        let text = try String(contentsOfFile: ConfigurationTests.repositoryRoot + "/docs/api/openapi.yaml", encoding: .utf8)
+        var documented: Set<String> = []
+        var path: String?
+        var inPaths = false
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("paths:") { inPaths = true; continue }
+            if inPaths, !line.isEmpty, !line.hasPrefix(" ") { inPaths = false }
+            guard inPaths else { continue }
+            if line.hasPrefix("  /"), line.hasSuffix(":"), !line.hasPrefix("   ") {
+                path = String(line.dropFirst(2).dropLast())
+            } else if let path, let method = ["get", "post", "put", "patch", "delete"].first(where: { line == "    \($0):" }) {
+                documented.insert(method.uppercased() + " " + path)
+            }
+        }
+        let served = Set(ControlRoute.table.map { "\($0.method) \($0.path)" })
+        #expect(documented == served, "only documented: \(documented.subtracting(served)); only served: \(served.subtracting(documented))")
+    }
+
+    @Test("enqueue with an Idempotency-Key, wait, take the completion and acknowledge it; errors name their code")
+    func enqueueWaitAcknowledge() async throws {
+        let sandbox = try Sandbox()
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
+        let socket = sandbox.state + "/api.sock"
+        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        var info = stat()
+        #expect(lstat(socket, &info) == 0 && info.st_mode & 0o777 == 0o600, "the socket is the daemon's user's alone")
+
+        let health = try await Self.curl(socket, "GET", "/v1/health")
+        #expect(health.status == 200 && Self.object(health.body)["running"] as? Bool == true, "\(health)")
+        let photo = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 70_000, seed: 3)
+        let body = #"{"path": "\#(photo)", "meta": {"record": "42"}}"#
+        let first = try await Self.curl(socket, "POST", "/v1/jobs", body: body, headers: ["Idempotency-Key: photo-42"])
+        #expect(first.status == 201, "\(first)")
+        let id = try #require(Self.object(first.body)["id"] as? String)
+        let again = try await Self.curl(socket, "POST", "/v1/jobs", body: body, headers: ["Idempotency-Key: photo-42"])
+        #expect(again.status == 200 && Self.object(again.body)["id"] as? String == id
+                && Self.object(again.body)["replayed"] as? Bool == true, "\(again)")
+
+        let waited = try await Self.curl(socket, "GET", "/v1/jobs/\(id)/wait?state=uploaded&timeout=20")
+        #expect(waited.status == 200 && Self.object(waited.body)["state"] as? String == "uploaded"
+                && Self.object(waited.body)["reached"] as? Bool == true, "\(waited)")
+        let completions = try await Self.curl(socket, "GET", "/v1/completions?timeout=5")
+        let listed = (Self.object(completions.body)["completions"] as? [[String: Any]]) ?? []
+        #expect(listed.map { $0["id"] as? String } == [id] && listed.first?["meta"] as? [String: String] == ["record": "42"],
+                "\(completions)")
+        #expect(listed.first?["sha256"] as? String == SigV4Signer.sha256Hex([UInt8](try Data(contentsOf: URL(fileURLWithPath: photo)))))
+        #expect(try await Self.curl(socket, "POST", "/v1/completions/\(id)/ack").status == 204)
+        let after = try await Self.curl(socket, "GET", "/v1/completions")
+        #expect((Self.object(after.body)["completions"] as? [Any])?.isEmpty == true, "acknowledged, yet: \(after)")
+
+        // Errors: each with its status and a stable code.
+        let unknown = try await Self.curl(socket, "GET", "/v1/jobs/01a21ced-2fc5-7c22-9a81-afd5576bd29c")
+        #expect(unknown.status == 404 && Self.errorCode(unknown.body) == "job-not-found", "\(unknown)")
+        let wrongMethod = try await Self.curl(socket, "DELETE", "/v1/jobs")
+        #expect(wrongMethod.status == 405 && Self.errorCode(wrongMethod.body) == "method-not-allowed", "\(wrongMethod)")
+        let missing = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(sandbox.root)/nothing.jpg"}"#)
+        #expect(missing.status == 422 && Self.errorCode(missing.body) == "file-not-found", "\(missing)")
+        let bad = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "relative.jpg"}"#)
+        #expect(bad.status == 400 && Self.errorCode(bad.body) == "bad-request", "\(bad)")
+        let unknownKey = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(photo)", "color": "red"}"#)
+        #expect(unknownKey.status == 400 && unknownKey.body.contains("color"), "\(unknownKey)")
+        let tooLarge = try await Self.curl(socket, "POST", "/v1/jobs", body: String(repeating: "x", count: 1_100_000))
+        #expect(tooLarge.status == 413 && Self.errorCode(tooLarge.body) == "payload-too-large", "\(tooLarge)")
+        let cancelUploaded = try await Self.curl(socket, "POST", "/v1/jobs/\(id)/cancel")
+        #expect(cancelUploaded.status == 409 && Self.errorCode(cancelUploaded.body) == "invalid-transition", "\(cancelUploaded)")
+        let status = try await Self.curl(socket, "GET", "/v1/status")
+        #expect(status.status == 200 && (Self.object(status.body)["counts"] as? [String: Int])?["uploaded"] == 1, "\(status)")
+        _ = await daemon.terminate()
+        #expect(!FileManager.default.fileExists(atPath: socket), "the socket outlived the daemon")
+    }
+
+    @Test("a sync engine in another process gets each completion within 1 s of the upload (Python client, long poll)")
+    func completionsReachAnotherProcess() async throws {
+        let sandbox = try Sandbox()
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
+        let socket = sandbox.state + "/api.sock"
+        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        // The engine: long-polls completions, prints each with the monotonic time it arrived, acknowledges it.
+        let script = """
+            import sys, time
+            sys.path.insert(0, "\(ConfigurationTests.repositoryRoot)/contrib/clients/python")
+            from uploadq_client import UploadQueue
+            queue, seen = UploadQueue(sys.argv[1]), 0
+            while seen < 3:
+                for completion in queue.completions(timeout=30):
+                    print(completion["id"], time.clock_gettime(time.CLOCK_MONOTONIC), flush=True)
+                    queue.acknowledge(completion["id"])
+                    seen += 1
+            """
+        let engine = Task {
+            try await ChildProcess.run(["/usr/bin/python3", "-c", script, socket], executable: "/usr/bin/python3",
+                                       environment: ["PATH": "/usr/bin:/bin"], limit: .seconds(90))
+        }
+        // Three photos, enqueued by the CLI (a third process); each one's upload time seen as it happens.
+        var uploadedAt: [String: Double] = [:]
+        for n in 0..<3 {
+            let photo = try sandbox.makeFile(sandbox.root + "/photo-\(n).jpg", size: 40_000, seed: UInt64(10 + n))
+            let enqueued = try await BinaryRunner.run(["enqueue", photo, "--config", sandbox.configPath])
+            let id = enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+            let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+            #expect(await eventually(timeout: .seconds(20)) {
+                (try? store.job(JobID(id)!))??.state == .uploaded
+            })
+            var now = timespec()
+            clock_gettime(CLOCK_MONOTONIC, &now)
+            uploadedAt[id] = Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        }
+        let (status, out, err) = try await engine.value
+        #expect(status == 0, "the engine: \(String(decoding: err, as: UTF8.self))")
+        var received: [String: Double] = [:]
+        for line in String(decoding: out, as: UTF8.self).split(separator: "\n") {
+            let fields = line.split(separator: " ")
+            if fields.count == 2, let at = Double(fields[1]) { received[String(fields[0])] = at }
+        }
+        #expect(Set(received.keys) == Set(uploadedAt.keys), "received \(received.keys), uploaded \(uploadedAt.keys)")
+        for (id, uploaded) in uploadedAt {
+            let delay = (received[id] ?? .infinity) - uploaded
+            #expect(delay < 1.0, "job \(id)'s completion came \(delay) s after its upload")
+        }
+        _ = await daemon.terminate()
+    }
+
+    @Test("the Python example (at most 40 lines) enqueues a photo, waits for it and acknowledges it")
+    func pythonExample() async throws {
+        let sandbox = try Sandbox()
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
+        let socket = sandbox.state + "/api.sock"
+        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        let example = ConfigurationTests.repositoryRoot + "/contrib/clients/python/example.py"
+        let lines = try String(contentsOfFile: example, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
+        #expect(lines.count <= 41, "example.py has \(lines.count) lines")
+        let photo = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 30_000, seed: 5)
+        let (status, out, err) = try await ChildProcess.run(["/usr/bin/python3", example, socket, photo],
+                                                            executable: "/usr/bin/python3",
+                                                            environment: ["PATH": "/usr/bin:/bin"], limit: .seconds(90))
+        let output = String(decoding: out + err, as: UTF8.self)
+        #expect(status == 0 && output.contains("uploaded to file://"), "\(output)")
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        #expect(try store.unacknowledgedCompletions(owner: nil, limit: 10).isEmpty, "the example's ack did not hold")
+        _ = await daemon.terminate()
+    }
+
+    @Test("droppers through the API: their own files by copy, their own jobs alone; another's answer 404")
+    func droppersAreStrangers() async throws {
+        let sandbox = try Sandbox(config: """
+            [destinations.evil]
+            protocol = "file"
+            url = "file://evil"
+            [api]
+            socket = "api.sock"
+            group = "\(Dropper.group)"
+            """)
+        try Dropper.openSpool(of: sandbox)
+        let alice = try Dropper.alice, bob = try Dropper.bob
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
+        let socket = sandbox.root + "/api.sock"
+        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        var info = stat()
+        #expect(lstat(socket, &info) == 0 && info.st_mode & 0o777 == 0o660
+                && info.st_gid == getgrnam(Dropper.group)!.pointee.gr_gid, "the socket is the group's")
+
+        // Alice's own file, in a folder of hers.
+        let (made, folder) = try await alice.run("mktemp -d")
+        #expect(made == 0)
+        let home = folder.trimmingCharacters(in: .whitespacesAndNewlines)
+        defer { try? FileManager.default.removeItem(atPath: home) }
+        try await alice.drop("photo.jpg", size: 25_000, into: home)
+        let mine = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(home)/photo.jpg"}"#, as: alice)
+        #expect(mine.status == 201, "\(mine)")
+        let id = try #require(Self.object(mine.body)["id"] as? String)
+
+        // What alice may not do.
+        let rootsFile = try sandbox.makeFile(sandbox.root + "/secret.jpg", size: 1_000, seed: 9)
+        chmod(rootsFile, 0o644)
+        let notHers = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(rootsFile)"}"#, as: alice)
+        #expect(notHers.status == 403 && Self.errorCode(notHers.body) == "forbidden", "\(notHers)")
+        let move = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(home)/photo.jpg", "mode": "move"}"#,
+                                       as: alice)
+        #expect(move.status == 403, "\(move)")
+        let evil = try await Self.curl(socket, "POST", "/v1/jobs",
+                                       body: #"{"path": "\#(home)/photo.jpg", "destination": "evil"}"#, as: alice)
+        #expect(evil.status == 403 && evil.body.contains("evil"), "\(evil)")
+        let status = try await Self.curl(socket, "GET", "/v1/status", as: alice)
+        #expect(status.status == 403, "\(status)")
+
+        // Bob sees nothing of alice's, and can steer none of it.
+        let bobsList = try await Self.curl(socket, "GET", "/v1/jobs", as: bob)
+        #expect(bobsList.status == 200 && (Self.object(bobsList.body)["jobs"] as? [Any])?.isEmpty == true, "\(bobsList)")
+        for (method, target) in [("GET", "/v1/jobs/\(id)"), ("POST", "/v1/jobs/\(id)/cancel"),
+                                 ("POST", "/v1/jobs/\(id)/retry"), ("GET", "/v1/jobs/\(id)/wait?timeout=0"),
+                                 ("POST", "/v1/completions/\(id)/ack")] {
+            let answer = try await Self.curl(socket, method, target, as: bob)
+            #expect(answer.status == 404 && Self.errorCode(answer.body) == "job-not-found", "bob \(method) \(target): \(answer)")
+        }
+
+        // Alice follows hers to its end; the admin sees it with the rest.
+        let waited = try await Self.curl(socket, "GET", "/v1/jobs/\(id)/wait?timeout=20", as: alice)
+        #expect(Self.object(waited.body)["state"] as? String == "uploaded", "\(waited)")
+        let hers = try await Self.curl(socket, "GET", "/v1/completions", as: alice)
+        #expect((Self.object(hers.body)["completions"] as? [[String: Any]])?.map { $0["id"] as? String } == [id], "\(hers)")
+        let bobs = try await Self.curl(socket, "GET", "/v1/completions", as: bob)
+        #expect((Self.object(bobs.body)["completions"] as? [Any])?.isEmpty == true, "\(bobs)")
+        let all = try await Self.curl(socket, "GET", "/v1/jobs")
+        #expect((Self.object(all.body)["jobs"] as? [[String: Any]])?.contains { $0["id"] as? String == id } == true)
+        _ = await daemon.terminate()
+    }
+
+    @Test("schemathesis finds no failure against docs/api/openapi.yaml")
+    func schemathesis() async throws {
+        let sandbox = try Sandbox()
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
+        let socket = sandbox.state + "/api.sock"
+        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        // An uploaded job never acknowledged: the completions' long polls answer at once, whatever timeout is drawn.
+        let photo = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 5_000, seed: 1)
+        let enqueued = try await BinaryRunner.run(["enqueue", photo, "--config", sandbox.configPath])
+        let id = enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(try await Self.curl(socket, "GET", "/v1/jobs/\(id)/wait?timeout=20").status == 200)
+
+        let root = ConfigurationTests.repositoryRoot
+        let python = root + "/.build-venv/bin/python"
+        // One worker: with two, CPython 3.11.7's ast.parse (which hypothesis calls to describe its filters) trips on
+        // threads ("AST constructor recursion depth mismatch"). The long polls' timeout is pinned: drawn freely (up to 300 s), an empty queue would hold each request for
+        // minutes. Everything else is drawn, stateful links included.
+        try "[parameters]\n\"query.timeout\" = 0.2\n".write(toFile: sandbox.root + "/schemathesis.toml", atomically: true,
+                                                               encoding: .utf8)
+        let portFile = sandbox.root + "/bridge.port"
+        let log = open(portFile, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        defer { close(log) }
+        let bridge = try ChildProcess([python, root + "/contrib/test-servers/unix_bridge.py", socket], executable: python,
+                                      environment: ["PATH": "/usr/bin:/bin"], input: nil, output: log, errors: log)
+        defer { _ = bridge.signal(SIGKILL) }
+        func port() -> Int? {
+            (try? String(contentsOfFile: portFile, encoding: .utf8))?.split(separator: "\n").first.flatMap { Int($0) }
+        }
+        #expect(await eventually { port() != nil }, "the bridge did not start")
+        let port = try #require(port())
+        let (status, out, err) = try await ChildProcess.run(
+            [root + "/.build-venv/bin/schemathesis", "--config-file", sandbox.root + "/schemathesis.toml", "run",
+             root + "/docs/api/openapi.yaml",
+             "--url", "http://127.0.0.1:\(port)", "--max-examples", "25", "--seed", "1", "--workers", "1",
+             "--request-timeout", "20", "--exclude-checks", "positive_data_acceptance", "--warnings", "off"],
+            executable: root + "/.build-venv/bin/schemathesis", directory: sandbox.root,
+            environment: ["PATH": "/usr/bin:/bin", "HOME": sandbox.root, "NO_COLOR": "1"], limit: .seconds(240))
+        let output = String(decoding: out + err, as: UTF8.self)
+        #expect(status == 0, "schemathesis:\n\(output.suffix(6000))")
+        #expect(daemon.isRunning, "the daemon died under schemathesis:\n\(daemon.log.suffix(3000))")
+        _ = await daemon.terminate()
+    }
+}

@@ -1,0 +1,97 @@
+"""A client of uploadq's control API (docs/api.md) with Python's standard library alone: HTTP/1.1 on the daemon's
+Unix socket through http.client. Copy this file into your project; it depends on nothing else.
+
+    from uploadq_client import UploadQueue
+    queue = UploadQueue("/run/uploadq/api.sock")
+    job = queue.enqueue("/home/me/photo.jpg", meta={"record": "42"}, idempotency_key="photo-42")
+    queue.wait(job["id"])
+    for completion in queue.completions(timeout=30):
+        queue.acknowledge(completion["id"])
+"""
+import http.client
+import json
+import socket
+import urllib.parse
+
+
+class UploadQueueError(Exception):
+    """A refusal or failure of the API: `status` (HTTP), `code` (stable, e.g. job-not-found) and `message`."""
+
+    def __init__(self, status, code, message):
+        super().__init__(f"{code}: {message}")
+        self.status, self.code, self.message = status, code, message
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    def __init__(self, path, timeout):
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self):
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self.socket_path)
+
+
+class UploadQueue:
+    """The daemon at `socket_path` (`[api] socket`; by default state_dir/api.sock)."""
+
+    def __init__(self, socket_path, timeout=30.0):
+        self.socket_path, self.timeout = socket_path, timeout
+
+    def request(self, method, path, body=None, query=None, headers=None, wait=0.0):
+        """One request; the decoded JSON answer (None for 204). Raises UploadQueueError for a 4xx or 5xx."""
+        if query:
+            path += "?" + urllib.parse.urlencode(query)
+        connection = _UnixConnection(self.socket_path, self.timeout + wait)
+        try:
+            data = None if body is None else json.dumps(body).encode()
+            sent = {"Content-Type": "application/json"} if data is not None else {}
+            connection.request(method, path, body=data, headers={**sent, **(headers or {})})
+            response = connection.getresponse()
+            payload = response.read()
+        finally:
+            connection.close()
+        answer = json.loads(payload) if payload else None
+        if response.status >= 400:
+            error = (answer or {}).get("error", {})
+            raise UploadQueueError(response.status, error.get("code", "unknown"), error.get("message", ""))
+        return answer
+
+    def health(self):
+        return self.request("GET", "/v1/health")
+
+    def enqueue(self, path, idempotency_key=None, **options):
+        """Hands a file over by absolute path; options: destination, meta, patch, priority, on_metered (and mode,
+        source_after_upload for the queue's own user). Returns {"id", "deduplicated", "replayed"}."""
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self.request("POST", "/v1/jobs", body={"path": path, **options}, headers=headers)
+
+    def job(self, job_id):
+        return self.request("GET", f"/v1/jobs/{job_id}")
+
+    def jobs(self, state=None, limit=1000):
+        return self.request("GET", "/v1/jobs", query={"limit": limit, **({"state": state} if state else {})})["jobs"]
+
+    def wait(self, job_id, states=("uploaded", "failed"), timeout=30.0):
+        """The job once it is in one of `states`, or as it is after `timeout` seconds (see its "reached")."""
+        return self.request("GET", f"/v1/jobs/{job_id}/wait", query={"state": ",".join(states), "timeout": timeout},
+                            wait=timeout)
+
+    def cancel(self, job_id):
+        return self.request("POST", f"/v1/jobs/{job_id}/cancel")
+
+    def retry(self, job_id):
+        return self.request("POST", f"/v1/jobs/{job_id}/retry")
+
+    def completions(self, timeout=0.0, limit=100):
+        """Uploaded jobs not acknowledged yet, oldest first; with a timeout, waits until there is one."""
+        return self.request("GET", "/v1/completions", query={"timeout": timeout, "limit": limit},
+                            wait=timeout)["completions"]
+
+    def acknowledge(self, job_id):
+        """The completion was handled: it is not delivered again, also after a restart."""
+        self.request("POST", f"/v1/completions/{job_id}/ack")
+
+    def status(self):
+        return self.request("GET", "/v1/status")
