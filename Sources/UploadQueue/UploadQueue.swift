@@ -447,6 +447,8 @@ public actor UploadQueue {
         }
         onReady()
         await scheduler.run()
+        // Stopping: no new requests from other processes while the rest winds down.
+        await control?.stop()
         retentionRunner.cancel()
         await retentionRunner.value
         if exitWhenIdle {
@@ -459,7 +461,6 @@ public actor UploadQueue {
         patchRunner.cancel()
         patchWaker.cancel()
         bellRinger.cancel()
-        await control?.stop()
         metricsWriter?.cancel()
         connectivityRunner?.cancel()
         feedRunner?.cancel()

@@ -62,9 +62,51 @@ import Testing
         #expect(ControlRoute.match(method: "GET", path: "/v1/jobs/not-an-id") == .failure(.badJobID("not-an-id")))
     }
 
-    @Test("the OpenAPI document names exactly the routes the server has")
-    func openAPIDocumentsEveryRoute() throws {
-        let text = try String(contentsOfFile: ConfigurationTests.repositoryRoot + "/docs/api/openapi.yaml", encoding: .utf8)
+    @Test("a ring wakes a long poll at once; without one it returns at its limit, and at once when cancelled")
+    func changeBell() async {
+        let bell = ChangeBell()
+        let waiter = Task {
+            let started = ContinuousClock.now
+            await bell.wait(upTo: .seconds(10))
+            return ContinuousClock.now - started
+        }
+        try? await Task.sleep(for: .milliseconds(100))
+        bell.ring()
+        let woken = await waiter.value
+        #expect(woken < .seconds(2), "a ring took \(woken) to wake the waiter")
+        let started = ContinuousClock.now
+        await bell.wait(upTo: .milliseconds(200))
+        #expect(ContinuousClock.now - started >= .milliseconds(190), "returned before its limit")
+        let cancelled = Task {
+            let started = ContinuousClock.now
+            await bell.wait(upTo: .seconds(10))
+            return ContinuousClock.now - started
+        }
+        try? await Task.sleep(for: .milliseconds(50))
+        cancelled.cancel()
+        #expect(await cancelled.value < .seconds(2))
+    }
+
+    @Test("the OpenAPI document names exactly the routes the server has, and has no key twice")
+    func openAPIDocumentsEveryRoute() async throws {
+        let root = ConfigurationTests.repositoryRoot
+        let duplicates = """
+            import sys, yaml
+            class Strict(yaml.SafeLoader): pass
+            def mapping(loader, node, deep=False):
+                keys = [loader.construct_object(key, deep=deep) for key, _ in node.value]
+                twice = sorted({str(key) for key in keys if keys.count(key) > 1})
+                if twice: sys.exit(f"line {node.start_mark.line + 1}: {twice} twice")
+                return yaml.SafeLoader.construct_mapping(loader, node, deep)
+            Strict.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+            yaml.load(open(sys.argv[1]), Loader=Strict)
+            """
+        let (status, _, err) = try await ChildProcess.run([root + "/.build-venv/bin/python", "-c", duplicates,
+                                                           root + "/docs/api/openapi.yaml"],
+                                                          executable: root + "/.build-venv/bin/python",
+                                                          environment: ["PATH": "/usr/bin:/bin"], limit: .seconds(60))
+        #expect(status == 0, "openapi.yaml: \(String(decoding: err, as: UTF8.self))")
+        let text = try String(contentsOfFile: root + "/docs/api/openapi.yaml", encoding: .utf8)
         var documented: Set<String> = []
         var path: String?
         var inPaths = false
@@ -252,10 +294,34 @@ import Testing
         #expect(evil.status == 403 && evil.body.contains("evil"), "\(evil)")
         let status = try await Self.curl(socket, "GET", "/v1/status", as: alice)
         #expect(status.status == 403, "\(status)")
+        // Whatever is at a path that is not her own file, she hears the same: nothing of what the daemon sees.
+        var answers: [String] = []
+        for path in [sandbox.root + "/nothing-here.jpg", rootsFile, sandbox.root, "/dev/tty"] {
+            let answer = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(path)"}"#, as: alice)
+            #expect(answer.status == 403, "\(path): \(answer)")
+            answers.append(answer.body.replacingOccurrences(of: path, with: "PATH"))
+        }
+        #expect(Set(answers).count == 1, "the answers tell the paths apart: \(answers)")
+
+        // The same content from bob is bob's own job, not alice's: neither learns of the other's.
+        let bobsHome = sandbox.root + "/bob"
+        try FileManager.default.createDirectory(atPath: bobsHome, withIntermediateDirectories: true)
+        chown(bobsHome, bob.uid, 0)
+        try FileManager.default.copyItem(atPath: home + "/photo.jpg", toPath: bobsHome + "/same.jpg")
+        chown(bobsHome + "/same.jpg", bob.uid, 0)
+        let bobs = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(bobsHome)/same.jpg"}"#,
+                                       headers: ["Idempotency-Key: same"], as: bob)
+        let bobsID = Self.object(bobs.body)["id"] as? String
+        #expect(bobs.status == 201 && bobsID != nil && bobsID != id, "bob's copy rode on alice's job: \(bobs)")
+        let replay = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(bobsHome)/same.jpg"}"#,
+                                         headers: ["Idempotency-Key: same"], as: bob)
+        #expect(Self.object(replay.body)["id"] as? String == bobsID && Self.object(replay.body)["replayed"] as? Bool == true,
+                "\(replay)")
 
         // Bob sees nothing of alice's, and can steer none of it.
         let bobsList = try await Self.curl(socket, "GET", "/v1/jobs", as: bob)
-        #expect(bobsList.status == 200 && (Self.object(bobsList.body)["jobs"] as? [Any])?.isEmpty == true, "\(bobsList)")
+        let bobsJobs = (Self.object(bobsList.body)["jobs"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
+        #expect(bobsList.status == 200 && bobsJobs == [bobsID].compactMap { $0 }, "\(bobsList)")
         for (method, target) in [("GET", "/v1/jobs/\(id)"), ("POST", "/v1/jobs/\(id)/cancel"),
                                  ("POST", "/v1/jobs/\(id)/retry"), ("GET", "/v1/jobs/\(id)/wait?timeout=0"),
                                  ("POST", "/v1/completions/\(id)/ack")] {
@@ -268,10 +334,17 @@ import Testing
         #expect(Self.object(waited.body)["state"] as? String == "uploaded", "\(waited)")
         let hers = try await Self.curl(socket, "GET", "/v1/completions", as: alice)
         #expect((Self.object(hers.body)["completions"] as? [[String: Any]])?.map { $0["id"] as? String } == [id], "\(hers)")
-        let bobs = try await Self.curl(socket, "GET", "/v1/completions", as: bob)
-        #expect((Self.object(bobs.body)["completions"] as? [Any])?.isEmpty == true, "\(bobs)")
         let all = try await Self.curl(socket, "GET", "/v1/jobs")
         #expect((Self.object(all.body)["jobs"] as? [[String: Any]])?.contains { $0["id"] as? String == id } == true)
+        // Her acknowledgement is hers: the queue's own consumer still gets the completion, and the other way round.
+        #expect(try await Self.curl(socket, "POST", "/v1/completions/\(id)/ack", as: alice).status == 204)
+        let hersAfter = try await Self.curl(socket, "GET", "/v1/completions", as: alice)
+        #expect((Self.object(hersAfter.body)["completions"] as? [[String: Any]])?.contains { $0["id"] as? String == id } == false)
+        let admins = try await Self.curl(socket, "GET", "/v1/completions?limit=100")
+        #expect((Self.object(admins.body)["completions"] as? [[String: Any]])?.contains { $0["id"] as? String == id } == true,
+                "alice's acknowledgement took the news from the queue's own consumer: \(admins)")
+        let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
+        #expect(try store.setting(QueueStore.completionConsumerSetting) == "1", "the admin's reading marks the consumer")
         _ = await daemon.terminate()
     }
 

@@ -38,11 +38,17 @@ for object in "${found[@]}"; do
     if [ -f "$map" ] && ! grep -qF "/$(basename "$object")\"" "$map"; then continue; fi
     objects+=("$object")
 done
-# The C modules the UploadQueue module imports, by their module maps.
+# The C modules the UploadQueue module imports, directly or through its dependencies (swift-nio's and
+# swift-atomics' among them), by their module maps: our own, those SwiftPM generated for C targets, and those
+# the dependencies ship.
 includes=()
-for map in Sources/CCurl/module.modulemap Sources/CMagic/module.modulemap \
-    "$build/debug/CCurlShim.build/module.modulemap" "$build/debug/CUploadQueueSystem.build/module.modulemap" \
-    "$build/checkouts/GRDB.swift/Sources/GRDBSQLite/module.modulemap"; do
+maps=(Sources/CCurl/module.modulemap Sources/CMagic/module.modulemap
+    "$build/debug/CCurlShim.build/module.modulemap" "$build/debug/CUploadQueueSystem.build/module.modulemap"
+    "$build/checkouts/GRDB.swift/Sources/GRDBSQLite/module.modulemap"
+    "$build/checkouts/swift-atomics/Sources/_AtomicsShims/include/module.modulemap"
+    "$build/checkouts/swift-nio/Sources/CNIOWindows/include/module.modulemap")
+mapfile -t generated < <(find "$build/debug/" -maxdepth 2 -path "*/CNIO*.build/module.modulemap" | sort)
+for map in "${maps[@]}" "${generated[@]}"; do
     [ -f "$map" ] || { echo "fuzz: no module map $map" >&2; exit 1; }
     includes+=(-Xcc "-fmodule-map-file=$map")
 done

@@ -145,6 +145,8 @@ class Harness:
         self.violations = []
         self.cut_sites = {}
         self.metered_bytes = 0
+        self.checked_cuts = 0             # cuts after which the queue was checked before the daemon ran again
+        self.spool_names = {}             # sha256 -> the name of an acknowledged spool drop
         self.tus_files = os.environ["UPLOADQ_TEST_TUS_FILES"]
         self.s3_endpoint = os.environ["UPLOADQ_TEST_S3_ENDPOINT"]
         self.bucket = "powercut-" + hashlib.sha1(self.work.encode()).hexdigest()[:10]
@@ -363,6 +365,7 @@ on_metered = "allow"
                 self.rejected.append((name, digest))
             else:
                 self.acknowledged.append(("spool", destination, digest, None))
+                self.spool_names[digest] = name
             return
         if action == "batch":
             # Several files in one call: their copies are made durable together (syncfs).
@@ -447,7 +450,15 @@ on_metered = "allow"
             target = self.rng.choice(targets)
             pattern = dict((name, regex) for name, regex, _ in SITES)[target]
             count = 1 if reached.get(target, 0) < 30 else self.rng.randint(1, 3)
-        self.mount_fs(die_at=pattern, die_count=count, die_before=before)
+        # Booted on what the cut left, before anything runs: what must already hold is checked; then the power is
+        # armed for this life's cut.
+        self.mount_fs()
+        self.check_after_cut(index)
+        if pattern:
+            for socket_path in (self.socket, self.second_socket):
+                answer = control(socket_path, f"arm {pattern} {count} {'before' if before else 'after'}")
+                if answer != "armed":
+                    raise RuntimeError(f"powercutfs answered {answer!r} to arm")
         self.start_daemon()
         started = time.monotonic()
         limit = self.rng.uniform(0.3, 3.0) if random_cut else 12.0
@@ -470,6 +481,51 @@ on_metered = "allow"
             name = site_of(kind, path) or f"unknown ({died_at})"
             self.cut_sites[name] = self.cut_sites.get(name, 0) + 1
         self.cut(tear=self.rng.random() < 0.3)
+
+    def check_after_cut(self, index):
+        """Right after a cut, before the daemon starts: the queue opens with SQLite's integrity_check ok; every
+        acknowledged hand-over not yet verified is in the queue with its SHA-256 (a spool drop may still be in the
+        spool); no job that still needs its file points at a missing or short one. (The drains check the rest.)"""
+        if not os.path.exists(f"{self.mount}/state/queue.sqlite"):
+            return
+        self.checked_cuts += 1
+        listing = self.cli("list", "--json", "--limit", "100000")
+        if listing.returncode != 0:
+            self.violations.append(f"after cut {index}: the queue does not open: {listing.stderr.strip()[:300]}")
+            return
+        database = sqlite3.connect(f"{self.mount}/state/queue.sqlite")
+        integrity = database.execute("PRAGMA integrity_check").fetchone()[0]
+        database.close()
+        if integrity != "ok":
+            self.violations.append(f"after cut {index}: integrity_check: {integrity}")
+        jobs = json.loads(listing.stdout)
+        by_id = {job["id"]: job for job in jobs}
+        by_content = {(job["sha256"], job["destination"]) for job in jobs}
+        cancelled = {job for job, _ in self.cancelled}
+        spool = set(os.listdir(f"{self.second}/spool"))
+        for how, destination, digest, job_id in self.acknowledged[self.acknowledged_checked:]:
+            if job_id in cancelled or job_id in self.jobs_checked or destination == "nowhere":
+                continue
+            if job_id is not None:
+                if by_id.get(job_id, {}).get("sha256") != digest:
+                    self.violations.append(f"after cut {index}: acknowledged {how} job {job_id} is "
+                                           f"{'gone' if job_id not in by_id else 'another content'}")
+            elif (digest, destination) not in by_content and self.spool_names.get(digest) not in spool:
+                if not any(job["sha256"] == digest for job in jobs):
+                    self.violations.append(f"after cut {index}: an acknowledged spool drop "
+                                           f"({self.spool_names.get(digest)}) is neither in the spool nor queued")
+        for job in jobs:
+            if job["state"] == "uploaded" or job["mode"] == "reference":
+                continue
+            sizes = []
+            for path in (job["file"], job["source_path"]):
+                try:
+                    sizes.append(os.stat(path).st_size)
+                except OSError:
+                    pass
+            if job["size"] not in sizes:
+                self.violations.append(f"after cut {index}: job {job['id']} ({job['state']}) points at "
+                                       f"{'a short copy' if sizes else 'no file'}")
 
     def reached(self):
         sites = {}
@@ -680,7 +736,7 @@ on_metered = "allow"
               f"random moments) in {elapsed:.0f} s; {len(self.acknowledged)} hand-overs acknowledged, "
               f"{len(self.cancelled)} cancels; {len(jobs)} jobs at the end; "
               f"{self.duplicates_set_aside} spool originals set aside as duplicates after a cut; "
-              f"{self.metered_bytes} metered bytes counted")
+              f"{self.metered_bytes} metered bytes counted; the queue checked right after {self.checked_cuts} cuts")
         if self.metered_bytes == 0:
             self.violations.append("no metered byte was counted: the budget ledger was never exercised")
         print(f"{'site':<24}{'reached':>9}{'cut':>6}  where")

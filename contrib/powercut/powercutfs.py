@@ -17,6 +17,8 @@ IMAGE holds the durable state between lives (it is created when missing). The co
   syncfs         what syncfs(2) does on a real file system: every file's data and every name become durable.
                  FUSE never sees a syncfs, so contrib/powercut/syncfs-shim.so (LD_PRELOAD) sends this first.
   stats          a JSON line: fsyncs so far, whether it is dead, and at which fsync it died
+  arm RE N WHEN  from now on, die at the N-th fsync whose `KIND:PATH` matches RE (WHEN: before or after it), as
+                 --die-at does from the start
 With --die-at-fsync K it dies right after the K-th fsync (of a file or a directory, or a syncfs) has made its state
 durable. With --die-at REGEX it dies at the N-th fsync whose `KIND:PATH` matches (KIND is file, dir or syncfs):
 right after it, or with --die-before instead of it (that fsync makes nothing durable, and fails with EIO).
@@ -32,11 +34,10 @@ import os
 import pickle
 import random
 import re
-import select
 import socket
 import stat
+import subprocess
 import sys
-import threading
 import time
 
 import pyfuse3
@@ -490,22 +491,20 @@ def save(image, nodes, next_ino):
     os.replace(temporary, image)
 
 
-def unstick(mountpoint, listener, stopped):
-    """pyfuse3 reads /dev/fuse with a blocking read(2) once poll(2) said a request is there. A request can vanish in
-    between (its process was killed: a power cut kills them all), and the read then waits for the next request,
-    the whole trio loop with it, control socket included: a `cut` would wait for ever. While a control connection
-    waits unaccepted, a lookup of a name that is not there is that next request."""
-    poller = select.poll()
-    poller.register(listener, select.POLLIN)
-    while not stopped.is_set():
-        if not poller.poll(500):
-            continue
-        time.sleep(0.5)                        # the loop's own chance first
-        if poller.poll(0) and not stopped.is_set():
-            try:
-                os.lstat(os.path.join(mountpoint, f".powercutfs-unstick-{random.randrange(1 << 30)}"))
-            except OSError:
-                pass
+# pyfuse3 reads /dev/fuse with a blocking read(2), holding the GIL, once poll(2) said a request is there. A request
+# can vanish in between (its process was killed: a power cut kills them all); the read then waits for the next
+# request, and the whole trio loop with it, control socket included: a `cut` would wait for ever. A process of its
+# own (a thread would wait for the GIL) looks up a name that is not there every second: that next request.
+UNSTICK = """
+import os, random, sys, time
+mountpoint, parent = sys.argv[1], int(sys.argv[2])
+while os.getppid() == parent:
+    time.sleep(1)
+    try:
+        os.lstat(os.path.join(mountpoint, ".powercutfs-unstick-%d" % random.randrange(1 << 30)))
+    except OSError:
+        pass
+"""
 
 
 async def control(fs, args, done):
@@ -515,8 +514,6 @@ async def control(fs, args, done):
         os.unlink(args.control)
     await listener.bind(args.control)
     listener.listen(4)
-    stopped = threading.Event()
-    threading.Thread(target=unstick, args=(args.mountpoint, listener.fileno(), stopped), daemon=True).start()
     while True:
         connection, _ = await listener.accept()
         with connection:
@@ -534,6 +531,13 @@ async def control(fs, args, done):
                         await connection.send(b"synced\n")
                     except pyfuse3.FUSEError:
                         await connection.send(b"dead\n")
+            elif words[:1] == ["arm"] and len(words) == 4 and words[2].isdigit():
+                # arm REGEX COUNT before|after: from now on, the power goes at the COUNT-th fsync matching REGEX.
+                fs.die_match = re.compile(words[1])
+                fs.die_count = int(words[2])
+                fs.die_before = words[3] == "before"
+                fs.matches = 0
+                await connection.send(b"armed\n")
             elif words[:1] == ["stats"]:
                 stats = {"fsyncs": fs.fsyncs, "dead": fs.dead, "died_at": fs.died_at}
                 await connection.send((json.dumps(stats) + "\n").encode())
@@ -542,7 +546,6 @@ async def control(fs, args, done):
                 save(args.image, fs.durable_image("tear" in words[1:]), fs.next_ino)
                 await connection.send(b"cut\n")
                 done.set()
-                stopped.set()
                 pyfuse3.terminate()
                 return
             else:
@@ -578,6 +581,8 @@ def main():
     options = set(pyfuse3.default_options)
     options.update({"fsname=powercutfs", "allow_other"})
     pyfuse3.init(fs, args.mountpoint, options)
+    subprocess.Popen([sys.executable, "-c", UNSTICK, args.mountpoint, str(os.getpid())], stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         trio.run(serve, fs, args)
     finally:

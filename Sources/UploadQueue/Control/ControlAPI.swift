@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// The control API's endpoints: what each route does for a peer, answered as JSON. The HTTP server
 /// (`ControlServer`) hands each request here with the peer the kernel named.
@@ -9,9 +10,17 @@ import Foundation
 package struct ControlAPI: Sendable {
     let queue: UploadQueue
     let bell: ChangeBell
+    /// Enqueues being read now, per uid: each reads a file on a thread of its own.
+    private let enqueuing = EnqueueCounts()
+
+    private final class EnqueueCounts: Sendable {
+        let counts = Mutex<[uid_t: Int]>([:])
+    }
 
     /// The longest a long poll (`wait`, `completions`) may be asked to wait.
     static let longestWait: Duration = .seconds(300)
+    /// The enqueues one uid may have in flight at once; more answer 429.
+    static let enqueuesPerUser = 4
 
     init(queue: UploadQueue, bell: ChangeBell) {
         self.queue = queue
@@ -99,7 +108,9 @@ package struct ControlAPI: Sendable {
                 throw ControlAPIError(409, "conflict", "job \(id) is \(job.state.rawValue): only an uploaded job's "
                     + "completion is acknowledged")
             }
-            try await BlockingWork.run { try store.acknowledge(id) }
+            try await BlockingWork.run {
+                if peer.isAdmin { try store.acknowledge(id) } else { try store.acknowledge(id, owner: peer.uid) }
+            }
             return .noContent
         }
     }
@@ -159,6 +170,7 @@ package struct ControlAPI: Sendable {
                 throw ControlAPIError(403, "forbidden", "the request \(why)")
             }
         }
+        if !peer.isAdmin { try Self.checkOwnFile(path, peer: peer) }
         let key = try request.idempotencyKey.map { key in
             guard (1...255).contains(key.utf8.count), key.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
                 throw ControlAPIError(400, "bad-request", "Idempotency-Key must be 1 to 255 visible ASCII characters")
@@ -166,7 +178,9 @@ package struct ControlAPI: Sendable {
             return key
         }
         let store = queue.store
-        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
+        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }),
+           let job = try await BlockingWork.run({ try store.job(earlier, holdsInForce: false) }),
+           peer.mayReach(owner: job.ownerUID) {
             return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
         }
         var enqueue = EnqueueRequest(
@@ -174,21 +188,54 @@ package struct ControlAPI: Sendable {
             destination: sidecar.destination ?? (peer.isAdmin ? nil : queue.configuration.spool?.destination),
             meta: sidecar.meta, patch: sidecar.patch, priority: sidecar.priority ?? 0, mode: mode,
             onMetered: sidecar.onMetered, sourceAfterUpload: sourceAfterUpload)
-        enqueue.owner = peer.uid
+        // A dropper's job is its own (the queue's own user's and root's are everyone's to the admin).
+        enqueue.owner = peer.isAdmin ? nil : peer.uid
         enqueue.ownedFileOnly = !peer.isAdmin
-        let result = try await queue.accept(enqueue, noFollow: !peer.isAdmin)
+        let admitted = enqueuing.counts.withLock { counts -> Bool in
+            guard counts[peer.uid, default: 0] < Self.enqueuesPerUser else { return false }
+            counts[peer.uid, default: 0] += 1
+            return true
+        }
+        guard admitted else {
+            throw ControlAPIError(429, "too-many-requests", "\(Self.enqueuesPerUser) of your enqueues are being read "
+                + "already; send the next once one is answered")
+        }
+        defer { enqueuing.counts.withLock { $0[peer.uid, default: 1] -= 1 } }
+        let result: EnqueueResult
+        do {
+            result = try await queue.accept(enqueue, noFollow: !peer.isAdmin)
+        } catch let error as UploadQueueError where !peer.isAdmin && Self.aboutTheFile(error) {
+            throw Self.notYourFile(path)
+        } catch let error as UploadQueueError where error.code == .io && error.cause == String(cString: strerror(EACCES)) {
+            throw ControlAPIError(422, "permission-denied", "the daemon may not read \(path): \(error.message)")
+        }
+        // The job is this peer's own (de-duplication keeps owners apart); a replay checks so again all the same.
         if let key {
             try await BlockingWork.run { try store.recordIdempotencyKey(owner: peer.uid, key: key, job: result.id) }
         }
         bell.ring()
-        if result.deduplicated, !peer.isAdmin,
-           let job = try await BlockingWork.run({ try store.job(result.id, holdsInForce: false) }),
-           !peer.mayReach(owner: job.ownerUID) {
-            // The same content is another user's job: the file is on its way, and that job is not this peer's to see.
-            return .json(200, ["id": NSNull(), "deduplicated": true, "replayed": false])
-        }
         return .json(result.deduplicated ? 200 : 201,
                      ["id": result.id.rawValue, "deduplicated": result.deduplicated, "replayed": false])
+    }
+
+    /// For a dropper: the path must name a regular file of its own, seen without following a final link, before
+    /// the daemon opens it (a device, a FIFO or a terminal is never opened on its behalf). Whatever else is there,
+    /// or nothing, gets the same answer: the daemon's view of paths the peer cannot see tells it nothing.
+    static func checkOwnFile(_ path: String, peer: ControlPeer) throws {
+        var info = stat()
+        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == peer.uid else {
+            throw notYourFile(path)
+        }
+    }
+
+    /// Whether a refusal of the intake is about what is at the path (which a dropper gets as `notYourFile`).
+    private static func aboutTheFile(_ error: UploadQueueError) -> Bool {
+        [.fileNotFound, .notRegularFile, .symbolicLink, .forbidden, .io].contains(error.code)
+    }
+
+    private static func notYourFile(_ path: String) -> ControlAPIError {
+        ControlAPIError(403, "forbidden", "\(SafeText.escaped(path)) is not a regular file of yours that the queue "
+            + "can read (or is not there): hand over your own files, readable by the queue")
     }
 
     // MARK: Long polls
@@ -226,8 +273,9 @@ package struct ControlAPI: Sendable {
         let limit = try integer(request.query["limit"], name: "limit", range: 1...10_000) ?? 100
         let deadline = ContinuousClock.now + timeout
         let store = queue.store
-        // From now on pruning keeps completions until they are acknowledged.
-        try await BlockingWork.run { try store.noteCompletionConsumer() }
+        // From now on pruning keeps completions until the queue's own consumer acknowledged them (a dropper's
+        // reading of its own never changes what is kept for everyone).
+        if peer.isAdmin { try await BlockingWork.run { try store.noteCompletionConsumer() } }
         while true {
             let jobs = try await BlockingWork.run {
                 try store.unacknowledgedCompletions(owner: peer.isAdmin ? nil : peer.uid, limit: limit)

@@ -12,6 +12,7 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
 
     private let api: ControlAPI
     private let peer: ControlPeer
+    private let registry: ControlServer.Registry
     private let logger: Logger
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
@@ -20,9 +21,10 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     /// The task answering the request now; cancelled when the connection goes (a long poll's client left).
     private var answering: Task<Void, Never>?
 
-    init(api: ControlAPI, peer: ControlPeer, logger: Logger) {
+    init(api: ControlAPI, peer: ControlPeer, registry: ControlServer.Registry, logger: Logger) {
         self.api = api
         self.peer = peer
+        self.registry = registry
         self.logger = logger
     }
 
@@ -53,8 +55,10 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
                                          body: Data(body.readableBytesView))
             body.clear()
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            let (api, peer) = (self.api, self.peer)
+            let (api, peer, registry) = (self.api, self.peer, self.registry)
             let eventLoop = context.eventLoop
+            // Counted until its reply is handed to the event loop: the server stops the loop only after.
+            registry.answerStarted()
             answering = Task {
                 let reply = await api.respond(request, peer: peer)
                 eventLoop.execute {
@@ -62,6 +66,7 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
                     handler.answering = nil
                     handler.write(reply, keepAlive: keepAlive, context: context)
                 }
+                registry.answerEnded()
             }
         }
     }

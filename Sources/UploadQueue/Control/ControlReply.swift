@@ -52,7 +52,8 @@ package struct ControlReply: Sendable, Equatable {
     package static let noContent = ControlReply(status: 204, body: Data())
 
     /// An error: `{"error": {"code": …, "message": …}}`, the code one of `UploadQueueError.Code`'s or the API's own
-    /// (`not-found`, `method-not-allowed`, `bad-request`, `forbidden`, `conflict`, `payload-too-large`).
+    /// (`not-found`, `method-not-allowed`, `bad-request`, `forbidden`, `conflict`, `payload-too-large`,
+    /// `permission-denied`, `too-many-requests`).
     package static func error(_ status: Int, _ code: String, _ message: String) -> ControlReply {
         json(status, ["error": ["code": code, "message": message]])
     }

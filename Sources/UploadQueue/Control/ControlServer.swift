@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Synchronization
 
 /// The control API's HTTP/1.1 server on a Unix socket (`[api] socket`, by default `state_dir/api.sock`): swift-nio's
 /// HTTP/1 codec on one event-loop thread, each connection tagged with its peer's credentials (`SO_PEERCRED`) before
@@ -16,12 +17,62 @@ final class ControlServer: Sendable {
     let path: String
     private let loops: MultiThreadedEventLoopGroup
     private let channel: any Channel
+    private let registry: Registry
     /// The socket file this server made: on stopping it removes that file alone, never one a server started next
     /// on the same path has made meanwhile.
     private let socketFile: (device: UInt64, inode: UInt64)
 
     /// The largest request body read.
     static let bodyLimit = 1 << 20
+    /// Connections open at once, in all and per uid: more are closed at once (a group member cannot take every
+    /// descriptor the daemon has).
+    static let maximumConnections = 256
+    static let maximumConnectionsPerUser = 32
+
+    /// The open connections and the requests being answered, so that stopping closes the first and waits for the
+    /// second before the event loop goes.
+    final class Registry: Sendable {
+        private struct State {
+            var channels: [ObjectIdentifier: any Channel] = [:]
+            var perUser: [uid_t: Int] = [:]
+            var answering = 0
+        }
+
+        private let state = Mutex(State())
+
+        /// Takes a new connection of `uid` in, unless there are too many.
+        func admit(_ channel: any Channel, uid: uid_t) -> Bool {
+            let admitted = state.withLock { state -> Bool in
+                guard state.channels.count < ControlServer.maximumConnections,
+                      state.perUser[uid, default: 0] < ControlServer.maximumConnectionsPerUser else { return false }
+                state.channels[ObjectIdentifier(channel)] = channel
+                state.perUser[uid, default: 0] += 1
+                return true
+            }
+            if admitted {
+                channel.closeFuture.whenComplete { [self] _ in
+                    state.withLock { state in
+                        state.channels[ObjectIdentifier(channel)] = nil
+                        state.perUser[uid, default: 1] -= 1
+                    }
+                }
+            }
+            return admitted
+        }
+
+        func answerStarted() { state.withLock { $0.answering += 1 } }
+        func answerEnded() { state.withLock { $0.answering -= 1 } }
+
+        /// Closes every connection; returns once no request is being answered (at most `limit`).
+        func closeAll(waiting limit: Duration) async {
+            let open = state.withLock { Array($0.channels.values) }
+            for channel in open { channel.close(promise: nil) }
+            let deadline = ContinuousClock.now + limit
+            while state.withLock({ $0.answering }) > 0, ContinuousClock.now < deadline {
+                try? await Task.sleep(for: .milliseconds(10))
+            }
+        }
+    }
 
     /// Binds the socket (replacing a stale one: the caller holds the daemon lock) and starts serving `api`.
     init(path: String, group: String?, api: ControlAPI, logger: Logger) async throws(UploadQueueError) {
@@ -32,6 +83,7 @@ final class ControlServer: Sendable {
             throw .system("lstat", path: path)
         }
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let registry = Registry()
         let bootstrap = ServerBootstrap(group: loops)
             .childChannelInitializer { channel in
                 // The peer's credentials, read once from the kernel; a socket that has none is not served.
@@ -42,26 +94,34 @@ final class ControlServer: Sendable {
                     level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(uploadq_so_peercred()))
                 return credentials.flatMapThrowing { credentials in
                     let peer = ControlPeer(uid: credentials.uid, gid: credentials.gid, pid: credentials.pid)
+                    guard registry.admit(channel, uid: peer.uid) else {
+                        logger.warning("control API: too many connections (of uid \(peer.uid), or in all); one closed")
+                        throw ChannelError.inappropriateOperationForState
+                    }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
-                    try channel.pipeline.syncOperations.addHandler(ControlConnection(api: api, peer: peer, logger: logger))
+                    try channel.pipeline.syncOperations.addHandler(
+                        ControlConnection(api: api, peer: peer, registry: registry, logger: logger))
                 }
             }
         do {
             channel = try await bootstrap.withBoundSocket(descriptor).get()
         } catch {
-            close(descriptor)
+            // The channel owns the descriptor once made, and closes it on failure: not closed again here.
             unlink(path)
             try? await loops.shutdownGracefully()
             throw UploadQueueError(.io, "cannot serve the control API: \(error)", path: path)
         }
         self.path = path
         self.loops = loops
+        self.registry = registry
         socketFile = (UInt64(made.st_dev), UInt64(made.st_ino))
     }
 
-    /// Stops accepting, closes every connection (a long poll ends with it) and removes the socket file.
+    /// Stops accepting, closes every connection (a long poll ends with it), waits for the answers under way, and
+    /// removes the socket file.
     func stop() async {
         try? await channel.close()
+        await registry.closeAll(waiting: .seconds(5))
         try? await loops.shutdownGracefully()
         var now = stat()
         if lstat(path, &now) == 0, UInt64(now.st_dev) == socketFile.device, UInt64(now.st_ino) == socketFile.inode {

@@ -28,15 +28,30 @@ extension QueueStore {
         }
     }
 
-    /// Uploaded jobs whose completion was not acknowledged, oldest first, at most `limit`; of one owner's alone
-    /// (`owner`: a uid; nil: everyone's).
+    /// Uploaded jobs whose completion was not acknowledged, oldest first, at most `limit`: the queue's own
+    /// consumer's (`owner` nil: every job, acknowledged in `completion_ack`), or one user's of its own jobs
+    /// (acknowledged in `owner_ack`, so that neither takes news from the other).
     func unacknowledgedCompletions(owner: UInt32?, limit: Int) throws -> [Job] {
         try writer.read { db in
-            try Job.fetchAll(db, sql: """
-                SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded'
-                AND id NOT IN (SELECT job_id FROM completion_ack)
-                \(owner == nil ? "" : "AND owner_uid = ?") ORDER BY updated_at, id LIMIT ?
-                """, arguments: StatementArguments(owner.map { [Int64($0), Int64(limit)] } ?? [Int64(limit)]))
+            guard let owner else {
+                return try Job.fetchAll(db, sql: """
+                    SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded'
+                    AND id NOT IN (SELECT job_id FROM completion_ack) ORDER BY updated_at, id LIMIT ?
+                    """, arguments: [limit])
+            }
+            return try Job.fetchAll(db, sql: """
+                SELECT * FROM job INDEXED BY job_owner WHERE owner_uid = ? AND state = 'uploaded'
+                AND id NOT IN (SELECT job_id FROM owner_ack) ORDER BY updated_at, id LIMIT ?
+                """, arguments: [Int64(owner), limit])
+        }
+    }
+
+    /// Records that `owner` handled the completion of its own job `id`: not delivered to it again.
+    func acknowledge(_ id: JobID, owner: UInt32, now: Date = Date()) throws {
+        try writer.write { db in
+            try db.execute(sql: """
+                INSERT INTO owner_ack (job_id, owner_uid, acknowledged_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING
+                """, arguments: [id.rawValue, Int64(owner), now])
         }
     }
 }

@@ -189,7 +189,8 @@ struct Intake: Sendable {
         }
         let path = ConfigurationLoader.absolutePath(request.path, base: FileManager.default.currentDirectoryPath)
         let refuseLinks = noFollow || request.mode == .move
-        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | (refuseLinks ? O_NOFOLLOW : 0))
+        // O_NOCTTY: a terminal named by mistake (or by a control API client) never becomes the daemon's own.
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (refuseLinks ? O_NOFOLLOW : 0))
         guard descriptor >= 0 else {
             if errno == ELOOP {
                 throw UploadQueueError(.symbolicLink, "is a symbolic link; enqueue the file it points to, or use --mode copy",
@@ -366,8 +367,9 @@ struct Intake: Sendable {
         let candidates = try ContentIdentity.withDigests(
             try Job.fetchAll(statement, arguments: [job.destination, job.size, job.sha256]), examined: examined, in: db)
         let existing = candidates
-            // The same photo for another record (another patch target) is a job of its own.
-            .first { $0.sha256 == job.sha256 && $0.patch == job.patch }
+            // The same photo for another record (another patch target) is a job of its own, and so is another
+            // user's: a dropper's file never rides on a stranger's job (who could cancel it), nor learns of it.
+            .first { $0.sha256 == job.sha256 && $0.patch == job.patch && $0.ownerUID == job.ownerUID }
         if let existing { return existing }
         try job.insert(db)
         return nil

@@ -415,8 +415,9 @@ public actor SpoolWatcher: Service {
         request.sidecarFile = sidecarFile
         // What was checked above (type, links, owner) is what gets taken.
         request.examined = fingerprint
-        // The dropper sees and steers its own jobs through the control API.
-        request.owner = fingerprint.owner
+        // A dropper sees and steers its own jobs through the control API (the queue's own user's are everyone's
+        // to the admin: no owner recorded).
+        request.owner = fingerprint.owner == geteuid() ? nil : fingerprint.owner
         do {
             let result = try await queue.accept(request, noFollow: true, stop: stop)
             candidates[name] = nil

@@ -200,7 +200,11 @@ extension Job: FetchableRecord, PersistableRecord {
         cancelRequested = try decoded(.cancelRequested)
         createdAt = try decoded(.createdAt)
         updatedAt = try decoded(.updatedAt)
-        ownerUID = try decoded(.ownerUID, as: Int64?.self).map { UInt32(truncatingIfNeeded: $0) }
+        ownerUID = try decoded(.ownerUID, as: Int64?.self).map { stored in
+            // A value no uid can have is a damaged row, never another user's job.
+            guard let uid = UInt32(exactly: stored) else { throw Self.badColumn(.ownerUID, in: row) }
+            return uid
+        }
     }
 
     /// The error for a stored value this version cannot read (a newer version's state, a damaged row).

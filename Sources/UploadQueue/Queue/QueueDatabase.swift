@@ -255,16 +255,28 @@ public struct QueueDatabase: Sendable {
             // Who handed a job over, when it was not the queue's own user: a spool file's owner, a control API
             // client's uid. Such a user sees and steers its own jobs alone.
             try db.execute(sql: "ALTER TABLE job ADD COLUMN owner_uid INTEGER")
+            // Their jobs, for their listings and long polls; the queue's own user's (no owner) are not indexed.
+            try db.execute(sql: "CREATE INDEX job_owner ON job(owner_uid, id) WHERE owner_uid IS NOT NULL")
+            // What each such user acknowledged of its own completions (the queue's own user's are completion_ack).
+            try db.execute(sql: """
+                CREATE TABLE owner_ack (
+                    job_id TEXT NOT NULL PRIMARY KEY REFERENCES job(id) ON DELETE CASCADE,
+                    owner_uid INTEGER NOT NULL,
+                    acknowledged_at DATETIME NOT NULL
+                ) WITHOUT ROWID
+                """)
             // A client's Idempotency-Key: the same key from the same user names the same job.
+            // It goes with its job (pruned or cancelled): the table never outgrows the queue.
             try db.execute(sql: """
                 CREATE TABLE idempotency_key (
                     owner_uid INTEGER NOT NULL,
                     key TEXT NOT NULL,
-                    job_id TEXT NOT NULL,
+                    job_id TEXT NOT NULL REFERENCES job(id) ON DELETE CASCADE,
                     created_at DATETIME NOT NULL,
                     PRIMARY KEY (owner_uid, key)
                 ) WITHOUT ROWID
                 """)
+            try db.execute(sql: "CREATE INDEX idempotency_key_job ON idempotency_key(job_id)")
         }
         return migrator
     }
