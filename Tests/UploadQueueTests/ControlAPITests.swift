@@ -37,6 +37,16 @@ import Testing
         return (code, split.map { String(text[..<$0.lowerBound]) } ?? text)
     }
 
+    /// A daemon on `sandbox`, once its control socket is there.
+    static func daemon(_ sandbox: Sandbox, socket: String,
+                       sourceLocation: SourceLocation = #_sourceLocation) async throws -> (DaemonProcess, String) {
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))", sourceLocation: sourceLocation)
+        #expect(await eventually { FileManager.default.fileExists(atPath: socket) }, "no \(socket): \(daemon.log.suffix(2000))",
+                sourceLocation: sourceLocation)
+        return (daemon, socket)
+    }
+
     static func object(_ body: String) -> [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(body.utf8))) as? [String: Any] ?? [:]
     }
@@ -127,10 +137,7 @@ import Testing
     @Test("enqueue with an Idempotency-Key, wait, take the completion and acknowledge it; errors name their code")
     func enqueueWaitAcknowledge() async throws {
         let sandbox = try Sandbox()
-        let daemon = try DaemonProcess(sandbox: sandbox)
-        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
-        let socket = sandbox.state + "/api.sock"
-        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
         var info = stat()
         #expect(lstat(socket, &info) == 0 && info.st_mode & 0o777 == 0o600, "the socket is the daemon's user's alone")
 
@@ -181,10 +188,7 @@ import Testing
     @Test("a sync engine in another process gets each completion within 1 s of the upload (Python client, long poll)")
     func completionsReachAnotherProcess() async throws {
         let sandbox = try Sandbox()
-        let daemon = try DaemonProcess(sandbox: sandbox)
-        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
-        let socket = sandbox.state + "/api.sock"
-        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
         // The engine: long-polls completions, prints each with the monotonic time it arrived, acknowledges it.
         let script = """
             import sys, time
@@ -233,10 +237,7 @@ import Testing
     @Test("the Python example (at most 40 lines) enqueues a photo, waits for it and acknowledges it")
     func pythonExample() async throws {
         let sandbox = try Sandbox()
-        let daemon = try DaemonProcess(sandbox: sandbox)
-        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
-        let socket = sandbox.state + "/api.sock"
-        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
         let example = ConfigurationTests.repositoryRoot + "/contrib/clients/python/example.py"
         let lines = try String(contentsOfFile: example, encoding: .utf8).split(separator: "\n", omittingEmptySubsequences: false)
         #expect(lines.count <= 41, "example.py has \(lines.count) lines")
@@ -263,10 +264,7 @@ import Testing
             """)
         try Dropper.openSpool(of: sandbox)
         let alice = try Dropper.alice, bob = try Dropper.bob
-        let daemon = try DaemonProcess(sandbox: sandbox)
-        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
-        let socket = sandbox.root + "/api.sock"
-        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.root + "/api.sock")
         var info = stat()
         #expect(lstat(socket, &info) == 0 && info.st_mode & 0o777 == 0o660
                 && info.st_gid == getgrnam(Dropper.group)!.pointee.gr_gid, "the socket is the group's")
@@ -351,10 +349,7 @@ import Testing
     @Test("schemathesis finds no failure against docs/api/openapi.yaml")
     func schemathesis() async throws {
         let sandbox = try Sandbox()
-        let daemon = try DaemonProcess(sandbox: sandbox)
-        #expect(await daemon.waitUntilReady(sandbox), "\(daemon.log.suffix(2000))")
-        let socket = sandbox.state + "/api.sock"
-        #expect(await eventually { FileManager.default.fileExists(atPath: socket) })
+        let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
         // An uploaded job never acknowledged: the completions' long polls answer at once, whatever timeout is drawn.
         let photo = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 5_000, seed: 1)
         let enqueued = try await BinaryRunner.run(["enqueue", photo, "--config", sandbox.configPath])

@@ -280,38 +280,14 @@ public enum ConfigurationLoader {
         }
         var events = EventSettings()
         if var table = try root.table("events") {
-            if let path = try table.string("socket") {
-                let absolute = absolutePath(path, base: baseDirectory)
-                guard absolute.utf8.count < 108 else {
-                    throw table.error("socket", "\(absolute) is longer than a Unix socket's path may be (107 bytes)")
-                }
-                events.socket = absolute
-            }
-            if let group = try table.string("group") {
-                guard !group.isEmpty, !group.contains(where: { $0 == ":" || $0.isWhitespace }) else {
-                    throw table.error("group", "\"\(group)\" is not a group name")
-                }
-                events.group = group
-            }
+            (events.socket, events.group) = try socketKeys(&table, base: baseDirectory)
             events.readerBuffer = try table.byteCount("reader_buffer", minimum: 4096) ?? events.readerBuffer
             try table.rejectUnknownKeys()
         }
         events.socket = events.socket ?? (stateDirectory as NSString).appendingPathComponent("events.sock")
         var api = ControlSettings()
         if var table = try root.table("api") {
-            if let path = try table.string("socket") {
-                let absolute = absolutePath(path, base: baseDirectory)
-                guard absolute.utf8.count < 108 else {
-                    throw table.error("socket", "\(absolute) is longer than a Unix socket's path may be (107 bytes)")
-                }
-                api.socket = absolute
-            }
-            if let group = try table.string("group") {
-                guard !group.isEmpty, !group.contains(where: { $0 == ":" || $0.isWhitespace }) else {
-                    throw table.error("group", "\"\(group)\" is not a group name")
-                }
-                api.group = group
-            }
+            (api.socket, api.group) = try socketKeys(&table, base: baseDirectory)
             try table.rejectUnknownKeys()
         }
         api.socket = api.socket ?? (stateDirectory as NSString).appendingPathComponent("api.sock")
@@ -337,6 +313,26 @@ public enum ConfigurationLoader {
     }
 
     /// `require = "ac"` in `[power]`, or `power = "ac"` in a destination.
+    /// A daemon socket's `socket` (an absolute path short enough for a Unix socket) and `group` (a group name):
+    /// `[events]`'s and `[api]`'s.
+    private static func socketKeys(_ table: inout ConfigurationTable, base: String) throws(ConfigurationError)
+        -> (socket: String?, group: String?)
+    {
+        var socket: String?
+        if let path = try table.string("socket") {
+            let absolute = absolutePath(path, base: base)
+            guard absolute.utf8.count < 108 else {
+                throw table.error("socket", "\(absolute) is longer than a Unix socket's path may be (107 bytes)")
+            }
+            socket = absolute
+        }
+        let group = try table.string("group")
+        if let group, group.isEmpty || group.contains(where: { $0 == ":" || $0.isWhitespace }) {
+            throw table.error("group", "\"\(group)\" is not a group name")
+        }
+        return (socket, group)
+    }
+
     private static func powerRequirement(_ table: inout ConfigurationTable, key: String, lowBattery: Int)
         throws(ConfigurationError) -> PowerRequirement?
     {

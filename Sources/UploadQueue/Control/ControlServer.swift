@@ -76,12 +76,7 @@ final class ControlServer: Sendable {
 
     /// Binds the socket (replacing a stale one: the caller holds the daemon lock) and starts serving `api`.
     init(path: String, group: String?, api: ControlAPI, logger: Logger) async throws(UploadQueueError) {
-        let descriptor = try Self.listeningSocket(path: path, group: group)
-        var made = stat()
-        guard lstat(path, &made) == 0 else {
-            close(descriptor)
-            throw .system("lstat", path: path)
-        }
+        let listener = try UnixListener(path: path, group: group, table: "api", backlog: 64)
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let registry = Registry()
         let bootstrap = ServerBootstrap(group: loops)
@@ -104,7 +99,7 @@ final class ControlServer: Sendable {
                 }
             }
         do {
-            channel = try await bootstrap.withBoundSocket(descriptor).get()
+            channel = try await bootstrap.withBoundSocket(listener.descriptor).get()
         } catch {
             // The channel owns the descriptor once made, and closes it on failure: not closed again here.
             unlink(path)
@@ -114,7 +109,7 @@ final class ControlServer: Sendable {
         self.path = path
         self.loops = loops
         self.registry = registry
-        socketFile = (UInt64(made.st_dev), UInt64(made.st_ino))
+        socketFile = (listener.device, listener.inode)
     }
 
     /// Stops accepting, closes every connection (a long poll ends with it), waits for the answers under way, and
@@ -123,50 +118,6 @@ final class ControlServer: Sendable {
         try? await channel.close()
         await registry.closeAll(waiting: .seconds(5))
         try? await loops.shutdownGracefully()
-        var now = stat()
-        if lstat(path, &now) == 0, UInt64(now.st_dev) == socketFile.device, UInt64(now.st_ino) == socketFile.inode {
-            unlink(path)
-        }
-    }
-
-    /// A listening Unix socket at `path` with its mode and group set before `listen`; a stale socket is replaced,
-    /// anything else at the path is left alone.
-    private static func listeningSocket(path: String, group: String?) throws(UploadQueueError) -> Int32 {
-        guard let address = UnixSocketAddress.make(path) else {
-            throw UploadQueueError(.configuration, "[api] socket: the path is too long for a Unix socket (max 107 bytes)",
-                                   path: path)
-        }
-        var existing = stat()
-        if lstat(path, &existing) == 0 {
-            guard existing.st_mode & S_IFMT == S_IFSOCK else {
-                throw UploadQueueError(.configuration, "[api] socket: something other than a socket is there; move it "
-                    + "away or choose another path", path: path)
-            }
-            unlink(path)
-        }
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
-                                | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw .system("socket", path: path) }
-        func fail(_ error: UploadQueueError, bound: Bool) -> UploadQueueError {
-            close(descriptor)
-            if bound { unlink(path) }
-            return error
-        }
-        // Nobody can connect before `listen`, and the mode is set before it.
-        guard UnixSocketAddress.with(address, { bind(descriptor, $0, $1) }) == 0 else {
-            throw fail(.system("bind", path: path), bound: false)
-        }
-        if let group {
-            guard let entry = getgrnam(group) else {
-                throw fail(UploadQueueError(.configuration, "[api] group \"\(group)\" does not exist (getent group "
-                    + "\(group))", path: path), bound: true)
-            }
-            guard chown(path, uid_t.max, entry.pointee.gr_gid) == 0 else {
-                throw fail(.system("chown to group \(group)", path: path), bound: true)
-            }
-        }
-        guard chmod(path, group == nil ? 0o600 : 0o660) == 0 else { throw fail(.system("chmod", path: path), bound: true) }
-        guard listen(descriptor, 64) == 0 else { throw fail(.system("listen", path: path), bound: true) }
-        return descriptor
+        if UnixListener.isStill(path, device: socketFile.device, inode: socketFile.inode) { unlink(path) }
     }
 }

@@ -35,44 +35,9 @@ final class EventFeed: Sendable {
 
     /// Binds the socket (replacing a stale one: the caller holds the daemon lock) and starts serving readers.
     init(path: String, group: String?, readerBuffer: Int, logger: Logger) throws(UploadQueueError) {
-        guard let address = UnixSocketAddress.make(path) else {
-            throw UploadQueueError(.io, "the events socket path is too long for a Unix socket (max 107 bytes)", path: path)
-        }
-        // A stale socket of an earlier run is replaced (the caller holds the daemon lock); anything else at the
-        // path is left alone.
-        var existing = stat()
-        if lstat(path, &existing) == 0 {
-            guard existing.st_mode & S_IFMT == S_IFSOCK else {
-                throw UploadQueueError(.io, "[events] socket: something other than a socket is there; move it away "
-                    + "or choose another path", path: path)
-            }
-            unlink(path)
-        }
-        let descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard descriptor >= 0 else { throw .system("socket", path: path) }
-        // Nobody can connect before `listen`, and the mode is set before it.
-        func fail(_ error: UploadQueueError, bound: Bool) -> UploadQueueError {
-            close(descriptor)
-            if bound { unlink(path) }
-            return error
-        }
-        guard UnixSocketAddress.with(address, { bind(descriptor, $0, $1) }) == 0 else {
-            throw fail(.system("bind", path: path), bound: false)
-        }
-        if let group {
-            guard let entry = getgrnam(group) else {
-                throw fail(UploadQueueError(.io, "[events] group \"\(group)\" does not exist (getent group \(group))",
-                                            path: path), bound: true)
-            }
-            guard chown(path, uid_t.max, entry.pointee.gr_gid) == 0 else {
-                throw fail(.system("chown to group \(group)", path: path), bound: true)
-            }
-        }
-        guard chmod(path, group == nil ? 0o600 : 0o660) == 0 else { throw fail(.system("chmod", path: path), bound: true) }
-        guard listen(descriptor, 16) == 0 else { throw fail(.system("listen", path: path), bound: true) }
-        var made = stat()
-        guard lstat(path, &made) == 0 else { throw fail(.system("lstat", path: path), bound: true) }
-        socketFile = (UInt64(made.st_dev), UInt64(made.st_ino))
+        let made = try UnixListener(path: path, group: group, table: "events", backlog: 16)
+        let descriptor = made.descriptor
+        socketFile = (made.device, made.inode)
         var pipeEnds: [Int32] = [-1, -1]
         guard pipe(&pipeEnds) == 0 else {
             close(descriptor)
@@ -163,11 +128,7 @@ final class EventFeed: Sendable {
             if stopping {
                 // The path goes first: a reader that sees its stream end finds no socket to reconnect to.
                 close(listener)
-                var current = stat()
-                if lstat(path, &current) == 0, UInt64(current.st_dev) == socketFile.device,
-                   UInt64(current.st_ino) == socketFile.inode {
-                    unlink(path)
-                }
+                if UnixListener.isStill(path, device: socketFile.device, inode: socketFile.inode) { unlink(path) }
                 for reader in readers { close(reader.descriptor) }
                 return
             }
