@@ -449,6 +449,67 @@ final class PowerCutDisk: @unchecked Sendable {
         #expect(acknowledgedInAll > 2, "no cut came after an enqueue returned")
     }
 
+    @Test("a reference file moved to another folder after its upload is in one of the two after a cut at the move")
+    func referenceMoveSurvives() async throws {
+        // A move is two names in two folders. The power goes instead of the fsync of the folder it arrives in,
+        // while another process's fsync of the folder it leaves (a dropper writing there) got through the instant
+        // before: a rename would end in neither folder; a link first, the unlink once the arrival is durable, ends
+        // in one of them. Found by the power-cut run (a reference's file lost).
+        let work = try Self.scratch("move")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let disk = PowerCutDisk(work: work, name: "disk")
+        let config = work + "/uploadq.toml"
+        try """
+            state_dir = "\(disk.mount)/state"
+            [retry]
+            initial_interval = "100ms"
+            [destinations.local]
+            protocol = "file"
+            url = "file://\(work)/delivered"
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let photo = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 17) })
+        try await disk.boot()
+        for folder in ["refs", "sent"] {
+            try FileManager.default.createDirectory(atPath: disk.mount + "/" + folder, withIntermediateDirectories: true)
+        }
+        try Self.write(photo, to: disk.mount + "/refs/photo.jpg")
+        for directory in [disk.mount + "/refs", disk.mount] {
+            let descriptor = open(directory, O_RDONLY | O_DIRECTORY)
+            fsync(descriptor)
+            close(descriptor)
+        }
+        let enqueued = try await BinaryRunner.run(["enqueue", disk.mount + "/refs/photo.jpg", "--mode", "reference",
+                                                   "--then", "move:" + disk.mount + "/sent", "--destination", "local",
+                                                   "--config", config])
+        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        await disk.cut()
+
+        try await disk.boot(dieAt: "^dir:sent$", before: true)
+        let died = try await Self.runDaemon(config) { disk.isDead }
+        #expect(died && disk.diedAt == "dir:sent", "the power did not go at sent/'s fsync: \(disk.diedAt ?? "none")")
+        #expect(disk.command("syncdir refs") == "synced")
+        await disk.cut()
+
+        try await disk.boot()
+        var found: [String] = []
+        for folder in ["refs", "sent"] {
+            let directory = disk.mount + "/" + folder
+            let names: [String] = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+            for name in names where FileManager.default.contents(atPath: directory + "/" + name) == photo {
+                found.append(folder + "/" + name)
+            }
+        }
+        #expect(!found.isEmpty, "after the cut the file is in neither folder")
+        // With the power on, the move finishes: the file in sent/, whole, and nowhere else.
+        let moved = try await Self.runDaemon(config) {
+            FileManager.default.contents(atPath: disk.mount + "/sent/photo.jpg") == photo
+                && ((try? FileManager.default.contentsOfDirectory(atPath: disk.mount + "/refs")) ?? ["?"]).isEmpty
+        }
+        let left = (try? FileManager.default.contentsOfDirectory(atPath: disk.mount + "/refs")) ?? []
+        #expect(moved, "the move did not finish: refs/ holds \(left)")
+        await disk.cut()
+    }
+
     @Test("a file set aside from the spool keeps its reason: a cut right after .rejected/ is fsynced")
     func rejectionKeepsItsReason() async throws {
         let work = try Self.scratch("reason")

@@ -17,6 +17,8 @@ IMAGE holds the durable state between lives (it is created when missing). The co
   syncfs         what syncfs(2) does on a real file system: every file's data and every name become durable.
                  FUSE never sees a syncfs, so contrib/powercut/syncfs-shim.so (LD_PRELOAD) sends this first.
   stats          a JSON line: fsyncs so far, whether it is dead, and at which fsync it died
+  syncdir PATH   the folder PATH's names durable as they are now, even on a dead disk: what another process's fsync
+                 made durable the instant before the power went
   arm RE N WHEN  from now on, die at the N-th fsync whose `KIND:PATH` matches RE (WHEN: before or after it), as
                  --die-at does from the start
 With --die-at-fsync K it dies right after the K-th fsync (of a file or a directory, or a syncfs) has made its state
@@ -531,6 +533,19 @@ async def control(fs, args, done):
                         await connection.send(b"synced\n")
                     except pyfuse3.FUSEError:
                         await connection.send(b"dead\n")
+            elif words[:1] == ["syncdir"] and len(words) == 2:
+                # What another process's fsync of one folder made durable the instant before the power went (it
+                # works on a dead disk too): the folder's names as they are now.
+                node = fs.nodes[pyfuse3.ROOT_INODE]
+                for part in filter(None, words[1].split("/")):
+                    node = fs.nodes.get(node.entries.get(part.encode(), -1)) if node.is_dir else None
+                    if node is None:
+                        break
+                if node is None or not node.is_dir:
+                    await connection.send(b"no such folder\n")
+                else:
+                    node.durable_entries = dict(node.entries)
+                    await connection.send(b"synced\n")
             elif words[:1] == ["arm"] and len(words) == 4 and words[2].isdigit():
                 # arm REGEX COUNT before|after: from now on, the power goes at the COUNT-th fsync matching REGEX.
                 fs.die_match = re.compile(words[1])

@@ -25,6 +25,10 @@ struct FileReleaser: Sendable {
         // the two leaves a file in both places, never in neither.
         var arrived: Set<String> = []
         var touched: Set<String> = []
+        // Names that leave once the folders their files arrived in are durable: a move is a link, then an unlink,
+        // never a rename, so no fsync of the folder left (ours, or a dropper's writing beside it) can make the
+        // departure durable before the arrival.
+        var departing: [(job: JobID, path: String)] = []
         for release in releases {
             let outcome: Outcome
             do {
@@ -38,10 +42,13 @@ struct FileReleaser: Sendable {
                 case .archive:
                     guard let target = release.target else { throw UploadQueueError(.io, "no archive target recorded") }
                     // The sidecar first, as in the spool: whoever finds the file in the archive finds its sidecar.
-                    if FileManager.default.fileExists(atPath: release.sidecarPath) {
-                        try Self.archive(release.sidecarPath, to: target + Sidecar.suffix)
+                    if FileManager.default.fileExists(atPath: release.sidecarPath),
+                       let leaving = try Self.archive(release.sidecarPath, to: target + Sidecar.suffix) {
+                        departing.append((release.jobID, leaving))
                     }
-                    try Self.archive(release.path, to: target)
+                    if let leaving = try Self.archive(release.path, to: target) {
+                        departing.append((release.jobID, leaving))
+                    }
                     arrived.insert((target as NSString).deletingLastPathComponent)
                 case .deleteSource, .moveSource:
                     let aside: String
@@ -64,7 +71,9 @@ struct FileReleaser: Sendable {
                         guard let target = release.target else { throw UploadQueueError(.io, "no target recorded") }
                         let destination = Self.freeName(for: aside, at: target, jobID: release.jobID)
                         do {
-                            try Self.archive(aside, to: destination)
+                            if let leaving = try Self.archive(aside, to: destination) {
+                                departing.append((release.jobID, leaving))
+                            }
                         } catch {
                             // The file goes back under its name; the move is tried again later.
                             _ = uploadq_rename_noreplace(AT_FDCWD, aside, AT_FDCWD, release.path)
@@ -80,12 +89,25 @@ struct FileReleaser: Sendable {
             touched.insert((release.path as NSString).deletingLastPathComponent)
             outcomes[release.jobID] = outcome
         }
-        let ordered = arrived.sorted() + touched.subtracting(arrived).sorted()
-        for directory in ordered where (try? syncDirectory(directory)) == nil {
+        func failAll(_ reason: String) {
             // Not durable yet: nothing of this batch may be forgotten.
-            for (id, outcome) in outcomes where outcome == .done {
-                outcomes[id] = .failed("cannot sync \(directory); tried again later")
+            for (id, outcome) in outcomes where outcome == .done { outcomes[id] = .failed(reason) }
+        }
+        for directory in arrived.sorted() where (try? syncDirectory(directory)) == nil {
+            // The arrivals are not durable: every source stays (the next pass finds both, and lets the source go).
+            failAll("cannot sync \(directory); tried again later")
+            return outcomes
+        }
+        for (job, path) in departing {
+            do {
+                try Self.remove(path)
+                touched.insert((path as NSString).deletingLastPathComponent)
+            } catch {
+                outcomes[job] = .failed("\(error)")
             }
+        }
+        for directory in touched.subtracting(arrived).sorted() where (try? syncDirectory(directory)) == nil {
+            failAll("cannot sync \(directory); tried again later")
         }
         return outcomes
     }
@@ -167,32 +189,34 @@ struct FileReleaser: Sendable {
         guard unlink(path) == 0 || errno == ENOENT else { throw .system("unlink", path: path) }
     }
 
-    /// Moves `source` to `target` without replacing anything: a rename on the same file system, else a copy that
-    /// is fsynced and renamed into place before the source goes. A target that already holds the same bytes (a
-    /// crash between the copy and the unlink) only lets the source go.
-    private static func archive(_ source: String, to target: String) throws(UploadQueueError) {
+    /// Moves `source` to `target` without replacing anything. On the same file system `target` becomes a second
+    /// link of the file, and `source` is returned: the caller unlinks it once `target`'s folder is durable. (A
+    /// rename is two names in two folders: fsynced one folder at a time, as a power cut may catch it, the file can
+    /// end in neither. Found by the power-cut run.) Across file systems the file is copied, fsynced and renamed
+    /// into place, its folder fsynced, and the source removed here (nil). A target that already holds the same
+    /// bytes (an earlier pass cut short) only lets the source go.
+    private static func archive(_ source: String, to target: String) throws(UploadQueueError) -> String? {
         let directory = (target as NSString).deletingLastPathComponent
         try makeDirectoryDurably(directory)
-        if uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 { return }
+        if linkat(AT_FDCWD, source, AT_FDCWD, target, 0) == 0 { return source }
         let code = errno
         switch code {
         case ENOENT where !FileManager.default.fileExists(atPath: source):
             // Moved by an earlier pass whose bookkeeping was cut short, or removed by a person.
-            return
+            return nil
         case EEXIST:
             guard try sameContent(source, target) else {
                 throw UploadQueueError(.io, "the archive already has a different file of this name; move it away",
                                        path: target)
             }
             // The copy's name durable before the only other copy goes (an earlier pass may have been cut short
-            // before its fsync).
-            try syncDirectory(directory)
-            try remove(source)
+            // before its fsync): the caller syncs the folder first.
+            return source
         case EXDEV:
             // Across file systems a rename fails before it looks at the names, so what an earlier pass cut short
             // shows only here: the source gone (its copy was made, and the unlink was durable), or the copy in
             // place with the source still there (the unlink was not). Found by the power-cut run.
-            guard FileManager.default.fileExists(atPath: source) else { return }
+            guard FileManager.default.fileExists(atPath: source) else { return nil }
             if FileManager.default.fileExists(atPath: target) {
                 guard try sameContent(source, target) else {
                     throw UploadQueueError(.io, "the archive already has a different file of this name; move it away",
@@ -200,14 +224,23 @@ struct FileReleaser: Sendable {
                 }
                 try syncDirectory(directory)
                 try remove(source)
-                return
+                return nil
             }
             try copyDurably(source, to: target)
             // The copy's name must be on disk before the only other copy goes.
             try syncDirectory(directory)
             try remove(source)
+            return nil
+        case EPERM, EMLINK:
+            // No second link allowed (another user's file under protected_hardlinks, a file system without hard
+            // links, a file at its link limit): a rename, which keeps the file's owner; its two folders are fsynced
+            // arrival first.
+            guard uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 else {
+                throw .system("rename", path: target)
+            }
+            return nil
         default:
-            throw .system("rename", path: target, errno: code)
+            throw .system("link", path: target, errno: code)
         }
     }
 
