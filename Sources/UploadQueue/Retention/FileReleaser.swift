@@ -41,15 +41,17 @@ struct FileReleaser: Sendable {
                     try Self.remove(release.sidecarPath)
                 case .archive:
                     guard let target = release.target else { throw UploadQueueError(.io, "no archive target recorded") }
-                    // The sidecar first, as in the spool: whoever finds the file in the archive finds its sidecar.
-                    if FileManager.default.fileExists(atPath: release.sidecarPath),
-                       let leaving = try Self.archive(release.sidecarPath, to: target + Sidecar.suffix) {
-                        departing.append((release.jobID, leaving))
-                    }
-                    if let leaving = try Self.archive(release.path, to: target) {
-                        departing.append((release.jobID, leaving))
-                    }
+                    // Whatever arrived there is fsynced, even when the release fails half-way.
                     arrived.insert((target as NSString).deletingLastPathComponent)
+                    // The sidecar first, as in the spool: whoever finds the file in the archive finds its sidecar.
+                    // Both leave only once both arrived: a sidecar never goes while its file stays.
+                    var leaving: [String] = []
+                    if FileManager.default.fileExists(atPath: release.sidecarPath),
+                       let sidecar = try Self.archive(release.sidecarPath, to: target + Sidecar.suffix) {
+                        leaving.append(sidecar)
+                    }
+                    if let file = try Self.archive(release.path, to: target) { leaving.append(file) }
+                    departing += leaving.map { (release.jobID, $0) }
                 case .deleteSource, .moveSource:
                     let aside: String
                     switch Self.takeAside(release) {
@@ -57,6 +59,8 @@ struct FileReleaser: Sendable {
                         outcomes[release.jobID] = .done
                         continue
                     case .changed(let reason):
+                        // A file put back under its name: that name made durable with the others.
+                        touched.insert((release.path as NSString).deletingLastPathComponent)
                         outcomes[release.jobID] = .left(reason)
                         continue
                     case .retry(let reason):
@@ -98,15 +102,19 @@ struct FileReleaser: Sendable {
             failAll("cannot sync \(directory); tried again later")
             return outcomes
         }
+        var departed: Set<String> = []
         for (job, path) in departing {
             do {
                 try Self.remove(path)
-                touched.insert((path as NSString).deletingLastPathComponent)
+                departed.insert((path as NSString).deletingLastPathComponent)
             } catch {
                 outcomes[job] = .failed("\(error)")
             }
         }
-        for directory in touched.subtracting(arrived).sorted() where (try? syncDirectory(directory)) == nil {
+        // The folders left, after the unlinks (one that is also an arrival folder too: its fsync above came before
+        // them).
+        for directory in departed.union(touched.subtracting(arrived)).sorted()
+        where (try? syncDirectory(directory)) == nil {
             failAll("cannot sync \(directory); tried again later")
         }
         return outcomes
@@ -231,16 +239,15 @@ struct FileReleaser: Sendable {
             try syncDirectory(directory)
             try remove(source)
             return nil
-        case EPERM, EMLINK:
-            // No second link allowed (another user's file under protected_hardlinks, a file system without hard
-            // links, a file at its link limit): a rename, which keeps the file's owner; its two folders are fsynced
-            // arrival first.
+        default:
+            // No second link (another user's file under protected_hardlinks, a file system without hard links such
+            // as vfat or many FUSE mounts, a file at its link limit): a rename, which keeps the file's owner; its two
+            // folders are fsynced arrival first, which holds unless another process fsyncs the folder left between
+            // the two.
             guard uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, target) == 0 else {
                 throw .system("rename", path: target)
             }
             return nil
-        default:
-            throw .system("link", path: target, errno: code)
         }
     }
 
