@@ -46,11 +46,7 @@ import Testing
             try FileManager.default.createDirectory(atPath: spoolDisk.mount + "/spool", withIntermediateDirectories: true)
             try PowerCutTests.write(Data(#"{"destination": "other"}"#.utf8), to: spoolDisk.mount + "/spool/photo.jpg.uploadq.json")
             try PowerCutTests.write(Data(repeating: 42, count: 20_000), to: spoolDisk.mount + "/spool/photo.jpg")
-            for directory in [spoolDisk.mount + "/spool", spoolDisk.mount] {
-                let descriptor = open(directory, O_RDONLY | O_DIRECTORY)
-                fsync(descriptor)
-                close(descriptor)
-            }
+            PowerCutTests.syncDirectories([spoolDisk.mount + "/spool", spoolDisk.mount])
             for each in disks { await each.cut() }
 
             for (index, each) in disks.enumerated() {

@@ -131,6 +131,15 @@ final class PowerCutDisk: @unchecked Sendable {
         fsync(descriptor)
     }
 
+    /// fsyncs each folder, as a careful dropper does after writing into it.
+    static func syncDirectories(_ paths: [String]) {
+        for path in paths {
+            let descriptor = open(path, O_RDONLY | O_DIRECTORY)
+            fsync(descriptor)
+            close(descriptor)
+        }
+    }
+
     /// Runs the daemon until `done` holds (or `limit` passes), then kills it as a power cut would.
     @discardableResult
     static func runDaemon(_ config: String, limit: Duration = .seconds(20),
@@ -398,11 +407,7 @@ final class PowerCutDisk: @unchecked Sendable {
             try FileManager.default.createDirectory(atPath: disk.mount + "/" + folder, withIntermediateDirectories: true)
         }
         try Self.write(photo, to: disk.mount + "/refs/photo.jpg")
-        for directory in [disk.mount + "/refs", disk.mount] {
-            let descriptor = open(directory, O_RDONLY | O_DIRECTORY)
-            fsync(descriptor)
-            close(descriptor)
-        }
+        PowerCutTests.syncDirectories([disk.mount + "/refs", disk.mount])
         let enqueued = try await BinaryRunner.run(["enqueue", disk.mount + "/refs/photo.jpg", "--mode", "reference",
                                                    "--then", "move:" + disk.mount + "/sent", "--destination", "local",
                                                    "--config", config])
@@ -457,11 +462,7 @@ final class PowerCutDisk: @unchecked Sendable {
         // A sidecar naming a destination the spool may not use: the file is set aside, with why.
         try Self.write(Data(#"{"destination": "elsewhere"}"#.utf8), to: disk.mount + "/spool/photo.jpg.uploadq.json")
         try Self.write(Data(repeating: 7, count: 5_000), to: disk.mount + "/spool/photo.jpg")
-        for directory in [disk.mount + "/spool", disk.mount] {
-            let descriptor = open(directory, O_RDONLY | O_DIRECTORY)
-            fsync(descriptor)
-            close(descriptor)
-        }
+        PowerCutTests.syncDirectories([disk.mount + "/spool", disk.mount])
         await disk.cut()
 
         // The power goes right after the fsync of .rejected/ that the set-aside file's name needs.
