@@ -97,7 +97,9 @@ struct FileReleaser: Sendable {
             // Not durable yet: nothing of this batch may be forgotten.
             for (id, outcome) in outcomes where outcome == .done { outcomes[id] = .failed(reason) }
         }
-        for directory in arrived.sorted() where (try? syncDirectory(directory)) == nil {
+        // A folder that could not even be made holds nothing that arrived: it holds up no one else's release.
+        for directory in arrived.sorted()
+        where FileManager.default.fileExists(atPath: directory) && (try? syncDirectory(directory)) == nil {
             // The arrivals are not durable: every source stays (the next pass finds both, and lets the source go).
             failAll("cannot sync \(directory); tried again later")
             return outcomes
