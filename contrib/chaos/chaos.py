@@ -165,8 +165,11 @@ chunk_size = "1MiB"
             status = subprocess.run([binary, "status", "--json", "--config", config], env=env, capture_output=True,
                                     text=True)
             if status.returncode == 0:
-                counts = json.loads(status.stdout)["counts"]
-                if counts.get("uploaded") == len(jobs) or counts.get("failed", 0) and not any(
+                summary = json.loads(status.stdout)
+                counts = summary["counts"]
+                # A transient failure is `failed` with a retry ahead: only failures for good end the wait.
+                settled_failures = counts.get("failed", 0) and counts.get("failed") == summary["failed_permanent"]
+                if counts.get("uploaded") == len(jobs) or settled_failures and not any(
                         counts.get(s) for s in ("pending", "uploading")):
                     break
             time.sleep(0.5)
