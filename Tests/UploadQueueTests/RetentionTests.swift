@@ -181,6 +181,28 @@ struct RetentionTests {
         #expect(autoVacuum == 2)
     }
 
+    @Test("an Idempotency-Key outlives its job (cancelled or pruned) until it is as old as the history kept")
+    func idempotencyKeysOutliveTheirJobs() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let kinds = try await seed(queue, sandbox, old: 2)
+        let store = queue.store
+        let longAgo = Date().addingTimeInterval(-90 * 86_400)
+        let (pruned, kept, live) = (kinds["old"]![0], kinds["old"]![1], kinds["recent"]![0])
+        try store.recordIdempotencyKey(owner: 1000, key: "pruned-job", job: pruned, now: longAgo)
+        try store.recordIdempotencyKey(owner: 1000, key: "recent-key", job: kept, now: Date())
+        try store.recordIdempotencyKey(owner: 1000, key: "live-job", job: live, now: longAgo)
+        try store.recordIdempotencyKey(owner: 1001, key: "pruned-job", job: live, now: Date())
+        _ = try await queue.prune(olderThan: .seconds(30 * 86_400))
+        let prunedGone = try await queue.job(pruned) == nil, keptGone = try await queue.job(kept) == nil
+        #expect(prunedGone && keptGone, "both old uploads were pruned")
+        // The prune that removed the job keeps its key until the key is old too: a late retry is still answered.
+        #expect(try store.idempotentJob(owner: 1000, key: "recent-key") == kept)
+        #expect(try store.idempotentJob(owner: 1000, key: "live-job") == live, "a live job's key stays, however old")
+        #expect(try store.idempotentJob(owner: 1001, key: "pruned-job") == live, "keys are per user")
+        #expect(try store.idempotentJob(owner: 1000, key: "pruned-job") == nil, "an old key of a gone job goes")
+    }
+
     @Test("once a library host consumes completions, prune keeps the unacknowledged ones")
     func pruneKeepsUnacknowledgedCompletions() async throws {
         let sandbox = try Sandbox()

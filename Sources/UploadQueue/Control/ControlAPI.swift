@@ -15,6 +15,9 @@ package struct ControlAPI: Sendable {
 
     private final class EnqueueCounts: Sendable {
         let counts = Mutex<[uid_t: Int]>([:])
+        /// The idempotency keys of enqueues being answered now, per uid: a second request with one waits for none
+        /// and is told to send it again (two at once could otherwise make two jobs for one key).
+        let keys = Mutex<Set<String>>([])
     }
 
     /// The longest a long poll (`wait`, `completions`) may be asked to wait.
@@ -178,9 +181,20 @@ package struct ControlAPI: Sendable {
             return key
         }
         let store = queue.store
-        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }),
-           let job = try await BlockingWork.run({ try store.job(earlier, holdsInForce: false) }),
-           peer.mayReach(owner: job.ownerUID) {
+        // A key names its job for good (also once it was cancelled or pruned): the same request is answered with it.
+        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
+            return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
+        }
+        let keyName = key.map { "\(peer.uid) \($0)" }
+        if let keyName {
+            guard enqueuing.keys.withLock({ $0.insert(keyName).inserted }) else {
+                throw ControlAPIError(409, "conflict", "a request with this Idempotency-Key is being answered; send "
+                    + "it again once that one is")
+            }
+        }
+        defer { if let keyName { _ = enqueuing.keys.withLock { $0.remove(keyName) } } }
+        // Between the look-up and the claim, the other request may have finished.
+        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
             return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
         }
         var enqueue = EnqueueRequest(

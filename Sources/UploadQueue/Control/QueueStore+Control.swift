@@ -2,19 +2,13 @@ import Foundation
 import GRDB
 
 extension QueueStore {
-    /// The job an earlier request of `owner` with this `Idempotency-Key` made, if it is still in the queue (a key
-    /// whose job was pruned or cancelled is forgotten, and the request makes a new one).
+    /// The job an earlier request of `owner` with this `Idempotency-Key` made, whether or not it is still in the
+    /// queue (a cancelled or pruned job's key still names it, until the history's pruning forgets the key).
     func idempotentJob(owner: UInt32, key: String) throws -> JobID? {
-        try writer.write { db in
-            guard let id = try String.fetchOne(db, sql: """
+        try writer.read { db in
+            try String.fetchOne(db, sql: """
                 SELECT job_id FROM idempotency_key WHERE owner_uid = ? AND key = ?
-                """, arguments: [Int64(owner), key]) else { return nil }
-            if try Bool.fetchOne(db, sql: "SELECT 1 FROM job WHERE id = ?", arguments: [id]) == true {
-                return JobID(trusted: id)
-            }
-            try db.execute(sql: "DELETE FROM idempotency_key WHERE owner_uid = ? AND key = ?",
-                           arguments: [Int64(owner), key])
-            return nil
+                """, arguments: [Int64(owner), key]).map(JobID.init(trusted:))
         }
     }
 

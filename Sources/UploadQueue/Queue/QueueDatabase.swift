@@ -265,13 +265,14 @@ public struct QueueDatabase: Sendable {
                     acknowledged_at DATETIME NOT NULL
                 ) WITHOUT ROWID
                 """)
-            // A client's Idempotency-Key: the same key from the same user names the same job.
-            // It goes with its job (pruned or cancelled): the table never outgrows the queue.
+            // A client's Idempotency-Key: the same key from the same user names the same job, also once the job
+            // was cancelled or pruned (no foreign key: the key outlives its job). Pruning the history removes keys
+            // older than its cutoff whose job is gone, so the table is bounded as the history is.
             try db.execute(sql: """
                 CREATE TABLE idempotency_key (
                     owner_uid INTEGER NOT NULL,
                     key TEXT NOT NULL,
-                    job_id TEXT NOT NULL REFERENCES job(id) ON DELETE CASCADE,
+                    job_id TEXT NOT NULL,
                     created_at DATETIME NOT NULL,
                     PRIMARY KEY (owner_uid, key)
                 ) WITHOUT ROWID

@@ -117,8 +117,18 @@ extension QueueStore {
                 return ids.count
             }
             report.jobs += removed
-            if removed < batch { return report }
+            if removed < batch { break }
         }
+        // Idempotency keys outlive their job (the same key names it after a cancel or this very pruning) until
+        // they are as old as the history kept.
+        while try writer.write({ db -> Int in
+            try db.execute(sql: """
+                DELETE FROM idempotency_key WHERE (owner_uid, key) IN (SELECT owner_uid, key FROM idempotency_key
+                WHERE created_at < ? AND job_id NOT IN (SELECT id FROM job) LIMIT ?)
+                """, arguments: [cutoff, batch])
+            return db.changesCount
+        }) == batch {}
+        return report
     }
 
     private static func count(_ ids: [String], into report: inout PruneReport, _ db: Database) throws {
