@@ -222,7 +222,11 @@ public actor UploadQueue {
 
     /// Every uploaded job whose completion was not acknowledged yet, then each job as it is uploaded here; after a
     /// restart the unacknowledged ones come again. Call `acknowledge(_:)` once the host has handled one.
-    public nonisolated var completions: AsyncStream<Completion> {
+    ///
+    /// Calling it makes this queue one whose completions are consumed: from then on (also after a restart),
+    /// pruning the history keeps every completion until it is acknowledged. Beside a daemon, in another process,
+    /// use `UploadQueueClient.completions()`: this one sees uploads made in this process alone.
+    public nonisolated func completions() -> AsyncStream<Completion> {
         let events = hub.subscribe()
         let store = self.store
         // From now on pruning keeps completions until they are acknowledged.

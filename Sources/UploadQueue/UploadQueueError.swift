@@ -4,30 +4,49 @@ import Foundation
 ///
 /// `code` is stable and safe to use as a metric label or to branch on; `message` is for people.
 public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Stable error categories.
-    public enum Code: String, Sendable, Equatable {
-        case jobNotFound = "job-not-found"
-        case invalidTransition = "invalid-transition"
-        case fileNotFound = "file-not-found"
-        case notRegularFile = "not-regular-file"
-        case symbolicLink = "symbolic-link"
-        case sourceChanged = "source-changed"
-        case sourceUnstable = "source-unstable"
-        case unknownDestination = "unknown-destination"
-        case io = "io"
-        case configuration = "configuration"
-        case daemonAlreadyRunning = "daemon-already-running"
-        case database = "database"
-        case invalidArgument = "invalid-argument"
+    /// A stable error category, spelled as in the CLI's messages and the control API's `error.code`.
+    ///
+    /// A struct, not an enum: a later version adds codes without breaking a `switch` (which needs a `default`), as
+    /// GRDB's `ResultCode` does; a code from a newer daemon arrives through `UploadQueueClient` as it is spelled.
+    public struct Code: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+        public let rawValue: String
+
+        public init(rawValue: String) { self.rawValue = rawValue }
+
+        public var description: String { rawValue }
+
+        public static let jobNotFound = Code(rawValue: "job-not-found")
+        public static let invalidTransition = Code(rawValue: "invalid-transition")
+        public static let fileNotFound = Code(rawValue: "file-not-found")
+        public static let notRegularFile = Code(rawValue: "not-regular-file")
+        public static let symbolicLink = Code(rawValue: "symbolic-link")
+        public static let sourceChanged = Code(rawValue: "source-changed")
+        public static let sourceUnstable = Code(rawValue: "source-unstable")
+        public static let unknownDestination = Code(rawValue: "unknown-destination")
+        public static let io = Code(rawValue: "io")
+        public static let configuration = Code(rawValue: "configuration")
+        public static let daemonAlreadyRunning = Code(rawValue: "daemon-already-running")
+        public static let database = Code(rawValue: "database")
+        public static let invalidArgument = Code(rawValue: "invalid-argument")
         /// The queue's disk is below `[limits] min_free_space`, or full: nothing was taken; try again once there
         /// is room (the CLI exits 5).
-        case diskLow = "disk-low"
+        public static let diskLow = Code(rawValue: "disk-low")
         /// The intake was stopped (the daemon is shutting down) before the file was read whole: nothing was
         /// taken, and the file is where it was.
-        case interrupted = "interrupted"
+        public static let interrupted = Code(rawValue: "interrupted")
         /// The caller may not do this: a control API client that is not the queue's own user reached for another
         /// user's job or file, or for a choice the admin did not allow droppers.
-        case forbidden = "forbidden"
+        public static let forbidden = Code(rawValue: "forbidden")
+        /// The daemon's control API cannot be reached (no daemon runs, or its socket is not this user's to use):
+        /// `UploadQueueClient` only.
+        public static let daemonUnreachable = Code(rawValue: "daemon-unreachable")
+        /// The control API refused the request as malformed, or answered with what this version cannot read.
+        public static let badRequest = Code(rawValue: "bad-request")
+        /// The control API asks to send the request again once one of the caller's others is answered.
+        public static let tooManyRequests = Code(rawValue: "too-many-requests")
+        /// The control API refused a request that conflicts with one being answered (the same `Idempotency-Key`)
+        /// or with the job's state.
+        public static let conflict = Code(rawValue: "conflict")
     }
 
     public var code: Code

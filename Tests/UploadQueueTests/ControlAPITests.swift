@@ -160,6 +160,11 @@ import Testing
         #expect(listed.map { $0["id"] as? String } == [id] && listed.first?["meta"] as? [String: String] == ["record": "42"],
                 "\(completions)")
         #expect(listed.first?["sha256"] as? String == SigV4Signer.sha256Hex([UInt8](try Data(contentsOf: URL(fileURLWithPath: photo)))))
+        // A client holding it unacknowledged reads on after it; an id no longer there reads from the first.
+        let afterIt = try await Self.curl(socket, "GET", "/v1/completions?after=\(id)")
+        #expect((Self.object(afterIt.body)["completions"] as? [Any])?.isEmpty == true, "\(afterIt)")
+        let afterGone = try await Self.curl(socket, "GET", "/v1/completions?after=01a21ced-2fc5-7c22-9a81-afd5576bd29c")
+        #expect((Self.object(afterGone.body)["completions"] as? [[String: Any]])?.count == 1, "\(afterGone)")
         #expect(try await Self.curl(socket, "POST", "/v1/completions/\(id)/ack").status == 204)
         let after = try await Self.curl(socket, "GET", "/v1/completions")
         #expect((Self.object(after.body)["completions"] as? [Any])?.isEmpty == true, "acknowledged, yet: \(after)")
@@ -231,6 +236,70 @@ import Testing
             let delay = (received[id] ?? .infinity) - uploaded
             #expect(delay < 1.0, "job \(id)'s completion came \(delay) s after its upload")
         }
+        _ = await daemon.terminate()
+    }
+
+    @Test("the Swift client beside a daemon: idempotent enqueue, each completion within 1 s, acknowledged; it outlives a restart")
+    func swiftClientBesideTheDaemon() async throws {
+        let sandbox = try Sandbox()
+        var (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
+        let client = UploadQueueClient(configuration: try sandbox.configuration())
+        #expect(client.socketPath == socket)
+        #expect(await client.isDaemonRunning())
+        // The engine: follows completions, notes when each arrived, acknowledges it.
+        let engine = Task {
+            var arrived: [JobID: ContinuousClock.Instant] = [:]
+            for try await completion in client.completions() {
+                arrived[completion.jobID] = .now
+                #expect(completion.meta["record"] != nil && completion.sha256.count == 64)
+                try await client.acknowledge(completion.jobID)
+                if arrived.count == 4 { break }
+            }
+            return arrived
+        }
+        var uploadedAt: [JobID: ContinuousClock.Instant] = [:]
+        for n in 0..<3 {
+            let photo = try sandbox.makeFile(sandbox.root + "/photo-\(n).jpg", size: 40_000, seed: UInt64(30 + n))
+            let id = try await client.enqueue(photo, metadata: ["record": "\(n)"], idempotencyKey: "photo-\(n)")
+            let again = try await client.enqueue(photo, metadata: ["record": "\(n)"], idempotencyKey: "photo-\(n)")
+            #expect(again == id, "the same key made another job")
+            #expect(try await client.wait(for: id, until: [.uploaded], timeout: .seconds(20)) == .uploaded)
+            uploadedAt[id] = .now
+        }
+        // Errors carry the API's code.
+        do {
+            try await client.enqueue(sandbox.root + "/no-such.jpg")
+            Issue.record("a missing file was taken")
+        } catch let error as UploadQueueError {
+            #expect(error.code == .fileNotFound, "\(error)")
+        }
+        let unknown = JobID("01a21ced-2fc5-7c22-9a81-afd5576bd29c")!
+        #expect(try await client.wait(for: unknown, timeout: .zero) == nil)
+        await #expect(throws: UploadQueueError.self) { try await client.cancel(unknown) }
+
+        // The daemon restarts: the stream waits for it, and goes on.
+        _ = await daemon.terminate()
+        #expect(await client.isDaemonRunning() == false)
+        do {
+            try await client.enqueue(sandbox.root + "/photo-0.jpg")
+            Issue.record("an enqueue without a daemon succeeded")
+        } catch let error as UploadQueueError {
+            #expect(error.code == .daemonUnreachable && error.message.contains("uploadq daemon"), "\(error)")
+        }
+        (daemon, socket) = try await Self.daemon(sandbox, socket: socket)
+        let late = try sandbox.makeFile(sandbox.root + "/photo-late.jpg", size: 40_000, seed: 99)
+        let lateID = try await client.enqueue(late, metadata: ["record": "late"])
+        #expect(try await client.wait(for: lateID, until: [.uploaded], timeout: .seconds(20)) == .uploaded)
+        uploadedAt[lateID] = .now
+
+        let arrived = try await engine.value
+        #expect(Set(arrived.keys) == Set(uploadedAt.keys))
+        for (id, uploaded) in uploadedAt {
+            let delay = (arrived[id] ?? .now + .seconds(60)) - uploaded
+            #expect(delay < .seconds(1), "job \(id)'s completion came \(delay) after its upload was seen")
+        }
+        let left = try await Self.curl(socket, "GET", "/v1/completions")
+        #expect((Self.object(left.body)["completions"] as? [Any])?.isEmpty == true, "acknowledged, yet: \(left)")
         _ = await daemon.terminate()
     }
 

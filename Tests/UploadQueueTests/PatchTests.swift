@@ -186,7 +186,7 @@ struct PatchTests {
                                                to: "default", meta: ["record": "r-2"])
         _ = try await running.settled(first)
         _ = try await running.settled(second)
-        let delivered = try await Self.take(2, from: running.queue.completions)
+        let delivered = try await Self.take(2, from: running.queue.completions())
         #expect(Set(delivered.map(\.jobID)) == [first, second])
         let one = try #require(delivered.first { $0.jobID == first })
         #expect(one.meta == ["record": "r-1"] && one.size == 1000 && one.remoteURL.hasPrefix("file://"))
@@ -194,11 +194,11 @@ struct PatchTests {
         await running.stop()
 
         running = try RunningQueue(sandbox)
-        let again = try await Self.take(1, from: running.queue.completions)
+        let again = try await Self.take(1, from: running.queue.completions())
         #expect(again.map(\.jobID) == [second], "only the unacknowledged completion comes back")
         let third = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/g.jpg", size: 3000, seed: 87),
                                               to: "default")
-        let stream = running.queue.completions
+        let stream = running.queue.completions()
         let live = try await Self.take(2, from: stream)
         #expect(Set(live.map(\.jobID)) == [second, third], "a job uploaded while listening is delivered too")
         await running.stop()

@@ -208,7 +208,7 @@ struct RetentionTests {
         let sandbox = try Sandbox()
         let queue = try UploadQueue(configuration: try sandbox.configuration())
         let kinds = try await seed(queue, sandbox, old: 4)
-        _ = queue.completions
+        _ = queue.completions()
         try queue.acknowledge(kinds["old"]![0])
         let report = try await queue.prune(olderThan: .seconds(86_400))
         #expect(report.jobs == 1 && report.completions == 1)

@@ -1,6 +1,6 @@
 /// An uploaded file, as the library hands it to a sync engine: which job, where it now lives, and what it was.
 ///
-/// Delivered by `UploadQueue.completions` until acknowledged, also again after a restart.
+/// Delivered by `UploadQueue.completions()` and `UploadQueueClient.completions()` until acknowledged, also again after a restart.
 public struct Completion: Sendable, Equatable {
     public var jobID: JobID
     /// The job's `remote_url`.

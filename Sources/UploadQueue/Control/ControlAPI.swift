@@ -153,13 +153,23 @@ package struct ControlAPI: Sendable {
             }
             sourceAfterUpload = then
         }
+        // The queue's own user may send its own patch body template, as the CLI and the library may.
+        var patchBody: String?
+        if peer.isAdmin, var patch = fields["patch"] as? [String: Any], let body = patch.removeValue(forKey: "body") {
+            guard let text = body as? String else {
+                throw ControlAPIError(400, "bad-request", "\"patch.body\" must be a string")
+            }
+            patchBody = text
+            fields["patch"] = patch
+        }
         // The rest has a sidecar's keys, checked as a sidecar's are.
-        let sidecar: Sidecar
+        var sidecar: Sidecar
         do {
             sidecar = try Sidecar(json: try JSONSerialization.data(withJSONObject: fields))
         } catch let error as SidecarError {
             throw ControlAPIError(400, "bad-request", error.message)
         }
+        if let patchBody { sidecar.patch?.body = patchBody }
         if !peer.isAdmin {
             guard mode == .copy else {
                 throw ControlAPIError(403, "forbidden", "only the queue's own user may enqueue by \(mode.rawValue): "
@@ -285,6 +295,12 @@ package struct ControlAPI: Sendable {
     private func completions(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
         let timeout = try duration(request.query["timeout"]) ?? .zero
         let limit = try integer(request.query["limit"], name: "limit", range: 1...10_000) ?? 100
+        let after = try request.query["after"].map { text in
+            guard let id = JobID(text) else {
+                throw ControlAPIError(400, "bad-request", "after must be the id of a completion returned before")
+            }
+            return id
+        }
         let deadline = ContinuousClock.now + timeout
         let store = queue.store
         // From now on pruning keeps completions until the queue's own consumer acknowledged them (a dropper's
@@ -292,7 +308,7 @@ package struct ControlAPI: Sendable {
         if peer.isAdmin { try await BlockingWork.run { try store.noteCompletionConsumer() } }
         while true {
             let jobs = try await BlockingWork.run {
-                try store.unacknowledgedCompletions(owner: peer.isAdmin ? nil : peer.uid, limit: limit)
+                try store.unacknowledgedCompletions(owner: peer.isAdmin ? nil : peer.uid, after: after, limit: limit)
             }
             if !jobs.isEmpty || ContinuousClock.now >= deadline {
                 return .json(200, ["completions": jobs.map(Self.completion)])

@@ -68,7 +68,7 @@ package struct ControlReply: Sendable, Equatable {
         case .sourceUnstable, .interrupted: 409
         case .diskLow: 507
         case .forbidden: 403
-        case .io, .database, .daemonAlreadyRunning: 500
+        default: 500
         }
         return json(status, ["error": ["code": error.code.rawValue, "message": error.description]])
     }

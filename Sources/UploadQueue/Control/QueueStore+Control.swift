@@ -25,18 +25,30 @@ extension QueueStore {
     /// Uploaded jobs whose completion was not acknowledged, oldest first, at most `limit`: the queue's own
     /// consumer's (`owner` nil: every job, acknowledged in `completion_ack`), or one user's of its own jobs
     /// (acknowledged in `owner_ack`, so that neither takes news from the other).
-    func unacknowledgedCompletions(owner: UInt32?, limit: Int) throws -> [Job] {
+    ///
+    /// `after` (a completion returned before) continues from it in that order, so that a client that holds
+    /// completions it has not acknowledged yet is not sent them again and again; a job no longer uploaded there
+    /// (pruned) continues from the first.
+    func unacknowledgedCompletions(owner: UInt32?, after: JobID? = nil, limit: Int) throws -> [Job] {
         try writer.read { db in
+            var from = ""
+            var arguments: StatementArguments = []
+            if let after, let updated = try Date.fetchOne(db, sql: """
+                SELECT updated_at FROM job WHERE id = ? AND state = 'uploaded'
+                """, arguments: [after.rawValue]) {
+                from = "AND (updated_at, id) > (?, ?)"
+                arguments = [updated, after.rawValue]
+            }
             guard let owner else {
                 return try Job.fetchAll(db, sql: """
-                    SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded'
+                    SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded' \(from)
                     AND id NOT IN (SELECT job_id FROM completion_ack) ORDER BY updated_at, id LIMIT ?
-                    """, arguments: [limit])
+                    """, arguments: arguments + [limit])
             }
             return try Job.fetchAll(db, sql: """
-                SELECT * FROM job INDEXED BY job_owner WHERE owner_uid = ? AND state = 'uploaded'
+                SELECT * FROM job INDEXED BY job_owner WHERE owner_uid = ? AND state = 'uploaded' \(from)
                 AND id NOT IN (SELECT job_id FROM owner_ack) ORDER BY updated_at, id LIMIT ?
-                """, arguments: [Int64(owner), limit])
+                """, arguments: [Int64(owner)] + arguments + [limit])
         }
     }
 

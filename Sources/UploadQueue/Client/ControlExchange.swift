@@ -1,0 +1,81 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+
+/// One HTTP/1.1 exchange with a daemon's control API on its Unix socket: a connection of its own, one request, the
+/// whole answer, and the connection closed (swift-nio's HTTP/1 codec; no parser of our own).
+struct ControlExchange: Sendable {
+    let socketPath: String
+
+    /// What the daemon answered: the status and the body.
+    struct Answer: Sendable {
+        var status: Int
+        var body: Data
+
+        /// The body as a JSON object, or a `badRequest` error naming the route.
+        func object(_ route: String) throws(UploadQueueError) -> [String: Any] {
+            guard let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any] else {
+                throw UploadQueueError(.badRequest, "the daemon's answer to \(route) is not a JSON object (HTTP \(status))")
+            }
+            return object
+        }
+
+        /// The API's error (`{"error": {"code", "message"}}`) as a queue error, with `job` when it is about one.
+        func error(_ route: String, job: JobID? = nil) -> UploadQueueError {
+            let detail = (try? object(route))?["error"] as? [String: Any]
+            let code = (detail?["code"] as? String).map(UploadQueueError.Code.init(rawValue:)) ?? .badRequest
+            let message = detail?["message"] as? String ?? "the daemon answered \(route) with HTTP \(status)"
+            return UploadQueueError(code, message, job: job)
+        }
+    }
+
+    /// Sends `method target` with an optional JSON body and headers; the answer, whatever its status. A daemon that
+    /// is not there (no socket, nobody listening, not this user's to reach) is `daemonUnreachable`.
+    func send(_ method: HTTPMethod, _ target: String, json body: Data? = nil,
+              headers extra: [(String, String)] = []) async throws -> Answer {
+        let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
+        do {
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connect(unixDomainSocketPath: socketPath) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(
+                            wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch {
+            throw UploadQueueError(.daemonUnreachable, "no daemon answers on its control socket: \(error); start "
+                + "`uploadq daemon` (or ask its admin for the socket's group)", path: socketPath)
+        }
+        var head = HTTPRequestHead(version: .http1_1, method: method, uri: target)
+        head.headers.add(name: "Host", value: "localhost")
+        head.headers.add(name: "Connection", value: "close")
+        for (name, value) in extra { head.headers.add(name: name, value: value) }
+        if let body {
+            head.headers.add(name: "Content-Type", value: "application/json")
+            head.headers.add(name: "Content-Length", value: "\(body.count)")
+        } else if method == .POST {
+            head.headers.add(name: "Content-Length", value: "0")
+        }
+        return try await channel.executeThenClose { inbound, outbound in
+            try await outbound.write(.head(head))
+            if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+            try await outbound.write(.end(nil))
+            var answer = Answer(status: 0, body: Data())
+            for try await part in inbound {
+                switch part {
+                case .head(let response):
+                    answer.status = Int(response.status.code)
+                case .body(let buffer):
+                    answer.body.append(contentsOf: buffer.readableBytesView)
+                case .end:
+                    return answer
+                }
+            }
+            try Task.checkCancellation()
+            throw UploadQueueError(.daemonUnreachable, "the daemon closed the connection before answering "
+                + "\(method) \(target) (it may be stopping); try again once it runs", path: socketPath)
+        }
+    }
+}

@@ -1,0 +1,201 @@
+import Foundation
+import NIOHTTP1
+
+/// A running daemon's queue, reached through its control API: the in-process `UploadQueue`'s enqueue, completions
+/// and acknowledge, for a sync engine that runs beside the daemon in a process of its own.
+///
+/// Completions are live across processes: the daemon answers a long poll the moment a job is uploaded. Whatever the
+/// daemon's user is, the kernel names this process's user to it: root and the queue's own user reach every job, any
+/// other user (a member of `[api] group`) its own alone (see `docs/api.md`).
+public struct UploadQueueClient: Sendable {
+    /// The daemon's control socket.
+    public let socketPath: String
+    private let exchange: ControlExchange
+
+    /// A client of the daemon serving the control API at `socketPath`.
+    public init(socketPath: String) {
+        self.socketPath = socketPath
+        exchange = ControlExchange(socketPath: socketPath)
+    }
+
+    /// A client of the daemon that runs `configuration` (its `[api] socket`, or `state_dir/api.sock`).
+    public init(configuration: Configuration) {
+        self.init(socketPath: configuration.apiSocketPath)
+    }
+
+    /// Whether a daemon answers on the socket and runs its queue.
+    public func isDaemonRunning() async -> Bool {
+        guard let answer = try? await exchange.send(.GET, "/v1/health"), answer.status == 200 else { return false }
+        return (try? answer.object("GET /v1/health"))?["running"] as? Bool == true
+    }
+
+    /// Hands a file over by its path (made absolute here); the daemon reads it, as `UploadQueue.enqueue` does.
+    ///
+    /// With an `idempotencyKey`, sending the same request again (after a lost answer, a crash) returns the job the
+    /// first one made, also once that job was cancelled or pruned: the file is never uploaded twice for one key.
+    public func enqueue(_ request: EnqueueRequest, idempotencyKey: String? = nil) async throws -> EnqueueResult {
+        var body: [String: Any] = ["path": Self.absolute(request.path), "meta": request.meta,
+                                   "priority": request.priority, "mode": request.mode.rawValue]
+        if let destination = request.destination { body["destination"] = destination }
+        if let onMetered = request.onMetered { body["on_metered"] = onMetered }
+        if let then = request.sourceAfterUpload { body["source_after_upload"] = then.description }
+        if let patch = request.patch {
+            var object: [String: Any] = ["url": patch.url]
+            if let method = patch.method { object["method"] = method }
+            if let template = patch.body { object["body"] = template }
+            if let headers = patch.headers { object["headers"] = headers }
+            body["patch"] = object
+        }
+        let answer = try await exchange.send(.POST, "/v1/jobs", json: try JSONSerialization.data(withJSONObject: body),
+                                             headers: idempotencyKey.map { [("Idempotency-Key", $0)] } ?? [])
+        guard answer.status == 200 || answer.status == 201 else {
+            var error = answer.error("POST /v1/jobs")
+            error.path = request.path
+            throw error
+        }
+        let object = try answer.object("POST /v1/jobs")
+        guard let text = object["id"] as? String, let id = JobID(text) else {
+            throw UploadQueueError(.badRequest, "the daemon's answer to POST /v1/jobs names no job", path: request.path)
+        }
+        return EnqueueResult(id: id, deduplicated: object["deduplicated"] as? Bool ?? false)
+    }
+
+    /// Hands a file over (a copy by default), as `UploadQueue.enqueue(_:destination:…)` does; the job's id.
+    @discardableResult
+    public func enqueue(_ file: String, destination: String? = nil, metadata: [String: String] = [:],
+                        patch: PatchTarget? = nil, mode: IntakeMode = .copy, priority: Int = 0,
+                        onMetered: MeteredPolicy? = nil, idempotencyKey: String? = nil) async throws -> JobID {
+        try await enqueue(EnqueueRequest(path: file, destination: destination, meta: metadata, patch: patch,
+                                         priority: priority, mode: mode, onMetered: onMetered?.description),
+                          idempotencyKey: idempotencyKey).id
+    }
+
+    /// The job's state once it is in one of `states`, or as it is when `timeout` has passed; nil when there is no
+    /// such job (or it is another user's).
+    public func wait(for id: JobID, until states: Set<JobState> = [.uploaded, .failed],
+                     timeout: Duration = .seconds(30)) async throws -> JobState? {
+        let list = states.map(\.rawValue).sorted().joined(separator: ",")
+        let seconds = min(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18, 300)
+        let route = "/v1/jobs/\(id)/wait?state=\(list)&timeout=\(seconds)"
+        let answer = try await exchange.send(.GET, route)
+        if answer.status == 404 { return nil }
+        guard answer.status == 200 else { throw answer.error("GET \(route)", job: id) }
+        return (try answer.object("GET \(route)")["state"] as? String).flatMap(JobState.init(rawValue:))
+    }
+
+    /// Cancels a job as `UploadQueue.cancel` does: `removed`, or `requested` of the transfer running it.
+    @discardableResult
+    public func cancel(_ id: JobID) async throws -> CancelOutcome {
+        let answer = try await exchange.send(.POST, "/v1/jobs/\(id)/cancel")
+        guard answer.status == 200,
+              let outcome = (try answer.object("cancel")["outcome"] as? String).flatMap(CancelOutcome.init(rawValue:))
+        else { throw answer.error("POST /v1/jobs/\(id)/cancel", job: id) }
+        return outcome
+    }
+
+    /// Makes a failed job pending now (or sends an uploaded job's failed patch again); whether anything changed.
+    @discardableResult
+    public func retry(_ id: JobID) async throws -> Bool {
+        let answer = try await exchange.send(.POST, "/v1/jobs/\(id)/retry")
+        guard answer.status == 200 else { throw answer.error("POST /v1/jobs/\(id)/retry", job: id) }
+        return try answer.object("retry")["retried"] as? Bool ?? false
+    }
+
+    /// Every uploaded job whose completion was not acknowledged yet, then each job as the daemon uploads it, within
+    /// a moment; as `UploadQueue.completions()`, each is delivered again by a later call until acknowledged.
+    ///
+    /// A daemon that restarts or is not up yet is waited for (tried again every 0.2 s); the sequence ends with an
+    /// error only when the daemon refuses (this user may not read completions) or the task is cancelled.
+    public func completions() -> AsyncThrowingStream<Completion, any Error> {
+        let exchange = self.exchange
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                do {
+                    try await Self.follow(exchange) { continuation.yield($0) }
+                    continuation.finish()
+                } catch {
+                    continuation.finish(throwing: error)
+                }
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// Records that the host handled a completion: the daemon does not deliver it again, also after a restart.
+    public func acknowledge(_ id: JobID) async throws {
+        let answer = try await exchange.send(.POST, "/v1/completions/\(id)/ack")
+        guard answer.status == 204 else { throw answer.error("POST /v1/completions/\(id)/ack", job: id) }
+    }
+
+    // MARK: Completions
+
+    /// How often the completions are read from the first again: what was delivered and is acknowledged since is
+    /// forgotten then (the memory stays as small as what is unacknowledged), and one whose upload time lies before
+    /// the cursor (the clock stepped back) is found.
+    static let rescanInterval: Duration = .seconds(30)
+
+    /// The long-poll loop behind `completions()`: reads after the last one seen, delivers each once.
+    private static func follow(_ exchange: ControlExchange, yield: (Completion) -> Void) async throws {
+        var delivered = Set<JobID>()
+        var cursor: JobID?
+        var lastRescan = ContinuousClock.now - rescanInterval
+        while !Task.isCancelled {
+            let rescan = ContinuousClock.now - lastRescan >= rescanInterval
+            do {
+                if rescan {
+                    // Page through from the first, then keep only what is still unacknowledged.
+                    var seen = Set<JobID>()
+                    var page: JobID?
+                    repeat {
+                        let batch = try await read(exchange, after: page, timeout: 0)
+                        for completion in batch {
+                            seen.insert(completion.jobID)
+                            if delivered.insert(completion.jobID).inserted { yield(completion) }
+                        }
+                        page = batch.last?.jobID ?? page
+                        if batch.count < pageSize { break }
+                    } while !Task.isCancelled
+                    delivered.formIntersection(seen)
+                    cursor = page
+                    lastRescan = ContinuousClock.now
+                    continue
+                }
+                let batch = try await read(exchange, after: cursor, timeout: 30)
+                for completion in batch where delivered.insert(completion.jobID).inserted { yield(completion) }
+                cursor = batch.last?.jobID ?? cursor
+            } catch let error as UploadQueueError where error.code == .daemonUnreachable {
+                // The daemon restarts, or is not up yet: wait for it.
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+        throw CancellationError()
+    }
+
+    private static let pageSize = 100
+
+    private static func read(_ exchange: ControlExchange, after: JobID?, timeout: Int) async throws -> [Completion] {
+        let route = "/v1/completions?timeout=\(timeout)&limit=\(pageSize)" + (after.map { "&after=\($0)" } ?? "")
+        let answer = try await exchange.send(.GET, route)
+        guard answer.status == 200 else { throw answer.error("GET /v1/completions") }
+        let items = try answer.object("GET /v1/completions")["completions"] as? [[String: Any]] ?? []
+        return items.compactMap(Completion.init(api:))
+    }
+
+    private static func absolute(_ path: String) -> String {
+        path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+    }
+}
+
+extension Completion {
+    /// A completion as the control API shows it (`GET /v1/completions`); nil when it lacks what one needs.
+    init?(api object: [String: Any]) {
+        guard let text = object["id"] as? String, let id = JobID(text) else { return nil }
+        jobID = id
+        remoteURL = object["remote_url"] as? String ?? ""
+        sha256 = object["sha256"] as? String ?? ""
+        size = (object["size"] as? NSNumber)?.int64Value ?? 0
+        meta = object["meta"] as? [String: String] ?? [:]
+        destination = object["destination"] as? String ?? ""
+        originalName = object["original_name"] as? String ?? ""
+    }
+}
