@@ -16,16 +16,18 @@ struct CancelCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let queue = try options.openQueue()
+        let client = try await options.daemonClient(saying: "cancelling in the queue's database directly")
+        let queue = client == nil ? try options.openQueue() : nil
         var exitCode: CLIExit?
         for text in ids {
             let id = try parseJobID(text)
             do {
-                switch try await queue.cancel(id) {
+                let outcome = if let client { try await client.cancel(id) } else { try await queue!.cancel(id) }
+                switch outcome {
                 case .removed:
                     print("\(id) cancelled")
                 case .requested:
-                    if try await waitUntilGone(id, queue: queue) {
+                    if try await waitUntilGone(id, client: client, queue: queue) {
                         print("\(id) cancelled")
                     } else {
                         print("\(id) cancel requested; the daemon stops its transfer at the next safe point")
@@ -39,9 +41,15 @@ struct CancelCommand: AsyncParsableCommand {
         if let exitCode { throw exitCode.code }
     }
 
-    private func waitUntilGone(_ id: JobID, queue: UploadQueue) async throws -> Bool {
+    /// Whether the job left the queue within 10 s (its transfer stopped at a safe point).
+    private func waitUntilGone(_ id: JobID, client: UploadQueueClient?, queue: UploadQueue?) async throws -> Bool {
         for _ in 0..<100 {
-            if try await queue.job(id) == nil { return true }
+            let gone = if let client {
+                try await client.wait(for: id, until: [.uploaded], timeout: .zero) == nil
+            } else {
+                try await queue!.job(id) == nil
+            }
+            if gone { return true }
             try await Task.sleep(for: .milliseconds(100))
         }
         return false

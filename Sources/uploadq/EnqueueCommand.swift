@@ -73,8 +73,11 @@ struct EnqueueCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let queue = try options.openQueue()
-        if wait, try await queue.status().runnerPID == nil {
+        let client = try await options.daemonClient(saying: wait ? nil : "the files go into the queue's database "
+            + "directly, and a daemon started later uploads them")
+        // Without a daemon (or to follow progress with --wait) the queue is opened here.
+        let queue = client == nil || wait ? try options.openQueue() : nil
+        if wait, client == nil, let queue {
             printError("uploadq: --wait needs a running daemon for \(queue.configuration.stateDirectory); start `uploadq daemon` first")
             throw CLIExit.noDaemon.code
         }
@@ -99,7 +102,8 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
         // One batch: copies made durable with one flush and rows committed together, each file still on its own.
         var lines = ""
-        for (path, outcome) in zip(paths, await queue.enqueue(batch: requests)) {
+        let outcomes = if let client { try await client.enqueue(batch: requests) } else { await queue!.enqueue(batch: requests) }
+        for (path, outcome) in zip(paths, outcomes) {
             switch outcome {
             case .success(let result):
                 results.append((path, result))
@@ -117,7 +121,7 @@ struct EnqueueCommand: AsyncParsableCommand {
             })
         }
         if wait {
-            let finishedWell = try await ProgressView(queue: queue, ids: results.map(\.1.id)).follow()
+            let finishedWell = try await ProgressView(queue: queue!, ids: results.map(\.1.id)).follow()
             if !finishedWell {
                 failed = true
                 waitFailed = true

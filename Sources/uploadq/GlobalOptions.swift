@@ -18,6 +18,17 @@ struct GlobalOptions: ParsableArguments {
         }
     }
 
+    /// The running daemon's control API, when a daemon answers on it: a command that changes the queue goes
+    /// through it, as every client does (the daemon wakes at once, and root or a member of `[api] group` is served
+    /// as the daemon's rules say). Nil when no daemon runs: the command then changes the database directly, and
+    /// says so with `directly`.
+    func daemonClient(saying directly: String? = nil) async throws -> UploadQueueClient? {
+        let client = UploadQueueClient(configuration: try loadConfiguration())
+        if await client.isDaemonRunning() { return client }
+        if let directly { printError("uploadq: no daemon answers on \(client.socketPath): \(directly)") }
+        return nil
+    }
+
     /// The queue opened for this command, logging to stderr at `level`.
     func openQueue(level: Logger.Level = .warning) throws -> UploadQueue {
         let configuration = try loadConfiguration()

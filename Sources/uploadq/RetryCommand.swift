@@ -19,7 +19,37 @@ struct RetryCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let queue = try options.openQueue()
+        if hooks || failed { try await runOnQueue(try options.openQueue()); return }
+        var exitCode: CLIExit?
+        let client = try await options.daemonClient(saying: "retrying in the queue's database directly")
+        let queue = client == nil ? try options.openQueue() : nil
+        for text in ids {
+            let id = try parseJobID(text)
+            do {
+                let retried = if let client { try await client.retry(id) } else { try await !queue!.retry([id]).isEmpty }
+                let state = if let client {
+                    try await client.wait(for: id, until: [.uploaded], timeout: .zero)
+                } else {
+                    try await queue!.job(id)?.state
+                }
+                if !retried {
+                    printError("uploadq: \(id) has nothing to retry (it is uploaded and its patch did not fail)")
+                    exitCode = exitCode ?? .failure
+                } else if state == .uploaded {
+                    print("\(id) patch pending again")
+                } else {
+                    print("\(id) pending")
+                }
+            } catch let error as UploadQueueError {
+                printError("uploadq: \(error.message)")
+                exitCode = error.code == .jobNotFound ? .notFound : (exitCode ?? .failure)
+            }
+        }
+        if let exitCode { throw exitCode.code }
+    }
+
+    /// `--hooks` and `--failed`, on the queue's database (a running daemon is woken).
+    private func runOnQueue(_ queue: UploadQueue) async throws {
         if hooks {
             var missing = false
             for text in ids {
@@ -39,23 +69,5 @@ struct RetryCommand: AsyncParsableCommand {
             print("\(changed.count) job(s) pending again")
             return
         }
-        var exitCode: CLIExit?
-        for text in ids {
-            let id = try parseJobID(text)
-            do {
-                if try await queue.retry([id]).isEmpty {
-                    printError("uploadq: \(id) has nothing to retry (it is uploaded and its patch did not fail)")
-                    exitCode = exitCode ?? .failure
-                } else if try await queue.job(id)?.state == .uploaded {
-                    print("\(id) patch pending again")
-                } else {
-                    print("\(id) pending")
-                }
-            } catch let error as UploadQueueError {
-                printError("uploadq: \(error.message)")
-                exitCode = error.code == .jobNotFound ? .notFound : (exitCode ?? .failure)
-            }
-        }
-        if let exitCode { throw exitCode.code }
     }
 }

@@ -70,6 +70,9 @@ import Testing
         #expect(ControlRoute.match(method: "GET", path: "//v1/jobs") == .failure(.notFound))
         #expect(ControlRoute.match(method: "DELETE", path: "/v1/jobs") == .failure(.methodNotAllowed(["POST", "GET"])))
         #expect(ControlRoute.match(method: "GET", path: "/v1/jobs/not-an-id") == .failure(.badJobID("not-an-id")))
+        // A path spelled out is its own route, not a job's: GET on it is a 405 naming POST alone.
+        #expect(ControlRoute.match(method: "POST", path: "/v1/jobs/batch") == .success(.enqueueBatch))
+        #expect(ControlRoute.match(method: "GET", path: "/v1/jobs/batch") == .failure(.methodNotAllowed(["POST"])))
     }
 
     @Test("a ring wakes a long poll at once; without one it returns at its limit, and at once when cancelled")
@@ -169,6 +172,19 @@ import Testing
         let after = try await Self.curl(socket, "GET", "/v1/completions")
         #expect((Self.object(after.body)["completions"] as? [Any])?.isEmpty == true, "acknowledged, yet: \(after)")
 
+        // A batch: each file answered on its own, in order; a malformed one refuses the whole batch.
+        let second = try sandbox.makeFile(sandbox.root + "/second.jpg", size: 9_000, seed: 4)
+        let batch = try await Self.curl(socket, "POST", "/v1/jobs/batch", body: """
+            {"jobs": [{"path": "\(second)"}, {"path": "\(sandbox.root)/gone.jpg"}, {"path": "\(photo)", "meta": {"record": "42"}}]}
+            """)
+        let results = (Self.object(batch.body)["results"] as? [[String: Any]]) ?? []
+        #expect(batch.status == 200 && results.count == 3 && results[0]["deduplicated"] as? Bool == false
+                && (results[1]["error"] as? [String: Any])?["code"] as? String == "file-not-found"
+                && results[2]["id"] as? String == id, "\(batch)")
+        let malformed = try await Self.curl(socket, "POST", "/v1/jobs/batch",
+                                            body: #"{"jobs": [{"path": "\#(second)"}, {"path": 7}]}"#)
+        #expect(malformed.status == 400 && malformed.body.contains("jobs[1]"), "\(malformed)")
+
         // Errors: each with its status and a stable code.
         let unknown = try await Self.curl(socket, "GET", "/v1/jobs/01a21ced-2fc5-7c22-9a81-afd5576bd29c")
         #expect(unknown.status == 404 && Self.errorCode(unknown.body) == "job-not-found", "\(unknown)")
@@ -185,7 +201,7 @@ import Testing
         let cancelUploaded = try await Self.curl(socket, "POST", "/v1/jobs/\(id)/cancel")
         #expect(cancelUploaded.status == 409 && Self.errorCode(cancelUploaded.body) == "invalid-transition", "\(cancelUploaded)")
         let status = try await Self.curl(socket, "GET", "/v1/status")
-        #expect(status.status == 200 && (Self.object(status.body)["counts"] as? [String: Int])?["uploaded"] == 1, "\(status)")
+        #expect(status.status == 200 && ((Self.object(status.body)["counts"] as? [String: Int])?.values.reduce(0, +) ?? 0) == 2, "\(status)")
         _ = await daemon.terminate()
         #expect(!FileManager.default.fileExists(atPath: socket), "the socket outlived the daemon")
     }
@@ -395,6 +411,22 @@ import Testing
             let answer = try await Self.curl(socket, method, target, as: bob)
             #expect(answer.status == 404 && Self.errorCode(answer.body) == "job-not-found", "bob \(method) \(target): \(answer)")
         }
+        // Bob's CLI goes through the same door: it may not open the queue's database, yet it is served as the
+        // daemon serves him (his own file taken, his own job cancelled, alice's not found).
+        chmod(sandbox.configPath, 0o644)
+        try await bob.drop("own.jpg", size: 12_000, into: bobsHome)
+        let cli = "'\(BinaryRunner.path)' --config '\(sandbox.configPath)'"
+        let (enqueued, enqueueOutput) = try await bob.run("'\(BinaryRunner.path)' enqueue '\(bobsHome)/own.jpg' "
+            + "'\(bobsHome)/missing.jpg' --config '\(sandbox.configPath)'")
+        let bobsOwn = enqueueOutput.split(separator: "\n").first.map(String.init) ?? ""
+        #expect(enqueued == 1 && JobID(bobsOwn) != nil && enqueueOutput.contains("is not a regular file of yours"),
+                "bob's enqueue: \(enqueueOutput)")
+        let (cancelled, cancelOutput) = try await bob.run("\(cli.replacingOccurrences(of: " --config", with: " cancel \(bobsOwn) --config"))")
+        // His job is his to cancel: cancelled, or (uploaded already, in a moment on loopback) refused for its state.
+        #expect(cancelled == 0 && cancelOutput.contains("\(bobsOwn) cancelled")
+                || cancelled == 1 && cancelOutput.contains("uploaded job cannot take 'cancel'"), "bob's cancel: \(cancelOutput)")
+        let (refused, refusedOutput) = try await bob.run("\(cli.replacingOccurrences(of: " --config", with: " cancel \(id) --config"))")
+        #expect(refused == 3 && refusedOutput.contains("no job"), "bob cancelled alice's: \(refusedOutput)")
 
         // Alice follows hers to its end; the admin sees it with the rest.
         let waited = try await Self.curl(socket, "GET", "/v1/jobs/\(id)/wait?timeout=20", as: alice)

@@ -21,12 +21,13 @@ struct ControlExchange: Sendable {
             return object
         }
 
-        /// The API's error (`{"error": {"code", "message"}}`) as a queue error, with `job` when it is about one.
-        func error(_ route: String, job: JobID? = nil) -> UploadQueueError {
+        /// The API's error (`{"error": {"code", "message"}}`) as a queue error; its message names the job or the
+        /// path already (the daemon's words), so neither is set again.
+        func error(_ route: String) -> UploadQueueError {
             let detail = (try? object(route))?["error"] as? [String: Any]
             let code = (detail?["code"] as? String).map(UploadQueueError.Code.init(rawValue:)) ?? .badRequest
             let message = detail?["message"] as? String ?? "the daemon answered \(route) with HTTP \(status)"
-            return UploadQueueError(code, message, job: job)
+            return UploadQueueError(code, message)
         }
     }
 

@@ -34,30 +34,46 @@ public struct UploadQueueClient: Sendable {
     /// With an `idempotencyKey`, sending the same request again (after a lost answer, a crash) returns the job the
     /// first one made, also once that job was cancelled or pruned: the file is never uploaded twice for one key.
     public func enqueue(_ request: EnqueueRequest, idempotencyKey: String? = nil) async throws -> EnqueueResult {
-        var body: [String: Any] = ["path": Self.absolute(request.path), "meta": request.meta,
-                                   "priority": request.priority, "mode": request.mode.rawValue]
-        if let destination = request.destination { body["destination"] = destination }
-        if let onMetered = request.onMetered { body["on_metered"] = onMetered }
-        if let then = request.sourceAfterUpload { body["source_after_upload"] = then.description }
-        if let patch = request.patch {
-            var object: [String: Any] = ["url": patch.url]
-            if let method = patch.method { object["method"] = method }
-            if let template = patch.body { object["body"] = template }
-            if let headers = patch.headers { object["headers"] = headers }
-            body["patch"] = object
-        }
-        let answer = try await exchange.send(.POST, "/v1/jobs", json: try JSONSerialization.data(withJSONObject: body),
+        let body = try JSONSerialization.data(withJSONObject: Self.body(request))
+        let answer = try await exchange.send(.POST, "/v1/jobs", json: body,
                                              headers: idempotencyKey.map { [("Idempotency-Key", $0)] } ?? [])
-        guard answer.status == 200 || answer.status == 201 else {
-            var error = answer.error("POST /v1/jobs")
-            error.path = request.path
-            throw error
-        }
+        guard answer.status == 200 || answer.status == 201 else { throw answer.error("POST /v1/jobs") }
         let object = try answer.object("POST /v1/jobs")
         guard let text = object["id"] as? String, let id = JobID(text) else {
             throw UploadQueueError(.badRequest, "the daemon's answer to POST /v1/jobs names no job", path: request.path)
         }
         return EnqueueResult(id: id, deduplicated: object["deduplicated"] as? Bool ?? false)
+    }
+
+    /// Hands many files over, each with its own result, as `UploadQueue.enqueue(batch:)` does: the daemon makes the
+    /// queue's own user's durable together (one flush, one commit per 256). Throws only when the daemon cannot be
+    /// asked at all.
+    public func enqueue(batch requests: [EnqueueRequest]) async throws -> [Result<EnqueueResult, UploadQueueError>] {
+        var results: [Result<EnqueueResult, UploadQueueError>] = []
+        var start = 0
+        while start < requests.count {
+            // 256 a request: the daemon's commit group, and well inside its 1 MiB body limit.
+            let chunk = requests[start..<min(start + 256, requests.count)]
+            start = chunk.endIndex
+            let body = try JSONSerialization.data(withJSONObject: ["jobs": chunk.map(Self.body)])
+            let answer = try await exchange.send(.POST, "/v1/jobs/batch", json: body)
+            guard answer.status == 200 else { throw answer.error("POST /v1/jobs/batch") }
+            let items = try answer.object("POST /v1/jobs/batch")["results"] as? [[String: Any]] ?? []
+            guard items.count == chunk.count else {
+                throw UploadQueueError(.badRequest, "the daemon answered \(items.count) results for \(chunk.count) files")
+            }
+            for (request, item) in zip(chunk, items) {
+                if let text = item["id"] as? String, let id = JobID(text) {
+                    results.append(.success(EnqueueResult(id: id, deduplicated: item["deduplicated"] as? Bool ?? false)))
+                } else {
+                    let detail = item["error"] as? [String: Any]
+                    results.append(.failure(UploadQueueError(
+                        UploadQueueError.Code(rawValue: detail?["code"] as? String ?? "bad-request"),
+                        detail?["message"] as? String ?? "the daemon gave no result for \(request.path)")))
+                }
+            }
+        }
+        return results
     }
 
     /// Hands a file over (a copy by default), as `UploadQueue.enqueue(_:destination:…)` does; the job's id.
@@ -79,7 +95,7 @@ public struct UploadQueueClient: Sendable {
         let route = "/v1/jobs/\(id)/wait?state=\(list)&timeout=\(seconds)"
         let answer = try await exchange.send(.GET, route)
         if answer.status == 404 { return nil }
-        guard answer.status == 200 else { throw answer.error("GET \(route)", job: id) }
+        guard answer.status == 200 else { throw answer.error("GET \(route)") }
         return (try answer.object("GET \(route)")["state"] as? String).flatMap(JobState.init(rawValue:))
     }
 
@@ -89,7 +105,7 @@ public struct UploadQueueClient: Sendable {
         let answer = try await exchange.send(.POST, "/v1/jobs/\(id)/cancel")
         guard answer.status == 200,
               let outcome = (try answer.object("cancel")["outcome"] as? String).flatMap(CancelOutcome.init(rawValue:))
-        else { throw answer.error("POST /v1/jobs/\(id)/cancel", job: id) }
+        else { throw answer.error("POST /v1/jobs/\(id)/cancel") }
         return outcome
     }
 
@@ -97,7 +113,7 @@ public struct UploadQueueClient: Sendable {
     @discardableResult
     public func retry(_ id: JobID) async throws -> Bool {
         let answer = try await exchange.send(.POST, "/v1/jobs/\(id)/retry")
-        guard answer.status == 200 else { throw answer.error("POST /v1/jobs/\(id)/retry", job: id) }
+        guard answer.status == 200 else { throw answer.error("POST /v1/jobs/\(id)/retry") }
         return try answer.object("retry")["retried"] as? Bool ?? false
     }
 
@@ -124,7 +140,7 @@ public struct UploadQueueClient: Sendable {
     /// Records that the host handled a completion: the daemon does not deliver it again, also after a restart.
     public func acknowledge(_ id: JobID) async throws {
         let answer = try await exchange.send(.POST, "/v1/completions/\(id)/ack")
-        guard answer.status == 204 else { throw answer.error("POST /v1/completions/\(id)/ack", job: id) }
+        guard answer.status == 204 else { throw answer.error("POST /v1/completions/\(id)/ack") }
     }
 
     // MARK: Completions
@@ -179,6 +195,26 @@ public struct UploadQueueClient: Sendable {
         guard answer.status == 200 else { throw answer.error("GET /v1/completions") }
         let items = try answer.object("GET /v1/completions")["completions"] as? [[String: Any]] ?? []
         return items.compactMap(Completion.init(api:))
+    }
+
+    /// A request as the body of `POST /v1/jobs`.
+    private static func body(_ request: EnqueueRequest) -> [String: Any] {
+        // Only what differs from the defaults: a dropper may not choose what it does not send.
+        var body: [String: Any] = ["path": absolute(request.path)]
+        if !request.meta.isEmpty { body["meta"] = request.meta }
+        if request.priority != 0 { body["priority"] = request.priority }
+        if request.mode != .copy { body["mode"] = request.mode.rawValue }
+        if let destination = request.destination { body["destination"] = destination }
+        if let onMetered = request.onMetered { body["on_metered"] = onMetered }
+        if let then = request.sourceAfterUpload { body["source_after_upload"] = then.description }
+        if let patch = request.patch {
+            var object: [String: Any] = ["url": patch.url]
+            if let method = patch.method { object["method"] = method }
+            if let template = patch.body { object["body"] = template }
+            if let headers = patch.headers { object["headers"] = headers }
+            body["patch"] = object
+        }
+        return body
     }
 
     private static func absolute(_ path: String) -> String {

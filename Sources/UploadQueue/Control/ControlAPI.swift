@@ -76,6 +76,8 @@ package struct ControlAPI: Sendable {
             return .json(200, ContractJSON.status(try await queue.status()))
         case .enqueue:
             return try await enqueue(request, peer: peer)
+        case .enqueueBatch:
+            return try await enqueueBatch(request, peer: peer)
         case .jobs:
             let state = try request.query["state"].map { text in
                 guard let state = JobState(rawValue: text) else {
@@ -132,11 +134,105 @@ package struct ControlAPI: Sendable {
     }
 
     /// `POST /v1/jobs`: a file handed over by path, with the keys of a spool sidecar (destination, meta, patch,
-    /// priority, on_metered) and, for the queue's own user, `mode` and `source_after_upload`.
+    /// priority, on_metered) and, for the queue's own user, `mode`, `patch.body` and `source_after_upload`.
     private func enqueue(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
-        guard let object = try? JSONSerialization.jsonObject(with: request.body), var fields = object as? [String: Any] else {
+        guard let object = try? JSONSerialization.jsonObject(with: request.body), let fields = object as? [String: Any] else {
             throw ControlAPIError(400, "bad-request", "the body must be a JSON object with at least \"path\"")
         }
+        let enqueue = try parse(fields, peer: peer)
+        let key = try request.idempotencyKey.map { key in
+            guard (1...255).contains(key.utf8.count), key.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
+                throw ControlAPIError(400, "bad-request", "Idempotency-Key must be 1 to 255 visible ASCII characters")
+            }
+            return key
+        }
+        let store = queue.store
+        // A key names its job for good (also once it was cancelled or pruned): the same request is answered with it.
+        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
+            return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
+        }
+        let keyName = key.map { "\(peer.uid) \($0)" }
+        if let keyName {
+            guard enqueuing.keys.withLock({ $0.insert(keyName).inserted }) else {
+                throw ControlAPIError(409, "conflict", "a request with this Idempotency-Key is being answered; send "
+                    + "it again once that one is")
+            }
+        }
+        defer { if let keyName { _ = enqueuing.keys.withLock { $0.remove(keyName) } } }
+        // Between the look-up and the claim, the other request may have finished.
+        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
+            return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
+        }
+        try admit(peer)
+        defer { release(peer) }
+        let result = try await accept(enqueue, peer: peer)
+        // The job is this peer's own (de-duplication keeps owners apart); a replay checks so again all the same.
+        if let key {
+            try await BlockingWork.run { try store.recordIdempotencyKey(owner: peer.uid, key: key, job: result.id) }
+        }
+        bell.ring()
+        return .json(result.deduplicated ? 200 : 201,
+                     ["id": result.id.rawValue, "deduplicated": result.deduplicated, "replayed": false])
+    }
+
+    /// The most files one `POST /v1/jobs/batch` hands over.
+    static let batchLimit = 1000
+
+    /// `POST /v1/jobs/batch`: `{"jobs": [ … ]}`, each as the body of `POST /v1/jobs`, answered each on its own and
+    /// in order (`{"results": [{"id", "deduplicated"} or {"error"}]}`). The queue's own user's files are made
+    /// durable together (one flush, one commit per 256), as `uploadq enqueue A B C…` does; a dropper's are taken
+    /// one by one, each checked as alone.
+    private func enqueueBatch(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
+        guard let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any],
+              object.count == 1, let items = object["jobs"] as? [Any], (1...Self.batchLimit).contains(items.count) else {
+            throw ControlAPIError(400, "bad-request", "the body must be {\"jobs\": [...]} with 1 to "
+                + "\(Self.batchLimit) enqueue requests")
+        }
+        try admit(peer)
+        defer { release(peer) }
+        var results = [[String: Any]?](repeating: nil, count: items.count)
+        var parsed: [(index: Int, request: EnqueueRequest)] = []
+        for (index, item) in items.enumerated() {
+            do {
+                guard let fields = item as? [String: Any] else {
+                    throw ControlAPIError(400, "bad-request", "each of \"jobs\" must be an object with \"path\"")
+                }
+                parsed.append((index, try parse(fields, peer: peer)))
+            } catch let error as ControlAPIError where error.status == 400 {
+                // A malformed request refuses the batch (nothing is taken); a refused choice or file is its own.
+                throw ControlAPIError(400, "bad-request", "jobs[\(index)]: \(error.message)")
+            } catch {
+                results[index] = Self.errorObject(error)
+            }
+        }
+        if peer.isAdmin {
+            let outcomes = await queue.enqueue(batch: parsed.map(\.request))
+            for ((index, enqueue), outcome) in zip(parsed, outcomes) {
+                switch outcome {
+                case .success(let result):
+                    results[index] = ["id": result.id.rawValue, "deduplicated": result.deduplicated]
+                case .failure(let error):
+                    results[index] = Self.errorObject(Self.mapped(error, path: enqueue.path, peer: peer))
+                }
+            }
+        } else {
+            for (index, enqueue) in parsed {
+                do {
+                    let result = try await accept(enqueue, peer: peer)
+                    results[index] = ["id": result.id.rawValue, "deduplicated": result.deduplicated]
+                } catch {
+                    results[index] = Self.errorObject(error)
+                }
+            }
+        }
+        bell.ring()
+        return .json(200, ["results": results.map { $0 ?? [:] }])
+    }
+
+    /// An enqueue's body as a request, checked as the peer's: its choices (a dropper's as a sidecar's, by copy),
+    /// and, for a dropper, that the path is a regular file of its own.
+    private func parse(_ body: [String: Any], peer: ControlPeer) throws -> EnqueueRequest {
+        var fields = body
         guard let path = fields.removeValue(forKey: "path") as? String, path.hasPrefix("/") else {
             throw ControlAPIError(400, "bad-request", "\"path\" must be the file's absolute path")
         }
@@ -182,30 +278,7 @@ package struct ControlAPI: Sendable {
             if let why = SidecarPolicy(configuration: queue.configuration, spool: spool).refusal(of: sidecar) {
                 throw ControlAPIError(403, "forbidden", "the request \(why)")
             }
-        }
-        if !peer.isAdmin { try Self.checkOwnFile(path, peer: peer) }
-        let key = try request.idempotencyKey.map { key in
-            guard (1...255).contains(key.utf8.count), key.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
-                throw ControlAPIError(400, "bad-request", "Idempotency-Key must be 1 to 255 visible ASCII characters")
-            }
-            return key
-        }
-        let store = queue.store
-        // A key names its job for good (also once it was cancelled or pruned): the same request is answered with it.
-        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
-            return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
-        }
-        let keyName = key.map { "\(peer.uid) \($0)" }
-        if let keyName {
-            guard enqueuing.keys.withLock({ $0.insert(keyName).inserted }) else {
-                throw ControlAPIError(409, "conflict", "a request with this Idempotency-Key is being answered; send "
-                    + "it again once that one is")
-            }
-        }
-        defer { if let keyName { _ = enqueuing.keys.withLock { $0.remove(keyName) } } }
-        // Between the look-up and the claim, the other request may have finished.
-        if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
-            return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
+            try Self.checkOwnFile(path, peer: peer)
         }
         var enqueue = EnqueueRequest(
             path: path,
@@ -215,6 +288,11 @@ package struct ControlAPI: Sendable {
         // A dropper's job is its own (the queue's own user's and root's are everyone's to the admin).
         enqueue.owner = peer.isAdmin ? nil : peer.uid
         enqueue.ownedFileOnly = !peer.isAdmin
+        return enqueue
+    }
+
+    /// Counts an enqueue (or a batch) of the peer's in, unless it has `enqueuesPerUser` being read already.
+    private func admit(_ peer: ControlPeer) throws {
         let admitted = enqueuing.counts.withLock { counts -> Bool in
             guard counts[peer.uid, default: 0] < Self.enqueuesPerUser else { return false }
             counts[peer.uid, default: 0] += 1
@@ -224,22 +302,39 @@ package struct ControlAPI: Sendable {
             throw ControlAPIError(429, "too-many-requests", "\(Self.enqueuesPerUser) of your enqueues are being read "
                 + "already; send the next once one is answered")
         }
-        defer { enqueuing.counts.withLock { $0[peer.uid, default: 1] -= 1 } }
-        let result: EnqueueResult
+    }
+
+    private func release(_ peer: ControlPeer) {
+        enqueuing.counts.withLock { $0[peer.uid, default: 1] -= 1 }
+    }
+
+    /// Takes one file in for the peer, its refusal said as the API says it.
+    private func accept(_ enqueue: EnqueueRequest, peer: ControlPeer) async throws -> EnqueueResult {
         do {
-            result = try await queue.accept(enqueue, noFollow: !peer.isAdmin)
-        } catch let error as UploadQueueError where !peer.isAdmin && Self.aboutTheFile(error) {
-            throw Self.notYourFile(path)
-        } catch let error as UploadQueueError where error.code == .io && error.cause == String(cString: strerror(EACCES)) {
-            throw ControlAPIError(422, "permission-denied", "the daemon may not read \(path): \(error.message)")
+            return try await queue.accept(enqueue, noFollow: !peer.isAdmin)
+        } catch let error as UploadQueueError {
+            throw Self.mapped(error, path: enqueue.path, peer: peer)
         }
-        // The job is this peer's own (de-duplication keeps owners apart); a replay checks so again all the same.
-        if let key {
-            try await BlockingWork.run { try store.recordIdempotencyKey(owner: peer.uid, key: key, job: result.id) }
+    }
+
+    /// A refusal of the intake as the peer hears it: a dropper learns nothing of what is at a path, and a file the
+    /// daemon may not read is `permission-denied`.
+    private static func mapped(_ error: UploadQueueError, path: String, peer: ControlPeer) -> any Error {
+        if !peer.isAdmin && aboutTheFile(error) { return notYourFile(path) }
+        if error.code == .io && error.cause == String(cString: strerror(EACCES)) {
+            return ControlAPIError(422, "permission-denied", "the daemon may not read \(path): \(error.message)")
         }
-        bell.ring()
-        return .json(result.deduplicated ? 200 : 201,
-                     ["id": result.id.rawValue, "deduplicated": result.deduplicated, "replayed": false])
+        return error
+    }
+
+    /// An error as one result of a batch: `{"error": {"code", "message"}}`.
+    private static func errorObject(_ error: any Error) -> [String: Any] {
+        let (code, message) = switch error {
+        case let error as UploadQueueError: (error.code.rawValue, error.description)
+        case let error as ControlAPIError: (error.code, error.message)
+        default: ("internal", "\(error)")
+        }
+        return ["error": ["code": code, "message": message]]
     }
 
     /// For a dropper: the path must name a regular file of its own, seen without following a final link, before

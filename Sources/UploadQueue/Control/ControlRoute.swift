@@ -3,6 +3,7 @@ package enum ControlRoute: Equatable, Sendable {
     case health
     case status
     case enqueue
+    case enqueueBatch
     case jobs
     case job(JobID)
     case cancel(JobID)
@@ -22,6 +23,7 @@ package enum ControlRoute: Equatable, Sendable {
         ("GET", "/v1/status", .fixed(.status)),
         ("POST", "/v1/jobs", .fixed(.enqueue)),
         ("GET", "/v1/jobs", .fixed(.jobs)),
+        ("POST", "/v1/jobs/batch", .fixed(.enqueueBatch)),
         ("GET", "/v1/jobs/{id}", .job { .job($0) }),
         ("POST", "/v1/jobs/{id}/cancel", .job { .cancel($0) }),
         ("POST", "/v1/jobs/{id}/retry", .job { .retry($0) }),
@@ -48,10 +50,16 @@ package enum ControlRoute: Equatable, Sendable {
         let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         guard path.hasPrefix("/"), !segments.contains(where: \.isEmpty) else { return .failure(.notFound) }
         var allowed: [String] = []
-        for (routeMethod, template, builder) in routes {
+        var candidates = routes.filter { route in
+            let parts = route.path.split(separator: "/").map(String.init)
+            return parts.count == segments.count && zip(parts, segments).allSatisfy({ $0 == "{id}" || $0 == $1 })
+        }
+        // A path spelled out (`/v1/jobs/batch`) is its own route, never a job's.
+        if candidates.contains(where: { !$0.path.contains("{id}") }) {
+            candidates.removeAll { $0.path.contains("{id}") }
+        }
+        for (routeMethod, template, builder) in candidates {
             let parts = template.split(separator: "/").map(String.init)
-            guard parts.count == segments.count,
-                  zip(parts, segments).allSatisfy({ $0 == "{id}" || $0 == $1 }) else { continue }
             guard routeMethod == method else {
                 allowed.append(routeMethod)
                 continue
