@@ -18,14 +18,21 @@ struct LinkCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON document.") var json = false
 
     func run() async throws {
-        let queue = try options.openQueue()
-        if let mode {
+        let override = try mode.map { mode in
             guard let override = LinkOverride(rawValue: mode) else {
                 throw ValidationError("\"\(mode)\" is not one of auto, metered, unmetered, offline")
             }
-            try await queue.setLinkOverride(override)
+            return override
         }
-        let link = try await queue.link()
+        let link: LinkStatus
+        if let client = try await options.daemonClient(saying: override == nil ? nil
+                                                          : "setting the link class in the queue's database directly") {
+            link = if let override { try await client.setLinkOverride(override) } else { try await client.link() }
+        } else {
+            let queue = try options.openQueue()
+            if let override { try await queue.setLinkOverride(override) }
+            link = try await queue.link()
+        }
         if json {
             try ContractJSON.print(ContractJSON.link(link))
         } else {

@@ -24,18 +24,19 @@ struct PruneCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let queue = try options.openQueue()
-        guard let age = olderThan.flatMap(ConfigurationLoader.duration) ?? queue.configuration.retention.history else {
+        let configuration = try options.loadConfiguration()
+        guard let age = olderThan.flatMap(ConfigurationLoader.duration) ?? configuration.retention.history else {
             printError("uploadq: [retention] history is \"forever\": give --older-than")
             throw CLIExit.usage.code
         }
-        let report = try await queue.prune(olderThan: age, dryRun: dryRun)
+        let report = if let client = try await options.daemonClient(saying: dryRun ? nil
+                                                                       : "pruning the queue's database directly") {
+            try await client.prune(olderThan: age, dryRun: dryRun)
+        } else {
+            try await options.openQueue().prune(olderThan: age, dryRun: dryRun)
+        }
         if json {
-            try ContractJSON.print([
-                "dry_run": dryRun, "jobs": report.jobs, "attempts": report.attempts, "patches": report.patches,
-                "completions": report.completions, "cancelled_files": report.cancelledFiles,
-                "database_bytes_before": report.databaseBytesBefore, "database_bytes_after": report.databaseBytesAfter,
-            ] as [String: Any])
+            try ContractJSON.print(ContractJSON.prune(report, dryRun: dryRun))
             return
         }
         let verb = dryRun ? "would remove" : "removed"

@@ -19,10 +19,34 @@ struct RetryCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        if hooks || failed { try await runOnQueue(try options.openQueue()); return }
         var exitCode: CLIExit?
         let client = try await options.daemonClient(saying: "retrying in the queue's database directly")
         let queue = client == nil ? try options.openQueue() : nil
+        if failed {
+            let changed = if let client { try await client.retryFailed() } else { try await queue!.retryFailed() }
+            print("\(changed.count) job(s) pending again")
+            return
+        }
+        if hooks {
+            var missing = false
+            for text in ids {
+                let id = try parseJobID(text)
+                let retried: Bool
+                do {
+                    retried = if let client { try await client.retry(id, hooksOnly: true) } else { try await queue!.retryOutbox(id) }
+                } catch let error as UploadQueueError where error.code == .jobNotFound {
+                    retried = false
+                }
+                if retried {
+                    print("\(id) patch and hooks pending again")
+                } else {
+                    printError("uploadq: \(id) has no failed patch or hook")
+                    missing = true
+                }
+            }
+            if missing { throw CLIExit.failure.code }
+            return
+        }
         for text in ids {
             let id = try parseJobID(text)
             do {
@@ -46,28 +70,5 @@ struct RetryCommand: AsyncParsableCommand {
             }
         }
         if let exitCode { throw exitCode.code }
-    }
-
-    /// `--hooks` and `--failed`, on the queue's database (a running daemon is woken).
-    private func runOnQueue(_ queue: UploadQueue) async throws {
-        if hooks {
-            var missing = false
-            for text in ids {
-                let id = try parseJobID(text)
-                if try await queue.retryOutbox(id) {
-                    print("\(id) patch and hooks pending again")
-                } else {
-                    printError("uploadq: \(id) has no failed patch or hook")
-                    missing = true
-                }
-            }
-            if missing { throw CLIExit.failure.code }
-            return
-        }
-        if failed {
-            let changed = try await queue.retryFailed()
-            print("\(changed.count) job(s) pending again")
-            return
-        }
     }
 }

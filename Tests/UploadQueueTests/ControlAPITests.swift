@@ -185,6 +185,21 @@ import Testing
                                             body: #"{"jobs": [{"path": "\#(second)"}, {"path": 7}]}"#)
         #expect(malformed.status == 400 && malformed.body.contains("jobs[1]"), "\(malformed)")
 
+        // The link, set by hand and back; the effective config; a prune's dry run.
+        let metered = try await Self.curl(socket, "PUT", "/v1/link", body: #"{"mode": "metered"}"#)
+        #expect(metered.status == 200 && Self.object(metered.body)["class"] as? String == "metered"
+                && Self.object(metered.body)["source"] as? String == "override", "\(metered)")
+        let cli = try await BinaryRunner.run(["link", "auto", "--json", "--config", sandbox.configPath])
+        #expect(cli.status == 0 && !cli.stderr.contains("no daemon answers"), "the CLI went round the door: \(cli.stderr)")
+        let link = try await Self.curl(socket, "GET", "/v1/link")
+        #expect(Self.object(link.body)["source"] as? String != "override", "\(link)")
+        let config = try await Self.curl(socket, "GET", "/v1/config")
+        #expect(config.status == 200 && Self.object(config.body)["state_dir"] as? String == sandbox.state, "\(config.body.prefix(300))")
+        let prune = try await Self.curl(socket, "POST", "/v1/prune", body: #"{"older_than": "30d", "dry_run": true}"#)
+        #expect(prune.status == 200 && Self.object(prune.body)["jobs"] as? Int == 0, "\(prune)")
+        let badPrune = try await Self.curl(socket, "POST", "/v1/prune", body: #"{"dry_run": 1}"#)
+        #expect(badPrune.status == 400, "\(badPrune)")
+
         // Errors: each with its status and a stable code.
         let unknown = try await Self.curl(socket, "GET", "/v1/jobs/01a21ced-2fc5-7c22-9a81-afd5576bd29c")
         #expect(unknown.status == 404 && Self.errorCode(unknown.body) == "job-not-found", "\(unknown)")
@@ -377,6 +392,11 @@ import Testing
         #expect(evil.status == 403 && evil.body.contains("evil"), "\(evil)")
         let status = try await Self.curl(socket, "GET", "/v1/status", as: alice)
         #expect(status.status == 403, "\(status)")
+        for (method, target, body) in [("PUT", "/v1/link", #"{"mode": "offline"}"#), ("GET", "/v1/config", nil),
+                                       ("POST", "/v1/prune", "{}"), ("POST", "/v1/jobs/retry-failed", nil)] {
+            let answer = try await Self.curl(socket, method, target, body: body, as: alice)
+            #expect(answer.status == 403 && Self.errorCode(answer.body) == "forbidden", "alice \(method) \(target): \(answer)")
+        }
         // Whatever is at a path that is not her own file, she hears the same: nothing of what the daemon sees.
         var answers: [String] = []
         for path in [sandbox.root + "/nothing-here.jpg", rootsFile, sandbox.root, "/dev/tty"] {

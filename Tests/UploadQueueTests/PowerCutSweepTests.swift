@@ -52,7 +52,7 @@ import Testing
             for (index, each) in disks.enumerated() {
                 try await each.boot(dieAt: index == armed ? "^(file|dir):(state|spool)" : nil, count: k, before: true)
             }
-            try await PowerCutTests.runDaemon(config, limit: .seconds(6)) { disks.contains { $0.isDead } }
+            try await PowerCutTests.runDaemon(config, limit: .seconds(10)) { disks.contains { $0.isDead } }
             let died = disks.compactMap(\.diedAt).first
             for each in disks { await each.cut() }
 
@@ -60,6 +60,9 @@ import Testing
             let spool = (try? FileManager.default.contentsOfDirectory(atPath: spoolDisk.mount + "/spool")) ?? []
             let visible = Set(spool.filter { !$0.hasPrefix(".") })
             let jobs = try await PowerCutTests.jobs(config)
+            // No cut and the upload durable: the life ended before the armed disk's k-th fsync. No cut and no
+            // upload: the daemon was too slow (a loaded machine) to get there in its time; k is tried again.
+            let uploadedInThatLife = jobs.first?["state"] as? String == "uploaded"
             if visible.contains("photo.jpg.uploadq.json") {
                 #expect(visible.contains("photo.jpg"), "cut at fsync \(k) (\(died ?? "none")): a sidecar without its file")
             }
@@ -79,7 +82,11 @@ import Testing
             #expect(left.isEmpty, "cut at fsync \(k) (\(died ?? "none")): left in the spool: \(left)")
             for each in disks { await each.cut() }
             // The upload was over before the armed disk's k-th fsync: each of its fsyncs was cut.
-            if died == nil { finished[armed] = true } else { counts[armed] += 1 }
+            if died == nil {
+                if uploadedInThatLife { finished[armed] = true }
+            } else {
+                counts[armed] += 1
+            }
         }
         #expect(!finished.contains(false), "the sweep did not reach its end in 44 cuts")
         #expect(counts[0] > 3 && (!acrossDisks || counts[1] > 1), "too few fsyncs to sweep: \(counts)")

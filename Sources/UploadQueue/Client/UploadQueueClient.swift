@@ -109,12 +109,66 @@ public struct UploadQueueClient: Sendable {
         return outcome
     }
 
-    /// Makes a failed job pending now (or sends an uploaded job's failed patch again); whether anything changed.
+    /// Makes a failed job pending now (or sends an uploaded job's failed patch again); with `hooksOnly`, runs its
+    /// failed patch and hooks again and leaves the upload alone. Whether anything changed.
     @discardableResult
-    public func retry(_ id: JobID) async throws -> Bool {
-        let answer = try await exchange.send(.POST, "/v1/jobs/\(id)/retry")
-        guard answer.status == 200 else { throw answer.error("POST /v1/jobs/\(id)/retry") }
+    public func retry(_ id: JobID, hooksOnly: Bool = false) async throws -> Bool {
+        let route = "/v1/jobs/\(id)/retry" + (hooksOnly ? "?hooks=true" : "")
+        let answer = try await exchange.send(.POST, route)
+        guard answer.status == 200 else { throw answer.error("POST \(route)") }
         return try answer.object("retry")["retried"] as? Bool ?? false
+    }
+
+    /// Makes every failed job pending now (the queue's own user and root alone); the jobs that changed.
+    @discardableResult
+    public func retryFailed() async throws -> [JobID] {
+        let answer = try await exchange.send(.POST, "/v1/jobs/retry-failed")
+        guard answer.status == 200 else { throw answer.error("POST /v1/jobs/retry-failed") }
+        return (try answer.object("retry-failed")["retried"] as? [String] ?? []).compactMap(JobID.init)
+    }
+
+    /// The link as the daemon classifies it, and who decided.
+    public func link() async throws -> LinkStatus {
+        try Self.link(try await exchange.send(.GET, "/v1/link"), "GET /v1/link")
+    }
+
+    /// Sets the link class by hand (`auto`: detect again), as `UploadQueue.setLinkOverride` does; the link as the
+    /// daemon then classifies it. The queue's own user and root alone.
+    @discardableResult
+    public func setLinkOverride(_ override: LinkOverride) async throws -> LinkStatus {
+        let body = try JSONSerialization.data(withJSONObject: ["mode": override.rawValue])
+        return try Self.link(try await exchange.send(.PUT, "/v1/link", json: body), "PUT /v1/link")
+    }
+
+    /// Prunes the history as `UploadQueue.prune(olderThan:dryRun:)` does (nil: `[retention] history`); the queue's
+    /// own user and root alone. The database's sizes in the report are the daemon's.
+    public func prune(olderThan age: Duration?, dryRun: Bool = false) async throws -> PruneReport {
+        var request: [String: Any] = ["dry_run": dryRun]
+        if let age { request["older_than"] = "\(Int64(age.components.seconds))s" }
+        let answer = try await exchange.send(.POST, "/v1/prune", json: try JSONSerialization.data(withJSONObject: request))
+        guard answer.status == 200 else { throw answer.error("POST /v1/prune") }
+        let object = try answer.object("POST /v1/prune")
+        func number(_ key: String) -> Int64 { (object[key] as? NSNumber)?.int64Value ?? 0 }
+        var report = PruneReport()
+        report.jobs = Int(number("jobs"))
+        report.attempts = Int(number("attempts"))
+        report.patches = Int(number("patches"))
+        report.completions = Int(number("completions"))
+        report.cancelledFiles = Int(number("cancelled_files"))
+        report.databaseBytesBefore = number("database_bytes_before")
+        report.databaseBytesAfter = number("database_bytes_after")
+        return report
+    }
+
+    private static func link(_ answer: ControlExchange.Answer, _ route: String) throws -> LinkStatus {
+        guard answer.status == 200 else { throw answer.error(route) }
+        let object = try answer.object(route)
+        guard let linkClass = (object["class"] as? String).flatMap(LinkStatus.LinkClass.init(rawValue:)),
+              let source = (object["source"] as? String).flatMap(LinkStatus.Source.init(rawValue:)) else {
+            throw UploadQueueError(.badRequest, "the daemon's answer to \(route) names no link class this version knows")
+        }
+        return LinkStatus(linkClass: linkClass, source: source, interface: object["interface"] as? String,
+                          networkManager: object["networkmanager"] as? String, reason: object["reason"] as? String)
     }
 
     /// Every uploaded job whose completion was not acknowledged yet, then each job as the daemon uploads it, within

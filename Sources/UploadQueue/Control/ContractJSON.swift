@@ -120,6 +120,22 @@ package enum ContractJSON {
     }
 
     /// The link's class, who decided, the interface, NetworkManager's value and why.
+    /// A prune's report, as `uploadq prune --json` prints it and `POST /v1/prune` answers.
+    package static func prune(_ report: PruneReport, dryRun: Bool) -> [String: Any] {
+        [
+            "dry_run": dryRun, "jobs": report.jobs, "attempts": report.attempts, "patches": report.patches,
+            "completions": report.completions, "cancelled_files": report.cancelledFiles,
+            "database_bytes_before": report.databaseBytesBefore, "database_bytes_after": report.databaseBytesAfter,
+        ]
+    }
+
+    /// Whether a JSON value is a boolean (not the number 0 or 1, which Foundation bridges to `Bool` too).
+    package static func isBoolean(_ value: Any) -> Bool {
+        if type(of: value) == Bool.self { return true }
+        guard let number = value as? NSNumber else { return false }
+        return String(cString: number.objCType) == "c"
+    }
+
     package static func link(_ link: LinkStatus) -> [String: Any] {
         [
             "class": link.linkClass.rawValue,

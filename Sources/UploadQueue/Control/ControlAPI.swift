@@ -101,8 +101,33 @@ package struct ControlAPI: Sendable {
             return .json(200, ["id": id.rawValue, "outcome": outcome.rawValue])
         case .retry(let id):
             _ = try await reachable(id, peer: peer)
-            let changed = try await queue.retry([id])
-            return .json(200, ["id": id.rawValue, "retried": changed.contains(id)])
+            // `hooks=true`: the failed patch and hooks alone, not the upload.
+            let hooksOnly = try flag(request.query["hooks"], name: "hooks")
+            let retried = hooksOnly ? try await queue.retryOutbox(id) : try await queue.retry([id]).contains(id)
+            return .json(200, ["id": id.rawValue, "retried": retried])
+        case .retryFailed:
+            try requireAdmin(peer, "retrying every failed job")
+            let changed = try await queue.retryFailed()
+            bell.ring()
+            return .json(200, ["retried": changed.map(\.rawValue)])
+        case .link:
+            return .json(200, ContractJSON.link(try await queue.link()))
+        case .setLink:
+            try requireAdmin(peer, "setting the link class")
+            guard let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any],
+                  object.count == 1, let text = object["mode"] as? String, let mode = LinkOverride(rawValue: text) else {
+                throw ControlAPIError(400, "bad-request", "the body must be {\"mode\": …}, one of "
+                    + LinkOverride.allCases.map(\.rawValue).joined(separator: ", "))
+            }
+            try await queue.setLinkOverride(mode)
+            return .json(200, ContractJSON.link(try await queue.link()))
+        case .config:
+            try requireAdmin(peer, "the effective config")
+            let document = EffectiveConfiguration(queue.configuration).json()
+            return ControlReply(status: 200, body: Data(document.utf8))
+        case .prune:
+            try requireAdmin(peer, "pruning the history")
+            return try await prune(request)
         case .wait(let id):
             return try await wait(for: id, request, peer: peer)
         case .completions:
@@ -118,6 +143,39 @@ package struct ControlAPI: Sendable {
             }
             return .noContent
         }
+    }
+
+    /// Refuses a dropper what is the queue's own user's and root's alone.
+    private func requireAdmin(_ peer: ControlPeer, _ what: String) throws {
+        guard peer.isAdmin else {
+            throw ControlAPIError(403, "forbidden", "\(what) is the queue's own user's and root's")
+        }
+    }
+
+    /// `POST /v1/prune`: `{"older_than": "90d", "dry_run": false}` (both optional: `[retention] history`, and a
+    /// real prune); the report as `uploadq prune --json` prints it.
+    private func prune(_ request: ControlRequest) async throws -> ControlReply {
+        let object = request.body.isEmpty ? [:] : (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any]
+        guard let object, Set(object.keys).isSubset(of: ["older_than", "dry_run"]) else {
+            throw ControlAPIError(400, "bad-request", "the body must be {\"older_than\": \"90d\", \"dry_run\": false} "
+                + "(both optional)")
+        }
+        let dryRunValue = object["dry_run"] ?? false
+        guard ContractJSON.isBoolean(dryRunValue), let dryRun = dryRunValue as? Bool else {
+            throw ControlAPIError(400, "bad-request", "\"dry_run\" must be true or false")
+        }
+        var age = queue.configuration.retention.history
+        if let given = object["older_than"] {
+            guard let text = given as? String, let parsed = ConfigurationLoader.duration(text) else {
+                throw ControlAPIError(400, "bad-request", "\"older_than\" must be a duration such as 90d, 12h or 30m")
+            }
+            age = parsed
+        }
+        guard let age else {
+            throw ControlAPIError(400, "bad-request", "[retention] history is \"forever\": give \"older_than\"")
+        }
+        let report = try await queue.prune(olderThan: age, dryRun: dryRun)
+        return .json(200, ContractJSON.prune(report, dryRun: dryRun))
     }
 
     // MARK: Jobs
@@ -430,6 +488,14 @@ package struct ControlAPI: Sendable {
     }
 
     // MARK: Parameters
+
+    private func flag(_ text: String?, name: String) throws -> Bool {
+        switch text {
+        case nil, "false": return false
+        case "true": return true
+        default: throw ControlAPIError(400, "bad-request", "\(name) must be true or false")
+        }
+    }
 
     private func integer(_ text: String?, name: String, range: ClosedRange<Int>) throws -> Int? {
         guard let text else { return nil }

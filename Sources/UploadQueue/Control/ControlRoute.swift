@@ -11,6 +11,11 @@ package enum ControlRoute: Equatable, Sendable {
     case wait(JobID)
     case completions
     case acknowledge(JobID)
+    case link
+    case setLink
+    case config
+    case prune
+    case retryFailed
 
     /// How a route is made from its path: as is, or from the job id in it.
     private enum Builder: Sendable {
@@ -24,12 +29,17 @@ package enum ControlRoute: Equatable, Sendable {
         ("POST", "/v1/jobs", .fixed(.enqueue)),
         ("GET", "/v1/jobs", .fixed(.jobs)),
         ("POST", "/v1/jobs/batch", .fixed(.enqueueBatch)),
+        ("POST", "/v1/jobs/retry-failed", .fixed(.retryFailed)),
         ("GET", "/v1/jobs/{id}", .job { .job($0) }),
         ("POST", "/v1/jobs/{id}/cancel", .job { .cancel($0) }),
         ("POST", "/v1/jobs/{id}/retry", .job { .retry($0) }),
         ("GET", "/v1/jobs/{id}/wait", .job { .wait($0) }),
         ("GET", "/v1/completions", .fixed(.completions)),
         ("POST", "/v1/completions/{id}/ack", .job { .acknowledge($0) }),
+        ("GET", "/v1/link", .fixed(.link)),
+        ("PUT", "/v1/link", .fixed(.setLink)),
+        ("GET", "/v1/config", .fixed(.config)),
+        ("POST", "/v1/prune", .fixed(.prune)),
     ]
 
     /// Every route as the OpenAPI document (`docs/api/openapi.yaml`) names it: a test checks the two agree.

@@ -173,11 +173,7 @@ struct Sidecar: Sendable, Equatable {
     }
 
     /// JSON `true`/`false`, however Foundation chose to box it.
-    private static func isBoolean(_ value: Any) -> Bool {
-        if type(of: value) == Bool.self { return true }
-        guard let number = value as? NSNumber else { return false }
-        return String(cString: number.objCType) == "c"
-    }
+    private static func isBoolean(_ value: Any) -> Bool { ContractJSON.isBoolean(value) }
 
     private static func describe(_ error: Error) -> String {
         let text = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
