@@ -452,6 +452,55 @@ final class PowerCutDisk: @unchecked Sendable {
         await disk.cut()
     }
 
+    @Test("a cancelled job's file is in blobs/ or cancelled/ after a cut at its move, and kept once the cancel ends")
+    func cancelledFileSurvives() async throws {
+        // As a release's move: the power goes instead of cancelled/'s fsync, while another intake's fsync of
+        // blobs/ got through the instant before. A rename would keep the file in neither folder.
+        let work = try Self.scratch("cancel")
+        defer { try? FileManager.default.removeItem(atPath: work) }
+        let disk = PowerCutDisk(work: work, name: "disk")
+        let config = work + "/uploadq.toml"
+        try """
+            state_dir = "\(disk.mount)/state"
+            [destinations.local]
+            protocol = "file"
+            url = "file://\(work)/delivered"
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let photo = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        try Self.write(photo, to: work + "/photo.jpg")
+        try await disk.boot()
+        let enqueued = try await BinaryRunner.run(["enqueue", work + "/photo.jpg", "--destination", "local",
+                                                   "--config", config])
+        let id = enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(enqueued.status == 0 && JobID(id) != nil, "\(enqueued.stderr)")
+        await disk.cut()
+
+        // No daemon runs: the CLI cancels in the database itself, and the power goes at cancelled/'s fsync.
+        try await disk.boot(dieAt: "^dir:state/cancelled$", before: true)
+        _ = try await BinaryRunner.run(["cancel", id, "--config", config])
+        #expect(disk.diedAt == "dir:state/cancelled", "the power did not go at cancelled/'s fsync: \(disk.diedAt ?? "none")")
+        #expect(disk.command("syncdir state/blobs") == "synced")
+        await disk.cut()
+
+        try await disk.boot()
+        func copies() -> [String] {
+            ["blobs", "cancelled"].flatMap { folder -> [String] in
+                let directory = disk.mount + "/state/" + folder
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+                return names.filter { FileManager.default.contents(atPath: directory + "/" + $0) == photo }
+                    .map { folder + "/" + $0 }
+            }
+        }
+        #expect(!copies().isEmpty, "after the cut the cancelled job's file is in neither blobs/ nor cancelled/")
+        // The cancel, asked again, ends: the job gone, its file kept under cancelled/ alone.
+        let again = try await BinaryRunner.run(["cancel", id, "--config", config])
+        #expect(again.status == 0, "\(again.stdout)\(again.stderr)")
+        let kept = copies()
+        #expect(kept.count == 1 && kept.first?.hasPrefix("cancelled/") == true, "\(kept)")
+        #expect(try await Self.jobs(config).isEmpty)
+        await disk.cut()
+    }
+
     @Test("a file set aside from the spool keeps its reason: a cut right after .rejected/ is fsynced")
     func rejectionKeepsItsReason() async throws {
         let work = try Self.scratch("reason")

@@ -18,20 +18,42 @@ struct CancelledFiles: Sendable {
 
     /// Moves the queue's copy of `job`'s file (and its spool sidecar) here; a file already moved by an earlier,
     /// interrupted pass counts. `reference` files are the caller's and stay where they are.
+    ///
+    /// The move is a second link, this folder's fsync, then the unlink from `blobs/` and its fsync: a rename is two
+    /// names in two folders, and a power cut after another intake fsynced `blobs/` (but before this folder's fsync)
+    /// would keep the file in neither (as the power-cut run found for a release's move).
     func keep(_ job: Job) throws(UploadQueueError) {
         guard job.mode != .reference else { return }
         try BlobStore.makeDirectory(directory)
         let target = path(for: job)
+        var linked: [String] = []
         for (source, destination) in [(job.file, target), (job.file + Sidecar.suffix, target + Sidecar.suffix)] {
-            guard uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, destination) != 0 else { continue }
+            if linkat(AT_FDCWD, source, AT_FDCWD, destination, 0) == 0 {
+                linked.append(source)
+                continue
+            }
             let code = errno
-            // Gone from the queue already: moved here by an interrupted pass, or never there (a sidecar).
-            if code == ENOENT, !FileManager.default.fileExists(atPath: source) { continue }
+            switch code {
+            case ENOENT where !FileManager.default.fileExists(atPath: source):
+                // Gone from the queue already: moved here by an interrupted pass, or never there (a sidecar).
+                continue
+            case EEXIST:
+                // Linked here by an interrupted pass (the name carries the job's id): the source goes once this
+                // folder is durable.
+                linked.append(source)
+                continue
+            default:
+                // No second link (a file system without hard links): a rename, arrival fsynced first below.
+                guard uploadq_rename_noreplace(AT_FDCWD, source, AT_FDCWD, destination) != 0 else { continue }
+            }
             throw UploadQueueError(.io, "cannot keep the file of cancelled job \(job.id) under \(directory): "
-                + "\(String(cString: strerror(code))); the job stays in the queue until it can be kept",
-                job: job.id, path: source, cause: String(cString: strerror(code)))
+                + "\(String(cString: strerror(errno))); the job stays in the queue until it can be kept",
+                job: job.id, path: source, cause: String(cString: strerror(errno)))
         }
         try syncDirectory(directory)
+        for source in linked where unlink(source) != 0 && errno != ENOENT {
+            throw .system("unlink", path: source, job: job.id)
+        }
         try syncDirectory((job.file as NSString).deletingLastPathComponent)
     }
 
