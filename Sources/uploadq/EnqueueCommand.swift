@@ -73,13 +73,25 @@ struct EnqueueCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let client = try await options.daemonClient(saying: wait ? nil : "the files go into the queue's database "
-            + "directly, and a daemon started later uploads them")
-        // Without a daemon (or to follow progress with --wait) the queue is opened here.
-        let queue = client == nil || wait ? try options.openQueue() : nil
-        if wait, client == nil, let queue {
+        // The queue's own user reads its files in this process, as it sees them (the daemon's sandbox may not see
+        // a home or /tmp path), and a running daemon is woken; anyone else (root, a member of `[api] group`) hands
+        // them over through the daemon, which reads them as the daemon's rules say.
+        _ = try options.loadConfiguration()
+        var queue = try? options.openQueue(quietly: true)
+        var client: UploadQueueClient?
+        if queue == nil {
+            client = try await options.daemonClient()
+            // No daemon either: the reason the queue could not be opened, and the exit it calls for.
+            if client == nil { queue = try options.openQueue() }
+        }
+        if wait, let queue, try await queue.status().runnerPID == nil {
             printError("uploadq: --wait needs a running daemon for \(queue.configuration.stateDirectory); start `uploadq daemon` first")
             throw CLIExit.noDaemon.code
+        }
+        if wait, queue == nil {
+            printError("uploadq: --wait follows the upload in the queue's database, which only its own user may open; "
+                + "without --wait the files are handed over, and `GET /v1/jobs/ID/wait` on the control API follows one")
+            throw CLIExit.usage.code
         }
         var meta: [String: String] = [:]
         for pair in metaPairs {
@@ -102,7 +114,7 @@ struct EnqueueCommand: AsyncParsableCommand {
         }
         // One batch: copies made durable with one flush and rows committed together, each file still on its own.
         var lines = ""
-        let outcomes = if let client { try await client.enqueue(batch: requests) } else { await queue!.enqueue(batch: requests) }
+        let outcomes = if let client { await client.enqueue(batch: requests) } else { await queue!.enqueue(batch: requests) }
         for (path, outcome) in zip(paths, outcomes) {
             switch outcome {
             case .success(let result):

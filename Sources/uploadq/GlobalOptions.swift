@@ -30,13 +30,15 @@ struct GlobalOptions: ParsableArguments {
     }
 
     /// The queue opened for this command, logging to stderr at `level`.
-    func openQueue(level: Logger.Level = .warning) throws -> UploadQueue {
+    /// `quietly`: a queue that cannot be opened throws without a word (the caller has another way).
+    func openQueue(level: Logger.Level = .warning, quietly: Bool = false) throws -> UploadQueue {
         let configuration = try loadConfiguration()
         do {
             return try UploadQueue(configuration: configuration, logger: Logger(label: "uploadq") {
                 StderrLogHandler(label: $0, level: level)
             })
         } catch {
+            if quietly { throw error }
             printError("uploadq: cannot open the queue in \(configuration.stateDirectory): \(error)")
             let diskFull = (error as? UploadQueueError)?.code == .diskLow
             throw (diskFull ? CLIExit.diskLow : CLIExit.failure).code

@@ -199,6 +199,14 @@ import Testing
         #expect(prune.status == 200 && Self.object(prune.body)["jobs"] as? Int == 0, "\(prune)")
         let badPrune = try await Self.curl(socket, "POST", "/v1/prune", body: #"{"dry_run": 1}"#)
         #expect(badPrune.status == 400, "\(badPrune)")
+        // Nothing failed: neither a retry of every failed job nor one of this job's hooks changes anything.
+        let retryFailed = try await Self.curl(socket, "POST", "/v1/jobs/retry-failed")
+        #expect(retryFailed.status == 200 && (Self.object(retryFailed.body)["retried"] as? [Any])?.isEmpty == true, "\(retryFailed)")
+        let retryHooks = try await Self.curl(socket, "POST", "/v1/jobs/\(id)/retry?hooks=true")
+        #expect(retryHooks.status == 200 && Self.object(retryHooks.body)["retried"] as? Bool == false, "\(retryHooks)")
+        let keyedBatch = try await Self.curl(socket, "POST", "/v1/jobs/batch", body: #"{"jobs": [{"path": "\#(photo)"}]}"#,
+                                             headers: ["Idempotency-Key: k"])
+        #expect(keyedBatch.status == 400, "\(keyedBatch)")
 
         // Errors: each with its status and a stable code.
         let unknown = try await Self.curl(socket, "GET", "/v1/jobs/01a21ced-2fc5-7c22-9a81-afd5576bd29c")
@@ -281,6 +289,7 @@ import Testing
         let engine = Task {
             var arrived: [JobID: ContinuousClock.Instant] = [:]
             for try await completion in client.completions() {
+                #expect(arrived[completion.jobID] == nil, "job \(completion.jobID)'s completion came twice")
                 arrived[completion.jobID] = .now
                 #expect(completion.meta["record"] != nil && completion.sha256.count == 64)
                 try await client.acknowledge(completion.jobID)

@@ -321,11 +321,12 @@ final class PowerCutDisk: @unchecked Sendable {
             if died == nil {
                 if throughInThatLife { break }
                 slowLives += 1
-                #expect(slowLives < 5, "the daemon reached neither the k-th fsync nor the end in 5 lives")
+                #expect(slowLives < 5, "the daemon reached neither fsync \(k) nor the end in 5 lives")
                 if slowLives >= 5 { break }
                 continue
             }
             k += 1
+            slowLives = 0
         }
         #expect(k > 5, "the upload and release made only \(k - 1) fsyncs: the sweep proves little")
     }

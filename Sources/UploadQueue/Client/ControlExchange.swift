@@ -31,10 +31,12 @@ struct ControlExchange: Sendable {
         }
     }
 
-    /// Sends `method target` with an optional JSON body and headers; the answer, whatever its status. A daemon that
-    /// is not there (no socket, nobody listening, not this user's to reach) is `daemonUnreachable`.
+    /// Sends `method target` with an optional JSON body and headers; the answer, whatever its status.
+    ///
+    /// A daemon that is not there (no socket, nobody listening), or that goes away or does not answer within
+    /// `deadline`, is `daemonUnreachable`; a socket this user may not connect to is `forbidden`.
     func send(_ method: HTTPMethod, _ target: String, json body: Data? = nil,
-              headers extra: [(String, String)] = []) async throws -> Answer {
+              headers extra: [(String, String)] = [], deadline: Duration = .seconds(60)) async throws -> Answer {
         let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
         do {
             channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -45,10 +47,20 @@ struct ControlExchange: Sendable {
                             wrappingChannelSynchronously: channel)
                     }
                 }
+        } catch let error as IOError where [EACCES, EPERM].contains(error.errnoCode) {
+            throw UploadQueueError(.forbidden, "this user may not connect to the daemon's control socket: ask its admin "
+                + "to add it to the socket's group ([api] group)", path: socketPath, cause: String(cString: strerror(error.errnoCode)))
         } catch {
             throw UploadQueueError(.daemonUnreachable, "no daemon answers on its control socket: \(error); start "
-                + "`uploadq daemon` (or ask its admin for the socket's group)", path: socketPath)
+                + "`uploadq daemon`", path: socketPath)
         }
+        // A daemon that stops answering (wedged, or stopped with the connection open) ends the exchange at its
+        // deadline: the connection is closed, and the read below ends.
+        let timer = channel.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000
+            + deadline.components.attoseconds / 1_000_000_000)) { [channel = channel.channel] in
+            channel.close(promise: nil)
+        }
+        defer { timer.cancel() }
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: target)
         head.headers.add(name: "Host", value: "localhost")
         head.headers.add(name: "Connection", value: "close")
@@ -59,7 +71,24 @@ struct ControlExchange: Sendable {
         } else if method == .POST {
             head.headers.add(name: "Content-Length", value: "0")
         }
-        return try await channel.executeThenClose { inbound, outbound in
+        do {
+            return try await exchange(channel, head: head, body: body, method: method, target: target, deadline: deadline)
+        } catch let error as UploadQueueError {
+            throw error
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // Reset or closed under it (a daemon restarting): as if it were not there.
+            try Task.checkCancellation()
+            throw UploadQueueError(.daemonUnreachable, "the daemon's connection broke during \(method) \(target): "
+                + "\(error); try again once it runs", path: socketPath)
+        }
+    }
+
+    private func exchange(_ channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>,
+                          head: HTTPRequestHead, body: Data?, method: HTTPMethod, target: String,
+                          deadline: Duration) async throws -> Answer {
+        try await channel.executeThenClose { inbound, outbound in
             try await outbound.write(.head(head))
             if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
             try await outbound.write(.end(nil))
@@ -75,8 +104,8 @@ struct ControlExchange: Sendable {
                 }
             }
             try Task.checkCancellation()
-            throw UploadQueueError(.daemonUnreachable, "the daemon closed the connection before answering "
-                + "\(method) \(target) (it may be stopping); try again once it runs", path: socketPath)
+            throw UploadQueueError(.daemonUnreachable, "the daemon closed the connection (or gave no answer within "
+                + "\(deadline)) before answering \(method) \(target); try again once it runs", path: socketPath)
         }
     }
 }

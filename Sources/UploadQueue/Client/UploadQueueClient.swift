@@ -25,7 +25,8 @@ public struct UploadQueueClient: Sendable {
 
     /// Whether a daemon answers on the socket and runs its queue.
     public func isDaemonRunning() async -> Bool {
-        guard let answer = try? await exchange.send(.GET, "/v1/health"), answer.status == 200 else { return false }
+        guard let answer = try? await exchange.send(.GET, "/v1/health", deadline: .seconds(2)),
+              answer.status == 200 else { return false }
         return (try? answer.object("GET /v1/health"))?["running"] as? Bool == true
     }
 
@@ -35,8 +36,10 @@ public struct UploadQueueClient: Sendable {
     /// first one made, also once that job was cancelled or pruned: the file is never uploaded twice for one key.
     public func enqueue(_ request: EnqueueRequest, idempotencyKey: String? = nil) async throws -> EnqueueResult {
         let body = try JSONSerialization.data(withJSONObject: Self.body(request))
+        // The daemon reads (and hashes) the whole file before it answers: a large one takes a while.
         let answer = try await exchange.send(.POST, "/v1/jobs", json: body,
-                                             headers: idempotencyKey.map { [("Idempotency-Key", $0)] } ?? [])
+                                             headers: idempotencyKey.map { [("Idempotency-Key", $0)] } ?? [],
+                                             deadline: Self.intakeDeadline)
         guard answer.status == 200 || answer.status == 201 else { throw answer.error("POST /v1/jobs") }
         let object = try answer.object("POST /v1/jobs")
         guard let text = object["id"] as? String, let id = JobID(text) else {
@@ -46,22 +49,31 @@ public struct UploadQueueClient: Sendable {
     }
 
     /// Hands many files over, each with its own result, as `UploadQueue.enqueue(batch:)` does: the daemon makes the
-    /// queue's own user's durable together (one flush, one commit per 256). Throws only when the daemon cannot be
-    /// asked at all.
-    public func enqueue(batch requests: [EnqueueRequest]) async throws -> [Result<EnqueueResult, UploadQueueError>] {
+    /// queue's own user's durable together (one flush, one commit per 256). A request the daemon does not answer
+    /// (it stopped half-way) fails the files it carried and those after it; those answered before keep their jobs.
+    public func enqueue(batch requests: [EnqueueRequest]) async -> [Result<EnqueueResult, UploadQueueError>] {
         var results: [Result<EnqueueResult, UploadQueueError>] = []
         var start = 0
         while start < requests.count {
             // 256 a request: the daemon's commit group, and well inside its 1 MiB body limit.
             let chunk = requests[start..<min(start + 256, requests.count)]
-            start = chunk.endIndex
-            let body = try JSONSerialization.data(withJSONObject: ["jobs": chunk.map(Self.body)])
-            let answer = try await exchange.send(.POST, "/v1/jobs/batch", json: body)
-            guard answer.status == 200 else { throw answer.error("POST /v1/jobs/batch") }
-            let items = try answer.object("POST /v1/jobs/batch")["results"] as? [[String: Any]] ?? []
-            guard items.count == chunk.count else {
-                throw UploadQueueError(.badRequest, "the daemon answered \(items.count) results for \(chunk.count) files")
+            let items: [[String: Any]]
+            do {
+                let body = try JSONSerialization.data(withJSONObject: ["jobs": chunk.map(Self.body)])
+                let answer = try await exchange.send(.POST, "/v1/jobs/batch", json: body, deadline: Self.intakeDeadline)
+                guard answer.status == 200 else { throw answer.error("POST /v1/jobs/batch") }
+                items = try answer.object("POST /v1/jobs/batch")["results"] as? [[String: Any]] ?? []
+                guard items.count == chunk.count else {
+                    throw UploadQueueError(.badRequest, "the daemon answered \(items.count) results for \(chunk.count) files")
+                }
+            } catch {
+                let failure = error as? UploadQueueError ?? UploadQueueError(.daemonUnreachable, "\(error)")
+                var failed = failure
+                failed.message = "not handed over: \(failure.message)"
+                results += Array(repeating: .failure(failed), count: requests.count - start)
+                return results
             }
+            start = chunk.endIndex
             for (request, item) in zip(chunk, items) {
                 if let text = item["id"] as? String, let id = JobID(text) {
                     results.append(.success(EnqueueResult(id: id, deduplicated: item["deduplicated"] as? Bool ?? false)))
@@ -93,7 +105,7 @@ public struct UploadQueueClient: Sendable {
         let list = states.map(\.rawValue).sorted().joined(separator: ",")
         let seconds = min(Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18, 300)
         let route = "/v1/jobs/\(id)/wait?state=\(list)&timeout=\(seconds)"
-        let answer = try await exchange.send(.GET, route)
+        let answer = try await exchange.send(.GET, route, deadline: .seconds(Int64(seconds) + 15))
         if answer.status == 404 { return nil }
         guard answer.status == 200 else { throw answer.error("GET \(route)") }
         return (try answer.object("GET \(route)")["state"] as? String).flatMap(JobState.init(rawValue:))
@@ -202,7 +214,12 @@ public struct UploadQueueClient: Sendable {
     /// How often the completions are read from the first again: what was delivered and is acknowledged since is
     /// forgotten then (the memory stays as small as what is unacknowledged), and one whose upload time lies before
     /// the cursor (the clock stepped back) is found.
-    static let rescanInterval: Duration = .seconds(30)
+    /// (Until the API has a durable event sequence: a completion settled in the same millisecond as the cursor's,
+    /// or committed after a later one, sorts before the cursor, and waits for the next rescan.)
+    static let rescanInterval: Duration = .seconds(10)
+
+    /// The longest an intake through the daemon may take to be answered: it reads and hashes the whole file.
+    static let intakeDeadline: Duration = .seconds(3600)
 
     /// The long-poll loop behind `completions()`: reads after the last one seen, delivers each once.
     private static func follow(_ exchange: ControlExchange, yield: (Completion) -> Void) async throws {
@@ -231,8 +248,14 @@ public struct UploadQueueClient: Sendable {
                     continue
                 }
                 let batch = try await read(exchange, after: cursor, timeout: 30)
-                for completion in batch where delivered.insert(completion.jobID).inserted { yield(completion) }
+                var fresh = 0
+                for completion in batch where delivered.insert(completion.jobID).inserted {
+                    fresh += 1
+                    yield(completion)
+                }
                 cursor = batch.last?.jobID ?? cursor
+                // Only what was delivered already (a daemon that ignored the cursor): no tight loop.
+                if !batch.isEmpty && fresh == 0 { try await Task.sleep(for: .milliseconds(500)) }
             } catch let error as UploadQueueError where error.code == .daemonUnreachable {
                 // The daemon restarts, or is not up yet: wait for it.
                 try await Task.sleep(for: .milliseconds(200))
@@ -245,7 +268,7 @@ public struct UploadQueueClient: Sendable {
 
     private static func read(_ exchange: ControlExchange, after: JobID?, timeout: Int) async throws -> [Completion] {
         let route = "/v1/completions?timeout=\(timeout)&limit=\(pageSize)" + (after.map { "&after=\($0)" } ?? "")
-        let answer = try await exchange.send(.GET, route)
+        let answer = try await exchange.send(.GET, route, deadline: .seconds(Int64(timeout) + 15))
         guard answer.status == 200 else { throw answer.error("GET /v1/completions") }
         let items = try answer.object("GET /v1/completions")["completions"] as? [[String: Any]] ?? []
         return items.compactMap(Completion.init(api:))

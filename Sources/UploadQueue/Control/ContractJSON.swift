@@ -119,7 +119,6 @@ package enum ContractJSON {
         ]
     }
 
-    /// The link's class, who decided, the interface, NetworkManager's value and why.
     /// A prune's report, as `uploadq prune --json` prints it and `POST /v1/prune` answers.
     package static func prune(_ report: PruneReport, dryRun: Bool) -> [String: Any] {
         [
@@ -136,6 +135,7 @@ package enum ContractJSON {
         return String(cString: number.objCType) == "c"
     }
 
+    /// The link's class, who decided, the interface, NetworkManager's value and why.
     package static func link(_ link: LinkStatus) -> [String: Any] {
         [
             "class": link.linkClass.rawValue,

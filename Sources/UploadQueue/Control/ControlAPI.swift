@@ -197,7 +197,6 @@ package struct ControlAPI: Sendable {
         guard let object = try? JSONSerialization.jsonObject(with: request.body), let fields = object as? [String: Any] else {
             throw ControlAPIError(400, "bad-request", "the body must be a JSON object with at least \"path\"")
         }
-        let enqueue = try parse(fields, peer: peer)
         let key = try request.idempotencyKey.map { key in
             guard (1...255).contains(key.utf8.count), key.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7f }) else {
                 throw ControlAPIError(400, "bad-request", "Idempotency-Key must be 1 to 255 visible ASCII characters")
@@ -209,6 +208,8 @@ package struct ControlAPI: Sendable {
         if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
             return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
         }
+        // Checked after the key: a replay is answered even once the file is gone from where it was.
+        let enqueue = try parse(fields, peer: peer)
         let keyName = key.map { "\(peer.uid) \($0)" }
         if let keyName {
             guard enqueuing.keys.withLock({ $0.insert(keyName).inserted }) else {
@@ -241,6 +242,10 @@ package struct ControlAPI: Sendable {
     /// durable together (one flush, one commit per 256), as `uploadq enqueue A B C…` does; a dropper's are taken
     /// one by one, each checked as alone.
     private func enqueueBatch(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
+        guard request.idempotencyKey == nil else {
+            throw ControlAPIError(400, "bad-request", "a batch takes no Idempotency-Key: send each file with its key "
+                + "to POST /v1/jobs")
+        }
         guard let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any],
               object.count == 1, let items = object["jobs"] as? [Any], (1...Self.batchLimit).contains(items.count) else {
             throw ControlAPIError(400, "bad-request", "the body must be {\"jobs\": [...]} with 1 to "
@@ -275,6 +280,8 @@ package struct ControlAPI: Sendable {
             }
         } else {
             for (index, enqueue) in parsed {
+                // A client gone, or the daemon stopping: the rest is not read.
+                try Task.checkCancellation()
                 do {
                     let result = try await accept(enqueue, peer: peer)
                     results[index] = ["id": result.id.rawValue, "deduplicated": result.deduplicated]
@@ -349,8 +356,10 @@ package struct ControlAPI: Sendable {
         return enqueue
     }
 
-    /// Counts an enqueue (or a batch) of the peer's in, unless it has `enqueuesPerUser` being read already.
+    /// Counts an enqueue (or a batch) of a dropper's in, unless it has `enqueuesPerUser` being read already (the
+    /// queue's own user and root are not held to it: their enqueues are the admin's, as in the CLI and the library).
     private func admit(_ peer: ControlPeer) throws {
+        guard !peer.isAdmin else { return }
         let admitted = enqueuing.counts.withLock { counts -> Bool in
             guard counts[peer.uid, default: 0] < Self.enqueuesPerUser else { return false }
             counts[peer.uid, default: 0] += 1
@@ -363,6 +372,7 @@ package struct ControlAPI: Sendable {
     }
 
     private func release(_ peer: ControlPeer) {
+        guard !peer.isAdmin else { return }
         enqueuing.counts.withLock { $0[peer.uid, default: 1] -= 1 }
     }
 

@@ -33,9 +33,10 @@ extension QueueStore {
         try writer.read { db in
             var from = ""
             var arguments: StatementArguments = []
+            // The cursor only from a job this reader may see: another user's job tells a dropper nothing.
             if let after, let updated = try Date.fetchOne(db, sql: """
-                SELECT updated_at FROM job WHERE id = ? AND state = 'uploaded'
-                """, arguments: [after.rawValue]) {
+                SELECT updated_at FROM job WHERE id = ? AND state = 'uploaded' AND (? IS NULL OR owner_uid = ?)
+                """, arguments: [after.rawValue, owner.map { Int64($0) }, owner.map { Int64($0) }]) {
                 from = "AND (updated_at, id) > (?, ?)"
                 arguments = [updated, after.rawValue]
             }
