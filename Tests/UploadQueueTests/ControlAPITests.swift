@@ -343,6 +343,61 @@ import Testing
         _ = await daemon.terminate()
     }
 
+    /// The events of an NDJSON answer, in order.
+    static func lines(_ body: String) -> [[String: Any]] {
+        body.split(separator: "\n").map { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] ?? [:] }
+    }
+
+    @Test("events: the durable log, in order, each seq once, resumed with since across a restart; a dropper's own alone")
+    func durableEvents() async throws {
+        let sandbox = try Sandbox(config: """
+            [destinations.nowhere]
+            protocol = "tus"
+            url = "http://127.0.0.1:9/files/"
+            circuit_threshold = 0
+            """)
+        var (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
+        let photo = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 30_000, seed: 21)
+        let made = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(photo)"}"#)
+        let id = try #require(Self.object(made.body)["id"] as? String)
+        _ = try await Self.curl(socket, "GET", "/v1/jobs/\(id)/wait?state=uploaded&timeout=20")
+        let all = Self.lines(try await Self.curl(socket, "GET", "/v1/events?since=0").body)
+        let mine = all.filter { $0["job"] as? String == id }
+        #expect(mine.map { $0["type"] as? String } == ["enqueued", "started", "uploaded"], "\(all)")
+        #expect(mine.last?["size"] as? Int == 30_000 && (mine.last?["remote_url"] as? String)?.isEmpty == false)
+        let seqs = all.compactMap { $0["seq"] as? Int }
+        #expect(seqs.count == all.count && seqs == seqs.sorted() && Set(seqs).count == seqs.count, "\(seqs)")
+        let last = try #require(seqs.last)
+        // Nothing new: an empty answer at once, and after a while with a timeout.
+        #expect(try await Self.curl(socket, "GET", "/v1/events?since=\(last)").body.isEmpty)
+
+        // Restarted: the numbers go on from where they were, and `since` resumes without a line twice.
+        _ = await daemon.terminate()
+        (daemon, socket) = try await Self.daemon(sandbox, socket: socket)
+        let restarted = socket
+        let follower = Task { try await Self.curl(restarted, "GET", "/v1/events?since=\(last)&timeout=20") }
+        let other = try sandbox.makeFile(sandbox.root + "/stuck.jpg", size: 5_000, seed: 22)
+        let stuck = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(other)", "destination": "nowhere"}"#)
+        let stuckID = try #require(Self.object(stuck.body)["id"] as? String)
+        let followed = Self.lines(try await follower.value.body)
+        #expect(followed.first?["type"] as? String == "enqueued" && followed.first?["job"] as? String == stuckID
+                && (followed.first?["seq"] as? Int ?? 0) > last, "\(followed)")
+        _ = try await Self.curl(socket, "GET", "/v1/jobs/\(stuckID)/wait?state=failed&timeout=20")
+        _ = try await Self.curl(socket, "POST", "/v1/jobs/\(stuckID)/cancel")
+        #expect(await eventually {
+            let after = Self.lines((try? await Self.curl(socket, "GET", "/v1/events?since=\(last)").body) ?? "")
+            return after.filter { $0["job"] as? String == stuckID }.compactMap { $0["type"] as? String }.suffix(2)
+                == ["failed", "cancelled"]
+        })
+        let tail = Self.lines(try await Self.curl(socket, "GET", "/v1/events?since=\(last)").body)
+        let failed = tail.first { $0["type"] as? String == "failed" }
+        #expect(failed?["permanent"] as? Bool == false && failed?["error"] as? String != nil
+                && failed?["retry_at"] as? String != nil, "\(tail)")
+        let bad = try await Self.curl(socket, "GET", "/v1/events?since=-1")
+        #expect(bad.status == 400, "\(bad)")
+        _ = await daemon.terminate()
+    }
+
     @Test("the Python example (at most 40 lines) enqueues a photo, waits for it and acknowledges it")
     func pythonExample() async throws {
         let sandbox = try Sandbox()
@@ -440,6 +495,9 @@ import Testing
             let answer = try await Self.curl(socket, method, target, as: bob)
             #expect(answer.status == 404 && Self.errorCode(answer.body) == "job-not-found", "bob \(method) \(target): \(answer)")
         }
+        // Bob's events are his jobs' alone, and tell him nothing of how much else happened.
+        let bobsEvents = Self.lines(try await Self.curl(socket, "GET", "/v1/events?since=0", as: bob).body)
+        #expect(!bobsEvents.isEmpty && bobsEvents.allSatisfy { $0["job"] as? String == bobsID }, "\(bobsEvents)")
         // Bob's CLI goes through the same door: it may not open the queue's database, yet it is served as the
         // daemon serves him (his own file taken, his own job cancelled, alice's not found).
         chmod(sandbox.configPath, 0o644)

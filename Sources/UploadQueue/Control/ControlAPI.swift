@@ -110,6 +110,8 @@ package struct ControlAPI: Sendable {
             let changed = try await queue.retryFailed()
             bell.ring()
             return .json(200, ["retried": changed.map(\.rawValue)])
+        case .events:
+            return try await events(request, peer: peer)
         case .link:
             return .json(200, ContractJSON.link(try await queue.link()))
         case .setLink:
@@ -475,6 +477,48 @@ package struct ControlAPI: Sendable {
             }
             if !jobs.isEmpty || ContinuousClock.now >= deadline {
                 return .json(200, ["completions": jobs.map(Self.completion)])
+            }
+            await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
+            try Task.checkCancellation()
+        }
+    }
+
+    /// `GET /v1/events?since=SEQ&timeout=30&limit=1000`: the durable event log after `since` as NDJSON, one event
+    /// a line with its `seq`, oldest first; with a timeout, waits until there is one. Without `since`, from now on;
+    /// `since=0`, everything kept. A reader whose `since` lies before what is kept gets a `dropped` line first (a
+    /// gap it cannot fill). A dropper reads its own jobs' events alone.
+    private func events(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
+        let timeout = try duration(request.query["timeout"]) ?? .zero
+        let limit = try integer(request.query["limit"], name: "limit", range: 1...10_000) ?? 1000
+        let store = queue.store
+        let bounds = try await BlockingWork.run { try store.eventLogBounds() }
+        var since = try request.query["since"].map { text in
+            guard let seq = Int64(text), seq >= 0 else {
+                throw ControlAPIError(400, "bad-request", "since must be a sequence number (0: from the first kept)")
+            }
+            return seq
+        } ?? bounds.last
+        var lines: [String] = []
+        if let first = bounds.first, since < first - 1 {
+            var gap = FeedEvent(.dropped, time: Date())
+            // What a dropper missed of others' is none of its business: the count is the admin's.
+            if peer.isAdmin { gap.fields["lost"] = .integer(first - 1 - since) }
+            gap.sequence = first - 1
+            lines.append(gap.jsonLine)
+            since = first - 1
+        }
+        let deadline = ContinuousClock.now + timeout
+        let owner = peer.isAdmin ? nil : peer.uid
+        while true {
+            let after = since
+            let events = try await BlockingWork.run { try store.loggedEvents(after: after, owner: owner, limit: limit) }
+            lines += events.map(\.jsonLine)
+            since = events.last?.sequence ?? since
+            if !lines.isEmpty || ContinuousClock.now >= deadline {
+                var reply = ControlReply(status: 200, body: Data(lines.map { $0 + "\n" }.joined().utf8))
+                // Where the next read goes on from (`since`), also after an empty answer.
+                reply.headers = [("Content-Type", "application/x-ndjson"), ("Uploadq-Seq", "\(since)")]
+                return reply
             }
             await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()

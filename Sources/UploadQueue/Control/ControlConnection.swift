@@ -85,7 +85,9 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     private func write(_ reply: ControlReply, keepAlive: Bool, context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
         var headers = HTTPHeaders()
-        if !reply.body.isEmpty { headers.add(name: "Content-Type", value: "application/json") }
+        if !reply.body.isEmpty, !reply.headers.contains(where: { $0.0 == "Content-Type" }) {
+            headers.add(name: "Content-Type", value: "application/json")
+        }
         headers.add(name: "Content-Length", value: String(reply.body.count))
         headers.add(name: "Connection", value: keepAlive ? "keep-alive" : "close")
         for (name, value) in reply.headers { headers.add(name: name, value: value) }

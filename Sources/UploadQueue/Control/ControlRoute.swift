@@ -16,6 +16,7 @@ package enum ControlRoute: Equatable, Sendable {
     case config
     case prune
     case retryFailed
+    case events
 
     /// How a route is made from its path: as is, or from the job id in it.
     private enum Builder: Sendable {
@@ -36,6 +37,7 @@ package enum ControlRoute: Equatable, Sendable {
         ("GET", "/v1/jobs/{id}/wait", .job { .wait($0) }),
         ("GET", "/v1/completions", .fixed(.completions)),
         ("POST", "/v1/completions/{id}/ack", .job { .acknowledge($0) }),
+        ("GET", "/v1/events", .fixed(.events)),
         ("GET", "/v1/link", .fixed(.link)),
         ("PUT", "/v1/link", .fixed(.setLink)),
         ("GET", "/v1/config", .fixed(.config)),

@@ -279,6 +279,9 @@ public struct QueueDatabase: Sendable {
                 """)
             try db.execute(sql: "CREATE INDEX idempotency_key_job ON idempotency_key(job_id)")
         }
+        migrator.registerMigration("v14-event-log") { db in
+            try QueueDatabase.migrateToEventLog(db)
+        }
         return migrator
     }
 }

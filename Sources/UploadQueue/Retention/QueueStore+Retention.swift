@@ -128,6 +128,8 @@ extension QueueStore {
                 """, arguments: [cutoff, batch])
             return db.changesCount
         }) == batch {}
+        // The event log keeps what the history keeps: its sequence numbers are never given out again.
+        _ = try pruneEventLog(before: cutoff, batch: batch)
         return report
     }
 
