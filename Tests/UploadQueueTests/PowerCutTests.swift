@@ -155,6 +155,28 @@ final class PowerCutDisk: @unchecked Sendable {
         return reached
     }
 
+    /// A disk (booted) whose queue holds one photo, enqueued by copy for a local target under `work`.
+    static func queueWithOnePhoto(_ work: String, sourceLocation: SourceLocation = #_sourceLocation) async throws
+        -> (disk: PowerCutDisk, config: String, photo: Data, id: String)
+    {
+        let disk = PowerCutDisk(work: work, name: "disk")
+        let config = work + "/uploadq.toml"
+        try """
+            state_dir = "\(disk.mount)/state"
+            [destinations.local]
+            protocol = "file"
+            url = "file://\(work)/delivered"
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        let photo = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
+        try write(photo, to: work + "/photo.jpg")
+        try await disk.boot()
+        let enqueued = try await BinaryRunner.run(["enqueue", work + "/photo.jpg", "--destination", "local",
+                                                   "--config", config])
+        let id = enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(enqueued.status == 0 && JobID(id) != nil, "\(enqueued.stderr)", sourceLocation: sourceLocation)
+        return (disk, config, photo, id)
+    }
+
     static func jobs(_ config: String) async throws -> [[String: Any]] {
         let output = try await BinaryRunner.run(["list", "--json", "--config", config])
         return (try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [[String: Any]]) ?? []
@@ -208,20 +230,7 @@ final class PowerCutDisk: @unchecked Sendable {
     func deviceNumberedAnew() async throws {
         let work = try Self.scratch("device")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let disk = PowerCutDisk(work: work, name: "disk")
-        let config = work + "/uploadq.toml"
-        try """
-            state_dir = "\(disk.mount)/state"
-            [destinations.local]
-            protocol = "file"
-            url = "file://\(work)/delivered"
-            """.write(toFile: config, atomically: true, encoding: .utf8)
-        let photo = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
-        try Self.write(photo, to: work + "/photo.jpg")
-        try await disk.boot()
-        let enqueued = try await BinaryRunner.run(["enqueue", work + "/photo.jpg", "--destination", "local",
-                                                   "--config", config])
-        #expect(enqueued.status == 0, "\(enqueued.stderr)")
+        let (disk, config, photo, _) = try await Self.queueWithOnePhoto(work)
         var before = stat()
         stat(disk.mount + "/state", &before)
         await disk.cut()
@@ -459,21 +468,7 @@ final class PowerCutDisk: @unchecked Sendable {
         // blobs/ got through the instant before. A rename would keep the file in neither folder.
         let work = try Self.scratch("cancel")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let disk = PowerCutDisk(work: work, name: "disk")
-        let config = work + "/uploadq.toml"
-        try """
-            state_dir = "\(disk.mount)/state"
-            [destinations.local]
-            protocol = "file"
-            url = "file://\(work)/delivered"
-            """.write(toFile: config, atomically: true, encoding: .utf8)
-        let photo = Data((0..<30_000).map { UInt8(truncatingIfNeeded: $0 &* 13) })
-        try Self.write(photo, to: work + "/photo.jpg")
-        try await disk.boot()
-        let enqueued = try await BinaryRunner.run(["enqueue", work + "/photo.jpg", "--destination", "local",
-                                                   "--config", config])
-        let id = enqueued.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
-        #expect(enqueued.status == 0 && JobID(id) != nil, "\(enqueued.stderr)")
+        let (disk, config, photo, id) = try await Self.queueWithOnePhoto(work)
         await disk.cut()
 
         // No daemon runs: the CLI cancels in the database itself, and the power goes at cancelled/'s fsync.
