@@ -499,7 +499,9 @@ package struct ControlAPI: Sendable {
             return seq
         } ?? bounds.last
         var lines: [String] = []
-        if let first = bounds.first, since < first - 1 {
+        // The first kept, or (all pruned) the next to come.
+        let first = bounds.first ?? bounds.last + 1
+        if since < first - 1 {
             var gap = FeedEvent(.dropped, time: Date())
             // What a dropper missed of others' is none of its business: the count is the admin's.
             if peer.isAdmin { gap.fields["lost"] = .integer(first - 1 - since) }

@@ -19,7 +19,6 @@ extension QueueDatabase {
             """)
         // A dropper's events, for its reads (the queue's own user reads by sequence alone).
         try db.execute(sql: "CREATE INDEX event_owner ON event(owner_uid, seq) WHERE owner_uid IS NOT NULL")
-        try db.execute(sql: "CREATE INDEX event_at ON event(at)")
         try db.execute(sql: """
             CREATE TRIGGER event_enqueued AFTER INSERT ON job BEGIN
                 INSERT INTO event (at, kind, job_id, owner_uid, fields) VALUES (NEW.created_at, 'enqueued', NEW.id,

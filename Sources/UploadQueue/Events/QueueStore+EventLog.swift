@@ -28,7 +28,9 @@ extension QueueStore {
         }
     }
 
-    /// Removes events from before `cutoff`, `batch` at a time; how many went.
+    /// Removes events from before `cutoff`, `batch` at a time; how many went. The old ones are read in `seq` order
+    /// from the first (they are nearly in time order): no index on `at`, which every change of every job would
+    /// write, for a look once an hour.
     func pruneEventLog(before cutoff: Date, batch: Int = 500) throws -> Int {
         var removed = 0
         while true {

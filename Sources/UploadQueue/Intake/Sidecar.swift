@@ -157,7 +157,7 @@ struct Sidecar: Sendable, Equatable {
 
     private static func scalarText(_ value: Any) -> String? {
         if let text = value as? String { return text }
-        if isBoolean(value), let flag = value as? Bool { return flag ? "true" : "false" }
+        if ContractJSON.isBoolean(value), let flag = value as? Bool { return flag ? "true" : "false" }
         if let number = value as? NSNumber { return number.stringValue }
         if let integer = value as? Int { return String(integer) }
         if let double = value as? Double { return String(double) }
@@ -165,7 +165,7 @@ struct Sidecar: Sendable, Equatable {
     }
 
     private static func integer(_ value: Any) -> Int? {
-        if isBoolean(value) { return nil }
+        if ContractJSON.isBoolean(value) { return nil }
         if let number = value as? NSNumber { return Int(exactly: number.doubleValue) }
         if let integer = value as? Int { return integer }
         if let double = value as? Double { return Int(exactly: double) }
@@ -173,7 +173,6 @@ struct Sidecar: Sendable, Equatable {
     }
 
     /// JSON `true`/`false`, however Foundation chose to box it.
-    private static func isBoolean(_ value: Any) -> Bool { ContractJSON.isBoolean(value) }
 
     private static func describe(_ error: Error) -> String {
         let text = (error as NSError).userInfo[NSDebugDescriptionErrorKey] as? String
