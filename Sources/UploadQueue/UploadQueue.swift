@@ -12,7 +12,7 @@ public actor UploadQueue {
     public nonisolated let store: QueueStore
     nonisolated let intake: Intake
     private nonisolated let hub = EventHub()
-    private let logger: Logger
+    let logger: Logger
     private var scheduler: Scheduler?
     /// The link monitor of the running scheduler.
     private var monitor: LinkMonitor?
@@ -94,7 +94,7 @@ public actor UploadQueue {
             return taken.id
         }
         for id in accepted { hub.emit(.enqueued(id)) }
-        wakeRunner(enqueued: accepted)
+        wakeRunner()
         return results
     }
 
@@ -105,7 +105,7 @@ public actor UploadQueue {
         if !result.deduplicated {
             hub.emit(.enqueued(result.id))
         }
-        wakeRunner(enqueued: result.deduplicated ? [] : [result.id])
+        wakeRunner()
         return result
     }
 
@@ -285,7 +285,7 @@ public actor UploadQueue {
                 engine.shutdown()
             }
         }
-        wakeRunner(cancelled: outcome == .removed ? [id] : [])
+        wakeRunner()
         return outcome
     }
 
@@ -304,6 +304,12 @@ public actor UploadQueue {
             logger.warning("""
                 the database keeps its free pages for now (incremental vacuum not enabled: \(error)); tried again \
                 at the next start
+                """)
+        }
+        if !configuration.events.retiredKeys.isEmpty {
+            logger.notice("""
+                retired, doing nothing: [events] \(configuration.events.retiredKeys.joined(separator: ", ")); the event \
+                stream is the control API's GET /v1/events/stream, on [api] socket (who may follow: [api] group)
                 """)
         }
         let reserve = SpaceReserve(stateDirectory: configuration.stateDirectory)
@@ -361,33 +367,22 @@ public actor UploadQueue {
             deliveries[.hook(event)] = HookDelivery(event: event, command: command, settings: configuration.hooks,
                                                     retry: configuration.retry, logger: logger)
         }
-        // The event stream for other processes; without it (a path too long, a group that does not exist) the
-        // queue runs on, and says why.
-        let feed: EventFeed?
-        do {
-            feed = try EventFeed(path: configuration.eventSocketPath, group: configuration.events.group,
-                                 readerBuffer: Int(configuration.events.readerBuffer), logger: logger)
-        } catch {
-            logger.warning("no event stream for `uploadq events`: \(error)")
-            feed = nil
-        }
-        let feeder = feed.map { EventFeeder(feed: $0, store: store) }
-        if let feed { hub.attachFeed { event in feed.publish(event) } }
-        // However this run ends, its readers see the stream close and the socket goes.
-        defer {
-            hub.attachFeed(nil)
-            feed?.stop()
-        }
-        let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger) { [feed] entry, outcome in
-            feed?.publish(OutboxDispatcher.feedEvent(entry, outcome))
+        // What the durable event log does not keep (progress, patch and hook outcomes, link changes), for the
+        // control API's live followers.
+        let live = LiveEvents(readerBuffer: Int(configuration.events.readerBuffer))
+        let feeder = EventFeeder(live: live, store: store)
+        hub.attachFeed { event in live.publish(event) }
+        defer { hub.attachFeed(nil) }
+        let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger) { entry, outcome in
+            live.publish(OutboxDispatcher.feedEvent(entry, outcome))
         }
         let retention = RetentionSweeper(configuration: configuration, store: store, logger: logger)
         self.scheduler = scheduler
-        let bell = ChangeBell()
+        // Rung at every change: the long polls and the followers of the event stream look again.
+        let bell = ChangeBell(alsoRinging: live.ringSubscribers)
         let wakeSocket: WakeSocket?
         do {
-            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, feeder, bell] news in
-                if let feeder, !news.isEmpty { Task { await feeder.tell(news) } }
+            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, bell] in
                 wake.signal()
                 patches.wake.signal()
                 // What another process changed: the control API's long polls look again.
@@ -415,7 +410,7 @@ public actor UploadQueue {
         }
         // The control API for other processes (the CLI, a sync engine, any language); without it (a path too
         // long, a group that does not exist) the queue runs on, and says why.
-        let api = ControlAPI(queue: self, bell: bell)
+        let api = ControlAPI(queue: self, bell: bell, live: live)
         let control: ControlServer?
         do {
             control = try await ControlServer(path: configuration.apiSocketPath, group: configuration.api.group,
@@ -430,10 +425,7 @@ public actor UploadQueue {
                 api.bell.ring()
             }
         }
-        let feedRunner = feeder.map { feeder in
-            let events = hub.subscribe()
-            return Task { await feeder.run(events) }
-        }
+        let feedRunner = Task { [events = hub.subscribe()] in await feeder.run(events) }
         let patchRunner = Task { await patches.run() }
         let retentionRunner = Task { await retention.run() }
         let connectivityRunner = connectivityCheck.map { check in
@@ -467,7 +459,7 @@ public actor UploadQueue {
         bellRinger.cancel()
         metricsWriter?.cancel()
         connectivityRunner?.cancel()
-        feedRunner?.cancel()
+        feedRunner.cancel()
         await patchRunner.value
         await metricsWriter?.value
         // The last write, with the running monitor still there (no DNS or D-Bus while stopping).
@@ -549,13 +541,12 @@ public actor UploadQueue {
         }
     }
 
-    /// Wakes whoever runs the queue: this process's scheduler, or a daemon's through its socket, telling it which
-    /// jobs were just `enqueued` or `cancelled` here (its event feed tells its readers).
-    private func wakeRunner(enqueued: [JobID] = [], cancelled: [JobID] = []) {
+    /// Wakes whoever runs the queue: this process's scheduler, or a daemon's through its socket.
+    private func wakeRunner() {
         if let scheduler {
             scheduler.wake.signal()
         } else {
-            WakeSocket.poke(path: configuration.wakeSocketPath, news: WakeSocket.News(enqueued: enqueued, cancelled: cancelled))
+            WakeSocket.poke(path: configuration.wakeSocketPath)
         }
     }
 

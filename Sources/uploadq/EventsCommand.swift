@@ -3,7 +3,7 @@ import Foundation
 import UploadQueue
 
 /// `uploadq events`: what the queue does, one line per event, replayed from the database and followed live from
-/// the daemon's event stream.
+/// the daemon's event stream (its control API's `GET /v1/events/stream`).
 struct EventsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "events",
@@ -11,9 +11,11 @@ struct EventsCommand: AsyncParsableCommand {
         discussion: """
             Events: enqueued, started, progress (at most once a second per job), uploaded (with remote_url), \
             failed (with the error, and whether it is retried), cancelled, patch and hook outcomes, and link \
-            changes. --follow reads them from the running daemon's socket ([events] socket), as they happen; a \
-            reader that falls too far behind gets a last `dropped` line (exit 1). Without --follow, the events of \
-            the last --lines jobs (or of the jobs after --since) are replayed from the database.
+            changes. --follow reads them from the running daemon's control API ([api] socket), as they happen; \
+            with --from-seq, from the event after that sequence number on (each logged event's `seq`), so a \
+            script resumes where it stopped. A reader that falls too far behind gets a last `dropped` line (exit \
+            1). Without --follow, the events of the last --lines jobs (or of the jobs after --since) are replayed \
+            from the database.
             """)
 
     @OptionGroup var options: GlobalOptions
@@ -22,46 +24,55 @@ struct EventsCommand: AsyncParsableCommand {
     @Option(help: "Replay the events of the jobs enqueued after this job id first.") var since: String?
     @Option(help: "Without --since: replay the events of this many newest jobs (default 10; 0 with --follow).")
     var lines: Int?
+    @Option(name: .customLong("from-seq"),
+            help: "With --follow: the logged events after this sequence number first (0: every one kept), then live.")
+    var fromSeq: Int64?
 
     func run() async throws {
         let configuration = try options.loadConfiguration()
         let after = try since.map(parseJobID)
         if let lines, lines < 0 { throw ValidationError("--lines must be 0 or more") }
-        // Attached first, so nothing that happens during the replay is missed.
-        var client: EventFeedClient?
-        if follow {
-            do {
-                client = try EventFeedClient(path: configuration.eventSocketPath)
-            } catch {
-                printError("uploadq: no daemon to follow (\(configuration.eventSocketPath): \(error))")
-                throw CLIExit.noDaemon.code
+        if let fromSeq {
+            guard follow else { throw ValidationError("--from-seq goes with --follow") }
+            guard fromSeq >= 0 else { throw ValidationError("--from-seq must be 0 or more") }
+            guard after == nil && lines == nil else {
+                throw ValidationError("--from-seq replays the daemon's log: it goes without --since and --lines")
             }
         }
-        let stream = client?.lines()
-        let attachedAt = Date()
-        // What the replay printed of the moments since attaching: the live stream may bring it again.
-        var replayed: Set<String> = []
         let newest = after == nil ? (lines ?? (follow ? 0 : 10)) : nil
-        if newest != 0 {
+        // The replay from the database first; then the stream, from the log's sequence number read before the
+        // replay, so nothing that happens meanwhile is missed.
+        var startSeq = fromSeq
+        if newest != 0 || after != nil {
             let queue = try options.openQueue()
-            try queue.store.replayEvents(after: after, newest: newest) { event in
-                if follow, event.time >= attachedAt.addingTimeInterval(-2) { replayed.insert(Self.key(event.jsonLine)) }
-                try emit(event.jsonLine)
-            }
+            if follow && startSeq == nil { startSeq = try queue.store.eventLogBounds().last }
+            try queue.store.replayEvents(after: after, newest: newest) { event in try emit(event.jsonLine) }
         }
-        guard let stream else { return }
-        for await line in stream {
-            guard let object = Self.object(line) else { continue }
-            let kind = object["type"] as? String ?? ""
-            // What the replay printed already is not printed twice (each such line once: a later attempt's lines
-            // come through).
-            if !replayed.isEmpty, replayed.remove(Self.key(line)) != nil { continue }
-            if kind == "following" && !json { continue }
-            try emit(line)
-            if kind == "dropped" {
-                printError("uploadq: the daemon dropped this reader: it fell too far behind")
-                throw CLIExit.failure.code
+        guard follow else { return }
+        // An event of the moments the replay took may come twice (in it, and in the stream), never not at all.
+        let client = UploadQueueClient(configuration: configuration)
+        var dropped = false
+        var attached = false
+        do {
+            try await client.followEventLines(since: startSeq, live: true) { line in
+                attached = true
+                guard let object = Self.object(line) else { return }
+                let kind = object["type"] as? String ?? ""
+                if kind == "following" && !json { return }
+                // A gap in the log (pruned before it was read) is said, and the stream goes on; a reader the
+                // daemon gave up ends with its last line.
+                if kind == "dropped" && object["seq"] == nil { dropped = true }
+                try emit(line)
             }
+        } catch let error as UploadQueueError where error.code == .daemonUnreachable && !attached {
+            printError("uploadq: no daemon to follow (\(configuration.apiSocketPath)): \(error.message)")
+            throw CLIExit.noDaemon.code
+        } catch let error as UploadQueueError where error.code == .daemonUnreachable {
+            // It stopped (or went away) under the stream: said below.
+        }
+        if dropped {
+            printError("uploadq: the daemon dropped this reader: it fell too far behind (follow again with --from-seq)")
+            throw CLIExit.failure.code
         }
         printError("uploadq: the daemon stopped")
         throw CLIExit.noDaemon.code
@@ -86,12 +97,6 @@ struct EventsCommand: AsyncParsableCommand {
             guard written > 0 else { throw ExitCode.success }
             bytes = bytes.dropFirst(written)
         }
-    }
-
-    /// What makes two lines the same event, replayed or live: its type, job, attempt and state.
-    static func key(_ line: String) -> String {
-        let object = Self.object(line) ?? [:]
-        return ["type", "job", "attempt", "state", "hook"].map { "\(object[$0] ?? "")" }.joined(separator: " ")
     }
 
     private static func object(_ line: String) -> [String: Any]? {

@@ -68,8 +68,6 @@ struct EffectiveConfigurationTests {
         pass_env = ["DISPLAY"]
         max_attempts = 0
         [events]
-        socket = "/run/uploadq/events.sock"
-        group = "adm"
         reader_buffer = "64KiB"
         [destinations.photos]
         protocol = "tus"

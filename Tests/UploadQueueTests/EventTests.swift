@@ -1,10 +1,12 @@
 import Foundation
 import Testing
 import Logging
+import Synchronization
 @testable import UploadQueue
 
-/// `uploadq events`: a second process follows the daemon's event stream through its socket, a reader that stops
-/// reading is dropped without slowing the uploads, and `--since` replays from the database.
+/// `uploadq events` and the control API's event stream: a second process follows the daemon's events through its
+/// control socket, a reader that stops reading is dropped without slowing the uploads, the Swift client resumes
+/// across a restart, and `--since` replays from the database.
 @Suite(.serialized)
 struct EventTests {
     /// `uploadq events --follow --json` in the background, writing to a file.
@@ -120,20 +122,21 @@ struct EventTests {
             #expect(done, "daemon log:\n\(daemon.log.suffix(2000))")
             return ContinuousClock.now - start
         }
-        let baseline = try await batch(0, count: 300)
+        // Enough lines to fill the kernel's socket buffers (about 200 KiB) many times over.
+        let baseline = try await batch(0, count: 1000)
 
-        // A reader that connects and never reads, with a small receive buffer.
+        // A reader that asks for the stream with its live lines and never reads, with a small receive buffer.
         let reader = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
         defer { close(reader) }
         var small: Int32 = 4096
         setsockopt(reader, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-        let address = try #require(UnixSocketAddress.make(sandbox.state + "/events.sock"))
+        let address = try #require(UnixSocketAddress.make(sandbox.state + "/api.sock"))
         #expect(UnixSocketAddress.with(address) { connect(reader, $0, $1) } == 0)
-        let stalled = try await batch(1, count: 300)
-        print("300 uploads: \(baseline) without a reader, \(stalled) with one that does not read")
+        let request = Array("GET /v1/events/stream?live=true HTTP/1.1\r\nHost: localhost\r\n\r\n".utf8)
+        #expect(write(reader, request, request.count) == request.count)
+        let stalled = try await batch(1, count: 1000)
+        print("1000 uploads: \(baseline) without a reader, \(stalled) with one that does not read")
         #expect(stalled < baseline * 2 + .seconds(3), "a stalled reader slowed the uploads: \(baseline) → \(stalled)")
-        let dropped = await eventually(timeout: .seconds(10)) { daemon.log.contains("and was dropped") }
-        #expect(dropped, "daemon log:\n\(daemon.log.suffix(2000))")
 
         // What it gets when it reads at last: whole lines, then the `dropped` line, then the end.
         var timeout = timeval(tv_sec: 5, tv_usec: 0)
@@ -149,11 +152,18 @@ struct EventTests {
             }
             return received
         }
-        let lines = String(decoding: received, as: UTF8.self).split(separator: "\n")
+        let body = try #require(Self.dechunked(received), "not a chunked HTTP answer: \(received.prefix(300))")
+        let lines = String(decoding: body, as: UTF8.self).split(separator: "\n")
         let objects = lines.compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
         #expect(objects.count == lines.count, "a line was cut")
+        #expect(objects.first?["type"] as? String == "following")
         #expect(objects.last?["type"] as? String == "dropped", "\(lines.suffix(2))")
         #expect((objects.last?["lost"] as? Int ?? 0) > 0)
+        // Nothing logged was skipped before the end: following again from its last seq loses nothing.
+        let sequence = objects.compactMap { $0["seq"] as? Int }
+        #expect(!sequence.isEmpty && sequence == Array(sequence[0]..<(sequence[0] + sequence.count)), "\(sequence.count) seqs")
+        #expect(await eventually(timeout: .seconds(10)) { daemon.log.contains("and was dropped") },
+                "daemon log:\n\(daemon.log.suffix(2000))")
         #expect(await daemon.terminate() < .seconds(5))
     }
 
@@ -189,42 +199,78 @@ struct EventTests {
         #expect(await daemon.terminate() < .seconds(5))
     }
 
-    @Test("the feed serves at most 64 readers, turns more away, and after stop() closes them; a late publish is harmless")
-    func feedLimits() async throws {
+    @Test("live lines: each subscriber gets them in order; one that falls behind its buffer is dropped with the count it lost, the others keep theirs")
+    func liveSubscribers() {
+        let live = LiveEvents(readerBuffer: 4096)
+        let slow = live.subscribe()
+        var fast: LiveEvents.Subscription? = live.subscribe()
+        #expect(live.count == 2)
+        let id = JobID.generate(at: Date())
+        var taken: [FeedEvent] = []
+        for confirmed in 1...100 {
+            live.publish(FeedEvent(.progress, job: id, fields: ["confirmed": .integer(Int64(confirmed))]))
+            if case .lines(let lines)? = fast?.take() { taken += lines }
+        }
+        #expect(taken.map { $0.fields["confirmed"] } == (1...100).map { FeedEvent.Value.integer(Int64($0)) })
+        // 100 lines of about 130 bytes do not fit in 4 KiB: the slow one lost every one of them, and is told so.
+        guard case .dropped(let lost) = slow.take() else {
+            Issue.record("the slow subscriber was not dropped")
+            return
+        }
+        #expect(lost == 100)
+        #expect(slow.take() == .dropped(lost: 100), "a dropped subscriber stays dropped")
+        fast = nil
+        #expect(live.count == 1, "a subscription let go leaves")
+        // The bells: a publish and a ring of the durable log both wake a subscriber's follower.
+        let rung = Mutex(0)
+        let bell = ChangeBell(alsoRinging: { rung.withLock { $0 += 1 } })
+        bell.ring()
+        #expect(rung.withLock { $0 } == 1)
+    }
+
+    @Test("the Swift client follows the events across a daemon restart: every logged event once, in order, with its live lines")
+    func clientFollowsAcrossRestart() async throws {
         let sandbox = try Sandbox()
-        let path = sandbox.root + "/events.sock"
-        let feed = try EventFeed(path: path, group: nil, readerBuffer: 64 << 10, logger: .init(label: "test"))
-        var mode = stat()
-        #expect(stat(path, &mode) == 0 && mode.st_mode & 0o777 == 0o600)
-        var clients: [EventFeedClient] = []
-        var iterators: [EventLines.AsyncIterator] = []
-        for _ in 0..<(EventFeed.maximumReaders + 6) {
-            let client = try EventFeedClient(path: path)
-            clients.append(client)
-            iterators.append(client.lines().makeAsyncIterator())
+        var daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        let configuration = try ConfigurationLoader.load(path: sandbox.configPath)
+        let client = UploadQueueClient(configuration: configuration)
+        final class Seen: Sendable {
+            let events = Mutex<[FeedEvent]>([])
+            func withLock<T>(_ body: (inout [FeedEvent]) -> T) -> T { events.withLock { body(&$0) } }
         }
-        var served = 0
-        var turnedAway = 0
-        for index in iterators.indices {
-            let line = await iterators[index].next() ?? ""
-            if line.contains("\"following\"") {
-                served += 1
-            } else if line.contains("\"dropped\"") {
-                turnedAway += 1
-                #expect(await iterators[index].next() == nil)
-            }
+        let seen = Seen()
+        let follower = Task {
+            for try await event in client.events(since: 0, live: true) { seen.withLock { $0.append(event) } }
         }
-        #expect(served == EventFeed.maximumReaders && turnedAway == 6)
-        // Those turned away were told why.
-        let extra = try EventFeedClient(path: path)
-        var told = extra.lines().makeAsyncIterator()
-        #expect(await told.next()?.contains("serves at most 64 readers") == true)
-        feed.publish(FeedEvent(.link, fields: ["class": .string("metered")]))
-        #expect(await iterators[0].next()?.contains("\"seq\":1") == true)
-        feed.stop()
-        #expect(await iterators[0].next() == nil, "the stream did not end at stop()")
-        feed.publish(FeedEvent(.link))  // after stop: nothing written anywhere
-        #expect(!FileManager.default.fileExists(atPath: path))
+        defer { follower.cancel() }
+        func upload(_ name: String, seed: UInt64) async throws -> JobID {
+            let file = try sandbox.makeFile(sandbox.root + "/\(name)", size: 40_000, seed: seed)
+            let run = try await BinaryRunner.run(["enqueue", file, "--config", sandbox.configPath])
+            return try #require(JobID(run.stdout.trimmingCharacters(in: .whitespacesAndNewlines)), "\(run.stderr)")
+        }
+        func uploaded(_ id: JobID) -> Bool {
+            seen.withLock { $0.contains { $0.job == id && $0.kind == .uploaded } }
+        }
+        let first = try await upload("a.jpg", seed: 1)
+        #expect(await eventually(timeout: .seconds(20)) { uploaded(first) })
+        #expect(seen.withLock { $0.contains { $0.job == first && $0.kind == .progress && $0.sequence == nil } },
+                "no live progress line")
+        _ = await daemon.terminate()
+        // Enqueued while no daemon runs: logged all the same, and read once it is back.
+        let second = try await upload("b.jpg", seed: 2)
+        daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        #expect(await eventually(timeout: .seconds(20)) { uploaded(second) }, "\(seen.withLock { $0.map(\.jsonLine) })")
+        let sequence = seen.withLock { $0.compactMap(\.sequence) }
+        #expect(sequence == Array(1...Int64(sequence.count)), "\(sequence)")
+        let kinds = seen.withLock { $0.filter { $0.job == second && $0.sequence != nil }.map(\.kind) }
+        #expect(kinds == [.enqueued, .started, .uploaded], "\(kinds)")
+        // A follower's number past the log is refused, not waited on.
+        let refused = try await BinaryRunner.run(["events", "--follow", "--from-seq", "999999", "--config",
+                                                  sandbox.configPath])
+        #expect(refused.status != 0 && refused.stderr.contains("past the last event"), "\(refused.stderr)")
+        #expect(await daemon.terminate() < .seconds(5))
     }
 
     @Test("--follow without a daemon exits 4; the throttle lets one progress line a second through, and the last")
@@ -245,12 +291,46 @@ struct EventTests {
         #expect(throttle.lastSent.isEmpty)
 
         let ids = [JobID.generate(at: Date()), JobID.generate(at: Date())]
-        #expect(WakeSocket.news(in: Array("enqueued \(ids[0]) \(ids[1])".utf8)[...]) == WakeSocket.News(enqueued: ids))
-        #expect(WakeSocket.news(in: Array("cancelled \(ids[1])".utf8)[...]) == WakeSocket.News(cancelled: [ids[1]]))
-        #expect(WakeSocket.news(in: Array("wake".utf8)[...]).isEmpty)
         let line = FeedEvent(.enqueued, job: ids[0], fields: ["name": .string("a\n\"b\"\u{1B}.jpg")]).jsonLine
         #expect(!line.contains("\n") && !line.unicodeScalars.contains("\u{1B}"))
         let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
         #expect(object?["name"] as? String == "a\n\"b\"\u{1B}.jpg")
+        // A line read back is the event it was: its kind, job, seq, time and typed fields.
+        var event = FeedEvent(.failed, job: ids[1], time: Date(timeIntervalSince1970: 1_800_000_000.123), fields: [
+            "error": .string("HTTP 503"), "permanent": .boolean(false), "attempt": .integer(3), "retry_at": .null,
+        ])
+        event.sequence = 42
+        #expect(FeedEvent(jsonLine: event.jsonLine)?.jsonLine == event.jsonLine)
+        #expect(FeedEvent(jsonLine: #"{"type":"from-a-newer-daemon","time":"2026-01-01T00:00:00.000Z"}"#) == nil)
+        // Logged and live lines merged by time: in one millisecond a start before the progress, the end after it.
+        let at = Date(timeIntervalSince1970: 1_800_000_000)
+        let logged = [FeedEvent(.started, job: ids[0], time: at), FeedEvent(.uploaded, job: ids[0], time: at + 0.002)]
+        let live = [FeedEvent(.progress, job: ids[0], time: at), FeedEvent(.link, time: at + 0.001),
+                    FeedEvent(.progress, job: ids[0], time: at + 0.002), FeedEvent(.patch, job: ids[0], time: at + 0.003)]
+        #expect(ControlAPI.merged(logged: logged, live: live).map(\.kind)
+                == [.started, .progress, .link, .progress, .uploaded, .patch])
+        // The stream's two forms: a JSON line, or a server-sent event whose id is the logged event's seq.
+        #expect(ControlAPI.streamed(event, serverSent: false) == event.jsonLine + "\n")
+        #expect(ControlAPI.streamed(event, serverSent: true) == "id: 42\nevent: failed\ndata: \(event.jsonLine)\n\n")
+    }
+
+    /// The body of a chunked HTTP/1.1 answer (head and chunk sizes taken off); nil when it is not one.
+    static func dechunked(_ bytes: [UInt8]) -> [UInt8]? {
+        let crlf: [UInt8] = [13, 10]
+        guard let headEnd = bytes.indices.first(where: { bytes[$0...].starts(with: crlf + crlf) }) else { return nil }
+        let head = String(decoding: bytes[..<headEnd], as: UTF8.self).lowercased()
+        guard head.contains("transfer-encoding: chunked") else { return nil }
+        var body: [UInt8] = []
+        var at = headEnd + 4
+        while at < bytes.count {
+            guard let lineEnd = bytes[at...].indices.first(where: { bytes[$0...].starts(with: crlf) }),
+                  let size = Int(String(decoding: bytes[at..<lineEnd], as: UTF8.self), radix: 16) else { return nil }
+            if size == 0 { return body }
+            at = lineEnd + 2
+            guard at + size <= bytes.count else { return body + bytes[at...] }
+            body += bytes[at..<(at + size)]
+            at += size + 2
+        }
+        return body
     }
 }

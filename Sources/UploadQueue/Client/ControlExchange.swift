@@ -37,23 +37,7 @@ struct ControlExchange: Sendable {
     /// `deadline`, is `daemonUnreachable`; a socket this user may not connect to is `forbidden`.
     func send(_ method: HTTPMethod, _ target: String, json body: Data? = nil,
               headers extra: [(String, String)] = [], deadline: Duration = .seconds(60)) async throws -> Answer {
-        let channel: NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>
-        do {
-            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-                .connect(unixDomainSocketPath: socketPath) { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
-                        return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(
-                            wrappingChannelSynchronously: channel)
-                    }
-                }
-        } catch let error as IOError where [EACCES, EPERM].contains(error.errnoCode) {
-            throw UploadQueueError(.forbidden, "this user may not connect to the daemon's control socket: ask its admin "
-                + "to add it to the socket's group ([api] group)", path: socketPath, cause: String(cString: strerror(error.errnoCode)))
-        } catch {
-            throw UploadQueueError(.daemonUnreachable, "no daemon answers on its control socket: \(error); start "
-                + "`uploadq daemon`", path: socketPath)
-        }
+        let channel = try await connect()
         // A daemon that stops answering (wedged, or stopped with the connection open) ends the exchange at its
         // deadline: the connection is closed, and the read below ends.
         let timer = channel.channel.eventLoop.scheduleTask(in: .nanoseconds(Int64(deadline.components.seconds) * 1_000_000_000
@@ -82,6 +66,90 @@ struct ControlExchange: Sendable {
             try Task.checkCancellation()
             throw UploadQueueError(.daemonUnreachable, "the daemon's connection broke during \(method) \(target): "
                 + "\(error); try again once it runs", path: socketPath)
+        }
+    }
+
+    /// Reads a streamed answer (`GET target`, the event stream) line by line: `line` gets each, without its
+    /// newline, as it arrives. Returns when the daemon ends the stream (it stopped, or dropped this follower: the
+    /// last line said so); throws the daemon's error for an answer other than 200, and `daemonUnreachable` when there
+    /// is no daemon or the connection breaks. Cancelling the task closes the connection.
+    func follow(_ target: String, headers extra: [(String, String)] = [],
+                line: (String) async throws -> Void) async throws {
+        let channel = try await connect()
+        var head = HTTPRequestHead(version: .http1_1, method: .GET, uri: target)
+        head.headers.add(name: "Host", value: "localhost")
+        head.headers.add(name: "Connection", value: "close")
+        for (name, value) in extra { head.headers.add(name: name, value: value) }
+        do {
+            try await withTaskCancellationHandler {
+                try await channel.executeThenClose { inbound, outbound in
+                    try await outbound.write(.head(head))
+                    try await outbound.write(.end(nil))
+                    var status = 0
+                    var pending = Data()
+                    var refusal = Data()
+                    for try await part in inbound {
+                        switch part {
+                        case .head(let response):
+                            status = Int(response.status.code)
+                        case .body(let buffer) where status != 200:
+                            refusal.append(contentsOf: buffer.readableBytesView)
+                        case .body(let buffer):
+                            pending.append(contentsOf: buffer.readableBytesView)
+                            while let end = pending.firstIndex(of: UInt8(ascii: "\n")) {
+                                let text = String(decoding: pending[pending.startIndex..<end], as: UTF8.self)
+                                pending.removeSubrange(pending.startIndex...end)
+                                do {
+                                    try await line(text)
+                                } catch {
+                                    throw LineRefused(error: error)
+                                }
+                            }
+                        case .end:
+                            if status != 200 { throw Answer(status: status, body: refusal).error("GET \(target)") }
+                            return
+                        }
+                    }
+                    try Task.checkCancellation()
+                    throw UploadQueueError(.daemonUnreachable, "the daemon closed the event stream without ending it "
+                        + "(it stopped?); follow again once it runs", path: socketPath)
+                }
+            } onCancel: {
+                channel.channel.close(promise: nil)
+            }
+        } catch let refused as LineRefused {
+            throw refused.error
+        } catch let error as UploadQueueError {
+            throw error
+        } catch {
+            try Task.checkCancellation()
+            throw UploadQueueError(.daemonUnreachable, "the daemon's connection broke during GET \(target): \(error); "
+                + "follow again once it runs", path: socketPath)
+        }
+    }
+
+    /// What the caller's `line` threw: handed back as it is, never taken for a broken connection.
+    private struct LineRefused: Error {
+        let error: any Error
+    }
+
+    /// A connection to the daemon's socket with the HTTP/1 client codec.
+    private func connect() async throws -> NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart> {
+        do {
+            return try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connect(unixDomainSocketPath: socketPath) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHTTPClientHandlers()
+                        return try NIOAsyncChannel<HTTPClientResponsePart, HTTPClientRequestPart>(
+                            wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch let error as IOError where [EACCES, EPERM].contains(error.errnoCode) {
+            throw UploadQueueError(.forbidden, "this user may not connect to the daemon's control socket: ask its admin "
+                + "to add it to the socket's group ([api] group)", path: socketPath, cause: String(cString: strerror(error.errnoCode)))
+        } catch {
+            throw UploadQueueError(.daemonUnreachable, "no daemon answers on its control socket: \(error); start "
+                + "`uploadq daemon`", path: socketPath)
         }
     }
 

@@ -209,6 +209,54 @@ public struct UploadQueueClient: Sendable {
         guard answer.status == 204 else { throw answer.error("POST /v1/completions/\(id)/ack") }
     }
 
+    /// The daemon's events: those logged after `since` (nil: from now on), then each as it is logged, oldest
+    /// first, each with its durable `sequence`; with `live`, also the lines the log does not keep (progress,
+    /// unverified answers, patch and hook outcomes, link changes), without one.
+    ///
+    /// A daemon that restarts, or drops this follower because it fell behind on live lines, is followed again from
+    /// the last sequence number delivered: nothing logged is missed or delivered twice. A `dropped` event tells of
+    /// a gap (events pruned before they were read, or live lines given up). The sequence ends with an error only
+    /// when the daemon refuses, or the task is cancelled. A dropper gets its own jobs' events alone.
+    public func events(since: Int64? = nil, live: Bool = false) -> AsyncThrowingStream<FeedEvent, any Error> {
+        let exchange = self.exchange
+        return AsyncThrowingStream { continuation in
+            let task = Task {
+                var since = since
+                while !Task.isCancelled {
+                    do {
+                        // Without a sequence number yet, the first connection starts from now on.
+                        let route = "/v1/events/stream?live=\(live)" + (since.map { "&since=\($0)" } ?? "")
+                        try await exchange.follow(route) { line in
+                            guard let event = FeedEvent(jsonLine: line) else { return }
+                            if event.kind == .following {
+                                if since == nil, case .integer(let first)? = event.fields["from_seq"] { since = first - 1 }
+                                return
+                            }
+                            if let sequence = event.sequence { since = sequence }
+                            continuation.yield(event)
+                        }
+                    } catch let error as UploadQueueError where error.code == .daemonUnreachable {
+                        // Not up (yet), or restarting: followed again once it answers.
+                    } catch is CancellationError {
+                        break
+                    } catch {
+                        continuation.finish(throwing: error)
+                        return
+                    }
+                    try? await Task.sleep(for: .milliseconds(200))
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// The event stream's lines as the daemon writes them (`uploadq events --follow`): `line` gets each; returns
+    /// when the daemon ends the stream.
+    package func followEventLines(since: Int64?, live: Bool, line: (String) async throws -> Void) async throws {
+        try await exchange.follow("/v1/events/stream?live=\(live)" + (since.map { "&since=\($0)" } ?? ""), line: line)
+    }
+
     // MARK: Completions
 
     /// How often the completions are read from the first again: what was delivered and is acknowledged since is

@@ -191,10 +191,6 @@ public struct Configuration: Sendable, Equatable {
     public var lockPath: String { (stateDirectory as NSString).appendingPathComponent("daemon.lock") }
     /// Where the CLI pokes a running daemon.
     public var wakeSocketPath: String { (stateDirectory as NSString).appendingPathComponent("daemon.sock") }
-    /// Where a running daemon serves its event stream (`[events] socket`).
-    public var eventSocketPath: String {
-        events.socket ?? (stateDirectory as NSString).appendingPathComponent("events.sock")
-    }
     /// Where a running daemon serves its control API (`[api] socket`).
     public var apiSocketPath: String {
         api.socket ?? (stateDirectory as NSString).appendingPathComponent("api.sock")

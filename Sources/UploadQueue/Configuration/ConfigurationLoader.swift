@@ -280,11 +280,13 @@ public enum ConfigurationLoader {
         }
         var events = EventSettings()
         if var table = try root.table("events") {
-            (events.socket, events.group) = try socketKeys(&table, base: baseDirectory)
+            // The event stream's own socket is gone (it is the control API's route): its keys still load, and
+            // the daemon says they do nothing.
+            let (socket, group) = try socketKeys(&table, base: baseDirectory)
+            events.retiredKeys = [socket.map { _ in "socket" }, group.map { _ in "group" }].compactMap { $0 }
             events.readerBuffer = try table.byteCount("reader_buffer", minimum: 4096) ?? events.readerBuffer
             try table.rejectUnknownKeys()
         }
-        events.socket = events.socket ?? (stateDirectory as NSString).appendingPathComponent("events.sock")
         var api = ControlSettings()
         if var table = try root.table("api") {
             (api.socket, api.group) = try socketKeys(&table, base: baseDirectory)

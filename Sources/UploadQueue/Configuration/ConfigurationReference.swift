@@ -346,14 +346,16 @@ package enum ConfigurationReference {
     ]
 
     private static let events: [ConfigurationKey] = [
-        .init("events", "socket", .path, .computed("state_dir/events.sock"), example: #""/run/uploadq/events.sock""#, """
-            The event stream's Unix socket (at most 107 bytes of path).
+        .init("events", "socket", .path, .unset("retired"), example: #""/run/uploadq/events.sock""#, """
+            Retired: the event stream is the control API's `GET /v1/events/stream`, on `[api] socket`. Still \
+            loaded, and the daemon says at start that it does nothing.
             """),
-        .init("events", "group", .text, .unset("0600: the daemon's user alone"), example: #""uploadq-watch""#, """
-            A group whose members may read the stream: the socket is then 0660 for it.
+        .init("events", "group", .text, .unset("retired"), example: #""uploadq-watch""#, """
+            Retired with `socket`: who may follow is who may connect to the control API (`[api] group`).
             """),
         .init("events", "reader_buffer", .size, .value(#""256KiB""#), example: #""1MiB""#, """
-            How far a reader may fall behind before it is dropped (with a last `dropped` line); at least 4096.
+            How far a follower's live lines (progress, patch, hook, link) may pile up before it is dropped (with \
+            a last `dropped` line; it follows again with `since=` and loses nothing logged); at least 4096.
             """),
     ]
 

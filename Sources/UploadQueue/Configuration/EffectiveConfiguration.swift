@@ -161,8 +161,6 @@ private struct Builder {
         root.set("retention", .table(retention(configuration.retention)))
         root.set("hooks", .table(hooks(configuration.hooks)))
         var events = Table()
-        events.set("socket", .string(configuration.eventSocketPath))
-        events.set("group", configuration.events.group.map(Value.string))
         events.set("reader_buffer", Self.size(configuration.events.readerBuffer))
         root.set("events", .table(events))
         var api = Table()

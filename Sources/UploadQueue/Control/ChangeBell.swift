@@ -11,9 +11,17 @@ final class ChangeBell: Sendable {
     }
 
     private let waiters = Mutex(Waiters())
+    /// Rung with this bell: the live followers, who read the durable log too.
+    private let alsoRinging: (@Sendable () -> Void)?
+
+    /// A bell; `alsoRinging` is called at each `ring()`.
+    init(alsoRinging: (@Sendable () -> Void)? = nil) {
+        self.alsoRinging = alsoRinging
+    }
 
     /// Wakes every waiter now.
     func ring() {
+        alsoRinging?()
         let woken = waiters.withLock { waiters in
             defer { waiters.continuations.removeAll() }
             return Array(waiters.continuations.values)

@@ -10,6 +10,8 @@ import Synchronization
 package struct ControlAPI: Sendable {
     let queue: UploadQueue
     let bell: ChangeBell
+    /// The lines the durable log does not keep, for the event stream's `live=true` followers.
+    let live: LiveEvents
     /// Enqueues being read now, per uid: each reads a file on a thread of its own.
     private let enqueuing = EnqueueCounts()
 
@@ -25,14 +27,16 @@ package struct ControlAPI: Sendable {
     /// The enqueues one uid may have in flight at once; more answer 429.
     static let enqueuesPerUser = 4
 
-    init(queue: UploadQueue, bell: ChangeBell) {
+    init(queue: UploadQueue, bell: ChangeBell, live: LiveEvents) {
         self.queue = queue
         self.bell = bell
+        self.live = live
     }
 
     /// The API of a queue (the daemon's): its long polls wake on `bell`, which the caller rings on every change.
     package init(queue: UploadQueue) {
-        self.init(queue: queue, bell: ChangeBell())
+        let live = LiveEvents(readerBuffer: Int(queue.configuration.events.readerBuffer))
+        self.init(queue: queue, bell: ChangeBell(alsoRinging: live.ringSubscribers), live: live)
     }
 
     /// Answers one request; never throws: every failure is a reply with its status and error code.
@@ -112,6 +116,8 @@ package struct ControlAPI: Sendable {
             return .json(200, ["retried": changed.map(\.rawValue)])
         case .events:
             return try await events(request, peer: peer)
+        case .followEvents:
+            return try await followEvents(request, peer: peer)
         case .link:
             return .json(200, ContractJSON.link(try await queue.link()))
         case .setLink:
@@ -491,24 +497,8 @@ package struct ControlAPI: Sendable {
         let timeout = try duration(request.query["timeout"]) ?? .zero
         let limit = try integer(request.query["limit"], name: "limit", range: 1...10_000) ?? 1000
         let store = queue.store
-        let bounds = try await BlockingWork.run { try store.eventLogBounds() }
-        var since = try request.query["since"].map { text in
-            guard let seq = Int64(text), seq >= 0 else {
-                throw ControlAPIError(400, "bad-request", "since must be a sequence number (0: from the first kept)")
-            }
-            return seq
-        } ?? bounds.last
-        var lines: [String] = []
-        // The first kept, or (all pruned) the next to come.
-        let first = bounds.first ?? bounds.last + 1
-        if since < first - 1 {
-            var gap = FeedEvent(.dropped, time: Date())
-            // What a dropper missed of others' is none of its business: the count is the admin's.
-            if peer.isAdmin { gap.fields["lost"] = .integer(first - 1 - since) }
-            gap.sequence = first - 1
-            lines.append(gap.jsonLine)
-            since = first - 1
-        }
+        var (since, gap) = try await eventStart(request.query["since"], peer: peer)
+        var lines = gap.map { [$0.jsonLine] } ?? []
         let deadline = ContinuousClock.now + timeout
         let owner = peer.isAdmin ? nil : peer.uid
         while true {
@@ -524,6 +514,159 @@ package struct ControlAPI: Sendable {
             }
             await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()
+        }
+    }
+
+    /// Where a reader of the event log starts: after `since` (nil: after the last event now), and the `dropped`
+    /// line it gets first when that lies before what is kept (a gap it cannot fill). A `since` past the last event
+    /// ever given out is refused: the reader's number is from another queue (or this one restored from a backup).
+    private func eventStart(_ text: String?, peer: ControlPeer) async throws -> (since: Int64, gap: FeedEvent?) {
+        let store = queue.store
+        let bounds = try await BlockingWork.run { try store.eventLogBounds() }
+        guard let text else { return (bounds.last, nil) }
+        guard let since = Int64(text), since >= 0 else {
+            throw ControlAPIError(400, "bad-request", "since must be a sequence number (0: from the first kept)")
+        }
+        guard since <= bounds.last else {
+            throw ControlAPIError(400, "bad-request", "since=\(since) lies past the last event (\(bounds.last)): "
+                + "it is another queue's number, or this queue was restored from a backup; read again from since=0")
+        }
+        // The first kept, or (all pruned) the next to come.
+        let first = bounds.first ?? bounds.last + 1
+        guard since < first - 1 else { return (since, nil) }
+        var gap = FeedEvent(.dropped, time: Date())
+        // What a dropper missed of others' is none of its business: the count is the admin's.
+        if peer.isAdmin { gap.fields["lost"] = .integer(first - 1 - since) }
+        gap.sequence = first - 1
+        return (first - 1, gap)
+    }
+
+    /// `GET /v1/events/stream?since=SEQ&live=true`: the durable log after `since` (without it, from now on), then
+    /// each event as it is written, as NDJSON, or as server-sent events for `Accept: text/event-stream` (each
+    /// logged one with its `id:`, so `Last-Event-ID` resumes). The first line is `following`; `live=true` adds the
+    /// lines the log does not keep (progress, unverified, patch, hook, link), without a `seq`. The stream ends when
+    /// the client goes or the daemon stops. A follower whose live lines pile up past `[events] reader_buffer` gets a
+    /// `dropped` line and the end: it resumes with `since=` and loses nothing logged. A dropper follows its own jobs.
+    private func followEvents(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
+        let withLive = try flag(request.query["live"], name: "live")
+        let serverSent = request.accept?.contains("text/event-stream") == true
+        let (start, gap) = try await eventStart(request.query["since"] ?? request.lastEventID, peer: peer)
+        // Subscribed before the first read of the log: no live line between the two is missed.
+        let subscription = withLive ? live.subscribe() : nil
+        let owner = peer.isAdmin ? nil : peer.uid
+        let store = queue.store
+        let encode = { @Sendable (events: [FeedEvent]) in
+            Data(events.map { Self.streamed($0, serverSent: serverSent) }.joined().utf8)
+        }
+        var reply = ControlReply(status: 200, body: encode((gap.map { [$0] } ?? [])
+            + [FeedEvent(.following, fields: ["from_seq": .integer(start + 1)])]))
+        reply.headers = [("Content-Type", serverSent ? "text/event-stream" : "application/x-ndjson")]
+        let readerBuffer = queue.configuration.events.readerBuffer
+        reply.stream = ControlStream { [bell, queue] sink in
+            var since = start
+            var owners = JobOwners(store: store)
+            // Jobs whose attempt this follower saw end: a progress line the feed publishes late for one is stale.
+            var ended = Set<JobID>()
+            while true {
+                let taken = subscription?.take() ?? .lines([])
+                let after = since
+                let logged = try await BlockingWork.run { try store.loggedEvents(after: after, owner: owner, limit: 1000) }
+                since = logged.last?.sequence ?? since
+                var lines = logged
+                for event in logged {
+                    guard let job = event.job else { continue }
+                    if event.kind == .started { ended.remove(job) }
+                    if [.uploaded, .failed, .cancelled].contains(event.kind) {
+                        if ended.count >= 10_000 { ended.removeAll() }
+                        ended.insert(job)
+                    }
+                }
+                switch taken {
+                case .lines(let current):
+                    let fresh = current.filter { event in
+                        event.kind != .progress || !(event.job.map(ended.contains) ?? false)
+                    }
+                    lines = Self.merged(logged: logged, live: try await owners.visible(fresh, to: owner))
+                case .dropped(let lost):
+                    queue.logger.notice("events: a follower (uid \(peer.uid)) fell \(readerBuffer) bytes behind on live lines and was dropped (\(lost) lost)")
+                    lines.append(FeedEvent(.dropped, fields: [
+                        "lost": .integer(Int64(lost)),
+                        "reason": .string("this follower's live lines fell more than \(readerBuffer) bytes behind; "
+                            + "follow again with since=\(since): nothing logged is lost"),
+                    ]))
+                    try await sink.send(encode(lines))
+                    return
+                }
+                if !lines.isEmpty { try await sink.send(encode(lines)) }
+                // More of the log to read at once; else until something changes (or a second, for other processes).
+                if logged.count == 1000 { continue }
+                await (subscription?.bell ?? bell).wait(upTo: .seconds(1))
+                try Task.checkCancellation()
+            }
+        }
+        return reply
+    }
+
+    /// Logged and live events in the order they happened: each list keeps its own order, and the two are merged
+    /// by time. In the same millisecond a job's start comes before its live lines, and its end after them.
+    static func merged(logged: [FeedEvent], live: [FeedEvent]) -> [FeedEvent] {
+        guard !live.isEmpty else { return logged }
+        func rank(_ event: FeedEvent) -> Int {
+            switch event.kind {
+            case .enqueued, .started: 0
+            case .uploaded, .failed, .cancelled: 2
+            default: 1
+            }
+        }
+        var merged: [FeedEvent] = []
+        merged.reserveCapacity(logged.count + live.count)
+        var (left, right) = (logged[...], live[...])
+        while let next = left.first, let other = right.first {
+            if (other.time, rank(other)) < (next.time, rank(next)) {
+                merged.append(other)
+                right = right.dropFirst()
+            } else {
+                merged.append(next)
+                left = left.dropFirst()
+            }
+        }
+        return merged + left + right
+    }
+
+    /// An event as the stream writes it: a JSON line, or a server-sent event (`id:` for a logged one).
+    static func streamed(_ event: FeedEvent, serverSent: Bool) -> String {
+        guard serverSent else { return event.jsonLine + "\n" }
+        return (event.sequence.map { "id: \($0)\n" } ?? "") + "event: \(event.kind.rawValue)\ndata: \(event.jsonLine)\n\n"
+    }
+
+    /// The owners of the jobs a dropper's live lines name, looked up once each: it sees its own alone (and the
+    /// link's, which are no one's).
+    private struct JobOwners {
+        let store: QueueStore
+        /// Each job's owner; -1 for the queue's own user's, or a job gone.
+        private var known: [JobID: Int64] = [:]
+
+        init(store: QueueStore) {
+            self.store = store
+        }
+
+        mutating func visible(_ events: [FeedEvent], to owner: UInt32?) async throws -> [FeedEvent] {
+            guard let owner else { return events }
+            var shown: [FeedEvent] = []
+            for event in events {
+                guard let id = event.job else {
+                    shown.append(event)
+                    continue
+                }
+                if known[id] == nil {
+                    if known.count > 10_000 { known.removeAll() }
+                    let store = self.store
+                    let found = try await BlockingWork.run { (try? store.job(id, holdsInForce: false))??.ownerUID }
+                    known[id] = found.map { Int64($0) } ?? -1
+                }
+                if known[id] == Int64(owner) { shown.append(event) }
+            }
+            return shown
         }
     }
 

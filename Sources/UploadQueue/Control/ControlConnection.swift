@@ -5,7 +5,8 @@ import NIOHTTP1
 
 /// One connection to the control API: collects each request (head and body, at most `ControlServer.bodyLimit`),
 /// has `ControlAPI` answer it as the connection's peer, and writes the reply. Requests on one connection are
-/// answered in order (NIO's pipelining handler holds the next until the reply to this one is written).
+/// answered in order (NIO's pipelining handler holds the next until the reply to this one is written). A streamed
+/// reply (the event stream) is written chunk by chunk as it comes, and ends its connection.
 final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -52,6 +53,8 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
             }
             let request = ControlRequest(method: head.method.rawValue, target: head.uri,
                                          idempotencyKey: head.headers.first(name: "Idempotency-Key"),
+                                         accept: head.headers.first(name: "Accept"),
+                                         lastEventID: head.headers.first(name: "Last-Event-ID"),
                                          body: Data(body.readableBytesView))
             body.clear()
             let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
@@ -60,13 +63,36 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
             // Counted until its reply is handed to the event loop: the server stops the loop only after.
             registry.answerStarted()
             answering = Task {
+                defer { registry.answerEnded() }
                 let reply = await api.respond(request, peer: peer)
+                guard let stream = reply.stream else {
+                    eventLoop.execute {
+                        let (handler, context) = bound.value
+                        handler.answering = nil
+                        handler.write(reply, keepAlive: keepAlive, context: context)
+                    }
+                    return
+                }
+                let sink = ControlStream.Sink { data in
+                    try await eventLoop.flatSubmit {
+                        let (handler, context) = bound.value
+                        return handler.writeChunk(data, context: context)
+                    }.get()
+                }
+                do {
+                    try await eventLoop.flatSubmit {
+                        let (handler, context) = bound.value
+                        return handler.writeStreamHead(reply, context: context)
+                    }.get()
+                    try await stream.body(sink)
+                } catch {
+                    // The client went, a write stalled, or the daemon stops: the connection is closed below.
+                }
                 eventLoop.execute {
                     let (handler, context) = bound.value
                     handler.answering = nil
-                    handler.write(reply, keepAlive: keepAlive, context: context)
+                    handler.endStream(context: context)
                 }
-                registry.answerEnded()
             }
         }
     }
@@ -80,6 +106,47 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         logger.debug("control API connection of uid \(peer.uid): \(error)")
         context.close(promise: nil)
+    }
+
+    /// The head of a streamed reply (chunked, the connection closed after it) and what it sends first.
+    private func writeStreamHead(_ reply: ControlReply, context: ChannelHandlerContext) -> EventLoopFuture<Void> {
+        guard context.channel.isActive else { return context.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+        var headers = HTTPHeaders()
+        headers.add(name: "Connection", value: "close")
+        headers.add(name: "Cache-Control", value: "no-store")
+        for (name, value) in reply.headers { headers.add(name: name, value: value) }
+        let head = HTTPResponseHead(version: .http1_1, status: HTTPResponseStatus(statusCode: reply.status),
+                                    headers: headers)
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        return writeChunk(reply.body, context: context)
+    }
+
+    /// One chunk of a streamed reply, flushed; the future completes once the socket took it. A client that takes
+    /// nothing for a minute is closed.
+    private func writeChunk(_ data: Data, context: ChannelHandlerContext) -> EventLoopFuture<Void> {
+        guard context.channel.isActive else { return context.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
+        let written = context.eventLoop.makePromise(of: Void.self)
+        let channel = context.channel
+        let stalled = context.eventLoop.scheduleTask(in: Self.stallLimit) { channel.close(promise: nil) }
+        written.futureResult.whenComplete { _ in stalled.cancel() }
+        // An empty chunk would end the chunked body: only the flush goes out.
+        if data.isEmpty {
+            context.flush()
+            written.succeed()
+        } else {
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: data)))), promise: written)
+        }
+        return written.futureResult
+    }
+
+    /// How long a streamed reply's chunk may wait for a client that does not read before its connection is closed.
+    static let stallLimit: TimeAmount = .seconds(60)
+
+    /// Ends a streamed reply and its connection.
+    private func endStream(context: ChannelHandlerContext) {
+        guard context.channel.isActive else { return }
+        let channel = context.channel
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
     }
 
     private func write(_ reply: ControlReply, keepAlive: Bool, context: ChannelHandlerContext) {

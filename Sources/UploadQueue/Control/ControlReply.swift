@@ -9,36 +9,53 @@ package struct ControlRequest: Sendable, Equatable {
     package var query: [String: String]
     /// The `Idempotency-Key` header, if sent.
     package var idempotencyKey: String?
+    /// The `Accept` header, if sent (`text/event-stream` asks the event stream for server-sent events).
+    package var accept: String?
+    /// The `Last-Event-ID` header, if sent: where a server-sent event stream resumes.
+    package var lastEventID: String?
     package var body: Data
 
     package init(method: String, path: String, query: [String: String] = [:], idempotencyKey: String? = nil,
-                 body: Data = Data()) {
+                 accept: String? = nil, lastEventID: String? = nil, body: Data = Data()) {
         self.method = method
         self.path = path
         self.query = query
         self.idempotencyKey = idempotencyKey
+        self.accept = accept
+        self.lastEventID = lastEventID
         self.body = body
     }
 
     /// A request from its target (`/v1/jobs?state=failed`): the path and the query's pairs, percent-decoded.
-    package init(method: String, target: String, idempotencyKey: String?, body: Data) {
+    package init(method: String, target: String, idempotencyKey: String?, accept: String? = nil,
+                 lastEventID: String? = nil, body: Data) {
         let components = URLComponents(string: target)
         var query: [String: String] = [:]
         for item in components?.queryItems ?? [] { query[item.name] = item.value ?? "" }
         self.init(method: method, path: components?.percentEncodedPath.removingPercentEncoding ?? target,
-                  query: query, idempotencyKey: idempotencyKey, body: body)
+                  query: query, idempotencyKey: idempotencyKey, accept: accept, lastEventID: lastEventID, body: body)
     }
 }
 
-/// What the control API answers: a status code and a JSON body (or none).
+/// What the control API answers: a status code and a JSON body (or none), or a body streamed as it comes.
 package struct ControlReply: Sendable, Equatable {
     package var status: Int
     package var body: Data
     /// Extra headers (`Allow` on a 405).
     package var headers: [(String, String)] = []
+    /// A body written as it comes, after `body` (the event stream); nil for a whole reply.
+    package var stream: ControlStream?
+
+    package init(status: Int, body: Data, headers: [(String, String)] = [], stream: ControlStream? = nil) {
+        self.status = status
+        self.body = body
+        self.headers = headers
+        self.stream = stream
+    }
 
     package static func == (lhs: ControlReply, rhs: ControlReply) -> Bool {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.headers.elementsEqual(rhs.headers, by: ==)
+            && (lhs.stream == nil) == (rhs.stream == nil)
     }
 
     /// A JSON document (an object or an array of them), with the CLI's escaping of control characters.

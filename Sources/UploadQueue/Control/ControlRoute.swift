@@ -17,6 +17,7 @@ package enum ControlRoute: Equatable, Sendable {
     case prune
     case retryFailed
     case events
+    case followEvents
 
     /// How a route is made from its path: as is, or from the job id in it.
     private enum Builder: Sendable {
@@ -38,6 +39,7 @@ package enum ControlRoute: Equatable, Sendable {
         ("GET", "/v1/completions", .fixed(.completions)),
         ("POST", "/v1/completions/{id}/ack", .job { .acknowledge($0) }),
         ("GET", "/v1/events", .fixed(.events)),
+        ("GET", "/v1/events/stream", .fixed(.followEvents)),
         ("GET", "/v1/link", .fixed(.link)),
         ("PUT", "/v1/link", .fixed(.setLink)),
         ("GET", "/v1/config", .fixed(.config)),

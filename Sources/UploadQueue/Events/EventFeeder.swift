@@ -1,102 +1,44 @@
 import Foundation
 
-/// Turns what the running queue does into `EventFeed` lines: its `UploadEvent`s, with what a reader wants to know
-/// read from the job (where it went, why it failed), progress at most once a second per job, and the jobs other
-/// processes enqueued (named in their wake-up).
+/// Turns what the running queue does into the live lines the durable log does not keep: progress at most once a
+/// second per job, and answers that proved nothing (`unverified`, with what answered). Enqueues, starts, uploads,
+/// failures and cancels are in the log already, written with the change they tell.
 actor EventFeeder {
-    private let feed: EventFeed
+    private let live: LiveEvents
     private let store: QueueStore
     private var throttle = ProgressThrottle()
-    /// The jobs enqueued while this feed runs whose `enqueued` line went out, until they end: a job may be claimed
-    /// before its enqueuer's event arrives, and its `enqueued` line must still come first, once.
-    private var announced: Set<JobID> = []
-    private let started = Date()
 
-    init(feed: EventFeed, store: QueueStore) {
-        self.feed = feed
+    init(live: LiveEvents, store: QueueStore) {
+        self.live = live
         self.store = store
     }
 
-    /// Publishes a line for each event until the stream ends.
+    /// Publishes a line for each event that has one, until the stream ends.
     func run(_ events: AsyncStream<UploadEvent>) async {
         for await event in events { publish(event) }
     }
 
-    /// Tells of the jobs another process enqueued or cancelled (what its wake-up named). An enqueued job that was
-    /// claimed already was announced then; one gone already is skipped.
-    func tell(_ news: WakeSocket.News) {
-        for id in news.enqueued { enqueued(id) }
-        for id in news.cancelled {
-            throttle.ended(id)
-            announced.remove(id)
-            feed.publish(FeedEvent(.cancelled, job: id))
-        }
-    }
-
     private func publish(_ event: UploadEvent) {
         switch event {
-        case .enqueued(let id):
-            enqueued(id)
-        case .stateChanged(let id, .uploading):
-            guard let job = try? store.job(id, holdsInForce: false) else { return }
-            // Claimed before its enqueuer's event came: announced now, so `enqueued` comes before `started`.
-            if job.createdAt >= started, job.attempts <= 1, !announced.contains(id) { enqueued(job) }
-            feed.publish(FeedEvent(.started, job: id, fields: [
-                "destination": .string(job.destination), "attempt": .integer(Int64(job.attempts)),
-                "offset": .integer(job.bytesConfirmed),
-            ]))
-        case .stateChanged(let id, .uploaded):
-            throttle.ended(id)
-            announced.remove(id)
-            guard let job = try? store.job(id, holdsInForce: false) else { return }
-            feed.publish(FeedEvent(.uploaded, job: id, fields: [
-                "destination": .string(job.destination), "size": .integer(job.size),
-                "remote_url": job.remoteURL.map { .string(URLRedaction.redact($0)) } ?? .null,
-            ]))
-        case .stateChanged(let id, .failed):
-            throttle.ended(id)
-            guard let job = try? store.job(id, holdsInForce: false) else { return }
-            if job.permanent { announced.remove(id) }
-            feed.publish(FeedEvent(.failed, job: id, fields: [
-                "destination": .string(job.destination), "error": job.lastError.map(FeedEvent.Value.string) ?? .null,
-                "permanent": .boolean(job.permanent),
-                "retry_at": job.permanent ? .null : job.nextAttemptAt.map { .string(FeedEvent.timeText($0)) } ?? .null,
-            ]))
         case .stateChanged(let id, .pending):
             // Back to waiting (an interrupted transfer): its progress line may come again at once.
             throttle.ended(id)
-            // An answer that proved nothing is told, with what answered.
-            guard let job = try? store.job(id, holdsInForce: false),
+            // An answer that proved nothing is told, with what answered; a follower with none is not worth a read.
+            guard live.count > 0, let job = try? store.job(id, holdsInForce: false),
                   let attempt = try? store.attempts(of: id).last, attempt.outcome == "unverified" else { return }
-            feed.publish(FeedEvent(.unverified, job: id, fields: [
+            live.publish(FeedEvent(.unverified, job: id, fields: [
                 "destination": .string(job.destination), "reason": attempt.error.map(FeedEvent.Value.string) ?? .null,
             ]))
+        case .stateChanged(let id, _), .cancelled(let id):
+            throttle.ended(id)
         case .progress(let id, let confirmed, let sent, let size):
             guard throttle.admits(id, done: confirmed >= size, at: .now) else { return }
-            feed.publish(FeedEvent(.progress, job: id, fields: [
+            live.publish(FeedEvent(.progress, job: id, fields: [
                 "confirmed": .integer(confirmed), "sent": .integer(sent), "size": .integer(size),
             ]))
-        case .cancelled(let id):
-            throttle.ended(id)
-            announced.remove(id)
-            feed.publish(FeedEvent(.cancelled, job: id))
+        case .enqueued:
+            break
         }
-    }
-
-    private func enqueued(_ id: JobID) {
-        // A job that has been claimed already had its `enqueued` line then.
-        guard !announced.contains(id), let job = try? store.job(id, holdsInForce: false), job.attempts == 0 else { return }
-        enqueued(job)
-    }
-
-    private func enqueued(_ job: Job) {
-        // A job already uploaded or failed for good by the time its event is read needs no entry in the set.
-        if job.state == .pending || job.state == .uploading || (job.state == .failed && !job.permanent) {
-            announced.insert(job.id)
-        }
-        feed.publish(FeedEvent(.enqueued, job: job.id, time: job.createdAt, fields: [
-            "name": .string(job.originalName), "destination": .string(job.destination), "size": .integer(job.size),
-        ]))
     }
 }
 

@@ -74,6 +74,26 @@ public struct FeedEvent: Sendable, Equatable {
         return out + "}"
     }
 
+    /// An event from its JSON line (as `jsonLine` writes it); nil for a line that is not one, or of a kind this
+    /// version does not know (a newer daemon's).
+    init?(jsonLine line: String) {
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any],
+              let kind = (object["type"] as? String).flatMap(Kind.init(rawValue:)) else { return nil }
+        let time = (object["time"] as? String).flatMap {
+            try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse($0)
+        }
+        self.init(kind, job: (object["job"] as? String).flatMap(JobID.init), time: time ?? Date(timeIntervalSince1970: 0))
+        sequence = (object["seq"] as? NSNumber)?.int64Value
+        for (name, value) in object where !["type", "time", "seq", "job"].contains(name) {
+            fields[name] = switch value {
+            case let text as String: .string(text)
+            case _ where ContractJSON.isBoolean(value): .boolean(value as? Bool ?? false)
+            case let number as NSNumber: .integer(number.int64Value)
+            default: .null
+            }
+        }
+    }
+
     /// RFC 3339 with milliseconds in UTC: events of one second keep their order when sorted by time.
     static func timeText(_ date: Date) -> String {
         let text = StoredDate.text(date)  // yyyy-MM-dd HH:mm:ss.SSS, UTC

@@ -20,7 +20,7 @@ extension QueueStore {
 
     /// The first and the last sequence number in the log (nil, nil when it is empty); the last one ever given
     /// out, also once its row was pruned, as `last`.
-    func eventLogBounds() throws -> (first: Int64?, last: Int64) {
+    package func eventLogBounds() throws -> (first: Int64?, last: Int64) {
         try writer.read { db in
             let first = try Int64.fetchOne(db, sql: "SELECT MIN(seq) FROM event")
             let last = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'event'") ?? 0

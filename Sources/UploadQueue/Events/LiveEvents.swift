@@ -1,0 +1,114 @@
+import Synchronization
+
+/// The events the durable log does not keep (progress, unverified answers, patch and hook outcomes, link changes),
+/// handed to each follower of `GET /v1/events/stream?live=true` while it is connected.
+///
+/// Publishing never waits: a line goes into every subscriber's buffer under a lock, and its bell rings. A
+/// subscriber that lets more than `readerBuffer` bytes pile up is dropped: its buffer is given up, it learns how
+/// many lines it lost, and its stream ends with a `dropped` line (it reconnects with `since=` and loses nothing
+/// durable). A slow reader costs the daemon at most its buffer, never time.
+final class LiveEvents: Sendable {
+    private let readerBuffer: Int
+    private let subscribers = Mutex<[Int: Subscriber]>([:])
+    private let nextID = Atomic<Int>(0)
+
+    private struct Subscriber {
+        let bell: ChangeBell
+        var lines: [FeedEvent] = []
+        var bytes = 0
+        /// Lines lost since it was dropped; nil while it keeps up.
+        var lost: Int?
+
+        /// Keeps `event`, unless the buffer would grow past `limit`: then everything kept is lost, and so is what
+        /// comes after, until the subscriber takes its `dropped` notice and goes.
+        mutating func add(_ event: FeedEvent, size: Int, limit: Int) {
+            if let lost {
+                self.lost = lost + 1
+            } else if bytes + size > limit {
+                lost = lines.count + 1
+                lines.removeAll()
+                bytes = 0
+            } else {
+                lines.append(event)
+                bytes += size
+            }
+        }
+    }
+
+    /// What a subscriber takes at once: the lines since its last take, or how many it lost.
+    enum Taken: Equatable {
+        case lines([FeedEvent])
+        case dropped(lost: Int)
+    }
+
+    init(readerBuffer: Int) {
+        self.readerBuffer = readerBuffer
+    }
+
+    /// Subscribers now (the control API's followers with `live=true`).
+    var count: Int { subscribers.withLock { $0.count } }
+
+    /// Hands `event` to every subscriber; returns at once.
+    func publish(_ event: FeedEvent) {
+        let size = event.jsonLine.utf8.count + 1
+        let bells = subscribers.withLock { subscribers -> [ChangeBell] in
+            var bells: [ChangeBell] = []
+            for id in Array(subscribers.keys) {
+                subscribers[id]!.add(event, size: size, limit: readerBuffer)
+                bells.append(subscribers[id]!.bell)
+            }
+            return bells
+        }
+        for bell in bells { bell.ring() }
+    }
+
+    /// Rings every subscriber's bell (the durable log changed: its followers read it).
+    func ringSubscribers() {
+        for bell in subscribers.withLock({ $0.values.map(\.bell) }) { bell.ring() }
+    }
+
+    /// A new subscriber: it gets every line published from now until `unsubscribe`.
+    func subscribe() -> Subscription {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        let bell = ChangeBell()
+        subscribers.withLock { $0[id] = Subscriber(bell: bell) }
+        return Subscription(id: id, bell: bell, events: self)
+    }
+
+    fileprivate func take(_ id: Int) -> Taken {
+        subscribers.withLock { subscribers in
+            guard var subscriber = subscribers[id] else { return .lines([]) }
+            if let lost = subscriber.lost { return .dropped(lost: lost) }
+            defer {
+                subscriber.lines.removeAll()
+                subscriber.bytes = 0
+                subscribers[id] = subscriber
+            }
+            return .lines(subscriber.lines)
+        }
+    }
+
+    fileprivate func unsubscribe(_ id: Int) {
+        _ = subscribers.withLock { $0.removeValue(forKey: id) }
+    }
+
+    /// One follower's subscription: its lines, and a bell that rings when there are new ones (or the durable log
+    /// changed).
+    final class Subscription: Sendable {
+        private let id: Int
+        let bell: ChangeBell
+        private let events: LiveEvents
+
+        fileprivate init(id: Int, bell: ChangeBell, events: LiveEvents) {
+            self.id = id
+            self.bell = bell
+            self.events = events
+        }
+
+        /// The lines published since the last take, oldest first; or, once this subscriber fell behind, how many it
+        /// lost.
+        func take() -> Taken { events.take(id) }
+
+        deinit { events.unsubscribe(id) }
+    }
+}
