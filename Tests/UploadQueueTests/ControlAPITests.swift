@@ -468,6 +468,50 @@ import Testing
         _ = await daemon.terminate()
     }
 
+    @Test("the Python client follows the event stream, enqueues a batch, reads the log and the link, retries what failed")
+    func pythonClientRoutes() async throws {
+        let sandbox = try Sandbox()
+        let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
+        let photos = try (1...2).map { try sandbox.makeFile(sandbox.root + "/p\($0).jpg", size: 5_000 * $0, seed: UInt64($0)) }
+        let script = """
+            import json, sys, threading
+            sys.path.insert(0, "\(ConfigurationTests.repositoryRoot)/contrib/clients/python")
+            from uploadq_client import UploadQueue
+            queue, seen = UploadQueue(sys.argv[1]), []
+            def follow():
+                for event in queue.follow(since=0, live=True):
+                    seen.append(event)
+                    if sum(e["type"] == "uploaded" for e in seen) == 2:
+                        return
+            follower = threading.Thread(target=follow, daemon=True)
+            follower.start()
+            results = queue.enqueue_batch([{"path": sys.argv[2]}, {"path": sys.argv[3]}, {"path": sys.argv[2] + ".gone"}])
+            follower.join(30)
+            logged, since = queue.events(since=0)
+            print(json.dumps({"results": results, "seen": seen, "logged": logged, "since": since,
+                              "link": queue.link(), "retried": queue.retry_failed()}))
+            """
+        let (status, out, err) = try await ChildProcess.run(["/usr/bin/python3", "-c", script, socket] + photos,
+                                                            executable: "/usr/bin/python3",
+                                                            environment: ["PATH": "/usr/bin:/bin"], limit: .seconds(90))
+        #expect(status == 0, "\(String(decoding: err, as: UTF8.self))")
+        let answer = (try? JSONSerialization.jsonObject(with: out)) as? [String: Any] ?? [:]
+        let results = answer["results"] as? [[String: Any]] ?? []
+        let ids = results.compactMap { $0["id"] as? String }
+        #expect(ids.count == 2 && (results.last?["error"] as? [String: Any])?["code"] as? String == "file-not-found",
+                "\(results)")
+        let seen = answer["seen"] as? [[String: Any]] ?? []
+        for id in ids {
+            let kinds = seen.filter { $0["job"] as? String == id }.compactMap { $0["type"] as? String }
+            #expect(kinds.first == "enqueued" && kinds.last == "uploaded" && kinds.contains("progress"), "\(id): \(kinds)")
+        }
+        let logged = answer["logged"] as? [[String: Any]] ?? []
+        #expect(logged.count == 6 && answer["since"] as? Int == logged.last?["seq"] as? Int, "\(logged)")
+        #expect((answer["link"] as? [String: Any])?["class"] != nil && (answer["retried"] as? [Any])?.isEmpty == true,
+                "\(answer)")
+        _ = await daemon.terminate()
+    }
+
     @Test("droppers through the API: their own files by copy, their own jobs alone; another's answer 404")
     func droppersAreStrangers() async throws {
         let sandbox = try Sandbox(config: """

@@ -50,7 +50,7 @@ package enum ConfigurationReference {
                 summary: "Programs run after a job is uploaded or fails for good, with the job's JSON on standard "
                     + "input, at least once; no shell, no PATH search."),
         Section(table: "events", anchor: "events", title: "[events]",
-                summary: "The Unix socket that streams events (`uploadq events`, `uploadq watch`)."),
+                summary: "How far a follower of the event stream (`GET /v1/events/stream`, `uploadq events --follow`) may fall behind; the stream is served on `[api] socket`."),
         Section(table: "api", anchor: "api", title: "[api]",
                 summary: "The Unix socket of the control API (HTTP/1.1 and JSON under `/v1`, see docs/api.md): who "
                     + "may connect; what each may do follows from its uid."),
@@ -105,7 +105,7 @@ package enum ConfigurationReference {
     private static let topLevel: [ConfigurationKey] = [
         .init("", "state_dir", .path, .value(#"".uploadq""#), example: #""/var/lib/uploadq""#, """
             The queue's own directory: `queue.sqlite`, `blobs/` (the queue's copies of files), `cancelled/`, the \
-            locks and the event socket. Created 0700, the database 0600. It must be on a local disk.
+            locks and the control socket (`api.sock`). Created 0700, the database 0600. It must be on a local disk.
             """),
     ]
 

@@ -7,6 +7,8 @@ Unix socket through http.client. Copy this file into your project; it depends on
     queue.wait(job["id"])
     for completion in queue.completions(timeout=30):
         queue.acknowledge(completion["id"])
+    for event in queue.follow(since=0, live=True):   # every event kept, then each as it happens
+        print(event["type"], event.get("job"))
 """
 import http.client
 import json
@@ -78,11 +80,63 @@ class UploadQueue:
         return self.request("GET", f"/v1/jobs/{job_id}/wait", query={"state": ",".join(states), "timeout": timeout},
                             wait=timeout)
 
+    def enqueue_batch(self, requests):
+        """Hands many files over at once (each a dict with "path" and the options of enqueue): one result per file,
+        in order, each {"id", ...} or {"error": {"code", "message"}}."""
+        return self.request("POST", "/v1/jobs/batch", body={"jobs": requests})["results"]
+
     def cancel(self, job_id):
         return self.request("POST", f"/v1/jobs/{job_id}/cancel")
 
-    def retry(self, job_id):
-        return self.request("POST", f"/v1/jobs/{job_id}/retry")
+    def retry(self, job_id, hooks=False):
+        return self.request("POST", f"/v1/jobs/{job_id}/retry", query={"hooks": "true"} if hooks else None)
+
+    def retry_failed(self):
+        """Makes every failed job pending now; the ids it changed."""
+        return self.request("POST", "/v1/jobs/retry-failed")["retried"]
+
+    def events(self, since=None, timeout=0.0, limit=1000):
+        """The durable events after `since` (None: from now on) and the seq to ask for next: (events, since). With a
+        timeout, waits until there is one."""
+        query = {"timeout": timeout, "limit": limit, **({"since": since} if since is not None else {})}
+        connection = _UnixConnection(self.socket_path, self.timeout + timeout)
+        try:
+            connection.request("GET", "/v1/events?" + urllib.parse.urlencode(query))
+            response = connection.getresponse()
+            payload = response.read()
+            if response.status >= 400:
+                error = json.loads(payload).get("error", {})
+                raise UploadQueueError(response.status, error.get("code", "unknown"), error.get("message", ""))
+            lines = [json.loads(line) for line in payload.splitlines() if line]
+            return lines, int(response.getheader("Uploadq-Seq"))
+        finally:
+            connection.close()
+
+    def follow(self, since=None, live=False):
+        """Yields each event as the daemon logs it: those after `since` first (None: from now on); with `live`, also
+        progress, patch, hook and link lines (without a "seq"). Returns when the daemon ends the stream (it stopped,
+        or this reader fell behind: the last event is then "dropped"); follow again from the last "seq" seen."""
+        query = {"live": "true" if live else "false", **({"since": since} if since is not None else {})}
+        connection = _UnixConnection(self.socket_path, None)
+        try:
+            connection.request("GET", "/v1/events/stream?" + urllib.parse.urlencode(query))
+            response = connection.getresponse()
+            if response.status >= 400:
+                error = json.loads(response.read()).get("error", {})
+                raise UploadQueueError(response.status, error.get("code", "unknown"), error.get("message", ""))
+            for line in response:
+                event = json.loads(line)
+                if event["type"] != "following":
+                    yield event
+        finally:
+            connection.close()
+
+    def link(self):
+        return self.request("GET", "/v1/link")
+
+    def set_link(self, mode):
+        """Sets the link class by hand (auto, metered, unmetered, offline); root and the queue's user only."""
+        return self.request("PUT", "/v1/link", body={"mode": mode})
 
     def completions(self, timeout=0.0, limit=100):
         """Uploaded jobs not acknowledged yet, oldest first; with a timeout, waits until there is one."""
