@@ -6,6 +6,11 @@ import Logging
 /// The daemon is this actor plus a spool watcher; a sync engine embeds the same actor. Every call is durable:
 /// `enqueue` returns once the job is on disk, and `run()` resumes whatever an earlier process left.
 public actor UploadQueue {
+    /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
+    private let thread = ActorThread(name: "uploadq-queue")
+    /// This actor's thread: its SQLite calls block it alone, never Swift's shared threads.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
+
     /// The configuration the queue was opened with.
     public nonisolated let configuration: Configuration
     /// The queue's database access (also used by the CLI to read without a running daemon).

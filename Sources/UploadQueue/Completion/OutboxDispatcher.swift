@@ -9,6 +9,10 @@ import Logging
 /// Entries are taken oldest first, `parallel` at a time; an outcome the database cannot take yet (a full disk) is
 /// kept and recorded first thing in a later round, and its entry is not delivered again meanwhile.
 actor OutboxDispatcher {
+    /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
+    private let thread = ActorThread(name: "uploadq-outbox")
+    nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
+
     private let store: QueueStore
     private let deliveries: [OutboxConsumer: any OutboxDelivery]
     private var consumers: Set<OutboxConsumer> { Set(deliveries.keys) }

@@ -4,6 +4,10 @@ import Foundation
 /// second per job, and answers that proved nothing (`unverified`, with what answered). Enqueues, starts, uploads,
 /// failures and cancels are in the log already, written with the change they tell.
 actor EventFeeder {
+    /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
+    private let thread = ActorThread(name: "uploadq-events")
+    nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
+
     private let live: LiveEvents
     private let store: QueueStore
     private var throttle = ProgressThrottle()

@@ -11,6 +11,11 @@ import ServiceLifecycle
 /// been closed by its writer and left unchanged for `quiet_period`; dot-names and `*.tmp`/`*.part`/`*.partial`
 /// wait until renamed. A timer rescan (and a rescan after an inotify overflow) catches anything events missed.
 public actor SpoolWatcher: Service {
+    /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
+    private let thread = ActorThread(name: "uploadq-spool")
+    /// This actor's thread: its SQLite calls block it alone, never Swift's shared threads.
+    public nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
+
     private struct Candidate {
         var fingerprint: FileFingerprint?
         var lastChange: ContinuousClock.Instant

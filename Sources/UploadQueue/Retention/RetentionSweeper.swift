@@ -7,6 +7,10 @@ import Logging
 /// cannot be done now (a full archive disk, a file in the way) stays owed and is tried again on the `[retry]`
 /// schedule; nothing is forgotten before the file system has made the change durable.
 actor RetentionSweeper {
+    /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
+    private let thread = ActorThread(name: "uploadq-retention")
+    nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
+
     private let configuration: Configuration
     private let store: QueueStore
     private let logger: Logger

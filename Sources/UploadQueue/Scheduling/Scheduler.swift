@@ -8,6 +8,10 @@ import Synchronization
 /// Picks by priority, then age; applies the retry policy to transient failures; turns a graceful stop into
 /// `interrupted` attempts (jobs back to `pending` with their offsets) and cancel requests into removed jobs.
 actor Scheduler {
+    /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
+    private let thread = ActorThread(name: "uploadq-scheduler")
+    nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
+
 
     private let configuration: Configuration
     private let store: QueueStore
