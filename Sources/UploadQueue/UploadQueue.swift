@@ -18,11 +18,13 @@ public actor UploadQueue {
     nonisolated let intake: Intake
     private nonisolated let hub = EventHub()
     let logger: Logger
-    private var scheduler: Scheduler?
+    /// What runs while this process runs the queue (`run()`); nil otherwise.
+    private var runtime: QueueRuntime?
+    private var scheduler: Scheduler? { runtime?.scheduler }
     /// The link monitor of the running scheduler.
-    private var monitor: LinkMonitor?
+    private var monitor: LinkMonitor? { runtime?.monitor }
     /// The transfer engine of the running scheduler.
-    private var engine: TransferEngine?
+    private var engine: TransferEngine? { runtime?.engine }
     /// The last failure to write the metrics file, while it lasts.
     private var metricsError: String?
 
@@ -302,202 +304,19 @@ public actor UploadQueue {
     ///     failed jobs stay for a later run.
     ///   - onReady: called once the lock is held and the queue recovered (the daemon tells systemd).
     public func run(exitWhenIdle: Bool = false, onReady: @Sendable () -> Void = {}) async throws {
-        let lock = try DaemonLock(path: configuration.lockPath)
-        do {
-            try store.database.enableIncrementalVacuum()
-        } catch {
-            logger.warning("""
-                the database keeps its free pages for now (incremental vacuum not enabled: \(error)); tried again \
-                at the next start
-                """)
-        }
-        if !configuration.events.retiredKeys.isEmpty {
-            logger.notice("""
-                retired, doing nothing: [events] \(configuration.events.retiredKeys.joined(separator: ", ")); the event \
-                stream is the control API's GET /v1/events/stream, on [api] socket (who may follow: [api] group)
-                """)
-        }
-        let reserve = SpaceReserve(stateDirectory: configuration.stateDirectory)
-        let recovered = try await startUpWrite("return interrupted uploads to pending", reserve: reserve,
-                                               giveUp: exitWhenIdle) { [store] in try store.recoverInterrupted() }
-        reserve.ensure(freeSpace: configuration.freeSpaceGuard)
-        if !recovered.isEmpty {
-            logger.notice("\(recovered.count) upload(s) of a stopped process go back to pending; they resume from their saved state")
-        }
-        for problem in intake.finishIncompleteIntakes() {
-            logger.error("start-up recovery of the intake: \(problem); tried again at the next start")
-        }
-        let engine = TransferEngine()
-        engine.setSendCap(configuration.bandwidth.unmetered)
-        defer { engine.shutdown() }
-        // What the servers taught with 413s, kept across restarts (and forgotten for destinations no longer there).
-        try? store.forgetRequestLimits(except: configuration.destinations.keys)
-        let learnt = (try? store.requestLimits()) ?? [:]
-        let mint = self.configuration.mint
-        let uploaders = configuration.destinations.mapValues { destination in
-            Self.uploader(for: destination, engine: engine, mint: mint, bodyLimit: RequestBodyLimit(
-                destination: destination.name, learnt: learnt[destination.name] ?? RequestLimit(),
-                persist: { [store, logger] name, value in
-                    do {
-                        try store.recordRequestLimit(name, value)
-                    } catch {
-                        logger.warning("cannot keep what destination \"\(name)\" taught with a 413: \(error)")
-                    }
-                }))
-        }
-        let configuration = self.configuration
-        let monitor = LinkMonitor(configuration: configuration)
-        monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
-        // DNS and NetworkManager answer before the first claim, so a metered link is known as such from the start.
-        _ = await BlockingWork.runResult { () throws(Never) in monitor.refresh() }
-        // And a captive portal: nothing is sent into one found at the start.
-        let connectivityCheck = configuration.link.connectivityCheck.map { ConnectivityCheck(url: $0, engine: engine) }
-        let firstCheck = await connectivityCheck?.check(timeout: .seconds(5)) ?? .unknown
-        ConnectivityCheck.tell(firstCheck, monitor: monitor, store: store, logger: logger, quiet: true)
-        self.monitor = monitor
-        self.engine = engine
-        let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
-                                  logger: logger, exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor,
-                                  reserve: reserve)
-        // The hooks this config has are the ones owed from now on; entries owed before are delivered by whichever
-        // of them this config still has.
-        try await startUpWrite("record the configured hooks", reserve: reserve, giveUp: exitWhenIdle) {
-            [store, hooks = configuration.hooks] in try store.setHookConsumers(hooks)
-        }
-        var deliveries: [OutboxConsumer: any OutboxDelivery] = [
-            .patch: PatchDelivery(configuration: configuration, engine: engine, monitor: monitor, logger: logger),
-        ]
-        for event in HookEvent.allCases {
-            guard let command = configuration.hooks.command(for: event) else { continue }
-            deliveries[.hook(event)] = HookDelivery(event: event, command: command, settings: configuration.hooks,
-                                                    retry: configuration.retry, logger: logger)
-        }
-        // What the durable event log does not keep (progress, patch and hook outcomes, link changes), for the
-        // control API's live followers.
-        let live = LiveEvents(readerBuffer: Int(configuration.events.readerBuffer))
-        let feeder = EventFeeder(live: live, store: store)
-        hub.attachFeed { event in live.publish(event) }
-        defer { hub.attachFeed(nil) }
-        let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger) { entry, outcome in
-            live.publish(OutboxDispatcher.feedEvent(entry, outcome))
-        }
-        let retention = RetentionSweeper(configuration: configuration, store: store, logger: logger)
-        self.scheduler = scheduler
-        // Rung at every change: the long polls and the followers of the event stream look again.
-        let bell = ChangeBell(alsoRinging: live.ringSubscribers)
-        let wakeSocket: WakeSocket?
-        do {
-            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, bell] in
-                wake.signal()
-                patches.wake.signal()
-                // What another process changed: the control API's long polls look again.
-                bell.ring()
-            }
-        } catch {
-            logger.warning("no wake-up socket, falling back to polling: \(error)")
-            wakeSocket = nil
-        }
-        // A job that becomes uploaded may owe a patch and hooks, and owes the release of its copy; one that failed
-        // may owe a hook: they look at once.
-        let events = hub.subscribe()
-        let patchWaker = Task {
-            for await event in events {
-                switch event {
-                case .stateChanged(_, .uploaded):
-                    patches.wake.signal()
-                    retention.wake.signal()
-                case .stateChanged(_, .failed):
-                    patches.wake.signal()
-                default:
-                    break
-                }
-            }
-        }
-        // The control API for other processes (the CLI, a sync engine, any language); without it (a path too
-        // long, a group that does not exist) the queue runs on, and says why.
-        let api = ControlAPI(queue: self, bell: bell, live: live)
-        let control: ControlServer?
-        do {
-            control = try await ControlServer(path: configuration.apiSocketPath, group: configuration.api.group,
-                                              api: api, logger: logger)
-        } catch {
-            logger.warning("no control API: \(error)")
-            control = nil
-        }
-        let bellRinger = Task {
-            for await event in hub.subscribe() {
-                if case .progress = event { continue }
-                api.bell.ring()
-            }
-        }
-        let feedRunner = Task { [events = hub.subscribe()] in await feeder.run(events) }
-        let patchRunner = Task { await patches.run() }
-        let retentionRunner = Task { await retention.run() }
-        let connectivityRunner = connectivityCheck.map { check in
-            Task { [logger, store] in
-                await check.run(monitor: monitor, store: store, wake: scheduler.wake, logger: logger, first: firstCheck)
-            }
-        }
-        let metricsWriter = configuration.metrics.textfile.map { path in
-            Task {
-                while !Task.isCancelled {
-                    self.writeMetrics(to: path)
-                    try? await Task.sleep(for: configuration.metrics.interval)
-                }
-            }
-        }
+        let runtime = try await QueueRuntime(queue: self, hub: hub, exitWhenIdle: exitWhenIdle)
+        self.runtime = runtime
         onReady()
-        await scheduler.run()
-        // Stopping: no new requests from other processes while the rest winds down.
-        await control?.stop()
-        retentionRunner.cancel()
-        await retentionRunner.value
-        if exitWhenIdle {
-            // A batch run leaves no patch behind that could be sent now, and no copy that could be released.
-            patchRunner.cancel()
-            await patchRunner.value
-            await patches.deliverDue()
-            await retention.releaseAllDue()
+        var failure: (any Error)?
+        do {
+            try await runtime.run()
+        } catch {
+            failure = error
         }
-        patchRunner.cancel()
-        patchWaker.cancel()
-        bellRinger.cancel()
-        metricsWriter?.cancel()
-        connectivityRunner?.cancel()
-        feedRunner.cancel()
-        await patchRunner.value
-        await metricsWriter?.value
         // The last write, with the running monitor still there (no DNS or D-Bus while stopping).
         if let path = configuration.metrics.textfile { writeMetrics(to: path, stopped: true) }
-        self.scheduler = nil
-        self.monitor = nil
-        self.engine = nil
-        withExtendedLifetime((lock, wakeSocket)) {}
-        if let failure = await scheduler.failure { throw failure }
-    }
-
-    /// Runs a write the start cannot go without. A full disk gives the space reserve back and waits for room
-    /// (saying so once), trying every 5 s until it works or the task is cancelled; `giveUp` (a batch run)
-    /// stops waiting after a minute. Any other error is thrown at once.
-    private func startUpWrite<T: Sendable>(_ what: String, reserve: SpaceReserve, giveUp: Bool,
-                                           _ write: @escaping @Sendable () throws -> T) async throws -> T {
-        let started = ContinuousClock.now
-        var told = false
-        while true {
-            do {
-                return try await BlockingWork.run(write)
-            } catch where QueueDatabase.isDiskFull(error, at: configuration.databasePath) {
-                if reserve.release() { continue }
-                if !told {
-                    logger.error("cannot \(what): the queue's disk is full; waiting for room (free space on it): \(error)")
-                    told = true
-                }
-                if giveUp && ContinuousClock.now - started > .seconds(60) {
-                    throw UploadQueueError.database("cannot \(what): the queue's disk stayed full", error)
-                }
-                try await Task.sleep(for: .seconds(5))
-            }
-        }
+        self.runtime = nil
+        if let failure { throw failure }
     }
 
     /// Whether this process's transfers are healthy: the scheduler's loop and the engine thread go round, and the
@@ -509,7 +328,7 @@ public actor UploadQueue {
 
     /// Rewrites the metrics text file (`stopped`: the last write, when this process no longer runs the queue); a
     /// failure is logged, never fatal.
-    private func writeMetrics(to path: String, stopped: Bool = false) {
+    func writeMetrics(to path: String, stopped: Bool = false) {
         do {
             var status = try status()
             if stopped { status.runnerPID = nil }

@@ -1,0 +1,227 @@
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// What runs while this process runs the queue: the transfer engine, the link monitor and the scheduler, and beside
+/// them the outbox (patches and hooks), retention, the live event feed, the connectivity check, the metrics file and
+/// the control API, each a `Service` of one `ServiceGroup`.
+///
+/// `UploadQueue.run()` builds it (taking the queue's lock and recovering what an earlier process left) and runs it;
+/// the facade keeps only this one reference while it runs. The group stops its services in the reverse of their
+/// order: the scheduler first (every transfer stopped at a safe point, its offset saved), then the control API (no
+/// new requests while the rest winds down), the outbox and retention (a batch run first delivers what is due, then
+/// releases what may go), and the loops that only tell or watch.
+final class QueueRuntime: Sendable {
+    let scheduler: Scheduler
+    let monitor: LinkMonitor
+    let engine: TransferEngine
+    private let group: ServiceGroup
+    private let hub: EventHub
+    /// Held while the runtime exists: the daemon lock (one runner per state directory) and the wake-up socket.
+    private let lock: DaemonLock
+    private let wakeSocket: WakeSocket?
+
+    /// One part of the runtime as a `Service`: its loop runs until the group's graceful shutdown cancels it, then
+    /// `finally` (a batch run's last deliveries, the control API's stop) runs to its end.
+    struct Part: Service {
+        let name: String
+        let loop: @Sendable () async -> Void
+        var finally: @Sendable () async -> Void = {}
+
+        func run() async {
+            await cancelWhenGracefulShutdown(loop)
+            await finally()
+        }
+    }
+
+    /// Takes the queue's lock, recovers, and builds every part; nothing runs until `run()`.
+    init(queue: UploadQueue, hub: EventHub, exitWhenIdle: Bool) async throws {
+        let configuration = queue.configuration
+        let (store, logger) = (queue.store, queue.logger)
+        let lock = try DaemonLock(path: configuration.lockPath)
+        do {
+            try store.database.enableIncrementalVacuum()
+        } catch {
+            logger.warning("""
+                the database keeps its free pages for now (incremental vacuum not enabled: \(error)); tried again \
+                at the next start
+                """)
+        }
+        if !configuration.events.retiredKeys.isEmpty {
+            logger.notice("""
+                retired, doing nothing: [events] \(configuration.events.retiredKeys.joined(separator: ", ")); the event \
+                stream is the control API's GET /v1/events/stream, on [api] socket (who may follow: [api] group)
+                """)
+        }
+        let reserve = SpaceReserve(stateDirectory: configuration.stateDirectory)
+        let startUp = StartUpWrite(configuration: configuration, reserve: reserve, giveUp: exitWhenIdle, logger: logger)
+        let recovered = try await startUp.run("return interrupted uploads to pending") { try store.recoverInterrupted() }
+        reserve.ensure(freeSpace: configuration.freeSpaceGuard)
+        if !recovered.isEmpty {
+            logger.notice("\(recovered.count) upload(s) of a stopped process go back to pending; they resume from their saved state")
+        }
+        for problem in queue.intake.finishIncompleteIntakes() {
+            logger.error("start-up recovery of the intake: \(problem); tried again at the next start")
+        }
+        let engine = TransferEngine()
+        engine.setSendCap(configuration.bandwidth.unmetered)
+        var built = false
+        defer {
+            if !built {
+                engine.shutdown()
+                hub.attachFeed(nil)
+            }
+        }
+        // What the servers taught with 413s, kept across restarts (and forgotten for destinations no longer there).
+        try? store.forgetRequestLimits(except: configuration.destinations.keys)
+        let learnt = (try? store.requestLimits()) ?? [:]
+        let uploaders = configuration.destinations.mapValues { destination in
+            UploadQueue.uploader(for: destination, engine: engine, mint: configuration.mint, bodyLimit: RequestBodyLimit(
+                destination: destination.name, learnt: learnt[destination.name] ?? RequestLimit(),
+                persist: { name, value in
+                    do {
+                        try store.recordRequestLimit(name, value)
+                    } catch {
+                        logger.warning("cannot keep what destination \"\(name)\" taught with a 413: \(error)")
+                    }
+                }))
+        }
+        let monitor = LinkMonitor(configuration: configuration)
+        monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
+        // DNS and NetworkManager answer before the first claim, so a metered link is known as such from the start.
+        _ = await BlockingWork.runResult { () throws(Never) in monitor.refresh() }
+        // And a captive portal: nothing is sent into one found at the start.
+        let connectivityCheck = configuration.link.connectivityCheck.map { ConnectivityCheck(url: $0, engine: engine) }
+        let firstCheck = await connectivityCheck?.check(timeout: .seconds(5)) ?? .unknown
+        ConnectivityCheck.tell(firstCheck, monitor: monitor, store: store, logger: logger, quiet: true)
+        let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
+                                  logger: logger, exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor,
+                                  reserve: reserve)
+        // The hooks this config has are the ones owed from now on; entries owed before are delivered by whichever
+        // of them this config still has.
+        try await startUp.run("record the configured hooks") { try store.setHookConsumers(configuration.hooks) }
+        var deliveries: [OutboxConsumer: any OutboxDelivery] = [
+            .patch: PatchDelivery(configuration: configuration, engine: engine, monitor: monitor, logger: logger),
+        ]
+        for event in HookEvent.allCases {
+            guard let command = configuration.hooks.command(for: event) else { continue }
+            deliveries[.hook(event)] = HookDelivery(event: event, command: command, settings: configuration.hooks,
+                                                    retry: configuration.retry, logger: logger)
+        }
+        // What the durable event log does not keep (progress, patch and hook outcomes, link changes), for the
+        // control API's live followers.
+        let live = LiveEvents(readerBuffer: Int(configuration.events.readerBuffer))
+        let feeder = EventFeeder(live: live, store: store)
+        hub.attachFeed { event in live.publish(event) }
+        let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger) { entry, outcome in
+            live.publish(OutboxDispatcher.feedEvent(entry, outcome))
+        }
+        let retention = RetentionSweeper(configuration: configuration, store: store, logger: logger)
+        // Rung at every change: the long polls and the followers of the event stream look again.
+        let bell = ChangeBell(alsoRinging: live.ringSubscribers)
+        do {
+            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, bell] in
+                wake.signal()
+                patches.wake.signal()
+                // What another process changed: the control API's long polls look again.
+                bell.ring()
+            }
+        } catch {
+            logger.warning("no wake-up socket, falling back to polling: \(error)")
+            wakeSocket = nil
+        }
+        // The control API for other processes (the CLI, a sync engine, any language); without it (a path too
+        // long, a group that does not exist) the queue runs on, and says why.
+        let control: ControlServer?
+        do {
+            control = try await ControlServer(path: configuration.apiSocketPath, group: configuration.api.group,
+                                              api: ControlAPI(queue: queue, bell: bell, live: live), logger: logger)
+        } catch {
+            logger.warning("no control API: \(error)")
+            control = nil
+        }
+        // Subscribed now, before the scheduler runs: no event of this run is missed.
+        let (ends, changes, feed) = (hub.subscribe(), hub.subscribe(), hub.subscribe())
+        var parts: [Part] = []
+        if let path = configuration.metrics.textfile {
+            parts.append(Part(name: "metrics") {
+                while !Task.isCancelled {
+                    await queue.writeMetrics(to: path)
+                    try? await Task.sleep(for: configuration.metrics.interval)
+                }
+            })
+        }
+        if let connectivityCheck {
+            parts.append(Part(name: "connectivity check") {
+                await connectivityCheck.run(monitor: monitor, store: store, wake: scheduler.wake, logger: logger,
+                                            first: firstCheck)
+            })
+        }
+        parts.append(Part(name: "event feeder") { await feeder.run(feed) })
+        parts.append(Part(name: "change bell") {
+            for await event in changes {
+                if case .progress = event { continue }
+                bell.ring()
+            }
+        })
+        // A job that becomes uploaded may owe a patch and hooks, and owes the release of its copy; one that failed
+        // may owe a hook: they look at once.
+        parts.append(Part(name: "outbox and retention wake-ups") {
+            for await event in ends {
+                switch event {
+                case .stateChanged(_, .uploaded):
+                    patches.wake.signal()
+                    retention.wake.signal()
+                case .stateChanged(_, .failed):
+                    patches.wake.signal()
+                default:
+                    break
+                }
+            }
+        })
+        // A batch run leaves no patch behind that could be sent now, and then no copy that could be released.
+        parts.append(Part(name: "retention", loop: { await retention.run() }, finally: {
+            if exitWhenIdle { await retention.releaseAllDue() }
+        }))
+        parts.append(Part(name: "outbox", loop: { await patches.run() }, finally: {
+            if exitWhenIdle { await patches.deliverDue() }
+        }))
+        if let control {
+            // Stopping: no new requests from other processes while the rest winds down.
+            parts.append(Part(name: "control API", loop: {
+                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
+            }, finally: { await control.stop() }))
+        }
+        var services = parts.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }
+        // The scheduler ends by itself only in a batch run (nothing left to do): the group then stops the rest.
+        services.append(.init(service: Part(name: "scheduler") { await scheduler.run() },
+                              successTerminationBehavior: .gracefullyShutdownGroup))
+        group = ServiceGroup(configuration: .init(services: services, logger: logger))
+        self.scheduler = scheduler
+        self.monitor = monitor
+        self.engine = engine
+        self.hub = hub
+        self.lock = lock
+        built = true
+    }
+
+    /// Runs every part until the task is cancelled (or, in a batch run, the scheduler finds nothing left to do),
+    /// then stops them in order. The cancellation does not reach the parts at once: it starts the group's graceful
+    /// shutdown, which stops them one after another.
+    func run() async throws {
+        defer {
+            hub.attachFeed(nil)
+            engine.shutdown()
+        }
+        guard !Task.isCancelled else { return }
+        let group = self.group
+        let running = Task { try await group.run() }
+        try await withTaskCancellationHandler {
+            try await running.value
+        } onCancel: {
+            Task { await group.triggerGracefulShutdown() }
+        }
+        withExtendedLifetime((lock, wakeSocket)) {}
+        if let failure = await scheduler.failure { throw failure }
+    }
+}
