@@ -14,7 +14,7 @@ public actor UploadQueue {
     /// The configuration the queue was opened with.
     public nonisolated let configuration: Configuration
     /// The queue's database access (also used by the CLI to read without a running daemon).
-    public nonisolated let store: QueueStore
+    package nonisolated let store: QueueStore
     nonisolated let intake: Intake
     private nonisolated let hub = EventHub()
     let logger: Logger
@@ -136,6 +136,9 @@ public actor UploadQueue {
 
     /// A job's attempts, oldest first.
     public func attempts(of id: JobID) throws -> [JobAttempt] { try store.attempts(of: id) }
+
+    /// The job's patch as it stands (its attempts, its last error, when it is tried again); nil when it owes none.
+    public func patchRecord(_ id: JobID) throws -> PatchRecord? { try store.patchRecord(id) }
 
     /// Who runs the queue, the link, and counts, bytes and active transfers.
     public func status() throws -> QueueStatus {

@@ -2,14 +2,14 @@ import Foundation
 import GRDB
 
 /// Who consumes a job's end from the outbox: the metadata patch, or a hook.
-public enum OutboxConsumer: Hashable, Sendable, CustomStringConvertible {
+package enum OutboxConsumer: Hashable, Sendable, CustomStringConvertible {
     /// The job's metadata patch (`--patch-url`, a sidecar's `patch`).
     case patch
     /// The `[hooks]` program for this event.
     case hook(HookEvent)
 
     /// The name stored in `outbox.consumer`: `patch`, `hook:uploaded`, `hook:failed`.
-    public var description: String {
+    package var description: String {
         switch self {
         case .patch: "patch"
         case .hook(let event): "hook:\(event.rawValue)"
@@ -27,30 +27,15 @@ public enum OutboxConsumer: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
-/// Where an outbox entry stands.
-public enum OutboxState: String, Sendable, Equatable {
-    case pending
-    case done
-    case failed
-}
-
 /// One thing owed for a job's end (a patch, a hook run): how often it was tried, why it last failed, when it is
 /// due.
-public struct OutboxEntry: Sendable, Equatable {
-    public var jobID: JobID
-    public var consumer: OutboxConsumer
-    public var state: OutboxState
-    public var attempts: Int
-    public var lastError: String?
-    public var nextAttemptAt: Date?
-}
-
-/// A metadata patch owed for an uploaded job: how often it was tried, why it last failed, when it is due.
-public struct PatchRecord: Sendable, Equatable {
-    public var jobID: JobID
-    public var attempts: Int
-    public var lastError: String?
-    public var nextAttemptAt: Date?
+package struct OutboxEntry: Sendable, Equatable {
+    package var jobID: JobID
+    package var consumer: OutboxConsumer
+    package var state: OutboxState
+    package var attempts: Int
+    package var lastError: String?
+    package var nextAttemptAt: Date?
 }
 
 /// What became of one outbox attempt.
@@ -152,7 +137,7 @@ extension QueueStore {
     }
 
     /// Everything owed for a job, patch first.
-    public func outboxEntries(_ id: JobID) throws -> [OutboxEntry] {
+    package func outboxEntries(_ id: JobID) throws -> [OutboxEntry] {
         try writer.read { db in try outboxEntries(id, in: db) }
     }
 
@@ -164,7 +149,7 @@ extension QueueStore {
     }
 
     /// Entries per consumer and state, for `status` (from `outbox_tally`: no walk of the outbox).
-    public func outboxCounts() throws -> [OutboxConsumer: [OutboxState: Int]] {
+    package func outboxCounts() throws -> [OutboxConsumer: [OutboxState: Int]] {
         try writer.read { db in
             var counts: [OutboxConsumer: [OutboxState: Int]] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT consumer, state, entries AS n FROM outbox_tally WHERE entries != 0") {
@@ -177,7 +162,7 @@ extension QueueStore {
     }
 
     /// The patch owed for a job, if it has one.
-    public func patchRecord(_ id: JobID) throws -> PatchRecord? {
+    package func patchRecord(_ id: JobID) throws -> PatchRecord? {
         try outboxEntries(id).first { $0.consumer == .patch }.map {
             PatchRecord(jobID: id, attempts: $0.attempts, lastError: $0.lastError, nextAttemptAt: $0.nextAttemptAt)
         }

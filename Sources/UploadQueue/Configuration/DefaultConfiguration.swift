@@ -1,7 +1,7 @@
 /// The embedded default config: the same text as `Config/uploadq.toml` (a test keeps the two equal).
-public enum DefaultConfiguration {
+package enum DefaultConfiguration {
     /// The TOML text.
-    public static let text = #"""
+    package static let text = #"""
 # uploadq default configuration: files dropped into spool/ are copied to uploaded/.
 # Relative paths resolve against this file's directory. This text is also built into the
 # binary: with no config file anywhere, the daemon runs on it relative to the working directory.

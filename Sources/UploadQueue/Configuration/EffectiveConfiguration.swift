@@ -7,9 +7,9 @@ import Foundation
 /// paths resolved, defaults applied. Loading its TOML gives the same configuration back, except where a secret
 /// was redacted (header values, URL credentials and query values, the arguments of token and mint programs and
 /// hooks).
-public struct EffectiveConfiguration: Sendable, Equatable {
+package struct EffectiveConfiguration: Sendable, Equatable {
     /// A value of the document.
-    public indirect enum Value: Sendable, Equatable {
+    package indirect enum Value: Sendable, Equatable {
         case string(String)
         case integer(Int64)
         case float(Double)
@@ -19,17 +19,17 @@ public struct EffectiveConfiguration: Sendable, Equatable {
     }
 
     /// A table: keys in the order the configuration reference (`ConfigurationReference`) lists them.
-    public struct Table: Sendable, Equatable {
-        public fileprivate(set) var entries: [Entry] = []
+    package struct Table: Sendable, Equatable {
+        package fileprivate(set) var entries: [Entry] = []
 
         /// One key and its value.
-        public struct Entry: Sendable, Equatable {
-            public var key: String
-            public var value: Value
+        package struct Entry: Sendable, Equatable {
+            package var key: String
+            package var value: Value
         }
 
         /// The value of `key`, if set.
-        public subscript(key: String) -> Value? { entries.first { $0.key == key }?.value }
+        package subscript(key: String) -> Value? { entries.first { $0.key == key }?.value }
 
         fileprivate mutating func set(_ key: String, _ value: Value?) {
             guard let value else { return }
@@ -38,13 +38,13 @@ public struct EffectiveConfiguration: Sendable, Equatable {
     }
 
     /// What a redacted secret is shown as.
-    public static let redacted = "<redacted>"
+    package static let redacted = "<redacted>"
 
     /// The whole document.
-    public let root: Table
+    package let root: Table
 
     /// The document of `configuration`; `redactingSecrets` false keeps header values, URLs and arguments whole.
-    public init(_ configuration: Configuration, redactingSecrets: Bool = true) {
+    package init(_ configuration: Configuration, redactingSecrets: Bool = true) {
         root = Self.ordered(Builder(redacting: redactingSecrets).document(configuration), path: "")
     }
 
@@ -76,14 +76,14 @@ public struct EffectiveConfiguration: Sendable, Equatable {
     }
 
     /// The document as TOML that `ConfigurationLoader` reads back.
-    public func toml() -> String {
+    package func toml() -> String {
         var out = ""
         Self.writeTOML(root, path: [], into: &out)
         return out
     }
 
     /// The document as one JSON object (keys in document order), with a final newline.
-    public func json() -> String {
+    package func json() -> String {
         Self.jsonText(.table(root)) + "\n"
     }
 

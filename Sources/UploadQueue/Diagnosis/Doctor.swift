@@ -3,17 +3,17 @@ import Foundation
 /// `uploadq doctor`: looks at everything uploads depend on and says what is wrong and how to fix it, changing
 /// nothing: the state directory, the database (read only), the spool, the system's limits, the link, the power,
 /// the upload windows, and every destination over the network (DNS, TCP, TLS, credentials, the clock).
-public struct Doctor: Sendable {
-    public let configuration: Configuration
+package struct Doctor: Sendable {
+    package let configuration: Configuration
     /// The longest a destination's check may wait to connect, or for an answer that stopped coming.
-    public var networkTimeout: Duration = .seconds(10)
+    package var networkTimeout: Duration = .seconds(10)
 
-    public init(configuration: Configuration) {
+    package init(configuration: Configuration) {
         self.configuration = configuration
     }
 
     /// Every finding, local checks first, then the destinations in name order.
-    public func examine(now: Date = Date()) async -> [DoctorFinding] {
+    package func examine(now: Date = Date()) async -> [DoctorFinding] {
         var findings = [DoctorFinding("config", .ok, "\(configuration.file ?? ConfigurationLoader.embeddedName) parses "
             + "(\(configuration.destinations.count) destination\(configuration.destinations.count == 1 ? "" : "s"))")]
         let local = LocalCheckup(configuration: configuration)
@@ -64,7 +64,7 @@ public struct Doctor: Sendable {
     }
 
     /// The one finding for a config that does not load: the loader's file:line:key message, and where to look.
-    public static func finding(for error: ConfigurationError) -> DoctorFinding {
+    package static func finding(for error: ConfigurationError) -> DoctorFinding {
         let place = error.file + (error.line.map { ":\($0)" } ?? "")
         return DoctorFinding("config", .failure, error.description,
                              fix: "edit \(place)\(error.key.map { " (key `\($0)`)" } ?? ""), then `uploadq config check`")

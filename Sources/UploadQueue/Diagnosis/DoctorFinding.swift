@@ -1,8 +1,8 @@
 /// One thing `uploadq doctor` found: which check, how bad, what it saw, and the command or config line that
 /// fixes it.
-public struct DoctorFinding: Sendable, Equatable {
+package struct DoctorFinding: Sendable, Equatable {
     /// How much a finding matters; only `failure` makes `doctor` exit 1.
-    public enum Severity: String, Sendable, Equatable, Comparable, CaseIterable {
+    package enum Severity: String, Sendable, Equatable, Comparable, CaseIterable {
         /// The check passed.
         case ok
         /// Worth knowing (a job waits for a window, NetworkManager is absent); nothing to fix.
@@ -12,21 +12,21 @@ public struct DoctorFinding: Sendable, Equatable {
         /// Uploads cannot work as configured until it is fixed.
         case failure
 
-        public static func < (left: Severity, right: Severity) -> Bool {
+        package static func < (left: Severity, right: Severity) -> Bool {
             allCases.firstIndex(of: left)! < allCases.firstIndex(of: right)!
         }
     }
 
     /// What was checked: `config`, `state`, `database`, `spool`, `limits`, `link`, `networkmanager`, `power`,
     /// `windows`, or `destination NAME`.
-    public var check: String
-    public var severity: Severity
+    package var check: String
+    package var severity: Severity
     /// What was found, with the values that matter (paths, modes, statuses); never a secret.
-    public var message: String
+    package var message: String
     /// The command to run or the config line to write, when there is one.
-    public var fix: String?
+    package var fix: String?
 
-    public init(_ check: String, _ severity: Severity, _ message: String, fix: String? = nil) {
+    package init(_ check: String, _ severity: Severity, _ message: String, fix: String? = nil) {
         self.check = check
         self.severity = severity
         self.message = message

@@ -6,20 +6,20 @@ import Foundation
 ///
 /// Only the runner (which holds the daemon lock) makes it; any process that finds the disk too full to open the
 /// queue gives it back, so a command can still read and write the queue.
-public struct SpaceReserve: Sendable {
+package struct SpaceReserve: Sendable {
     /// Where the reserve lives.
-    public let path: String
+    package let path: String
     /// Its size in bytes.
-    public let size: Int64
+    package let size: Int64
 
     /// The standard reserve of `stateDirectory`: 8 MiB, room for thousands of job updates.
-    public init(stateDirectory: String, size: Int64 = 8 << 20) {
+    package init(stateDirectory: String, size: Int64 = 8 << 20) {
         path = (stateDirectory as NSString).appendingPathComponent("space.reserve")
         self.size = size
     }
 
     /// Whether the reserve is in place at its full size.
-    public var isInPlace: Bool {
+    package var isInPlace: Bool {
         var info = stat()
         return stat(path, &info) == 0 && Int64(info.st_blocks) * 512 >= size
     }
@@ -27,7 +27,7 @@ public struct SpaceReserve: Sendable {
     /// Makes the reserve when it is missing and `freeSpace` leaves room for it above `min_free_space`; true when
     /// it is (now) in place. Written under a temporary name and renamed, so a crash leaves no half reserve.
     @discardableResult
-    public func ensure(freeSpace: FreeSpaceGuard) -> Bool {
+    package func ensure(freeSpace: FreeSpaceGuard) -> Bool {
         if isInPlace { return true }
         guard freeSpace.check(needing: size) == nil else { return false }
         let temporary = path + ".tmp"
@@ -45,7 +45,7 @@ public struct SpaceReserve: Sendable {
 
     /// Gives the reserve's blocks back to the file system; true when there was one to give.
     @discardableResult
-    public func release() -> Bool {
+    package func release() -> Bool {
         unlink(path + ".tmp")
         return unlink(path) == 0
     }

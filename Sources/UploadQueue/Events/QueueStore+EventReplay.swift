@@ -10,7 +10,7 @@ extension QueueStore {
     ///   - after: only jobs enqueued after this one; nil for all (or the newest `newest`).
     ///   - newest: only the last this many jobs.
     ///   - body: gets each event; jobs are read 200 at a time, so memory does not grow with the history.
-    public func replayEvents(after: JobID?, newest: Int? = nil, _ body: (FeedEvent) throws -> Void) throws {
+    package func replayEvents(after: JobID?, newest: Int? = nil, _ body: (FeedEvent) throws -> Void) throws {
         var cursor = after?.rawValue ?? ""
         // The first batch starts at the oldest of the newest jobs, that one included.
         var including = false

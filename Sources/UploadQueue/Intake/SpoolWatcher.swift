@@ -10,11 +10,11 @@ import ServiceLifecycle
 /// The watch is added before the start-up scan, so no file slips between the two. A file is taken once it has
 /// been closed by its writer and left unchanged for `quiet_period`; dot-names and `*.tmp`/`*.part`/`*.partial`
 /// wait until renamed. A timer rescan (and a rescan after an inotify overflow) catches anything events missed.
-public actor SpoolWatcher: Service {
+package actor SpoolWatcher: Service {
     /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
     private let thread = ActorThread(name: "uploadq-spool")
     /// This actor's thread: its SQLite calls block it alone, never Swift's shared threads.
-    public nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
+    package nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
 
     private struct Candidate {
         var fingerprint: FileFingerprint?
@@ -61,7 +61,7 @@ public actor SpoolWatcher: Service {
     /// rejected rather than tried again for ever.
     static let triesBeforeRejecting = 5
 
-    public init(spool: Configuration.Spool, queue: UploadQueue, logger: Logger) {
+    package init(spool: Configuration.Spool, queue: UploadQueue, logger: Logger) {
         self.spool = spool
         policy = SidecarPolicy(configuration: queue.configuration, spool: spool)
         self.queue = queue
@@ -70,7 +70,7 @@ public actor SpoolWatcher: Service {
 
     /// Watches until cancelled or a graceful shutdown begins. Files being read then are left where they are (within
     /// a block of 1 MiB), to be taken at the next start.
-    public func run() async throws {
+    package func run() async throws {
         do {
             try await cancelWhenGracefulShutdown {
                 try await self.watch()

@@ -2,23 +2,23 @@
 ///
 /// Transfers ask before they send a slice; the bucket holds at most a quarter second of bytes, so bursts stay
 /// short and the average rate holds to within a slice.
-public actor BandwidthLimiter {
+package actor BandwidthLimiter {
     private var bytesPerSecond: Int64
     private var available: Double
     private var last: ContinuousClock.Instant
 
     /// A limiter for `bytesPerSecond` (0 = unlimited).
-    public init(bytesPerSecond: Int64) {
+    package init(bytesPerSecond: Int64) {
         self.bytesPerSecond = bytesPerSecond
         self.available = 0
         self.last = .now
     }
 
     /// The current cap (0 = unlimited).
-    public var rate: Int64 { bytesPerSecond }
+    package var rate: Int64 { bytesPerSecond }
 
     /// Changes the cap, for example when the link class changes.
-    public func setRate(_ bytesPerSecond: Int64) {
+    package func setRate(_ bytesPerSecond: Int64) {
         self.bytesPerSecond = bytesPerSecond
         available = min(available, Double(bytesPerSecond) / 4)
     }
@@ -35,7 +35,7 @@ public actor BandwidthLimiter {
     }
 
     /// Waits until `bytes` may be sent; throws `CancellationError` if the task is cancelled meanwhile.
-    public nonisolated func acquire(_ bytes: Int) async throws {
+    package nonisolated func acquire(_ bytes: Int) async throws {
         let wait = await reserve(bytes)
         if wait > .zero { try await Task.sleep(for: wait) }
     }

@@ -4,9 +4,9 @@ import Foundation
 ///
 /// A value type with no I/O, so every legal and illegal transition is tested without a database; `QueueStore`
 /// applies it inside its write transactions.
-public struct JobLifecycle: Sendable, Equatable {
+package struct JobLifecycle: Sendable, Equatable {
     /// Something that happens to a job.
-    public enum Event: Sendable, Equatable {
+    package enum Event: Sendable, Equatable {
         /// A worker takes the job (pending → uploading); counts an attempt.
         case claim
         /// The server confirmed the whole file (uploading → uploaded).
@@ -28,30 +28,30 @@ public struct JobLifecycle: Sendable, Equatable {
     }
 
     /// What the store must do after an event.
-    public enum Effect: Sendable, Equatable {
+    package enum Effect: Sendable, Equatable {
         /// Write the new state.
         case update
         /// Remove the job from the queue.
         case remove
     }
 
-    public private(set) var state: JobState
-    public private(set) var waitingReason: WaitingReason?
-    public private(set) var permanent: Bool
-    public private(set) var attempts: Int
+    package private(set) var state: JobState
+    package private(set) var waitingReason: WaitingReason?
+    package private(set) var permanent: Bool
+    package private(set) var attempts: Int
     /// Failures since the job last made it through, which picks the retry delay.
-    public private(set) var failures: Int
-    public private(set) var nextAttemptAt: Date?
-    public private(set) var lastError: String?
+    package private(set) var failures: Int
+    package private(set) var nextAttemptAt: Date?
+    package private(set) var lastError: String?
 
     /// A new job: pending, no attempts.
-    public init() {
+    package init() {
         self.init(state: .pending, waitingReason: nil, permanent: false, attempts: 0, failures: 0,
                   nextAttemptAt: nil, lastError: nil)
     }
 
     /// A job as stored.
-    public init(state: JobState, waitingReason: WaitingReason?, permanent: Bool, attempts: Int, failures: Int,
+    package init(state: JobState, waitingReason: WaitingReason?, permanent: Bool, attempts: Int, failures: Int,
                 nextAttemptAt: Date?, lastError: String?) {
         self.state = state
         self.waitingReason = waitingReason
@@ -64,7 +64,7 @@ public struct JobLifecycle: Sendable, Equatable {
 
     /// Applies `event`, or throws without changing anything when the event is illegal in the current state.
     @discardableResult
-    public mutating func apply(_ event: Event) throws(JobTransitionError) -> Effect {
+    package mutating func apply(_ event: Event) throws(JobTransitionError) -> Effect {
         switch (state, event) {
         case (.pending, .claim):
             state = .uploading
@@ -117,12 +117,12 @@ public struct JobLifecycle: Sendable, Equatable {
 }
 
 /// An event that is not allowed in a job's current state.
-public struct JobTransitionError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let from: JobState
-    public let event: JobLifecycle.Event
-    public let reason: String?
+package struct JobTransitionError: Error, Sendable, Equatable, CustomStringConvertible {
+    package let from: JobState
+    package let event: JobLifecycle.Event
+    package let reason: String?
 
-    public var description: String {
+    package var description: String {
         let name = String(describing: event).split(separator: "(").first.map(String.init) ?? "\(event)"
         if let reason {
             return "a \(from.rawValue) job cannot take '\(name)': \(reason)"

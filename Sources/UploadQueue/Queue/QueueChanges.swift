@@ -5,13 +5,13 @@ import Foundation
 ///
 /// What `enqueue --wait` follows instead of polling: a job that is uploaded is seen a moment after its commit.
 /// Without inotify (a network file system), `wait(timeout:)` simply returns after its timeout.
-public final class QueueChanges: Sendable {
+package final class QueueChanges: Sendable {
     private let wake = WakeSignal()
     private let watch: InotifyWatch?
     private let follower: Task<Void, Never>?
 
     /// Follows the database at `databasePath` (its `-wal` and `-shm` files and itself).
-    public init(databasePath: String) {
+    package init(databasePath: String) {
         let directory = (databasePath as NSString).deletingLastPathComponent
         let name = (databasePath as NSString).lastPathComponent
         let watch = try? InotifyWatch(directory: directory)
@@ -40,7 +40,7 @@ public final class QueueChanges: Sendable {
     }
 
     /// Returns when the database changed since the last call (or since this watch began), or after `timeout`.
-    public func wait(timeout: Duration) async {
+    package func wait(timeout: Duration) async {
         await wake.wait(timeout: timeout)
     }
 }

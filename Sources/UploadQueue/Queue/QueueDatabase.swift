@@ -4,14 +4,14 @@ import GRDB
 /// The queue's SQLite database: connection settings and the frozen, numbered migrations.
 ///
 /// Migrations are never edited once released; a change of schema is a new numbered migration.
-public struct QueueDatabase: Sendable {
+package struct QueueDatabase: Sendable {
     let writer: any DatabaseWriter
 
     /// Opens (creating if needed) the database file with WAL, `synchronous=FULL` and a busy timeout.
     ///
     /// Processes that create a new queue at the same moment (a daemon starting while a CLI enqueues) contend for
     /// switching it to WAL and for its first migration; the loser backs off briefly and opens it again.
-    public static func open(path: String) throws -> QueueDatabase {
+    package static func open(path: String) throws -> QueueDatabase {
         var attempt = 0
         while true {
             do {

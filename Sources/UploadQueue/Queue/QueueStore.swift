@@ -5,11 +5,11 @@ import GRDB
 ///
 /// Shared by the daemon, the CLI (short reads and small command writes) and library hosts; safe across
 /// processes through SQLite's WAL and busy timeout.
-public struct QueueStore: Sendable {
+package struct QueueStore: Sendable {
     let database: QueueDatabase
     var writer: any DatabaseWriter { database.writer }
 
-    public init(database: QueueDatabase) {
+    package init(database: QueueDatabase) {
         self.database = database
     }
 
@@ -29,7 +29,7 @@ public struct QueueStore: Sendable {
 
     /// One job, or nil; a pending one says why it waits (derived from the holds in force; with `holdsInForce`
     /// false, when no runner is up, the holds a killed one left are not read).
-    public func job(_ id: JobID, holdsInForce: Bool = true) throws -> Job? {
+    package func job(_ id: JobID, holdsInForce: Bool = true) throws -> Job? {
         try writer.read { db in
             let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
             return try Job.fetchOne(db, key: id.rawValue).map(holds.explained)
@@ -38,7 +38,7 @@ public struct QueueStore: Sendable {
 
     /// Jobs newest first, optionally of one state; pending ones say why they wait (see `job(_:holdsInForce:)`).
     /// A row this version cannot read is an error (`listing` leaves it out instead).
-    public func jobs(state: JobState? = nil, limit: Int? = nil, holdsInForce: Bool = true) throws -> [Job] {
+    package func jobs(state: JobState? = nil, limit: Int? = nil, holdsInForce: Bool = true) throws -> [Job] {
         let listing = try listing(state: state, limit: limit, holdsInForce: holdsInForce)
         if let unreadable = listing.unreadable.first {
             throw DatabaseError(resultCode: .SQLITE_MISMATCH, message: unreadable.reason)
@@ -48,7 +48,7 @@ public struct QueueStore: Sendable {
 
     /// Jobs newest first, optionally of one state, and apart, the rows among them this version cannot read: one
     /// damaged or newer row does not take the whole list down with it.
-    public func listing(state: JobState? = nil, limit: Int? = nil, holdsInForce: Bool = true) throws -> JobListing {
+    package func listing(state: JobState? = nil, limit: Int? = nil, holdsInForce: Bool = true) throws -> JobListing {
         try listing(state: state, limit: limit, owner: nil, holdsInForce: holdsInForce)
     }
 
@@ -89,7 +89,7 @@ public struct QueueStore: Sendable {
 
     /// The jobs of `ids` that exist, by id, read in one transaction; pending ones say why they wait (see
     /// `job(_:holdsInForce:)`).
-    public func jobs(_ ids: some Collection<JobID>, holdsInForce: Bool = true) throws -> [JobID: Job] {
+    package func jobs(_ ids: some Collection<JobID>, holdsInForce: Bool = true) throws -> [JobID: Job] {
         try writer.read { db in
             let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
             let statement = try db.cachedStatement(sql: "SELECT * FROM job WHERE id = ?")
@@ -102,7 +102,7 @@ public struct QueueStore: Sendable {
     }
 
     /// A job's attempts, first to last.
-    public func attempts(of id: JobID) throws -> [JobAttempt] {
+    package func attempts(of id: JobID) throws -> [JobAttempt] {
         try writer.read { db in
             try JobAttempt.filter(JobAttempt.Columns.jobID == id.rawValue).order(JobAttempt.Columns.number).fetchAll(db)
         }
@@ -245,7 +245,7 @@ public struct QueueStore: Sendable {
     }
 
     /// Bytes sent so far: destination → link class → bytes.
-    public func traffic() throws -> [String: [String: Int64]] {
+    package func traffic() throws -> [String: [String: Int64]] {
         try writer.read { db in
             var result: [String: [String: Int64]] = [:]
             for row in try Row.fetchAll(db, sql: "SELECT destination, link_class, bytes FROM traffic") {
@@ -309,7 +309,7 @@ public struct QueueStore: Sendable {
     }
 
     /// Makes failed jobs pending now (`uploadq retry`); returns the ids that changed.
-    public func retry(_ ids: [JobID]) throws -> [JobID] {
+    package func retry(_ ids: [JobID]) throws -> [JobID] {
         try writer.write { db in
             var changed: [JobID] = []
             for id in ids {
@@ -323,7 +323,7 @@ public struct QueueStore: Sendable {
     }
 
     /// Makes every failed job pending now (`uploadq retry --failed`).
-    public func retryAllFailed() throws -> [JobID] {
+    package func retryAllFailed() throws -> [JobID] {
         try writer.write { db in
             let failed = try Job.filter(Job.Columns.state == JobState.failed.rawValue).fetchAll(db)
             for job in failed {
@@ -423,25 +423,3 @@ public struct QueueStore: Sendable {
     }
 }
 
-/// What a cancel request did.
-public enum CancelOutcome: String, Sendable, Equatable {
-    /// The job left the queue.
-    case removed
-    /// The job is transferring; its worker stops it and removes it.
-    case requested
-}
-
-/// What `uploadq list` shows: the jobs, and the rows this version cannot read, apart.
-public struct JobListing: Sendable {
-    /// A job row this version cannot read: its id and which column holds what.
-    public struct UnreadableJob: Sendable, Equatable {
-        public let id: JobID
-        /// Names the column, never the row's values.
-        public let reason: String
-    }
-
-    /// The jobs read, newest first.
-    public var jobs: [Job] = []
-    /// The rows left out, newest first.
-    public var unreadable: [UnreadableJob] = []
-}

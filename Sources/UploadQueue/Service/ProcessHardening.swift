@@ -3,9 +3,9 @@ import Foundation
 
 /// What the daemon does to itself at start so that the secrets it holds (tokens, S3 keys) cannot leave through a
 /// core dump or a debugger: it becomes undumpable, and its core file size limit drops to zero.
-public enum ProcessHardening {
+package enum ProcessHardening {
     /// Applies both; returns what could not be done, to be logged (the daemon runs on without it).
-    public static func apply() -> [String] {
+    package static func apply() -> [String] {
         var failures: [String] = []
         if uploadq_make_undumpable() != 0 {
             failures.append("PR_SET_DUMPABLE: \(String(cString: strerror(errno)))")
@@ -21,12 +21,12 @@ public enum ProcessHardening {
     /// `setsid` and leaves a process behind leaves it to the daemon, which ends it with the helper
     /// (`BoundedCommand`). For the daemon alone: a process embedding the library may have children of its own.
     /// Returns what could not be done, to be logged.
-    public static func reapHelpers() -> String? {
+    package static func reapHelpers() -> String? {
         guard uploadq_become_subreaper() == 0 else { return "PR_SET_CHILD_SUBREAPER: \(String(cString: strerror(errno)))" }
         BoundedCommand.reapsOrphans.store(true, ordering: .releasing)
         return nil
     }
 
     /// Whether this process may be dumped (and attached to by its user's other processes).
-    public static var isDumpable: Bool { uploadq_is_dumpable() == 1 }
+    package static var isDumpable: Bool { uploadq_is_dumpable() == 1 }
 }

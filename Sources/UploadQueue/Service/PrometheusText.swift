@@ -6,9 +6,9 @@ import Foundation
 ///
 /// The daemon rewrites `[metrics] textfile` with it (atomically: temporary file, fsync, rename) for
 /// node_exporter's textfile collector; `uploadq status --prometheus` prints it once.
-public enum PrometheusText {
+package enum PrometheusText {
     /// The exposition for one status.
-    public static func render(_ status: QueueStatus) -> String {
+    package static func render(_ status: QueueStatus) -> String {
         var out = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [(labels: [(String, String)], value: Int64)]) {
             out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n"
@@ -94,7 +94,7 @@ public enum PrometheusText {
     /// The textfile directory is often shared (group-writable for node_exporter's collectors): the temporary is a
     /// new file of a name no one can guess, created exclusively and never through a link, so a link planted there
     /// cannot make the daemon write any file it can write.
-    public static func write(_ text: String, to path: String) throws {
+    package static func write(_ text: String, to path: String) throws {
         let directory = (path as NSString).deletingLastPathComponent
         let name = (path as NSString).lastPathComponent
         let temporary = (directory.isEmpty ? "." : directory) + "/.\(name).\(UInt64.random(in: 0...UInt64.max)).tmp"

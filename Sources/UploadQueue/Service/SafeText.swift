@@ -1,10 +1,10 @@
 /// Text from outside (file names, metadata, server answers) made safe to print: control characters and the
 /// characters that reorder text are shown as escapes, so a name cannot end a log line and forge the next one (a
 /// journald `<0>` priority), move a terminal's cursor or recolour it, or hide what follows it.
-public enum SafeText {
+package enum SafeText {
     /// `text` with every C0 and C1 control character, DEL and bidirectional formatting character escaped: `\n`,
     /// `\r` and `\t` by name, bytes below 0x80 as `\x1b`, the others as `\u{202e}`. Everything else is kept as it is.
-    public static func escaped(_ text: String) -> String {
+    package static func escaped(_ text: String) -> String {
         guard text.unicodeScalars.contains(where: needsEscape) else { return text }
         var out = String.UnicodeScalarView()
         for scalar in text.unicodeScalars {
@@ -28,7 +28,7 @@ public enum SafeText {
 
     /// `text` as a quoted JSON string that is also a TOML basic string: `"` and `\` escaped, `\n`, `\r` and `\t`
     /// by name, and every other character `needsEscape` names as `\uXXXX`, so the line cannot break or reorder.
-    public static func jsonString(_ text: String) -> String {
+    package static func jsonString(_ text: String) -> String {
         var out = String.UnicodeScalarView()
         out.append("\"")
         for scalar in text.unicodeScalars {
@@ -51,7 +51,7 @@ public enum SafeText {
     }
 
     /// Whether a character must not reach a terminal or a log as it is.
-    public static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
+    package static func needsEscape(_ scalar: Unicode.Scalar) -> Bool {
         switch scalar.value {
         case 0x00...0x1F, 0x7F...0x9F: return true
         // Bidirectional marks, embeddings, overrides and isolates (the "Trojan Source" characters).
@@ -62,7 +62,7 @@ public enum SafeText {
 
     /// Bytes that are not valid UTF-8 (a file name from another system), shown with printable ASCII as it is and
     /// every other byte as `\xff`.
-    public static func escaped(bytes: [UInt8]) -> String {
+    package static func escaped(bytes: [UInt8]) -> String {
         bytes.map { byte in
             (0x20..<0x7F).contains(byte) && byte != UInt8(ascii: "\\")
                 ? String(UnicodeScalar(byte)) : "\\x" + (byte < 0x10 ? "0" : "") + String(byte, radix: 16)

@@ -10,22 +10,22 @@ import Logging
 /// With `Format.json` each line is one JSON object for log shippers (Vector, Fluent Bit, Promtail): `time`,
 /// `level`, `message`, `job` and `destination` when the message is about one, and every other field under
 /// `fields`. Under journald the `<N>` prefix stays in front of the object, so priorities still filter.
-public struct StderrLogHandler: LogHandler {
+package struct StderrLogHandler: LogHandler {
     /// How a line is written.
-    public enum Format: String, Sendable, CaseIterable {
+    package enum Format: String, Sendable, CaseIterable {
         /// `TIME LEVEL label: message key=value…`, for people.
         case text
         /// One JSON object per line, for machines.
         case json
     }
 
-    public var logLevel: Logger.Level
-    public var metadata: Logger.Metadata = [:]
+    package var logLevel: Logger.Level
+    package var metadata: Logger.Metadata = [:]
     private let label: String
     private let underJournald: Bool
     private let format: Format
 
-    public init(label: String, level: Logger.Level = .info, format: Format = .text,
+    package init(label: String, level: Logger.Level = .info, format: Format = .text,
                 environment: [String: String] = ProcessInfo.processInfo.environment) {
         self.label = label
         self.logLevel = level
@@ -33,12 +33,12 @@ public struct StderrLogHandler: LogHandler {
         self.underJournald = environment["JOURNAL_STREAM"] != nil
     }
 
-    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    public func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         var merged = metadata
         if let extra = event.metadata { merged.merge(extra) { $1 } }
         if format == .json {

@@ -1,11 +1,11 @@
 import Foundation
 
 /// Tells systemd about the daemon's state (`READY=1`, `STATUS=…`) through `$NOTIFY_SOCKET`, if it is set.
-public struct SystemdNotifier: Sendable {
+package struct SystemdNotifier: Sendable {
     private let socketPath: String?
 
     /// Reads `$NOTIFY_SOCKET` (a leading `@` names an abstract socket).
-    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    package init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         socketPath = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
@@ -17,7 +17,7 @@ public struct SystemdNotifier: Sendable {
     /// stop. So a send waits at most `patience` for room, blocking the calling thread that long at worst, and is
     /// then dropped. Under a microsecond (the watchdog's pings) it never waits: a ping lost to a manager too busy
     /// to read is followed by the next, half a watchdog interval later.
-    public func notify(_ message: String, patience: Duration = .seconds(1)) {
+    package func notify(_ message: String, patience: Duration = .seconds(1)) {
         guard let socketPath else { return }
         let descriptor = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard descriptor >= 0 else { return }

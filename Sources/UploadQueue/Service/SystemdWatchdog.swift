@@ -5,7 +5,7 @@ import ServiceLifecycle
 /// Feeds systemd's watchdog (`WatchdogSec=`): `WATCHDOG=1` at half the interval systemd asks for, but only while
 /// the queue is healthy (scheduler loop and transfer engine going round, database answering), so a wedged daemon
 /// is restarted rather than kept alive by a timer.
-public struct SystemdWatchdog: Service {
+package struct SystemdWatchdog: Service {
     let queue: UploadQueue
     let notifier: SystemdNotifier
     let interval: Duration
@@ -13,7 +13,7 @@ public struct SystemdWatchdog: Service {
 
     /// The watchdog systemd asked for through `$WATCHDOG_USEC` (and `$WATCHDOG_PID`, when it names this
     /// process); nil when there is none.
-    public init?(queue: UploadQueue, notifier: SystemdNotifier, logger: Logger,
+    package init?(queue: UploadQueue, notifier: SystemdNotifier, logger: Logger,
                  environment: [String: String] = ProcessInfo.processInfo.environment) {
         guard let text = environment["WATCHDOG_USEC"], let microseconds = Int64(text), microseconds > 0 else { return nil }
         if let pid = environment["WATCHDOG_PID"].flatMap({ Int32($0) }), pid != getpid() { return nil }
@@ -23,7 +23,7 @@ public struct SystemdWatchdog: Service {
         interval = .microseconds(microseconds / 2)
     }
 
-    public func run() async throws {
+    package func run() async throws {
         await cancelWhenGracefulShutdown {
             var complained = false
             while !Task.isCancelled {

@@ -1,6 +1,6 @@
 /// Makes a URL safe to log or print: drops `user:password@` and masks query values that look like credentials
 /// (presigned S3 and GCS URLs, signed CDN URLs, tokens).
-public enum URLRedaction {
+package enum URLRedaction {
     private static let secretParameters: Set<String> = [
         "x-amz-signature", "x-amz-credential", "x-amz-security-token", "signature", "sig", "token", "access_token",
         "auth", "key", "apikey", "api_key", "password", "secret",
@@ -16,7 +16,7 @@ public enum URLRedaction {
     }
 
     /// `url` with its user info dropped and its credential-like query values replaced by `REDACTED`.
-    public static func redact(_ url: String) -> String {
+    package static func redact(_ url: String) -> String {
         var text = url
         if let scheme = text.range(of: "://") {
             let afterScheme = text[scheme.upperBound...]

@@ -1,0 +1,8 @@
+import Foundation
+
+/// Where an outbox entry stands.
+public enum OutboxState: String, Sendable, Equatable {
+    case pending
+    case done
+    case failed
+}

@@ -1,0 +1,16 @@
+import Foundation
+
+/// What `uploadq list` shows: the jobs, and the rows this version cannot read, apart.
+public struct JobListing: Sendable {
+    /// A job row this version cannot read: its id and which column holds what.
+    public struct UnreadableJob: Sendable, Equatable {
+        public let id: JobID
+        /// Names the column, never the row's values.
+        public let reason: String
+    }
+
+    /// The jobs read, newest first.
+    public var jobs: [Job] = []
+    /// The rows left out, newest first.
+    public var unreadable: [UnreadableJob] = []
+}
