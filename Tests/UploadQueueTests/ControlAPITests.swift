@@ -470,7 +470,7 @@ import Testing
 
     @Test("the Python client follows the event stream, enqueues a batch, reads the log and the link, retries what failed")
     func pythonClientRoutes() async throws {
-        let sandbox = try Sandbox()
+        let sandbox = try Sandbox(config: "[hooks]\non_uploaded = [\"/bin/true\"]\n")
         let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
         let photos = try (1...2).map { try sandbox.makeFile(sandbox.root + "/p\($0).jpg", size: 5_000 * $0, seed: UInt64($0)) }
         let script = """
@@ -481,7 +481,8 @@ import Testing
             def follow():
                 for event in queue.follow(since=0, live=True):
                     seen.append(event)
-                    if sum(e["type"] == "uploaded" for e in seen) == 2:
+                    # Live lines the log does not keep: each upload's hook, run after the upload.
+                    if sum(e["type"] == "hook" and e.get("state") == "done" for e in seen) == 2:
                         return
             follower = threading.Thread(target=follow, daemon=True)
             follower.start()
@@ -503,8 +504,11 @@ import Testing
         let seen = answer["seen"] as? [[String: Any]] ?? []
         for id in ids {
             let kinds = seen.filter { $0["job"] as? String == id }.compactMap { $0["type"] as? String }
-            #expect(kinds.first == "enqueued" && kinds.last == "uploaded" && kinds.contains("progress"), "\(id): \(kinds)")
+            let logged = kinds.filter { $0 != "progress" && $0 != "hook" }
+            #expect(logged == ["enqueued", "started", "uploaded"] && kinds.last == "hook", "\(id): \(kinds)")
         }
+        #expect(seen.filter { $0["type"] as? String == "hook" }.allSatisfy { $0["seq"] == nil && $0["hook"] != nil },
+                "\(seen)")
         let logged = answer["logged"] as? [[String: Any]] ?? []
         #expect(logged.count == 6 && answer["since"] as? Int == logged.last?["seq"] as? Int, "\(logged)")
         #expect((answer["link"] as? [String: Any])?["class"] != nil && (answer["retried"] as? [Any])?.isEmpty == true,

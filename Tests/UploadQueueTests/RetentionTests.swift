@@ -203,6 +203,28 @@ struct RetentionTests {
         #expect(try store.idempotentJob(owner: 1000, key: "pruned-job") == nil, "an old key of a gone job goes")
     }
 
+    @Test("an Idempotency-Key is remembered in the intake's transaction: it names the job made, or the duplicate found, once that commits")
+    func idempotencyKeyWithItsJob() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let photo = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 4_000, seed: 7)
+        var request = EnqueueRequest(path: photo)
+        request.idempotencyKey = .init(owner: 1000, key: "first")
+        let made = try await queue.accept(request, noFollow: false)
+        #expect(!made.deduplicated)
+        #expect(try queue.store.idempotentJob(owner: 1000, key: "first") == made.id)
+        // The same content under another key: the key names the job that already carries it.
+        request.idempotencyKey = .init(owner: 1000, key: "second")
+        let again = try await queue.accept(request, noFollow: false)
+        #expect(again.deduplicated && again.id == made.id)
+        #expect(try queue.store.idempotentJob(owner: 1000, key: "second") == made.id)
+        // A refused intake remembers no key: sending it again later tries again.
+        request.path = sandbox.root + "/missing.jpg"
+        request.idempotencyKey = .init(owner: 1000, key: "refused")
+        await #expect(throws: UploadQueueError.self) { try await queue.accept(request, noFollow: false) }
+        #expect(try queue.store.idempotentJob(owner: 1000, key: "refused") == nil)
+    }
+
     @Test("once a library host consumes completions, prune keeps the unacknowledged ones")
     func pruneKeepsUnacknowledgedCompletions() async throws {
         let sandbox = try Sandbox()

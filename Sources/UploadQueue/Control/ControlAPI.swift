@@ -232,11 +232,11 @@ package struct ControlAPI: Sendable {
         }
         try admit(peer)
         defer { release(peer) }
-        let result = try await accept(enqueue, peer: peer)
-        // The job is this peer's own (de-duplication keeps owners apart); a replay checks so again all the same.
-        if let key {
-            try await BlockingWork.run { try store.recordIdempotencyKey(owner: peer.uid, key: key, job: result.id) }
-        }
+        var keyed = enqueue
+        // Remembered with the job, in one transaction. The job is this peer's own (de-duplication keeps owners
+        // apart); a replay checks so again all the same.
+        keyed.idempotencyKey = key.map { EnqueueRequest.IdempotencyKey(owner: peer.uid, key: $0) }
+        let result = try await accept(keyed, peer: peer)
         bell.ring()
         return .json(result.deduplicated ? 200 : 201,
                      ["id": result.id.rawValue, "deduplicated": result.deduplicated, "replayed": false])

@@ -14,12 +14,16 @@ extension QueueStore {
 
     /// Remembers that `owner`'s request with this key made (or found) `job`; a key already remembered keeps its job.
     func recordIdempotencyKey(owner: UInt32, key: String, job: JobID, now: Date = Date()) throws {
-        try writer.write { db in
-            try db.execute(sql: """
-                INSERT INTO idempotency_key (owner_uid, key, job_id, created_at) VALUES (?, ?, ?, ?)
-                ON CONFLICT DO NOTHING
-                """, arguments: [Int64(owner), key, job.rawValue, now])
-        }
+        try writer.write { db in try Self.rememberIdempotencyKey(owner: owner, key: key, job: job, now: now, in: db) }
+    }
+
+    /// `recordIdempotencyKey` inside a transaction of the caller's: the intake's, which makes the job.
+    static func rememberIdempotencyKey(owner: UInt32, key: String, job: JobID, now: Date = Date(),
+                                       in db: Database) throws {
+        try db.execute(sql: """
+            INSERT INTO idempotency_key (owner_uid, key, job_id, created_at) VALUES (?, ?, ?, ?)
+            ON CONFLICT DO NOTHING
+            """, arguments: [Int64(owner), key, job.rawValue, now])
     }
 
     /// Uploaded jobs whose completion was not acknowledged, oldest first, at most `limit`: the queue's own

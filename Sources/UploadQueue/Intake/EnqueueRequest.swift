@@ -27,6 +27,15 @@ public struct EnqueueRequest: Sendable, Equatable {
     /// Take the file only if `owner` owns it: a client of the control API that is not the queue's own user can
     /// hand over its own files alone, never one it could not read itself.
     var ownedFileOnly = false
+    /// The control API client's `Idempotency-Key` with its uid: remembered in the transaction that makes the job
+    /// (or finds its duplicate), so a crash between the two can never leave a job its key does not name.
+    var idempotencyKey: IdempotencyKey?
+
+    /// An `Idempotency-Key` and whose it is (the client's uid, as the kernel named it).
+    struct IdempotencyKey: Sendable, Equatable {
+        var owner: UInt32
+        var key: String
+    }
 
     public init(path: String, destination: String? = nil, meta: [String: String] = [:], patch: PatchTarget? = nil,
                 priority: Int = 0, mode: IntakeMode = .copy, onMetered: String? = nil,

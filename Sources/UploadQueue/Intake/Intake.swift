@@ -18,6 +18,7 @@ struct Intake: Sendable {
         var copy: BlobStore.PendingCopy?
         var before: FileFingerprint
         var path: String
+        var idempotencyKey: EnqueueRequest.IdempotencyKey?
     }
 
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`); `stop` ends the
@@ -124,7 +125,8 @@ struct Intake: Sendable {
             do {
                 try blobs.commit(prepared.compactMap(\.item.copy))
                 for position in prepared.indices { try adoptCopiedFingerprint(&prepared[position].item) }
-                let outcomes = try insertUnlessDuplicate(prepared.map(\.item.job))
+                let outcomes = try insertUnlessDuplicate(prepared.map(\.item.job),
+                                                         keys: prepared.map(\.item.idempotencyKey))
                 for (position, existing) in outcomes.enumerated() {
                     let (index, item) = prepared[position]
                     if let existing {
@@ -151,7 +153,7 @@ struct Intake: Sendable {
         do {
             if let copy = item.copy { try blobs.commit([copy]) }
             try adoptCopiedFingerprint(&item)
-            if let existing = try insertUnlessDuplicate(item.job) {
+            if let existing = try insertUnlessDuplicate([item.job], keys: [item.idempotencyKey])[0] {
                 if item.copy != nil { unlink(blobs.path(for: item.job.id)) }
                 return EnqueueResult(id: existing.id, deduplicated: true)
             }
@@ -259,7 +261,7 @@ struct Intake: Sendable {
             sourceAfterUpload: sourceAfterUpload?.description, resumeState: nil,
             intakeComplete: request.mode != .move || copies, cancelRequested: false, createdAt: now, updatedAt: now,
             ownerUID: request.owner)
-        return Prepared(job: job, copy: copy, before: before, path: path)
+        return Prepared(job: job, copy: copy, before: before, path: path, idempotencyKey: request.idempotencyKey)
     }
 
     /// A copied job records its blob's inode, device and mtime (what the uploaders check), once it is in place.
@@ -314,16 +316,15 @@ struct Intake: Sendable {
         }
     }
 
-    private func insertUnlessDuplicate(_ job: Job) throws(UploadQueueError) -> Job? {
-        try insertUnlessDuplicate([job])[0]
-    }
-
     /// Inserts the jobs in one transaction; for each, the live job that already carries the same content (and
     /// patch target) to the same destination, or nil when it was inserted. The first try assumes no digest is
     /// missing (the common case: no job hashed while sending shares a size with another); when the transaction
     /// finds one that is (`ContentIdentity.QueueChanged`), the digests are taken outside it, where hashing a file
-    /// holds no lock, and the whole is done again.
-    private func insertUnlessDuplicate(_ jobs: [Job]) throws(UploadQueueError) -> [Job?] {
+    /// holds no lock, and the whole is done again. Each job's idempotency key in `keys` (if any) is remembered in the
+    /// same transaction, naming the job inserted or the duplicate found.
+    private func insertUnlessDuplicate(_ jobs: [Job], keys: [EnqueueRequest.IdempotencyKey?] = [])
+        throws(UploadQueueError) -> [Job?]
+    {
         guard !jobs.isEmpty else { return [] }
         // Digests taken by one attempt serve the next.
         var jobs = jobs
@@ -333,7 +334,14 @@ struct Intake: Sendable {
                                                                databasePath: configuration.databasePath)
             do {
                 return try store.writer.write { db -> [Job?] in
-                    try jobs.map { job in try Self.insertUnlessDuplicate(job, examined: examined, in: db) }
+                    try jobs.indices.map { index in
+                        let existing = try Self.insertUnlessDuplicate(jobs[index], examined: examined, in: db)
+                        if index < keys.count, let named = keys[index] {
+                            try QueueStore.rememberIdempotencyKey(owner: named.owner, key: named.key,
+                                                                  job: existing?.id ?? jobs[index].id, in: db)
+                        }
+                        return existing
+                    }
                 }
             } catch is ContentIdentity.QueueChanged {
                 continue
