@@ -450,6 +450,38 @@ import Testing
         _ = await daemon.terminate()
     }
 
+    @Test("completions since an event number come in commit order: one committed later with an earlier time is not passed over")
+    func completionsInCommitOrder() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        var ids: [JobID] = []
+        for n in 0..<3 {
+            let photo = try sandbox.makeFile(sandbox.root + "/c\(n).jpg", size: 3_000 + n, seed: UInt64(40 + n))
+            ids.append(try await queue.enqueue(photo))
+        }
+        let store = queue.store
+        let start = try store.eventLogBounds().last
+        // Uploaded in this order, the second with a time a second before the first's (a clock step, or two
+        // settlements whose times were taken before their commits crossed).
+        let now = Date()
+        for (id, at) in [(ids[0], now), (ids[1], now.addingTimeInterval(-1))] {
+            try await store.writer.write { db in
+                try db.execute(sql: "UPDATE job SET state = 'uploaded', updated_at = ? WHERE id = ?", arguments: [at, id.rawValue])
+            }
+        }
+        let first = try store.completions(since: start, owner: nil, limit: 1)
+        #expect(first.jobs.map(\.job.id) == [ids[0]])
+        // By time, the second sorts before the first: a time cursor after the first never sees it.
+        #expect(try store.unacknowledgedCompletions(owner: nil, after: ids[0], limit: 10).isEmpty)
+        let next = try store.completions(since: first.seq, owner: nil, limit: 10)
+        #expect(next.jobs.map(\.job.id) == [ids[1]] && next.jobs[0].seq > first.jobs[0].seq)
+        #expect(next.seq == (try store.eventLogBounds().last), "a short page goes on from the last number given out")
+        // Acknowledged ones and others' are left out; a dropper reads its own by its own index.
+        try queue.acknowledge(ids[1])
+        #expect(try store.completions(since: first.seq, owner: nil, limit: 10).jobs.isEmpty)
+        #expect(try store.completions(since: 0, owner: 4242, limit: 10).jobs.isEmpty)
+    }
+
     @Test("the Python example (at most 40 lines) enqueues a photo, waits for it and acknowledges it")
     func pythonExample() async throws {
         let sandbox = try Sandbox()

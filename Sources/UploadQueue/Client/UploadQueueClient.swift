@@ -260,29 +260,30 @@ public struct UploadQueueClient: Sendable {
     // MARK: Completions
 
     /// How often the completions are read from the first again: what was delivered and is acknowledged since is
-    /// forgotten then (the memory stays as small as what is unacknowledged), and one whose upload time lies before
-    /// the cursor (the clock stepped back) is found.
-    /// (Until the API has a durable event sequence: a completion settled in the same millisecond as the cursor's,
-    /// or committed after a later one, sorts before the cursor, and waits for the next rescan.)
-    static let rescanInterval: Duration = .seconds(10)
+    /// forgotten then, so the memory stays as small as what is unacknowledged. Between two, the long poll reads on
+    /// by the uploads' event numbers (`since=`), in commit order: nothing committed after a read is passed over.
+    static let rescanInterval: Duration = .seconds(60)
 
     /// The longest an intake through the daemon may take to be answered: it reads and hashes the whole file.
     static let intakeDeadline: Duration = .seconds(3600)
 
-    /// The long-poll loop behind `completions()`: reads after the last one seen, delivers each once.
+    /// The long-poll loop behind `completions()`: reads on from the last event number seen, delivers each once.
     private static func follow(_ exchange: ControlExchange, yield: (Completion) -> Void) async throws {
         var delivered = Set<JobID>()
-        var cursor: JobID?
+        var cursor: Int64 = 0
         var lastRescan = ContinuousClock.now - rescanInterval
         while !Task.isCancelled {
             let rescan = ContinuousClock.now - lastRescan >= rescanInterval
             do {
                 if rescan {
-                    // Page through from the first, then keep only what is still unacknowledged.
+                    // Page through from the first, then keep only what is still unacknowledged; the long poll goes
+                    // on from the log as it was at the first page (what came since is read again, not passed over).
                     var seen = Set<JobID>()
                     var page: JobID?
+                    var first = true
                     repeat {
-                        let batch = try await read(exchange, after: page, timeout: 0)
+                        let (batch, seq) = try await read(exchange, route: "after", page?.rawValue, timeout: 0)
+                        if first { (cursor, first) = (seq, false) }
                         for completion in batch {
                             seen.insert(completion.jobID)
                             if delivered.insert(completion.jobID).inserted { yield(completion) }
@@ -291,19 +292,22 @@ public struct UploadQueueClient: Sendable {
                         if batch.count < pageSize { break }
                     } while !Task.isCancelled
                     delivered.formIntersection(seen)
-                    cursor = page
                     lastRescan = ContinuousClock.now
                     continue
                 }
-                let batch = try await read(exchange, after: cursor, timeout: 30)
+                let (batch, seq) = try await read(exchange, route: "since", "\(cursor)", timeout: 30)
                 var fresh = 0
                 for completion in batch where delivered.insert(completion.jobID).inserted {
                     fresh += 1
                     yield(completion)
                 }
-                cursor = batch.last?.jobID ?? cursor
-                // Only what was delivered already (a daemon that ignored the cursor): no tight loop.
-                if !batch.isEmpty && fresh == 0 { try await Task.sleep(for: .milliseconds(500)) }
+                // Only what was delivered already, with the cursor not moving on (a daemon that ignored it): no
+                // tight loop.
+                if !batch.isEmpty && fresh == 0 && seq == cursor { try await Task.sleep(for: .milliseconds(500)) }
+                cursor = seq
+            } catch let error as UploadQueueError where error.code == .badRequest && error.message.contains("past the last event") {
+                // The daemon's log starts over (another state directory, a restored backup): read from the first.
+                lastRescan = ContinuousClock.now - rescanInterval
             } catch let error as UploadQueueError where error.code == .daemonUnreachable {
                 // The daemon restarts, or is not up yet: wait for it.
                 try await Task.sleep(for: .milliseconds(200))
@@ -314,12 +318,16 @@ public struct UploadQueueClient: Sendable {
 
     private static let pageSize = 100
 
-    private static func read(_ exchange: ControlExchange, after: JobID?, timeout: Int) async throws -> [Completion] {
-        let route = "/v1/completions?timeout=\(timeout)&limit=\(pageSize)" + (after.map { "&after=\($0)" } ?? "")
+    /// One read of the completions, on from `cursor` (`after=` a completion, or `since=` an event number; none:
+    /// from the first): the completions, and the `seq` a `since` read goes on from.
+    private static func read(_ exchange: ControlExchange, route cursorName: String, _ cursor: String?,
+                             timeout: Int) async throws -> (completions: [Completion], seq: Int64) {
+        let route = "/v1/completions?timeout=\(timeout)&limit=\(pageSize)" + (cursor.map { "&\(cursorName)=\($0)" } ?? "")
         let answer = try await exchange.send(.GET, route, deadline: .seconds(Int64(timeout) + 15))
         guard answer.status == 200 else { throw answer.error("GET /v1/completions") }
-        let items = try answer.object("GET /v1/completions")["completions"] as? [[String: Any]] ?? []
-        return items.compactMap(Completion.init(api:))
+        let object = try answer.object("GET /v1/completions")
+        let items = object["completions"] as? [[String: Any]] ?? []
+        return (items.compactMap(Completion.init(api:)), (object["seq"] as? NSNumber)?.int64Value ?? 0)
     }
 
     /// A request as the body of `POST /v1/jobs`.

@@ -462,7 +462,9 @@ package struct ControlAPI: Sendable {
     }
 
     /// `GET /v1/completions?timeout=30&limit=100`: the peer's uploaded jobs whose completion was not acknowledged,
-    /// oldest first; with a timeout, waits until there is one.
+    /// oldest first; with a timeout, waits until there is one. `after=ID` goes on after a completion returned before
+    /// (time order); `since=SEQ` after the answer's `seq` (commit order: each completion then carries its upload's
+    /// event number). Every answer says in `seq` where a `since` read goes on from.
     private func completions(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
         let timeout = try duration(request.query["timeout"]) ?? .zero
         let limit = try integer(request.query["limit"], name: "limit", range: 1...10_000) ?? 100
@@ -472,17 +474,44 @@ package struct ControlAPI: Sendable {
             }
             return id
         }
+        let since = try request.query["since"].map { text in
+            guard after == nil else {
+                throw ControlAPIError(400, "bad-request", "after and since do not go together: since (a seq) alone")
+            }
+            guard let seq = Int64(text), seq >= 0 else {
+                throw ControlAPIError(400, "bad-request", "since must be the seq of an earlier answer (0: every one)")
+            }
+            return seq
+        }
         let deadline = ContinuousClock.now + timeout
         let store = queue.store
+        let owner = peer.isAdmin ? nil : peer.uid
+        if let since {
+            let last = try await BlockingWork.run { try store.eventLogBounds().last }
+            guard since <= last else {
+                throw ControlAPIError(400, "bad-request", "since=\(since) lies past the last event (\(last)): it is "
+                    + "another queue's number, or this queue was restored from a backup; read again without it")
+            }
+        }
         // From now on pruning keeps completions until the queue's own consumer acknowledged them (a dropper's
         // reading of its own never changes what is kept for everyone).
         if peer.isAdmin { try await BlockingWork.run { try store.noteCompletionConsumer() } }
         while true {
-            let jobs = try await BlockingWork.run {
-                try store.unacknowledgedCompletions(owner: peer.isAdmin ? nil : peer.uid, after: after, limit: limit)
+            // By the upload's event number (commit order) after `since`; else in time order, after `after`.
+            let (jobs, seq) = try await BlockingWork.run { () -> ([(job: Job, seq: Int64?)], Int64) in
+                if let since {
+                    let read = try store.completions(since: since, owner: owner, limit: limit)
+                    return (read.jobs.map { ($0.job, $0.seq) }, read.seq)
+                }
+                let read = try store.unacknowledgedCompletionsAndSeq(owner: owner, after: after, limit: limit)
+                return (read.jobs.map { ($0, nil) }, read.seq)
             }
             if !jobs.isEmpty || ContinuousClock.now >= deadline {
-                return .json(200, ["completions": jobs.map(Self.completion)])
+                return .json(200, ["completions": jobs.map { job, seq in
+                    var completion = Self.completion(job)
+                    if let seq { completion["seq"] = seq }
+                    return completion
+                }, "seq": seq])
             }
             await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()

@@ -34,27 +34,68 @@ extension QueueStore {
     /// completions it has not acknowledged yet is not sent them again and again; a job no longer uploaded there
     /// (pruned) continues from the first.
     func unacknowledgedCompletions(owner: UInt32?, after: JobID? = nil, limit: Int) throws -> [Job] {
+        try writer.read { db in try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, in: db) }
+    }
+
+    /// `unacknowledgedCompletions`, and the event log's last sequence number in the same read: a reader that goes
+    /// on with `completions(since:)` from it misses no completion committed after this read.
+    func unacknowledgedCompletionsAndSeq(owner: UInt32?, after: JobID? = nil, limit: Int) throws
+        -> (jobs: [Job], seq: Int64)
+    {
         try writer.read { db in
-            var from = ""
-            var arguments: StatementArguments = []
-            // The cursor only from a job this reader may see: another user's job tells a dropper nothing.
-            if let after, let updated = try Date.fetchOne(db, sql: """
-                SELECT updated_at FROM job WHERE id = ? AND state = 'uploaded' AND (? IS NULL OR owner_uid = ?)
-                """, arguments: [after.rawValue, owner.map { Int64($0) }, owner.map { Int64($0) }]) {
-                from = "AND (updated_at, id) > (?, ?)"
-                arguments = [updated, after.rawValue]
-            }
-            guard let owner else {
-                return try Job.fetchAll(db, sql: """
-                    SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded' \(from)
-                    AND id NOT IN (SELECT job_id FROM completion_ack) ORDER BY updated_at, id LIMIT ?
-                    """, arguments: arguments + [limit])
-            }
-            return try Job.fetchAll(db, sql: """
-                SELECT * FROM job INDEXED BY job_owner WHERE owner_uid = ? AND state = 'uploaded' \(from)
-                AND id NOT IN (SELECT job_id FROM owner_ack) ORDER BY updated_at, id LIMIT ?
-                """, arguments: [Int64(owner)] + arguments + [limit])
+            let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'event'") ?? 0
+            return (try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, in: db), seq)
         }
+    }
+
+    /// Unacknowledged completions whose upload was logged after `since` (an event sequence number), in the order
+    /// the uploads were committed, at most `limit`, each with its event's number; and where the next read goes on
+    /// from. Commit order, not time order: an upload committed later with an earlier time is never passed over.
+    func completions(since: Int64, owner: UInt32?, limit: Int) throws -> (jobs: [(job: Job, seq: Int64)], seq: Int64) {
+        try writer.read { db in
+            let last = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'event'") ?? 0
+            let rows = if let owner {
+                try Row.fetchAll(db, sql: """
+                    SELECT job.*, event.seq AS completion_seq FROM event INDEXED BY event_owner
+                    JOIN job ON job.id = event.job_id
+                    WHERE event.owner_uid = ? AND event.seq > ? AND event.kind = 'uploaded' AND job.state = 'uploaded'
+                    AND job.id NOT IN (SELECT job_id FROM owner_ack) ORDER BY event.seq LIMIT ?
+                    """, arguments: [Int64(owner), since, limit])
+            } else {
+                try Row.fetchAll(db, sql: """
+                    SELECT job.*, event.seq AS completion_seq FROM event JOIN job ON job.id = event.job_id
+                    WHERE event.seq > ? AND event.kind = 'uploaded' AND job.state = 'uploaded'
+                    AND job.id NOT IN (SELECT job_id FROM completion_ack) ORDER BY event.seq LIMIT ?
+                    """, arguments: [since, limit])
+            }
+            let jobs = try rows.map { (job: try Job(row: $0), seq: $0["completion_seq"] as Int64) }
+            // A full page goes on from its last; otherwise from the last number given out (nothing after it yet).
+            return (jobs, jobs.count == limit ? jobs.last?.seq ?? since : max(since, last))
+        }
+    }
+
+    private static func unacknowledgedCompletions(owner: UInt32?, after: JobID?, limit: Int, in db: Database) throws
+        -> [Job]
+    {
+        var from = ""
+        var arguments: StatementArguments = []
+        // The cursor only from a job this reader may see: another user's job tells a dropper nothing.
+        if let after, let updated = try Date.fetchOne(db, sql: """
+            SELECT updated_at FROM job WHERE id = ? AND state = 'uploaded' AND (? IS NULL OR owner_uid = ?)
+            """, arguments: [after.rawValue, owner.map { Int64($0) }, owner.map { Int64($0) }]) {
+            from = "AND (updated_at, id) > (?, ?)"
+            arguments = [updated, after.rawValue]
+        }
+        guard let owner else {
+            return try Job.fetchAll(db, sql: """
+                SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded' \(from)
+                AND id NOT IN (SELECT job_id FROM completion_ack) ORDER BY updated_at, id LIMIT ?
+                """, arguments: arguments + [limit])
+        }
+        return try Job.fetchAll(db, sql: """
+            SELECT * FROM job INDEXED BY job_owner WHERE owner_uid = ? AND state = 'uploaded' \(from)
+            AND id NOT IN (SELECT job_id FROM owner_ack) ORDER BY updated_at, id LIMIT ?
+            """, arguments: [Int64(owner)] + arguments + [limit])
     }
 
     /// Records that `owner` handled the completion of its own job `id`: not delivered to it again.
