@@ -216,10 +216,14 @@ public struct UploadQueueClient: Sendable {
     /// A daemon that restarts, or drops this follower because it fell behind on live lines, is followed again from
     /// the last sequence number delivered: nothing logged is missed or delivered twice. A `dropped` event tells of
     /// a gap (events pruned before they were read, or live lines given up). The sequence ends with an error only
-    /// when the daemon refuses, or the task is cancelled. A dropper gets its own jobs' events alone.
+    /// when the daemon refuses (a bad `since`, a user it does not serve), or the task is cancelled; other failures
+    /// are tried again every second. A dropper gets its own jobs' events alone.
+    ///
+    /// At most `bufferedEvents` wait for the consumer: past that the socket is not read, so a consumer that cannot
+    /// keep up holds the daemon's stream back (and is dropped from its live lines) instead of growing this process.
     public func events(since: Int64? = nil, live: Bool = false) -> AsyncThrowingStream<FeedEvent, any Error> {
         let exchange = self.exchange
-        return AsyncThrowingStream { continuation in
+        return AsyncThrowingStream(bufferingPolicy: .bufferingOldest(Self.bufferedEvents)) { continuation in
             let task = Task {
                 var since = since
                 while !Task.isCancelled {
@@ -232,16 +236,22 @@ public struct UploadQueueClient: Sendable {
                                 if since == nil, case .integer(let first)? = event.fields["from_seq"] { since = first - 1 }
                                 return
                             }
+                            // A full buffer takes no more: wait until the consumer took some.
+                            while case .dropped = continuation.yield(event) {
+                                try await Task.sleep(for: .milliseconds(20))
+                            }
                             if let sequence = event.sequence { since = sequence }
-                            continuation.yield(event)
                         }
                     } catch let error as UploadQueueError where error.code == .daemonUnreachable {
                         // Not up (yet), or restarting: followed again once it answers.
                     } catch is CancellationError {
                         break
-                    } catch {
+                    } catch let error as UploadQueueError where [.badRequest, .forbidden].contains(error.code) {
                         continuation.finish(throwing: error)
                         return
+                    } catch {
+                        // Anything else (the daemon could not read its log a moment): tried again a second on.
+                        try? await Task.sleep(for: .seconds(1))
                     }
                     try? await Task.sleep(for: .milliseconds(200))
                 }
@@ -250,6 +260,9 @@ public struct UploadQueueClient: Sendable {
             continuation.onTermination = { _ in task.cancel() }
         }
     }
+
+    /// The most events `events(since:live:)` holds for a consumer that has not taken them yet.
+    public static let bufferedEvents = 1000
 
     /// The event stream's lines as the daemon writes them (`uploadq events --follow`): `line` gets each; returns
     /// when the daemon ends the stream.

@@ -8,15 +8,21 @@ final class ChangeBell: Sendable {
         var continuations: [Int: CheckedContinuation<Void, Never>] = [:]
         /// Waiters woken (by their timer, or a cancel) before they were listed: they return at once.
         var early: Set<Int> = []
+        /// A ring came while no one waited (kept only by a bell that remembers rings).
+        var missed = false
     }
 
     private let waiters = Mutex(Waiters())
     /// Rung with this bell: the live followers, who read the durable log too.
     private let alsoRinging: (@Sendable () -> Void)?
+    /// A ring with no one waiting makes the next wait return at once: the bell of one waiter (an event-stream
+    /// follower), which misses no ring that came while it was busy.
+    private let remembersRings: Bool
 
     /// A bell; `alsoRinging` is called at each `ring()`.
-    init(alsoRinging: (@Sendable () -> Void)? = nil) {
+    init(alsoRinging: (@Sendable () -> Void)? = nil, remembersRings: Bool = false) {
         self.alsoRinging = alsoRinging
+        self.remembersRings = remembersRings
     }
 
     /// Wakes every waiter now.
@@ -24,6 +30,7 @@ final class ChangeBell: Sendable {
         alsoRinging?()
         let woken = waiters.withLock { waiters in
             defer { waiters.continuations.removeAll() }
+            if remembersRings && waiters.continuations.isEmpty { waiters.missed = true }
             return Array(waiters.continuations.values)
         }
         for continuation in woken { continuation.resume() }
@@ -31,10 +38,15 @@ final class ChangeBell: Sendable {
 
     /// Returns at the next `ring()`, after `limit` at the latest, or at once when the task is cancelled.
     func wait(upTo limit: Duration) async {
-        let id = waiters.withLock { waiters in
+        let id = waiters.withLock { waiters -> Int? in
+            if waiters.missed {
+                waiters.missed = false
+                return nil
+            }
             waiters.next += 1
             return waiters.next
         }
+        guard let id else { return }
         let timer = Task { [weak self] in
             guard (try? await Task.sleep(for: limit)) != nil else { return }
             self?.wake(id)

@@ -579,7 +579,8 @@ package struct ControlAPI: Sendable {
     private func followEvents(_ request: ControlRequest, peer: ControlPeer) async throws -> ControlReply {
         let withLive = try flag(request.query["live"], name: "live")
         let serverSent = request.accept?.contains("text/event-stream") == true
-        let (start, gap) = try await eventStart(request.query["since"] ?? request.lastEventID, peer: peer)
+        // An EventSource sends Last-Event-ID when it reconnects, to the same URL: it wins over the URL's since.
+        let (start, gap) = try await eventStart(request.lastEventID ?? request.query["since"], peer: peer)
         // Subscribed before the first read of the log: no live line between the two is missed.
         let subscription = withLive ? live.subscribe() : nil
         let owner = peer.isAdmin ? nil : peer.uid
@@ -594,41 +595,49 @@ package struct ControlAPI: Sendable {
         reply.stream = ControlStream { [bell, queue] sink in
             var since = start
             var owners = JobOwners(store: store)
-            // Jobs whose attempt this follower saw end: a progress line the feed publishes late for one is stale.
-            var ended = Set<JobID>()
+            var catchingUp = false
             while true {
-                let taken = subscription?.take() ?? .lines([])
-                let after = since
-                let logged = try await BlockingWork.run { try store.loggedEvents(after: after, owner: owner, limit: 1000) }
-                since = logged.last?.sequence ?? since
-                var lines = logged
-                for event in logged {
-                    guard let job = event.job else { continue }
-                    if event.kind == .started { ended.remove(job) }
-                    if [.uploaded, .failed, .cancelled].contains(event.kind) {
-                        if ended.count >= 10_000 { ended.removeAll() }
-                        ended.insert(job)
+                var lines: [FeedEvent]
+                do {
+                    // Live lines taken before the log is read: each is in the batch that holds the change after it
+                    // (its feeder publishes it as it happens), and merges into place by time. Not while catching up
+                    // on old batches: they wait for the batch of now.
+                    let taken = catchingUp ? .lines([]) : subscription?.take() ?? .lines([])
+                    let after = since
+                    let logged = try await BlockingWork.run {
+                        try store.loggedEvents(after: after, owner: owner, limit: Self.streamBatch)
                     }
-                }
-                switch taken {
-                case .lines(let current):
-                    let fresh = current.filter { event in
-                        event.kind != .progress || !(event.job.map(ended.contains) ?? false)
+                    since = logged.last?.sequence ?? since
+                    catchingUp = logged.count == Self.streamBatch
+                    switch taken {
+                    case .lines(let current):
+                        lines = Self.merged(logged: logged, live: try await owners.visible(current, to: owner))
+                    case .dropped(let lost):
+                        queue.logger.notice("""
+                            events: a follower (uid \(peer.uid)) fell \(readerBuffer) bytes behind on live lines and \
+                            was dropped (\(lost) lost)
+                            """)
+                        var dropped = FeedEvent(.dropped, fields: [
+                            "reason": .string("this follower's live lines fell more than \(readerBuffer) bytes behind; "
+                                + "follow again with since=\(since): nothing logged is lost"),
+                        ])
+                        // How much went by counts others' lines too: the admin's to know.
+                        if peer.isAdmin { dropped.fields["lost"] = .integer(Int64(lost)) }
+                        try await sink.send(encode(logged + [dropped]))
+                        return
                     }
-                    lines = Self.merged(logged: logged, live: try await owners.visible(fresh, to: owner))
-                case .dropped(let lost):
-                    queue.logger.notice("events: a follower (uid \(peer.uid)) fell \(readerBuffer) bytes behind on live lines and was dropped (\(lost) lost)")
-                    lines.append(FeedEvent(.dropped, fields: [
-                        "lost": .integer(Int64(lost)),
-                        "reason": .string("this follower's live lines fell more than \(readerBuffer) bytes behind; "
-                            + "follow again with since=\(since): nothing logged is lost"),
-                    ]))
-                    try await sink.send(encode(lines))
+                } catch let error where !(error is CancellationError) {
+                    // The stream ends saying why (the CLI would take a silent end for a daemon gone).
+                    queue.logger.warning("events: a follower's stream ends: the event log could not be read: \(error)")
+                    try await sink.send(encode([FeedEvent(.dropped, fields: [
+                        "reason": .string("the daemon could not read its event log (\(error)); follow again with "
+                            + "since=\(since)"),
+                    ])]))
                     return
                 }
                 if !lines.isEmpty { try await sink.send(encode(lines)) }
                 // More of the log to read at once; else until something changes (or a second, for other processes).
-                if logged.count == 1000 { continue }
+                if catchingUp { continue }
                 await (subscription?.bell ?? bell).wait(upTo: .seconds(1))
                 try Task.checkCancellation()
             }
@@ -661,6 +670,9 @@ package struct ControlAPI: Sendable {
         }
         return merged + left + right
     }
+
+    /// The most logged events the stream reads at once.
+    static let streamBatch = 1000
 
     /// An event as the stream writes it: a JSON line, or a server-sent event (`id:` for a logged one).
     static func streamed(_ event: FeedEvent, serverSent: Bool) -> String {

@@ -1,32 +1,28 @@
 import Foundation
+import Synchronization
 
 /// Turns what the running queue does into the live lines the durable log does not keep: progress at most once a
 /// second per job, and answers that proved nothing (`unverified`, with what answered). Enqueues, starts, uploads,
 /// failures and cancels are in the log already, written with the change they tell.
-actor EventFeeder {
-    /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
-    private let thread = ActorThread(name: "uploadq-events")
-    nonisolated var unownedExecutor: UnownedSerialExecutor { thread.asUnownedSerialExecutor() }
-
+///
+/// It is called as each event is emitted (`EventHub`'s tap), not from a queue of its own: a job's progress line is
+/// in its followers' buffers before the upload that ends it is committed, so a follower never reads the end first.
+final class EventFeeder: Sendable {
     private let live: LiveEvents
     private let store: QueueStore
-    private var throttle = ProgressThrottle()
+    private let throttle = Mutex(ProgressThrottle())
 
     init(live: LiveEvents, store: QueueStore) {
         self.live = live
         self.store = store
     }
 
-    /// Publishes a line for each event that has one, until the stream ends.
-    func run(_ events: AsyncStream<UploadEvent>) async {
-        for await event in events { publish(event) }
-    }
-
-    private func publish(_ event: UploadEvent) {
+    /// Publishes the live line `event` has, if any, stamped now.
+    func take(_ event: UploadEvent) {
         switch event {
         case .stateChanged(let id, .pending):
             // Back to waiting (an interrupted transfer): its progress line may come again at once.
-            throttle.ended(id)
+            throttle.withLock { $0.ended(id) }
             // An answer that proved nothing is told, with what answered; a follower with none is not worth a read.
             guard live.count > 0, let job = try? store.job(id, holdsInForce: false),
                   let attempt = try? store.attempts(of: id).last, attempt.outcome == "unverified" else { return }
@@ -34,9 +30,9 @@ actor EventFeeder {
                 "destination": .string(job.destination), "reason": attempt.error.map(FeedEvent.Value.string) ?? .null,
             ]))
         case .stateChanged(let id, _), .cancelled(let id):
-            throttle.ended(id)
+            throttle.withLock { $0.ended(id) }
         case .progress(let id, let confirmed, let sent, let size):
-            guard throttle.admits(id, done: confirmed >= size, at: .now) else { return }
+            guard throttle.withLock({ $0.admits(id, done: confirmed >= size, at: .now) }) else { return }
             live.publish(FeedEvent(.progress, job: id, fields: [
                 "confirmed": .integer(confirmed), "sent": .integer(sent), "size": .integer(size),
             ]))

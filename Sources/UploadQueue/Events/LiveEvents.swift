@@ -70,7 +70,7 @@ final class LiveEvents: Sendable {
     /// A new subscriber: it gets every line published from now until `unsubscribe`.
     func subscribe() -> Subscription {
         let id = nextID.add(1, ordering: .relaxed).newValue
-        let bell = ChangeBell()
+        let bell = ChangeBell(remembersRings: true)
         subscribers.withLock { $0[id] = Subscriber(bell: bell) }
         return Subscription(id: id, bell: bell, events: self)
     }

@@ -28,6 +28,13 @@ final class EventHub: Sendable {
     private let nextID = Atomic<Int>(0)
     /// Where lines for the daemon's event feed go that are no `UploadEvent` (link changes), while one runs.
     private let feed = Mutex<(@Sendable (FeedEvent) -> Void)?>(nil)
+    /// Called with each event as it is emitted, before any subscriber gets it (the live feed's `EventFeeder`).
+    private let tap = Mutex<(@Sendable (UploadEvent) -> Void)?>(nil)
+
+    /// Calls `take` with each event as it is emitted from now on (nil: no one).
+    func attachTap(_ take: (@Sendable (UploadEvent) -> Void)?) {
+        tap.withLock { $0 = take }
+    }
 
     /// Sends `notice`s to `publish` from now on (nil: nowhere).
     func attachFeed(_ publish: (@Sendable (FeedEvent) -> Void)?) {
@@ -50,6 +57,7 @@ final class EventHub: Sendable {
     }
 
     func emit(_ event: UploadEvent) {
+        tap.withLock { $0 }?(event)
         let current = subscribers.withLock { Array($0.values) }
         for continuation in current { continuation.yield(event) }
     }

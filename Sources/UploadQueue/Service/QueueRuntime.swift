@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import ServiceLifecycle
+import Synchronization
 
 /// What runs while this process runs the queue: the transfer engine, the link monitor and the scheduler, and beside
 /// them the outbox (patches and hooks), retention, the live event feed, the connectivity check, the metrics file and
@@ -20,6 +21,17 @@ final class QueueRuntime: Sendable {
     /// Held while the runtime exists: the daemon lock (one runner per state directory) and the wake-up socket.
     private let lock: DaemonLock
     private let wakeSocket: WakeSocket?
+    private let control: ControlServer?
+    /// Set when the task running the runtime is cancelled (a stop asked for): a batch run then skips its last
+    /// deliveries, which would otherwise run to their end past the stop.
+    private let stopAsked: StopAsked
+
+    /// Whether a stop was asked for; shared with the parts.
+    final class StopAsked: Sendable {
+        private let flag = Atomic(false)
+        var isSet: Bool { flag.load(ordering: .acquiring) }
+        func set() { flag.store(true, ordering: .releasing) }
+    }
 
     /// One part of the runtime as a `Service`: its loop runs until the group's graceful shutdown cancels it, then
     /// `finally` (a batch run's last deliveries, the control API's stop) runs to its end.
@@ -70,6 +82,7 @@ final class QueueRuntime: Sendable {
             if !built {
                 engine.shutdown()
                 hub.attachFeed(nil)
+                hub.attachTap(nil)
             }
         }
         // What the servers taught with 413s, kept across restarts (and forgotten for destinations no longer there).
@@ -113,6 +126,7 @@ final class QueueRuntime: Sendable {
         let live = LiveEvents(readerBuffer: Int(configuration.events.readerBuffer))
         let feeder = EventFeeder(live: live, store: store)
         hub.attachFeed { event in live.publish(event) }
+        hub.attachTap { event in feeder.take(event) }
         let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger) { entry, outcome in
             live.publish(OutboxDispatcher.feedEvent(entry, outcome))
         }
@@ -133,6 +147,7 @@ final class QueueRuntime: Sendable {
         // The control API for other processes (the CLI, a sync engine, any language); without it (a path too
         // long, a group that does not exist) the queue runs on, and says why.
         let control: ControlServer?
+        let stopAsked = StopAsked()
         do {
             control = try await ControlServer(path: configuration.apiSocketPath, group: configuration.api.group,
                                               api: ControlAPI(queue: queue, bell: bell, live: live), logger: logger)
@@ -141,7 +156,7 @@ final class QueueRuntime: Sendable {
             control = nil
         }
         // Subscribed now, before the scheduler runs: no event of this run is missed.
-        let (ends, changes, feed) = (hub.subscribe(), hub.subscribe(), hub.subscribe())
+        let (ends, changes) = (hub.subscribe(), hub.subscribe())
         var parts: [Part] = []
         if let path = configuration.metrics.textfile {
             parts.append(Part(name: "metrics") {
@@ -157,7 +172,6 @@ final class QueueRuntime: Sendable {
                                             first: firstCheck)
             })
         }
-        parts.append(Part(name: "event feeder") { await feeder.run(feed) })
         parts.append(Part(name: "change bell") {
             for await event in changes {
                 if case .progress = event { continue }
@@ -179,12 +193,13 @@ final class QueueRuntime: Sendable {
                 }
             }
         })
-        // A batch run leaves no patch behind that could be sent now, and then no copy that could be released.
+        // A batch run that ran out of work leaves no patch behind that could be sent now, and then no copy that could
+        // be released (a stop asked for does not wait for them).
         parts.append(Part(name: "retention", loop: { await retention.run() }, finally: {
-            if exitWhenIdle { await retention.releaseAllDue() }
+            if exitWhenIdle && !stopAsked.isSet { await retention.releaseAllDue() }
         }))
         parts.append(Part(name: "outbox", loop: { await patches.run() }, finally: {
-            if exitWhenIdle { await patches.deliverDue() }
+            if exitWhenIdle && !stopAsked.isSet { await patches.deliverDue() }
         }))
         if let control {
             // Stopping: no new requests from other processes while the rest winds down.
@@ -202,6 +217,8 @@ final class QueueRuntime: Sendable {
         self.engine = engine
         self.hub = hub
         self.lock = lock
+        self.control = control
+        self.stopAsked = stopAsked
         built = true
     }
 
@@ -211,14 +228,20 @@ final class QueueRuntime: Sendable {
     func run() async throws {
         defer {
             hub.attachFeed(nil)
+            hub.attachTap(nil)
             engine.shutdown()
         }
-        guard !Task.isCancelled else { return }
-        let group = self.group
+        guard !Task.isCancelled else {
+            // Stopped before it ran: the control API, serving since the start, goes too.
+            await control?.stop()
+            return
+        }
+        let (group, stopAsked) = (self.group, self.stopAsked)
         let running = Task { try await group.run() }
         try await withTaskCancellationHandler {
             try await running.value
         } onCancel: {
+            stopAsked.set()
             Task { await group.triggerGracefulShutdown() }
         }
         withExtendedLifetime((lock, wakeSocket)) {}

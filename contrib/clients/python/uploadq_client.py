@@ -7,7 +7,7 @@ Unix socket through http.client. Copy this file into your project; it depends on
     queue.wait(job["id"])
     for completion in queue.completions(timeout=30):
         queue.acknowledge(completion["id"])
-    for event in queue.follow(since=0, live=True):   # every event kept, then each as it happens
+    for event in queue.follow(since=0, live=True):   # every event kept, then each as it happens ("following" first)
         print(event["type"], event.get("job"))
 """
 import http.client
@@ -113,9 +113,10 @@ class UploadQueue:
             connection.close()
 
     def follow(self, since=None, live=False):
-        """Yields each event as the daemon logs it: those after `since` first (None: from now on); with `live`, also
-        progress, patch, hook and link lines (without a "seq"). Returns when the daemon ends the stream (it stopped,
-        or this reader fell behind: the last event is then "dropped"); follow again from the last "seq" seen."""
+        """Yields each event as the daemon logs it: first a "following" line ("from_seq": where it starts), then those
+        after `since` (None: from now on); with `live`, also progress, patch, hook and link lines (without a "seq").
+        Returns when the stream ends (the daemon stopped, or this reader fell behind: the last event is then
+        "dropped"); follow again from the last "seq" seen (or "from_seq" - 1)."""
         query = {"live": "true" if live else "false", **({"since": since} if since is not None else {})}
         connection = _UnixConnection(self.socket_path, None)
         try:
@@ -124,10 +125,11 @@ class UploadQueue:
             if response.status >= 400:
                 error = json.loads(response.read()).get("error", {})
                 raise UploadQueueError(response.status, error.get("code", "unknown"), error.get("message", ""))
-            for line in response:
-                event = json.loads(line)
-                if event["type"] != "following":
-                    yield event
+            try:
+                for line in response:
+                    yield json.loads(line)
+            except http.client.IncompleteRead:
+                return  # the daemon stopped: it closes the connection
         finally:
             connection.close()
 
