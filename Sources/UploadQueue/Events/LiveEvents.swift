@@ -50,6 +50,8 @@ final class LiveEvents: Sendable {
 
     /// Hands `event` to every subscriber; returns at once.
     func publish(_ event: FeedEvent) {
+        // No follower: nothing to write (the common case, at every progress line).
+        guard subscribers.withLock({ !$0.isEmpty }) else { return }
         let size = event.jsonLine.utf8.count + 1
         let bells = subscribers.withLock { subscribers -> [ChangeBell] in
             var bells: [ChangeBell] = []
