@@ -651,7 +651,8 @@ import Testing
         #expect(cancelled == 0 && cancelOutput.contains("\(bobsOwn) cancelled")
                 || cancelled == 1 && cancelOutput.contains("uploaded job cannot take 'cancel'"), "bob's cancel: \(cancelOutput)")
         let (refused, refusedOutput) = try await bob.run("\(cli.replacingOccurrences(of: " --config", with: " cancel \(id) --config"))")
-        #expect(refused == 3 && refusedOutput.contains("no job"), "bob cancelled alice's: \(refusedOutput)")
+        #expect(refused == 3 && refusedOutput.contains("no job"),
+                "bob cancelled alice's: \(refusedOutput)\ndaemon log:\n\(daemon.log.suffix(3000))")
 
         // Alice follows hers to its end; the admin sees it with the rest.
         let waited = try await Self.curl(socket, "GET", "/v1/jobs/\(id)/wait?timeout=20", as: alice)

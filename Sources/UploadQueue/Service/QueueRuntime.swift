@@ -207,7 +207,8 @@ final class QueueRuntime: Sendable {
                 while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
             }, finally: { await control.stop() }))
         }
-        var services = parts.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }
+        // A part whose loop ended on its own (none should) leaves the rest running: only the scheduler ends a run.
+        var services = parts.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .ignore) }
         // The scheduler ends by itself only in a batch run (nothing left to do): the group then stops the rest.
         services.append(.init(service: Part(name: "scheduler") { await scheduler.run() },
                               successTerminationBehavior: .gracefullyShutdownGroup))
