@@ -43,7 +43,7 @@ extension QueueStore {
         -> (jobs: [Job], seq: Int64)
     {
         try writer.read { db in
-            let seq = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'event'") ?? 0
+            let seq = try Self.lastEventSeq(in: db)
             return (try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, in: db), seq)
         }
     }
@@ -53,7 +53,7 @@ extension QueueStore {
     /// from. Commit order, not time order: an upload committed later with an earlier time is never passed over.
     func completions(since: Int64, owner: UInt32?, limit: Int) throws -> (jobs: [(job: Job, seq: Int64)], seq: Int64) {
         try writer.read { db in
-            let last = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'event'") ?? 0
+            let last = try Self.lastEventSeq(in: db)
             let rows = if let owner {
                 try Row.fetchAll(db, sql: """
                     SELECT job.*, event.seq AS completion_seq FROM event INDEXED BY event_owner

@@ -22,10 +22,13 @@ extension QueueStore {
     /// out, also once its row was pruned, as `last`.
     package func eventLogBounds() throws -> (first: Int64?, last: Int64) {
         try writer.read { db in
-            let first = try Int64.fetchOne(db, sql: "SELECT MIN(seq) FROM event")
-            let last = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'event'") ?? 0
-            return (first, last)
+            (try Int64.fetchOne(db, sql: "SELECT MIN(seq) FROM event"), try Self.lastEventSeq(in: db))
         }
+    }
+
+    /// The last sequence number the log ever gave out (0: none yet), also once its row was pruned.
+    static func lastEventSeq(in db: Database) throws -> Int64 {
+        try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'event'") ?? 0
     }
 
     /// Removes events from before `cutoff`, `batch` at a time; how many went. The old ones are read in `seq` order
