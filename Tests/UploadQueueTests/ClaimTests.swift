@@ -92,7 +92,7 @@ struct QueueHoldsTests {
                 // Five transient failures the destination is blamed for open its circuit.
                 let job = Self.job(openCircuit, size: 1)
                 for _ in 0..<5 {
-                    _ = state.ended(job, result: .failure(TransferFailure(.transient(retryAfter: nil), code: "http",
+                    _ = state.ended(job, attempt: 1, result: .failure(TransferFailure(.transient(retryAfter: nil), code: "http",
                                                                           "503", destinationFault: true)), now: Date())
                 }
             }

@@ -106,7 +106,7 @@ import Testing
         #expect(plan.gate.doors["tus"] == ClaimGate.Door(minimumPriority: 10))
         let hold = try #require(plan.holdsOtherwise.hold(.outsideWindow, on: "tus"))
         #expect(hold.until == UploadWindowTests.berlin("2026-11-25 22:00") && hold.minimumPriority == 10)
-        let wake = state.nextWake(now: morning, nextDue: nil)
+        let wake = state.nextWake(now: morning)
         #expect(wake == UploadWindowTests.berlin("2026-11-25 22:00"))
 
         // Without an urgent priority the door shuts.
@@ -211,7 +211,7 @@ import Testing
         #expect(metered.contains(.stop(job.id, .link)))
         #expect(metered.contains(.linkChanged("tus", Self.metered, first: false)))
         #expect(state.stopReason(job.id) == .link)
-        _ = state.ended(job, result: .failure(TransferFailure(.interrupted, code: "link", "stopped")), now: Self.noon)
+        _ = state.ended(job, attempt: 1, result: .failure(TransferFailure(.interrupted, code: "link", "stopped")), now: Self.noon)
         #expect(state.running.isEmpty)
         _ = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.offline]))
         let back = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
@@ -227,14 +227,14 @@ import Testing
         var state = SchedulerState(settings: .init(configuration))
         let morning = state.decide(now: UploadWindowTests.berlin("2026-11-24 09:00"),
                                    inputs: .init(linkChanges: ["tus": Self.unmetered]))
-        #expect(morning.contains(.setSendCap(1 << 20)), "the link's 1 MiB/s is below 4 MiB/s")
+        #expect(morning.contains(.setSendCap(1 << 20, tell: true)), "the link's 1 MiB/s is below 4 MiB/s")
         let ten = state.decide(now: UploadWindowTests.berlin("2026-11-24 10:00"), inputs: .init())
         #expect(ten.filter { if case .setSendCap = $0 { true } else { false } }.isEmpty, "unchanged: said once")
         let twelve = state.decide(now: UploadWindowTests.berlin("2026-11-24 12:00"), inputs: .init())
-        #expect(twelve.contains(.setSendCap(512 << 10)))
+        #expect(twelve.contains(.setSendCap(512 << 10, tell: true)))
         let evening = state.decide(now: UploadWindowTests.berlin("2026-11-24 19:00"), inputs: .init())
-        #expect(evening.contains(.setSendCap(1 << 20)), "off: the link's cap alone")
-        let wake = state.nextWake(now: UploadWindowTests.berlin("2026-11-24 19:00"), nextDue: nil)
+        #expect(evening.contains(.setSendCap(1 << 20, tell: true)), "off: the link's cap alone")
+        let wake = state.nextWake(now: UploadWindowTests.berlin("2026-11-24 19:00"))
         #expect(wake == UploadWindowTests.berlin("2026-11-25 08:00"))
     }
 
@@ -255,7 +255,7 @@ import Testing
             var again = state
             _ = again.claimed([job], trials: [:])
             _ = again.stop(job.id, .shutdown)
-            let notices = again.ended(job, result: .failure(failure), now: Self.noon)
+            let notices = again.ended(job, attempt: 1, result: .failure(failure), now: Self.noon)
             #expect(notices.isEmpty)
             state = again
         }
@@ -276,7 +276,7 @@ import Testing
         _ = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
         let failure = TransferFailure(.transient(retryAfter: nil), code: "http", "503", destinationFault: true)
         var notices: [SchedulerState.Notice] = []
-        for _ in 0..<5 { notices += state.ended(Self.job(), result: .failure(failure), now: Self.noon) }
+        for _ in 0..<5 { notices += state.ended(Self.job(), attempt: 1, result: .failure(failure), now: Self.noon) }
         #expect(notices.contains { if case .circuitOpened("tus", threshold: 5, _) = $0 { true } else { false } })
         let open = state.decide(now: Self.noon, inputs: .init())
         #expect(Self.plan(open)?.gate.doors["tus"] == nil)
@@ -290,7 +290,7 @@ import Testing
 
         let full = Self.job()
         let quota = TransferFailure(.transient(retryAfter: nil), code: TransferFailure.quotaFullCode, "507")
-        let told = state.ended(full, result: .failure(quota), now: Self.noon)
+        let told = state.ended(full, attempt: 1, result: .failure(quota), now: Self.noon)
         #expect(told.contains { if case .held("tus", .held(.init(reason: .quotaFull), _)) = $0 { true } else { false } })
         let held = try #require(Self.plan(state.decide(now: Self.noon, inputs: .init())))
         #expect(held.gate.doors["tus"] == nil && held.trials.isEmpty)
@@ -307,7 +307,7 @@ import Testing
             var state = SchedulerState(settings: .init(configuration))
             _ = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
             var now = Self.noon
-            _ = state.ended(Self.job(), result: .failure(failure), now: now)
+            _ = state.ended(Self.job(), attempt: 1, result: .failure(failure), now: now)
             var gaps: [TimeInterval] = []
             for _ in 0..<6 {
                 let due = try #require(state.refusals.breakers["tus"]?.nextProbeAt)
@@ -317,7 +317,7 @@ import Testing
                 let trial = Self.job()
                 _ = state.claimed([trial], trials: ["tus": trial.id])
                 now = due
-                _ = state.ended(trial, result: .failure(failure), now: now)
+                _ = state.ended(trial, attempt: 1, result: .failure(failure), now: now)
             }
             return gaps
         }
@@ -334,7 +334,7 @@ import Testing
         _ = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
         let portal = TransferFailure.unverified("a captive portal answered PATCH for destination \"tus\"")
         var told: [SchedulerState.Notice] = []
-        for _ in 0..<6 { told += state.ended(Self.job(), result: .failure(portal), now: Self.noon) }
+        for _ in 0..<6 { told += state.ended(Self.job(), attempt: 1, result: .failure(portal), now: Self.noon) }
         #expect(!told.contains { if case .circuitOpened = $0 { true } else { false } }, "a portal is not a dead server")
         #expect(state.breakers["tus"]?.isOpen == false)
         let held = try #require(Self.plan(state.decide(now: Self.noon, inputs: .init())))
@@ -351,9 +351,98 @@ import Testing
         #expect(trial.trials.map(\.name) == ["tus"])
         let job = Self.job()
         _ = state.claimed([job], trials: ["tus": job.id])
-        let cleared = state.ended(job, result: .success(UploadOutcome(remoteURL: "https://x/1")), now: trialAt)
+        let cleared = state.ended(job, attempt: 1, result: .success(UploadOutcome(remoteURL: "https://x/1")), now: trialAt)
         #expect(cleared.contains { if case .held("tus", .cleared(.unverifiedAnswer)) = $0 { true } else { false } })
         let open = try #require(Self.plan(state.decide(now: trialAt, inputs: .init())))
         #expect(open.gate.doors["tus"] == .open && open.holdsOtherwise.hold(.unverifiedAnswer, on: "tus") == nil)
+    }
+
+    @Test("the loop's bookkeeping: ends wait in the state until recorded, told once; cancels go alone; a clock step moves them")
+    func unsettledEnds() throws {
+        let configuration = try Self.configuration()
+        let (done, cancelled) = (Self.job(), Self.job())
+        var state = Self.running(done, configuration)
+        _ = state.claimed([cancelled], trials: [:])
+        let stopped = state.stop(cancelled.id, .cancel)
+        #expect(stopped)
+        _ = state.ended(done, attempt: 2, result: .success(UploadOutcome(remoteURL: "https://x/1")), now: Self.noon)
+        _ = state.ended(cancelled, attempt: 1, result: .failure(TransferFailure(.interrupted, code: "cancel", "cancelled")),
+                        now: Self.noon)
+        #expect(state.running.isEmpty && state.unsettled.count == 2)
+        let ends = state.unsettledEnds
+        #expect(ends.together.map(\.job.id) == [done.id] && ends.together.first?.attempt == 2)
+        #expect(ends.alone.map(\.job.id) == [cancelled.id] && ends.alone.first?.stop == .cancel)
+        // The database refuses: said once, however many rounds it takes.
+        let (first, second) = (state.endNotRecorded(done.id), state.endNotRecorded(done.id))
+        #expect(first && !second)
+        // A spell of failures lasts while an end waits, a cancel recorded in the background included.
+        let clock = ContinuousClock.now
+        let failed = state.storeFailed("disk full", diskFull: true, at: clock)
+        #expect(failed == [.releaseReserve, .report("disk full", diskFull: true)])
+        state.cancelRecording(cancelled.id)
+        let bothWait = state.roundSucceeded(at: clock)
+        #expect(!bothWait.contains(.recovered), "two ends still wait")
+        state.endRecorded(done.id)
+        let cancelWaits = state.roundSucceeded(at: clock)
+        #expect(!cancelWaits.contains(.recovered), "the cancel is still being recorded")
+        state.cancelRecordingEnded(cancelled.id, kept: state.unsettled[cancelled.id] ?? ends.alone[0])
+        #expect(state.unsettled[cancelled.id] != nil, "kept for a later round")
+        // A step of the wall clock moves the kept end's time and this process's era of due times.
+        let era = state.clockEraStart
+        state.shift(by: 3600)
+        #expect(state.unsettled[cancelled.id]?.at == Self.noon.addingTimeInterval(3600))
+        #expect(state.clockEraStart == era.addingTimeInterval(3600))
+        state.endRecorded(cancelled.id)
+        let recovered = state.roundSucceeded(at: clock)
+        #expect(recovered.contains(.recovered))
+        // Told again after a new spell.
+        _ = state.ended(done, attempt: 3, result: .success(UploadOutcome(remoteURL: "https://x/1")), now: Self.noon)
+        let toldAgain = state.endNotRecorded(done.id)
+        #expect(toldAgain)
+    }
+
+    @Test("the loop's sleep: until the next due retry with a free slot, at most the poll, soon for bytes to book when idle")
+    func sleep() throws {
+        let start = ContinuousClock.now
+        var state = SchedulerState(settings: .init(try Self.configuration()), now: Self.noon, clock: start)
+        _ = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered], clock: start))
+        #expect(state.sleep(now: Self.noon, clock: start, poll: .seconds(5), unbooked: false) == .seconds(5))
+        state.nextDueRead(Self.noon.addingTimeInterval(3))
+        #expect(state.sleep(now: Self.noon, clock: start, poll: .seconds(5), unbooked: false) == .seconds(3))
+        state.nextDueRead(Self.noon.addingTimeInterval(-30))
+        #expect(state.sleep(now: Self.noon, clock: start, poll: .seconds(5), unbooked: false) == .milliseconds(10),
+                "overdue: at once, not a busy loop")
+        state.nextDueRead(nil)
+        // Bytes counted and not booked: within a second of the last booking while nothing runs.
+        #expect(state.sleep(now: Self.noon, clock: start + .milliseconds(400), poll: .seconds(5), unbooked: true)
+                == .milliseconds(600))
+        #expect(!state.bookingDue(at: start + .milliseconds(400)) && state.bookingDue(at: start + .seconds(1)))
+        state.trafficBooked(at: start + .seconds(1))
+        #expect(!state.bookingDue(at: start + .milliseconds(1500)))
+        // While a transfer runs, its end wakes the loop (and books): no earlier wake for the bytes.
+        _ = state.claimed([Self.job()], trials: [:])
+        #expect(state.sleep(now: Self.noon, clock: start + .seconds(1), poll: .seconds(5), unbooked: true) == .seconds(5))
+    }
+
+    @Test("stray destinations are looked for at the start and once a minute; what was found stands in between")
+    func strays() throws {
+        let start = ContinuousClock.now
+        var state = SchedulerState(settings: .init(try Self.configuration()), now: Self.noon, clock: start)
+        #expect(state.straysDue(at: start))
+        let first = try #require(Self.plan(state.decide(now: Self.noon, inputs: .init(strays: ["gone"], clock: start))))
+        #expect(first.gate.doors["gone"] == .open)
+        #expect(!state.straysDue(at: start + .seconds(59)))
+        let between = try #require(Self.plan(state.decide(now: Self.noon, inputs: .init(clock: start + .seconds(30)))))
+        #expect(between.gate.doors["gone"] == .open, "not looked for: the last ones found stand")
+        #expect(state.straysDue(at: start + .seconds(60)))
+    }
+
+    @Test("the send cap: none at the start is not told; a change is")
+    func sendCapTold() throws {
+        var state = SchedulerState(settings: .init(try Self.configuration()))
+        let first = state.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))
+        #expect(first.contains(.setSendCap(0, tell: false)))
+        let again = state.decide(now: Self.noon, inputs: .init())
+        #expect(!again.contains { if case .setSendCap = $0 { true } else { false } })
     }
 }

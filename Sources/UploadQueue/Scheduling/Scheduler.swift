@@ -20,21 +20,15 @@ actor Scheduler {
     private let limiter: BandwidthLimiter
     private let engine: TransferEngine?
     private let monitor: LinkMonitor
-    /// What the scheduler decides with (links, running transfers, circuits, quotas, constraints): its decisions
-    /// are made there, without I/O; this actor gathers the inputs and performs the actions.
+    /// What the scheduler decides with (links, running transfers, circuits, quotas, constraints, the ends waiting
+    /// to be recorded, the queue's health): its decisions are made there, without I/O; this actor gathers the
+    /// inputs, performs the actions and holds the tasks it started (transfers, probes, clean-ups).
     private var state: SchedulerState
     /// The device's power, read when a destination requires something of it (`status` reads it here too, so a
     /// running daemon never waits for the bus to say).
     nonisolated let power: PowerMonitor?
     /// What running transfers look at before each chunk: stops asked for, and the metered budget.
     private let gauge: ConstraintGauge
-    /// Whether the stored budget ledger was read (tried again each round until it is).
-    private var ledgerLoaded = false
-    /// Destinations of runnable jobs that are not configured (looked for at start and once a minute: a retry that
-    /// comes due, `uploadq retry`, or a CLI with another config can make more): their jobs are claimed and fail
-    /// with a clear reason instead of waiting for ever.
-    private var strays: Set<String>?
-    private var straysFoundAt = ContinuousClock.now
     /// Where the files of cancelled jobs are kept.
     private let cancelled: CancelledFiles
     /// Writes how transfers ended.
@@ -43,32 +37,15 @@ actor Scheduler {
     nonisolated let wake = WakeSignal()
     /// When the loop last went round (milliseconds of the monotonic clock); at least every `pollInterval`.
     nonisolated let heartbeat = Atomic<Int64>(monotonicMilliseconds())
+    /// The transfers running here.
     private var workers: [JobID: Task<Void, Never>] = [:]
-    /// Ends of transfers not recorded yet: those of the last moments, written together by the next round (group
-    /// commit), and those the database could not take (a full disk), tried again every round until they are
-    /// recorded, so an upload the server confirmed is never sent again. Their rows stay `uploading` meanwhile,
-    /// which no claim takes.
-    private var unsettled: [JobID: Settlement] = [:]
-    /// When the first retryable failure is due, as the last round read it.
-    private var nextDue: Date?
-    /// When the bytes sent were last booked into the database.
-    private var trafficBookedAt = ContinuousClock.now
-    /// Cancelled transfers whose end is being recorded in the background (in `cleanups`).
-    private var recordingCancels: Set<JobID> = []
-    /// Unrecorded transfer ends already told of in the log (once each).
-    private var toldUnrecorded: Set<JobID> = []
-    /// Whether the queue takes writes: a spell of failures is said once, and once more when it is over.
-    private var health = StoreHealth()
     /// How long `--exit-when-idle` waits for a queue that cannot be written before it gives up.
     private let storeGiveUp: Duration
     /// The room kept in reserve for recording what finishes when the disk fills up.
     private let reserve: SpaceReserve?
-    /// Notices steps of the wall clock, so due times move with them.
+    /// Notices steps of the wall clock, so due times move with them (it reads the clocks: an input).
     private var clockWatch = WallClockWatch.now()
-    /// Since when (on the wall clock in force) this process has written due times: only those were written under
-    /// the clock that stepped. Rows from before it were written under the clock of their own time, which may be
-    /// the right one (a device without a real-time clock starts in 1970 and is then set right).
-    private var clockEraStart = Date().addingTimeInterval(-1)
+    /// Probes of open circuits under way.
     private var probes: [String: Task<Void, Never>] = [:]
     /// Remote clean-ups of cancelled jobs (tus DELETE) still running; a stop waits for them.
     private var cleanups: [JobID: Task<Void, Never>] = [:]
@@ -101,7 +78,6 @@ actor Scheduler {
         let power = settings.needsPower ? PowerMonitor(settings: configuration.power) : nil
         self.power = power
         gauge = ConstraintGauge(traffic: engine?.traffic, power: power)
-        ledgerLoaded = configuration.link.meteredBudget == nil
     }
 
     /// Whether the loop went round recently enough (three poll intervals), for the systemd watchdog.
@@ -117,39 +93,31 @@ actor Scheduler {
             heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
             do {
                 try await round()
-                if exitWhenIdle, workers.isEmpty, !unsettled.isEmpty, health.hasLasted(storeGiveUp, at: .now) {
+                if exitWhenIdle, workers.isEmpty, !state.unsettled.isEmpty, state.health.hasLasted(storeGiveUp, at: .now) {
                     // Only ends that cannot be recorded are left, and the disk stays full: a batch run stops.
-                    failure = giveUp(health.trouble ?? "the queue cannot be written")
+                    failure = giveUp(state.health.trouble ?? "the queue cannot be written")
                     break
                 }
-                if exitWhenIdle, workers.isEmpty, unsettled.isEmpty, try store.isIdle() {
+                if exitWhenIdle, workers.isEmpty, state.unsettled.isEmpty, try store.isIdle() {
                     logger.info("the queue is idle: nothing pending or uploading")
                     break
                 }
-                // A retry, a probe, a trial, a window or the timetable, a budget reset, the power to read again.
-                // (With every slot busy a due retry cannot start anyway: a finishing transfer wakes the loop.)
-                let due = state.nextWake(now: Date(), nextDue: nextDue).map { $0.timeIntervalSinceNow }
-                    ?? pollInterval.seconds
-                var wait = min(max(due, 0.01), pollInterval.seconds)
-                // Bytes the engine counted and the database does not hold yet are booked within a second once no
-                // transfer runs, so `status` and the budget's ledger on disk catch up even when nothing else moves.
-                // (While transfers run, the rounds they cause book them, at most once a second.)
-                if workers.isEmpty, let engine, engine.traffic.peek({ _ in true }) > 0 {
-                    let booking = 1 - (ContinuousClock.now - trafficBookedAt).seconds
-                    wait = min(wait, max(booking, 0.01))
-                }
-                await wake.wait(timeout: .milliseconds(Int64(wait * 1000)))
+                // A retry, a probe, a trial, a window or the timetable, a budget reset, the power to read again, the
+                // bytes to book. (With every slot busy a due retry cannot start anyway: a finishing transfer wakes
+                // the loop.)
+                let unbooked = engine.map { $0.traffic.peek({ _ in true }) > 0 } ?? false
+                await wake.wait(timeout: state.sleep(now: Date(), clock: .now, poll: pollInterval, unbooked: unbooked))
             } catch {
                 storeFailed(error)
-                if exitWhenIdle, workers.isEmpty, health.hasLasted(storeGiveUp, at: .now) {
-                    failure = giveUp(health.trouble ?? "\(error)")
+                if exitWhenIdle, workers.isEmpty, state.health.hasLasted(storeGiveUp, at: .now) {
+                    failure = giveUp(state.health.trouble ?? "\(error)")
                     break
                 }
                 await wake.wait(timeout: .seconds(1))
             }
         }
         await stopAll()
-        if !unsettled.isEmpty {
+        if !state.unsettled.isEmpty {
             do { try recordUnsettled(then: { _ in }) } catch { storeFailed(error) }
         }
         for cleanup in cleanups.values { await cleanup.value }
@@ -172,7 +140,7 @@ actor Scheduler {
         } catch {
             // What ended is recorded all the same (what cannot be is said, and kept, by `recordUnsettled`), unless
             // the database refuses writes as a whole: then a second try would only wait out its timeout again.
-            if !unsettled.isEmpty, !SettlementRecorder.refusesAnyWrite(error) {
+            if !state.unsettled.isEmpty, !SettlementRecorder.refusesAnyWrite(error) {
                 _ = try? recordUnsettled(then: { _ in })
             }
             throw error
@@ -189,29 +157,28 @@ actor Scheduler {
         }
         if let failure = performLinkActions(actions) {
             if let plan { state.trialsNotStarted(plan.trials.map(\.name), retryAt: Date().addingTimeInterval(1)) }
-            if !unsettled.isEmpty, !SettlementRecorder.refusesAnyWrite(failure) {
+            if !state.unsettled.isEmpty, !SettlementRecorder.refusesAnyWrite(failure) {
                 _ = try? recordUnsettled(then: { _ in })
             }
             throw failure
         }
-        nextDue = view.nextDue
+        state.nextDueRead(view.nextDue)
         let cancelsWaiting = handleCancelRequests(view.cancelRequests)
         if let plan { try fillSlots(plan) }
         // A cancel request whose transfer's end this round recorded is handled by the next round, at once (one
         // handed to a clean-up, or kept for later, needs no round now).
-        if cancelsWaiting.contains(where: { unsettled[$0] == nil && cleanups[$0] == nil }) { wake.signal() }
-        if ContinuousClock.now - trafficBookedAt >= .seconds(1) {
+        if cancelsWaiting.contains(where: { state.unsettled[$0] == nil && cleanups[$0] == nil }) { wake.signal() }
+        if state.bookingDue(at: .now) {
             try bookTraffic()
-            trafficBookedAt = .now
+            state.trafficBooked(at: .now)
         }
-        // A cancel being recorded in the background is unsettled too until it is written.
-        for action in health.succeeded(unsettled: unsettled.count + recordingCancels.count, at: .now) { perform(action) }
+        for action in state.roundSucceeded(at: .now) { perform(action) }
     }
 
     /// The error a batch run stops with when the queue stayed unwritable for `storeGiveUp`.
     private func giveUp(_ reason: String) -> UploadQueueError {
         UploadQueueError(.diskLow, """
-            the queue could not be written for \(storeGiveUp) (\(reason)); \(unsettled.count) finished upload(s) \
+            the queue could not be written for \(storeGiveUp) (\(reason)); \(state.unsettled.count) finished upload(s) \
             are not recorded and are sent again at the next start (tus and S3 ask the server what it has first)
             """)
     }
@@ -222,7 +189,7 @@ actor Scheduler {
     /// Notes that the queue cannot be written (see `StoreHealth`).
     private func storeFailed(_ error: any Error) {
         let diskFull = QueueDatabase.isDiskFull(error, at: configuration.databasePath)
-        for action in health.failed("\(error)", diskFull: diskFull, at: .now) { perform(action) }
+        for action in state.storeFailed("\(error)", diskFull: diskFull, at: .now) { perform(action) }
     }
 
     private func perform(_ action: StoreHealth.Action) {
@@ -259,14 +226,12 @@ actor Scheduler {
             clockWatch = watch
             return
         }
-        try store.rebaseDueTimes(by: step.seconds, writtenFrom: clockEraStart, through: step.oldClockUntil)
+        try store.rebaseDueTimes(by: step.seconds, writtenFrom: state.clockEraStart, through: step.oldClockUntil)
         clockWatch = watch
-        clockEraStart = clockEraStart.addingTimeInterval(step.seconds)
         state.shift(by: step.seconds)
         // The budget period moved with the step: stored at once, so a restart after the step keeps it (a write
         // that fails now is made by the next booking).
         if configuration.link.meteredBudget != nil, let ledger = state.ledger { try? saveLedger(ledger) }
-        for id in unsettled.keys { unsettled[id]?.at.addTimeInterval(step.seconds) }
         logger.warning("""
             the wall clock stepped \(step.seconds > 0 ? "forwards" : "back") by \
             \(Duration.seconds(abs(step.seconds).rounded())); the retry, patch and release times written since this \
@@ -283,10 +248,7 @@ actor Scheduler {
     /// as a whole, each end is kept for a later round and said once, and the error thrown.
     private func recordUnsettled<Next>(then next: (Database) throws -> Next) throws -> Next {
         let links = state.links.compactMapValues { $0.linkClass }
-        let (together, alone) = unsettled.values.sorted { $0.job.id.rawValue < $1.job.id.rawValue }
-            .reduce(into: ([Settlement](), [Settlement]())) { parts, settlement in
-                if SettlementRecorder.isGroupable(settlement) { parts.0.append(settlement) } else { parts.1.append(settlement) }
-            }
+        let (together, alone) = state.unsettledEnds
         let result: Result<Next, any Error>
         if together.isEmpty {
             result = Result { try store.writer.write { db in try next(db) } }
@@ -299,21 +261,18 @@ actor Scheduler {
                     if let error = leftovers.kept[id] {
                         // Its own trouble, not the others': kept for the next round, said once.
                         storeFailed(error)
-                        if toldUnrecorded.insert(id).inserted {
+                        if state.endNotRecorded(id) {
                             logger.error("cannot record the end of a transfer yet; it is tried again: \(error)",
                                          metadata: ["uploadq.job": "\(id)"])
                         }
                         continue
                     }
-                    unsettled[id] = nil
-                    toldUnrecorded.remove(id)
+                    state.endRecorded(id)
                     if let error = leftovers.dropped[id] { dropUnrecordable(id, error) }
                 }
             } catch {
                 // The database cannot take writes: they wait, and so do the others. Each is told of once.
-                let new = together.map(\.job.id).filter { !toldUnrecorded.contains($0) }
-                toldUnrecorded.formUnion(new)
-                for id in new {
+                for id in together.map(\.job.id) where state.endNotRecorded(id) {
                     logger.error("""
                         cannot record the end of a transfer yet; it is recorded once the queue can be written, without \
                         sending the file again: \(error)
@@ -327,28 +286,28 @@ actor Scheduler {
         // the loop goes on meanwhile. One the database cannot take comes back here.
         for settlement in alone where cleanups[settlement.job.id] == nil {
             let id = settlement.job.id
-            unsettled[id] = nil
-            recordingCancels.insert(id)
+            state.cancelRecording(id)
             let recorder = self.recorder
             cleanups[id] = Task {
+                var kept: Settlement?
                 do {
                     try await recorder.recordCancel(settlement)
                 } catch let error as UploadQueueError where error.code == .jobNotFound || error.code == .invalidTransition {
                     self.dropUnrecordable(id, error)
                 } catch {
-                    self.cancelNotRecorded(settlement, error)
+                    // Kept, and tried again by a later round.
+                    kept = settlement
+                    self.storeFailed(error)
                 }
-                self.recordingCancels.remove(id)
-                self.cleanupFinished(id)
+                self.cancelRecordingEnded(id, kept: kept)
             }
         }
         return try result.get()
     }
 
-    /// A cancelled transfer's end the database could not take: kept, and tried again by a later round.
-    private func cancelNotRecorded(_ settlement: Settlement, _ error: any Error) {
-        unsettled[settlement.job.id] = settlement
-        storeFailed(error)
+    private func cancelRecordingEnded(_ id: JobID, kept: Settlement?) {
+        state.cancelRecordingEnded(id, kept: kept)
+        cleanupFinished(id)
     }
 
     private func dropUnrecordable(_ id: JobID, _ error: UploadQueueError) {
@@ -366,23 +325,13 @@ actor Scheduler {
         inputs.power = power?.current()
         inputs.unbookedMetered = unbookedMeteredBytes()
         // A read that fails is tried again next round: it must not keep the transfer ends from being recorded.
-        if strays == nil || ContinuousClock.now - straysFoundAt >= .seconds(60),
-           let found = try? store.runnableDestinations() {
-            strays = found.subtracting(configuration.destinations.keys)
-            straysFoundAt = .now
+        if state.straysDue(at: inputs.clock), let found = try? store.runnableDestinations() {
+            inputs.strays = found.subtracting(configuration.destinations.keys)
         }
-        inputs.strays = strays ?? []
-        linksBefore = state.links
         let actions = state.decide(now: Date(), inputs: inputs)
         publishBudget()
         return actions
     }
-
-    /// The send cap last told of in the log.
-    private var toldCap: Int64 = 0
-
-    /// The links as they were before this round's changes (what the bytes sent so far are booked under).
-    private var linksBefore: [String: LinkStatus] = [:]
 
     /// Performs what the round decided about links, power, the budget and running transfers: stops transfers the
     /// link does not allow at once (they resume from their confirmed offset later), asks those a constraint holds to
@@ -429,12 +378,8 @@ actor Scheduler {
                 gauge.askToStop(id, TransferFailure(.interrupted, code: reason.rawValue, message))
             case .withdrawStop(let id):
                 gauge.withdraw(id)
-            case .setSendCap(let cap):
-                // Said when it changes (none at start is not news).
-                if cap != toldCap {
-                    logger.info("send cap: \(cap == 0 ? "none" : ByteCountText.text(cap) + "/s")")
-                    toldCap = cap
-                }
+            case .setSendCap(let cap, let tell):
+                if tell { logger.info("send cap: \(cap == 0 ? "none" : ByteCountText.text(cap) + "/s")") }
                 engine?.setSendCap(cap)
                 Task { [limiter] in await limiter.setRate(cap) }
             case .probe, .claim:
@@ -442,32 +387,27 @@ actor Scheduler {
             }
         }
         if linkChanged {
-            attempt { try bookTraffic(under: linksBefore) }
-            trafficBookedAt = .now
+            attempt { try bookTraffic(under: state.linksBefore) }
+            state.trafficBooked(at: .now)
         }
         return failure
     }
-
-    /// A ledger a write could not take yet: stored with the next booking.
-    private var ledgerUnsaved = false
 
     /// Stores the budget ledger; one the database cannot take is left to the next booking.
     private func saveLedger(_ ledger: BudgetLedger) throws {
         do {
             try store.writer.write { db in try QueueStore.recordBudgetLedger(ledger, in: db) }
-            ledgerUnsaved = false
+            state.ledgerStored(true)
         } catch {
-            ledgerUnsaved = true
+            state.ledgerStored(false)
             throw error
         }
     }
 
     /// Reads the stored budget ledger once (a database that cannot be read now is tried again next round).
     private func loadLedger() throws {
-        guard !ledgerLoaded, let budget = configuration.link.meteredBudget else { return }
-        let ledger = try store.budgetLedger(budget, now: Date(), timeZone: configuration.schedule.timeZone)
-        state.takeLedger(ledger)
-        ledgerLoaded = true
+        guard state.needsLedger, let budget = configuration.link.meteredBudget else { return }
+        state.takeLedger(try store.budgetLedger(budget, now: Date(), timeZone: configuration.schedule.timeZone))
     }
 
     /// Bytes sent over metered links that the engine counted and the ledger does not hold yet.
@@ -505,7 +445,7 @@ actor Scheduler {
         var ledger = state.ledger
         if configuration.link.meteredBudget != nil, metered > 0 { ledger?.add(metered) } else { ledger = nil }
         // A ledger a write could not take before (a new period, a clock step) goes with these bytes.
-        if ledger == nil, ledgerUnsaved { ledger = state.ledger }
+        if ledger == nil, state.ledgerUnsaved { ledger = state.ledger }
         if let ledger { gauge.setBooked(ledger.used) }
         do {
             try store.addTraffic(entries, budgetLedger: ledger)
@@ -514,8 +454,8 @@ actor Scheduler {
             for (name, bytes) in counts { engine.traffic.add(name, Int(bytes)) }
             throw error
         }
-        if ledger != nil { ledgerUnsaved = false }
         if ledger != nil {
+            state.ledgerStored(true)
             _ = state.booked(metered: metered)
             publishBudget()
         }
@@ -551,7 +491,7 @@ actor Scheduler {
     private func handleCancelRequests(_ requests: [JobID]) -> [JobID] {
         var waiting: [JobID] = []
         for id in requests where cleanups[id] == nil {
-            guard unsettled[id] == nil else {
+            guard state.unsettled[id] == nil else {
                 waiting.append(id)
                 continue
             }
@@ -585,7 +525,7 @@ actor Scheduler {
     /// reads or writes the waiting jobs one by one.
     private func fillSlots(_ plan: SchedulerState.ClaimPlan) throws {
         let recorded = state.recordedHolds
-        if plan.limit == 0 && unsettled.isEmpty {
+        if plan.limit == 0 && state.unsettled.isEmpty {
             // Every slot busy and nothing to record: no transaction, unless the holds changed.
             if plan.holdsWhenFull != recorded {
                 try store.recordHolds(plan.holdsWhenFull)
@@ -616,7 +556,7 @@ actor Scheduler {
         for trial in plan.trials { trials[trial.name] = .some(result.trials[trial.name]?.0.id) }
         for notice in state.claimed(claimed.map(\.0), trials: trials) { tell(notice) }
         state.holdsRecorded(result.holds)
-        nextDue = result.due
+        state.nextDueRead(result.due)
         for (job, attempt) in claimed {
             events.emit(.stateChanged(job.id, .uploading))
             logger.info("upload started", metadata: [
@@ -722,7 +662,7 @@ actor Scheduler {
             result = .failure(.permanent("unknown-destination", "destination \"\(job.destination)\" is no longer "
                 + "configured; add it back to the config, then `uploadq retry \(job.id)`"))
         }
-        settle(job, attempt: attempt, result: result)
+        for notice in state.ended(job, attempt: attempt, result: result, now: Date()) { tell(notice) }
         workers[job.id] = nil
         gauge.withdraw(job.id)
         wake.signal()
@@ -732,14 +672,6 @@ actor Scheduler {
     /// fingerprint.
     private nonisolated static func digestFirst(_ job: Job) async throws(TransferFailure) -> String {
         try await SourceFile(job: job).sentDigest()
-    }
-
-    private func settle(_ job: Job, attempt: Int, result: Result<UploadOutcome, TransferFailure>) {
-        let stop = state.stopReason(job.id)
-        for notice in state.ended(job, result: result, now: Date()) { tell(notice) }
-        // Recorded by the next round, together with the other transfers that ended meanwhile (it follows at once:
-        // the worker's end wakes the loop). Until then its row stays `uploading`, which no claim takes.
-        unsettled[job.id] = Settlement(job: job, attempt: attempt, result: result, stop: stop, at: Date())
     }
 
 }

@@ -2,10 +2,12 @@ import Foundation
 
 /// Everything the scheduler decides with, in one value: the links, the running transfers and why any of them is
 /// being stopped, the circuits and quotas, the device's constraints (power, windows, the bandwidth timetable, the
-/// metered budget) and what was last recorded. Its decisions are pure: `decide(now:inputs:)` takes what the
-/// world says and returns the actions to take, and the events (`ended`, `probeFinished`, `claimed`…) return
-/// what to say. The `Scheduler` actor only gathers the inputs and performs the actions, the way
-/// async-http-client's connection-pool state machine drives its pool.
+/// metered budget), what was last recorded, and the loop's own bookkeeping (the transfer ends waiting to be
+/// recorded, the next due retry, the stray destinations, when traffic was booked, whether the queue takes writes).
+/// Its decisions are pure: `decide(now:inputs:)` takes what the world says and returns the actions to take, and
+/// the events (`ended`, `probeFinished`, `claimed`…) return what to say. The `Scheduler` actor only gathers the
+/// inputs, performs the actions and holds the tasks it started, the way async-http-client's connection-pool state
+/// machine drives its pool.
 ///
 /// | input                                  | running transfer                                  | waiting jobs                              |
 /// |----------------------------------------|---------------------------------------------------|-------------------------------------------|
@@ -68,8 +70,11 @@ struct SchedulerState: Sendable {
         var power: PowerState?
         /// Bytes sent over metered links and not booked yet.
         var unbookedMetered: Int64 = 0
-        /// Destinations of runnable jobs that are not configured.
-        var strays: Set<String> = []
+        /// Destinations of runnable jobs that are not configured, when they were looked for this round (nil: the
+        /// last ones found stand; see `straysDue(at:)`).
+        var strays: Set<String>?
+        /// The monotonic clock now (when the strays were looked for).
+        var clock: ContinuousClock.Instant = .now
     }
 
     /// What the scheduler does this round, in order.
@@ -88,8 +93,9 @@ struct SchedulerState: Sendable {
         case stopAtChunk(JobID, WaitingReason, String)
         /// The constraint cleared before the transfer's next chunk: let it go on.
         case withdrawStop(JobID)
-        /// Send no faster than this (bytes per second, 0 for no cap).
-        case setSendCap(Int64)
+        /// Send no faster than this (bytes per second, 0 for no cap); `tell`: a change worth a line in the log (no
+        /// cap at the start is not news).
+        case setSendCap(Int64, tell: Bool)
         /// Probe this destination's open circuit.
         case probe(String)
         /// Claim jobs for the free slots and record the holds (in the round's transaction).
@@ -150,11 +156,49 @@ struct SchedulerState: Sendable {
     private var timetableCache: (rate: Int64?, until: Date?)?
     /// The conditions the last `decide` saw (what `nextWake` judges trials by, without working them out again).
     private var lastConditions: [String: DestinationConditions] = [:]
+    /// The links as they were before the last round's changes (what the bytes sent until then are booked under).
+    private(set) var linksBefore: [String: LinkStatus] = [:]
 
-    init(settings: Settings, ledger: BudgetLedger? = nil) {
+    // The loop's bookkeeping.
+
+    /// Ends of transfers not recorded yet: those of the last moments, written together by the next round (group
+    /// commit), and those the database could not take (a full disk), tried again every round until they are
+    /// recorded, so an upload the server confirmed is never sent again. Their rows stay `uploading` meanwhile,
+    /// which no claim takes.
+    private(set) var unsettled: [JobID: Settlement] = [:]
+    /// Cancelled transfers whose end is being recorded in the background (unsettled too until it is written).
+    private(set) var recordingCancels: Set<JobID> = []
+    /// Unrecorded transfer ends already told of in the log (once each).
+    private var toldUnrecorded: Set<JobID> = []
+    /// When the first retryable failure is due, as the last round read it.
+    private(set) var nextDue: Date?
+    /// Destinations of runnable jobs that are not configured, as last looked for (at the start and once a minute:
+    /// a retry that comes due, `uploadq retry`, or a CLI with another config can make more). Their jobs are
+    /// claimed and fail with a clear reason instead of waiting for ever.
+    private(set) var strays: Set<String> = []
+    private var straysLookedAt: ContinuousClock.Instant?
+    /// When the bytes sent were last booked into the database.
+    private var trafficBookedAt: ContinuousClock.Instant
+    /// Whether the ledger holds a change a write could not take yet (stored with the next booking).
+    private(set) var ledgerUnsaved = false
+    /// Whether the queue takes writes: a spell of failures is said once, and once more when it is over.
+    private(set) var health = StoreHealth()
+    /// Since when (on the wall clock in force) this process has written due times: only those were written under
+    /// a clock that stepped. Rows from before it were written under the clock of their own time, which may be the
+    /// right one (a device without a real-time clock starts in 1970 and is then set right).
+    private(set) var clockEraStart: Date
+
+    /// How often the strays are looked for.
+    static let strayInterval = Duration.seconds(60)
+    /// How often the bytes sent are booked while transfers run (and how soon after the last one ends).
+    static let bookingInterval = Duration.seconds(1)
+
+    init(settings: Settings, ledger: BudgetLedger? = nil, now: Date = Date(), clock: ContinuousClock.Instant = .now) {
         self.settings = settings
         self.ledger = ledger
         breakers = settings.destinations.mapValues { CircuitBreaker(policy: $0.circuitBreaker) }
+        trafficBookedAt = clock
+        clockEraStart = now.addingTimeInterval(-1)
     }
 
     /// The stored budget ledger, read once the database could be read.
@@ -167,6 +211,11 @@ struct SchedulerState: Sendable {
     /// Takes in what the world says, and returns what to do this round.
     mutating func decide(now: Date, inputs: Inputs) -> [Action] {
         var actions: [Action] = []
+        linksBefore = links
+        if let found = inputs.strays {
+            strays = found
+            straysLookedAt = inputs.clock
+        }
         var cameBack: Set<String> = []
         for (name, status) in inputs.linkChanges.sorted(by: { $0.key < $1.key }) {
             let before = links[name]
@@ -205,13 +254,13 @@ struct SchedulerState: Sendable {
         lastConditions = conditions
         actions += stops(conditions)
         if let cap = sendCap(now: now), cap != appliedCap {
+            actions.append(.setSendCap(cap, tell: cap != (appliedCap ?? 0)))
             appliedCap = cap
-            actions.append(.setSendCap(cap))
         }
         for name in breakers.keys.sorted() where breakers[name]?.startProbeIfDue(now: now) == true {
             actions.append(.probe(name))
         }
-        actions.append(.claim(claimPlan(conditions, now: now, strays: inputs.strays)))
+        actions.append(.claim(claimPlan(conditions, now: now, strays: strays)))
         return actions
     }
 
@@ -375,7 +424,7 @@ struct SchedulerState: Sendable {
 
     /// When the scheduler must look again at the latest: a retry (`nextDue`, when a slot is free), a probe, a
     /// trial, a window or the timetable changing, the budget resetting.
-    func nextWake(now: Date, nextDue: Date?) -> Date? {
+    func nextWake(now: Date) -> Date? {
         var times: [Date] = []
         let slotsFull = running.count >= settings.concurrency
         if !slotsFull, let nextDue { times.append(nextDue) }
@@ -391,6 +440,47 @@ struct SchedulerState: Sendable {
         // The power needs no wake-up of its own: running transfers read it before each chunk, and the loop's poll
         // interval brings waiting jobs back soon after the charger is.
         return times.min()
+    }
+
+    /// How long the loop sleeps unless woken: until `nextWake`, at most `poll` (in case a wake-up was missed), at
+    /// least 10 ms. Bytes the engine counted and the database does not hold yet (`unbooked`) are booked within a
+    /// second once no transfer runs, so `status` and the budget's ledger on disk catch up even when nothing else
+    /// moves (while transfers run, the rounds they cause book them).
+    func sleep(now: Date, clock: ContinuousClock.Instant, poll: Duration, unbooked: Bool) -> Duration {
+        let due = nextWake(now: now).map { Duration.seconds($0.timeIntervalSince(now)) } ?? poll
+        var wait = min(max(due, .milliseconds(10)), poll)
+        if running.isEmpty, unbooked {
+            wait = min(wait, max(Self.bookingInterval - (clock - trafficBookedAt), .milliseconds(10)))
+        }
+        return wait
+    }
+
+    /// Whether the stray destinations are due to be looked for.
+    func straysDue(at clock: ContinuousClock.Instant) -> Bool {
+        straysLookedAt.map { clock - $0 >= Self.strayInterval } ?? true
+    }
+
+    /// Whether the stored budget ledger still has to be read (tried every round until it is).
+    var needsLedger: Bool { settings.budget != nil && ledger == nil }
+
+    /// Whether the bytes sent are due to be booked (at most once a second while transfers run).
+    func bookingDue(at clock: ContinuousClock.Instant) -> Bool {
+        clock - trafficBookedAt >= Self.bookingInterval
+    }
+
+    /// The bytes sent were booked (or a link change booked them under the classes before it).
+    mutating func trafficBooked(at clock: ContinuousClock.Instant) {
+        trafficBookedAt = clock
+    }
+
+    /// The round read when the first retryable failure is due.
+    mutating func nextDueRead(_ due: Date?) {
+        nextDue = due
+    }
+
+    /// Whether a ledger write went through (one that did not is made with the next booking).
+    mutating func ledgerStored(_ stored: Bool) {
+        ledgerUnsaved = !stored
     }
 
     // MARK: Events
@@ -432,11 +522,13 @@ struct SchedulerState: Sendable {
         running[id]?.stop
     }
 
-    /// A transfer ended: feeds its destination's circuit breaker and trial watch, and forgets it. Returns what to
-    /// tell.
-    mutating func ended(_ job: Job, result: Result<UploadOutcome, TransferFailure>, now: Date) -> [Notice] {
+    /// A transfer ended: feeds its destination's circuit breaker and trial watch, forgets it as running, and keeps
+    /// its end for the next round to record (together with the others that ended meanwhile; until then its row
+    /// stays `uploading`, which no claim takes). Returns what to tell.
+    mutating func ended(_ job: Job, attempt: Int, result: Result<UploadOutcome, TransferFailure>, now: Date) -> [Notice] {
         let stop = running[job.id]?.stop
         running[job.id] = nil
+        unsettled[job.id] = Settlement(job: job, attempt: attempt, result: result, stop: stop, at: now)
         var notices: [Notice] = []
         switch result {
         case .success: notices += breakerUpdate(job.destination, failure: nil, now: now)
@@ -493,8 +585,11 @@ struct SchedulerState: Sendable {
         return answered ? .probeAnswered(name) : .probeUnanswered(name, next: breakers[name]?.nextProbeAt)
     }
 
-    /// The wall clock stepped: probe and trial times, and an anchored budget period, move with it.
+    /// The wall clock stepped: probe and trial times, an anchored budget period, the times of unrecorded ends and
+    /// the start of this process's era of due times move with it.
     mutating func shift(by seconds: TimeInterval) {
+        clockEraStart.addTimeInterval(seconds)
+        for id in unsettled.keys { unsettled[id]?.at.addTimeInterval(seconds) }
         for name in breakers.keys { breakers[name]?.shift(by: seconds) }
         refusals.shift(by: seconds)
         ledger?.shift(by: seconds)
@@ -513,5 +608,52 @@ struct SchedulerState: Sendable {
     /// Whether any running transfer goes over a metered link now.
     var anyRunningOnMetered: Bool {
         running.values.contains { links[$0.job.destination]?.linkClass == .metered }
+    }
+
+    // MARK: Recording the ends
+
+    /// The ends waiting to be recorded, in job order: those that go in the round's transaction, and the cancels,
+    /// each recorded alone (their remote clean-up may take its time).
+    var unsettledEnds: (together: [Settlement], alone: [Settlement]) {
+        unsettled.values.sorted { $0.job.id.rawValue < $1.job.id.rawValue }
+            .reduce(into: ([Settlement](), [Settlement]())) { parts, settlement in
+                if SettlementRecorder.isGroupable(settlement) { parts.0.append(settlement) } else { parts.1.append(settlement) }
+            }
+    }
+
+    /// An end was recorded (or dropped, its job having changed meanwhile).
+    mutating func endRecorded(_ id: JobID) {
+        unsettled[id] = nil
+        toldUnrecorded.remove(id)
+    }
+
+    /// An end could not be recorded yet: it stays for a later round. Returns whether this is the first time, so
+    /// the log says it once.
+    mutating func endNotRecorded(_ id: JobID) -> Bool {
+        toldUnrecorded.insert(id).inserted
+    }
+
+    /// A cancelled transfer's end is handed to a background recording.
+    mutating func cancelRecording(_ id: JobID) {
+        unsettled[id] = nil
+        recordingCancels.insert(id)
+    }
+
+    /// The background recording of a cancel ended; one the database could not take (`kept`) is unsettled again.
+    mutating func cancelRecordingEnded(_ id: JobID, kept: Settlement?) {
+        recordingCancels.remove(id)
+        if let kept { unsettled[id] = kept }
+    }
+
+    // MARK: Whether the queue takes writes
+
+    /// A write failed (see `StoreHealth`).
+    mutating func storeFailed(_ reason: String, diskFull: Bool, at clock: ContinuousClock.Instant) -> [StoreHealth.Action] {
+        health.failed(reason, diskFull: diskFull, at: clock)
+    }
+
+    /// A round's writes went through; the spell lasts while ends (a cancel recorded in the background too) wait.
+    mutating func roundSucceeded(at clock: ContinuousClock.Instant) -> [StoreHealth.Action] {
+        health.succeeded(unsettled: unsettled.count + recordingCancels.count, at: clock)
     }
 }
