@@ -7,7 +7,10 @@ import Logging
 /// Every entry is a row written in the transaction that ended its job, so a crash at any point only means it is
 /// delivered again (a patch with the same idempotency key, a hook run once more): at least once, never lost.
 /// Entries are taken oldest first, `parallel` at a time; an outcome the database cannot take yet (a full disk) is
-/// kept and recorded first thing in a later round, and its entry is not delivered again meanwhile.
+/// kept and recorded first thing in a later pass, and its entry is not delivered again meanwhile.
+///
+/// It has no loop of its own: the owed-work loop (`OwedWork`) calls `startDue()` on each pass, and each delivery's
+/// end rings `ended`, which wakes that loop.
 actor OutboxDispatcher {
     /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
     private let thread = ActorThread(name: "uploadq-outbox")
@@ -17,9 +20,10 @@ actor OutboxDispatcher {
     private let deliveries: [OutboxConsumer: any OutboxDelivery]
     private var consumers: Set<OutboxConsumer> { Set(deliveries.keys) }
     private let logger: Logger
-    nonisolated let wake = WakeSignal()
     /// Entries delivered at once.
     private let parallel = 4
+    /// The deliveries under way.
+    private var inFlight: [Key: Task<Void, Never>] = [:]
     /// Outcomes the database could not take yet, by job and consumer.
     private var unrecorded: [Key: OutboxOutcome] = [:]
     /// Why the queue cannot be read or written, while it cannot (logged once per cause).
@@ -32,15 +36,33 @@ actor OutboxDispatcher {
 
     /// Told each outcome once it is recorded (the event feed).
     private let recorded: @Sendable (OutboxEntry, OutboxOutcome) -> Void
+    /// Rung when a delivery ends.
+    private let ended: @Sendable () -> Void
 
     /// A dispatcher for these consumers; an entry of a consumer not among them waits (a hook taken out of the
     /// config is not run, and stays visible as pending).
     init(store: QueueStore, deliveries: [OutboxConsumer: any OutboxDelivery], logger: Logger,
-         recorded: @escaping @Sendable (OutboxEntry, OutboxOutcome) -> Void = { _, _ in }) {
+         recorded: @escaping @Sendable (OutboxEntry, OutboxOutcome) -> Void = { _, _ in },
+         ended: @escaping @Sendable () -> Void = {}) {
         self.store = store
         self.deliveries = deliveries
         self.logger = logger
         self.recorded = recorded
+        self.ended = ended
+    }
+
+    /// The consumers delivered here.
+    nonisolated var consumerSet: Set<OutboxConsumer> { Set(deliveries.keys) }
+
+    /// What a pass left behind, for the owed-work loop's next wake.
+    struct Pass: Sendable {
+        /// Entries that are pending in the database but not due for a new delivery: under way, or with an outcome
+        /// waiting to be recorded.
+        var busy: [(JobID, OutboxConsumer)]
+        /// Every slot is taken: a delivery's end wakes the loop, the due times of the others do not matter yet.
+        var full: Bool
+        /// Outcomes the database could not take wait: look again in a second.
+        var unrecorded: Bool
     }
 
     /// The feed's line for an outcome: `patch` or `hook`, with its state (`done`, `retry`, `failed`).
@@ -66,35 +88,53 @@ actor OutboxDispatcher {
         }
     }
 
-    /// Delivers due entries until the task is cancelled.
-    func run() async {
-        while !Task.isCancelled {
-            let pass = ContinuousClock.now
-            do {
-                try recordUnrecorded()
-                let due = try store.dueOutbox(of: consumers, limit: parallel)
-                if !due.isEmpty {
-                    await deliver(due)
-                    if unrecorded.isEmpty { continue }
-                    await wake.wait(timeout: .seconds(1))
-                    continue
+    /// One pass: records the outcomes kept from earlier passes, then starts the due entries for the free slots,
+    /// without waiting for them (each one's end rings `ended`). Throws while the queue cannot be read or written
+    /// (said once per cause).
+    func startDue(now: Date = Date()) throws -> Pass {
+        do {
+            try recordUnrecorded()
+            if inFlight.count < parallel {
+                // Those under way are still pending, and may come back: asked for enough to fill the free slots.
+                for (entry, job) in try store.dueOutbox(of: consumers, now: now, limit: parallel + inFlight.count)
+                where inFlight.count < parallel {
+                    let key = Key(job: entry.jobID, consumer: entry.consumer)
+                    guard inFlight[key] == nil, unrecorded[key] == nil, let delivery = deliveries[entry.consumer] else { continue }
+                    inFlight[key] = Task {
+                        let outcome = await delivery.deliver(job, entry: entry)
+                        self.finish(key, entry, outcome)
+                    }
                 }
-                if storeTrouble != nil {
-                    storeTrouble = nil
-                    logger.notice("outbox: the queue can be written again")
-                }
-                let next = try store.nextOutboxDue(of: consumers).map { $0.timeIntervalSinceNow } ?? 5
-                await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.01), 5) * 1000)), spacedFrom: pass,
-                                by: .milliseconds(20))
-            } catch {
-                storeFailed(error)
-                await wake.wait(timeout: .seconds(1))
             }
+        } catch {
+            storeFailed(error)
+            throw error
         }
+        if storeTrouble != nil, unrecorded.isEmpty {
+            storeTrouble = nil
+            logger.notice("outbox: the queue can be written again")
+        }
+        let busy = Set(inFlight.keys).union(unrecorded.keys).map { ($0.job, $0.consumer) }
+        return Pass(busy: busy, full: inFlight.count >= parallel, unrecorded: !unrecorded.isEmpty)
     }
 
-    /// Delivers every entry due now once (what a batch run does before it exits).
+    private func finish(_ key: Key, _ entry: OutboxEntry, _ outcome: OutboxOutcome) {
+        inFlight[key] = nil
+        record(entry, outcome)
+        ended()
+    }
+
+    /// Stops the deliveries under way (a hook's process group is killed, a request dropped) and records how each
+    /// ended: it is delivered again later, as after a crash.
+    func stop() async {
+        let running = inFlight.values
+        for task in running { task.cancel() }
+        for task in running { await task.value }
+    }
+
+    /// Delivers every entry due now once, after those under way (what a batch run does before it exits).
     func deliverDue() async {
+        for task in inFlight.values { await task.value }
         try? recordUnrecorded()
         guard let due = try? store.dueOutbox(of: consumers, limit: 10_000) else { return }
         for start in stride(from: 0, to: due.count, by: parallel) {

@@ -13,13 +13,16 @@ extension QueueDatabase {
     ///   it (it is not failed any more).
     /// - `outbox_tally`, kept by triggers as `job_tally` is: `status` and the metrics count entries per consumer
     ///   and state without reading the outbox, whose done rows stay as long as their jobs' history.
+    ///
+    /// Frozen: plain SQL, no application types. The names of states, consumers and events are written as they
+    /// were then; `MigrationTests` checks that the app's enums still name them so.
     static func migrateToOutbox(_ db: Database) throws {
-        // The states are the enums' names, written into the SQL (a partial index needs them as literals).
-        let (pending, done) = (OutboxState.pending.rawValue, OutboxState.done.rawValue)
-        let (uploaded, failedJob) = (JobState.uploaded.rawValue, JobState.failed.rawValue)
-        let patch = OutboxConsumer.patch.description
-        let (onUploaded, onFailed) = (HookEvent.uploaded.rawValue, HookEvent.failed.rawValue)
-        let failedHook = OutboxConsumer.hook(.failed).description
+        let (pending, done) = ("pending", "done")
+        let (uploaded, failedJob) = ("uploaded", "failed")
+        let patch = "patch"
+        let (onUploaded, onFailed) = ("uploaded", "failed")
+        let failedHook = "hook:failed"
+        let noPatch = "none"
         try db.execute(sql: """
             CREATE TABLE outbox (
                 job_id TEXT NOT NULL REFERENCES job(id) ON DELETE CASCADE,
@@ -34,7 +37,7 @@ extension QueueDatabase {
             ) WITHOUT ROWID;
             CREATE INDEX outbox_due ON outbox(next_attempt_at) WHERE state = '\(pending)';
             INSERT INTO outbox (job_id, consumer, state, attempts, last_error, next_attempt_at, created_at, updated_at)
-                SELECT o.job_id, '\(patch)', CASE j.patch_state WHEN '\(PatchState.none.rawValue)' THEN '\(done)' ELSE j.patch_state END,
+                SELECT o.job_id, '\(patch)', CASE j.patch_state WHEN '\(noPatch)' THEN '\(done)' ELSE j.patch_state END,
                        o.attempts, o.last_error, o.next_attempt_at, o.created_at, o.updated_at
                 FROM patch_outbox o JOIN job j ON j.id = o.job_id;
             DROP TABLE patch_outbox;

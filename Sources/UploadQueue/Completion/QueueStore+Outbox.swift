@@ -96,15 +96,31 @@ extension QueueStore {
         }
     }
 
-    /// When the next pending entry of `consumers` is due, if any.
-    func nextOutboxDue(of consumers: Set<OutboxConsumer>) throws -> Date? {
+    /// When the owed-work loop has something to do next, in one read: the first pending entry of `consumers`
+    /// that is not `busy` (under way, or its outcome waiting to be recorded), or the first owed release.
+    func nextOwedDue(of consumers: Set<OutboxConsumer>, excluding busy: [(JobID, OutboxConsumer)]) throws -> Date? {
         try writer.read { db in
-            let names = consumers.map(\.description).sorted()
-            let list = Array(repeating: "?", count: names.count).joined(separator: ",")
-            return try Date.fetchOne(db, sql: """
-                SELECT MIN(next_attempt_at) FROM outbox INDEXED BY outbox_due
-                WHERE state = '\(OutboxState.pending.rawValue)' AND consumer IN (\(list))
-                """, arguments: StatementArguments(names))
+            var times: [Date] = []
+            if !consumers.isEmpty {
+                let names = consumers.map(\.description).sorted()
+                let list = Array(repeating: "?", count: names.count).joined(separator: ",")
+                let skip = Set(busy.map { "\($0.0.rawValue) \($0.1)" })
+                // Read in due order through the index: at most one row past the busy ones.
+                let rows = try Row.fetchCursor(db, sql: """
+                    SELECT job_id, consumer, next_attempt_at FROM outbox INDEXED BY outbox_due
+                    WHERE state = '\(OutboxState.pending.rawValue)' AND consumer IN (\(list))
+                    ORDER BY next_attempt_at LIMIT ?
+                    """, arguments: StatementArguments(names) + [skip.count + 1])
+                while let row = try rows.next() {
+                    guard !skip.contains("\(row["job_id"] as String) \(row["consumer"] as String)") else { continue }
+                    times.append(row["next_attempt_at"])
+                    break
+                }
+            }
+            if let release = try Date.fetchOne(db.cachedStatement(sql: "SELECT MIN(due_at) FROM file_release")) {
+                times.append(release)
+            }
+            return times.min()
         }
     }
 

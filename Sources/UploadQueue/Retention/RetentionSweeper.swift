@@ -3,9 +3,10 @@ import Logging
 
 /// Carries out owed releases as they come due and prunes old history once an hour, while the queue runs.
 ///
-/// Woken when a job is uploaded, so the queue's copy goes within moments of the confirmation. A release that
-/// cannot be done now (a full archive disk, a file in the way) stays owed and is tried again on the `[retry]`
-/// schedule; nothing is forgotten before the file system has made the change durable.
+/// It has no loop of its own: the owed-work loop (`OwedWork`), woken when a job is uploaded, calls it on each
+/// pass, so the queue's copy goes within moments of the confirmation. A release that cannot be done now (a full
+/// archive disk, a file in the way) stays owed and is tried again on the `[retry]` schedule; nothing is forgotten
+/// before the file system has made the change durable.
 actor RetentionSweeper {
     /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
     private let thread = ActorThread(name: "uploadq-retention")
@@ -16,7 +17,6 @@ actor RetentionSweeper {
     private let logger: Logger
     private let pruner: HistoryPruner
     private let releaser = FileReleaser()
-    nonisolated let wake = WakeSignal()
     /// When history was last pruned (monotonic: a clock step neither skips nor repeats a prune).
     private var lastPrune: ContinuousClock.Instant?
     static let pruneInterval: Duration = .seconds(3600)
@@ -34,18 +34,6 @@ actor RetentionSweeper {
     /// Whether the releases an upgrade left to the configured policy were resolved (once per process: only
     /// migration v5 writes them).
     private var policyResolved = false
-
-    /// Releases and prunes until the task is cancelled.
-    func run() async {
-        while !Task.isCancelled {
-            let pass = ContinuousClock.now
-            if await releaseDue() == Self.batch { continue }
-            await pruneIfDue()
-            let next = (try? store.nextReleaseDue())?.timeIntervalSinceNow ?? 60
-            await wake.wait(timeout: .milliseconds(Int64(min(max(next, 0.05), 60) * 1000)), spacedFrom: pass,
-                            by: .milliseconds(50))
-        }
-    }
 
     /// Carries out one batch of the releases due now; returns how many were looked at.
     @discardableResult
@@ -117,7 +105,7 @@ actor RetentionSweeper {
     }
 
     /// Prunes history older than `[retention] history`, at most once per `pruneInterval`.
-    private func pruneIfDue() async {
+    func pruneIfDue() async {
         guard let history = configuration.retention.history else { return }
         if let lastPrune, ContinuousClock.now - lastPrune < Self.pruneInterval { return }
         lastPrune = .now

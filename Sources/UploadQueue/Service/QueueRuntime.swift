@@ -4,14 +4,14 @@ import ServiceLifecycle
 import Synchronization
 
 /// What runs while this process runs the queue: the transfer engine, the link monitor and the scheduler, and beside
-/// them the outbox (patches and hooks), retention, the live event feed, the connectivity check, the metrics file and
-/// the control API, each a `Service` of one `ServiceGroup`.
+/// them the owed work (`OwedWork`: patch and hook deliveries, releases and prunes, in one loop), the live event
+/// feed, the connectivity check, the metrics file and the control API, each a `Service` of one `ServiceGroup`.
 ///
 /// `UploadQueue.run()` builds it (taking the queue's lock and recovering what an earlier process left) and runs it;
 /// the facade keeps only this one reference while it runs. The group stops its services in the reverse of their
 /// order: the scheduler first (every transfer stopped at a safe point, its offset saved), then the control API (no
-/// new requests while the rest winds down), the outbox and retention (a batch run first delivers what is due, then
-/// releases what may go), and the loops that only tell or watch.
+/// new requests while the rest winds down), the owed work (a batch run first delivers what is due, then releases
+/// what may go), and the loops that only tell or watch.
 final class QueueRuntime: Sendable {
     let scheduler: Scheduler
     let monitor: LinkMonitor
@@ -127,16 +127,15 @@ final class QueueRuntime: Sendable {
         let feeder = EventFeeder(live: live, store: store)
         hub.attachFeed { event in live.publish(event) }
         hub.attachTap { event in feeder.take(event) }
-        let patches = OutboxDispatcher(store: store, deliveries: deliveries, logger: logger) { entry, outcome in
+        let owed = OwedWork(configuration: configuration, store: store, deliveries: deliveries, logger: logger) { entry, outcome in
             live.publish(OutboxDispatcher.feedEvent(entry, outcome))
         }
-        let retention = RetentionSweeper(configuration: configuration, store: store, logger: logger)
         // Rung at every change: the long polls and the followers of the event stream look again.
         let bell = ChangeBell(alsoRinging: live.ringSubscribers)
         do {
-            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, patches, bell] in
+            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, owed, bell] in
                 wake.signal()
-                patches.wake.signal()
+                owed.wake.signal()
                 // What another process changed: the control API's long polls look again.
                 bell.ring()
             }
@@ -179,27 +178,19 @@ final class QueueRuntime: Sendable {
             }
         })
         // A job that becomes uploaded may owe a patch and hooks, and owes the release of its copy; one that failed
-        // may owe a hook: they look at once.
-        parts.append(Part(name: "outbox and retention wake-ups") {
+        // may owe a hook: the owed work looks at once.
+        parts.append(Part(name: "owed-work wake-ups") {
             for await event in ends {
                 switch event {
-                case .stateChanged(_, .uploaded):
-                    patches.wake.signal()
-                    retention.wake.signal()
-                case .stateChanged(_, .failed):
-                    patches.wake.signal()
-                default:
-                    break
+                case .stateChanged(_, .uploaded), .stateChanged(_, .failed): owed.wake.signal()
+                default: break
                 }
             }
         })
         // A batch run that ran out of work leaves no patch behind that could be sent now, and then no copy that could
         // be released (a stop asked for does not wait for them).
-        parts.append(Part(name: "retention", loop: { await retention.run() }, finally: {
-            if exitWhenIdle && !stopAsked.isSet { await retention.releaseAllDue() }
-        }))
-        parts.append(Part(name: "outbox", loop: { await patches.run() }, finally: {
-            if exitWhenIdle && !stopAsked.isSet { await patches.deliverDue() }
+        parts.append(Part(name: "owed work", loop: { await owed.run() }, finally: {
+            if exitWhenIdle && !stopAsked.isSet { await owed.finishDue() }
         }))
         if let control {
             // Stopping: no new requests from other processes while the rest winds down.
