@@ -395,6 +395,50 @@ import Testing
         _ = await daemon.terminate()
     }
 
+    @Test("below min_free_space, an enqueue by copy answers 507 disk-low and keeps the file; by reference it is taken")
+    func diskLow() async throws {
+        // 99 % of the disk free: below it on any machine the tests run on.
+        let sandbox = try Sandbox(limits: "min_free_space = \"99%\"")
+        let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
+        let photo = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 10_000, seed: 5)
+        let copy = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(photo)"}"#)
+        #expect(copy.status == 507 && Self.errorCode(copy.body) == "disk-low", "\(copy)")
+        #expect(copy.body.contains("min_free_space"), "it says which setting: \(copy.body)")
+        #expect(FileManager.default.fileExists(atPath: photo), "a refused file is kept where it was")
+        let listed = try await Self.curl(socket, "GET", "/v1/jobs")
+        #expect((Self.object(listed.body)["jobs"] as? [Any])?.isEmpty == true, "nothing queued: \(listed)")
+        // A reference job needs no room in the queue: it is taken.
+        let reference = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(photo)", "mode": "reference"}"#)
+        #expect(reference.status == 201, "\(reference)")
+        _ = await daemon.terminate()
+    }
+
+    @Test("an enqueue whose client leaves while the file is read stops at its next block: nothing queued, the file stays")
+    func enqueueStopsWhenTheClientLeaves() async throws {
+        let sandbox = try Sandbox()
+        let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
+        // 64 GiB, sparse: minutes of reading and hashing, and no room taken.
+        let big = sandbox.root + "/big.bin"
+        #expect(FileManager.default.createFile(atPath: big, contents: nil) && truncate(big, 64 << 30) == 0)
+        let (status, _, err) = try await ChildProcess.run(
+            ["curl", "-sS", "--max-time", "1", "--unix-socket", socket, "-X", "POST", "-H", "Content-Type: application/json",
+             "--data-binary", #"{"path": "\#(big)", "mode": "reference"}"#, "http://localhost/v1/jobs"],
+            executable: "/usr/bin/curl", environment: ["PATH": "/usr/bin:/bin"], limit: .seconds(30))
+        // 28: the time was up while the daemon was still reading the file.
+        #expect(status == 28, "curl: \(String(decoding: err, as: UTF8.self))")
+        #expect(await eventually(timeout: .seconds(10)) { daemon.log.contains("the enqueue of \(big) (uid 0) stopped") },
+                "\(daemon.log.suffix(2000))")
+        let listed = try await Self.curl(socket, "GET", "/v1/jobs")
+        #expect((Self.object(listed.body)["jobs"] as? [Any])?.isEmpty == true, "nothing queued: \(listed)")
+        #expect(FileManager.default.fileExists(atPath: big))
+        // The daemon answers on, and stops at once (no intake holds it).
+        let health = try await Self.curl(socket, "GET", "/v1/health")
+        #expect(health.status == 200, "\(health)")
+        let started = ContinuousClock.now
+        _ = await daemon.terminate()
+        #expect(ContinuousClock.now - started < .seconds(10))
+    }
+
     /// The events of an NDJSON answer, in order.
     static func lines(_ body: String) -> [[String: Any]] {
         body.split(separator: "\n").map { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] ?? [:] }

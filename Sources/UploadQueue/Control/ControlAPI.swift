@@ -385,10 +385,22 @@ package struct ControlAPI: Sendable {
     }
 
     /// Takes one file in for the peer, its refusal said as the API says it.
+    /// Takes one file in as the peer's. The intake (a large file is read for minutes) stops at its next block when
+    /// the request's task is cancelled: the client left, or the daemon stops. Nothing is queued then, and the file
+    /// stays where it is.
     private func accept(_ enqueue: EnqueueRequest, peer: ControlPeer) async throws -> EnqueueResult {
+        let stop = IntakeStop(why: "the client that asked left, or the daemon stops; nothing was queued and the file "
+            + "is where it was")
         do {
-            return try await queue.accept(enqueue, noFollow: !peer.isAdmin)
+            return try await withTaskCancellationHandler {
+                try await queue.accept(enqueue, noFollow: !peer.isAdmin, stop: stop)
+            } onCancel: {
+                stop.stop()
+            }
         } catch let error as UploadQueueError {
+            if stop.isStopped, error.code == .interrupted {
+                queue.logger.notice("control API: the enqueue of \(enqueue.path) (uid \(peer.uid)) stopped: \(error.message)")
+            }
             throw Self.mapped(error, path: enqueue.path, peer: peer)
         }
     }

@@ -17,7 +17,7 @@ extension QueueDatabase {
         /// Jobs whose own policy keeps them off a metered link.
         case meteredDeferred = "job_claim_metered_deferred"
 
-        /// The rows the index holds.
+        /// The rows the index holds (what migration v7 wrote; `MigrationTests` checks the two agree).
         var condition: String {
             switch self {
             case .byDestinationPolicy: "\(runnableCondition) AND metered_below IS NULL"
@@ -37,20 +37,28 @@ extension QueueDatabase {
     ///   instead of a reason written into every row; `list`, `show` and `status` derive a job's reason from it.
     /// - `job_tally` and `queue_counter`, kept by triggers: `status` counts without reading the jobs.
     /// - `metered_below`: the job's own metered policy as a number SQL compares with its size.
+    ///
+    /// Frozen: plain SQL and its own reading of the policies it found, no application types (a later change of
+    /// `ClaimIndex` or `MeteredPolicy` cannot change what it did).
     static func migrateToScale(_ db: Database) throws {
         try db.alter(table: "job") { t in t.add(column: "metered_below", .integer) }
         for row in try Row.fetchAll(db, sql: "SELECT id, on_metered FROM job WHERE on_metered IS NOT NULL") {
-            let text: String = row["on_metered"]
             try db.execute(sql: "UPDATE job SET metered_below = ? WHERE id = ?",
-                           arguments: [MeteredPolicy(text)?.sizeLimit, row["id"] as String])
+                           arguments: [v7MeteredBelow(row["on_metered"]), row["id"] as String])
         }
         // Reasons written into rows by earlier versions: from now on they are derived from `hold`.
         try db.execute(sql: "UPDATE job SET waiting_reason = NULL WHERE waiting_reason IS NOT NULL")
-        for index in ClaimIndex.allCases {
-            // Size too where the destination's limit is compared with it (`allow-below`), read from the index.
-            let columns = index == .byDestinationPolicy ? "destination, priority DESC, id, size" : "destination, priority DESC, id"
-            try db.execute(sql: "CREATE INDEX \(index.rawValue) ON job(\(columns)) WHERE \(index.condition)")
-        }
+        // The runnable jobs by what a metered link does to them; size too where the destination's limit is
+        // compared with it (`allow-below`), read from the index.
+        let runnable = "state = 'pending' AND intake_complete = 1 AND cancel_requested = 0"
+        try db.execute(sql: """
+            CREATE INDEX job_claim ON job(destination, priority DESC, id, size)
+                WHERE \(runnable) AND metered_below IS NULL;
+            CREATE INDEX job_claim_metered_allowed ON job(destination, priority DESC, id)
+                WHERE \(runnable) AND metered_below > size;
+            CREATE INDEX job_claim_metered_deferred ON job(destination, priority DESC, id)
+                WHERE \(runnable) AND metered_below <= size;
+            """)
         try db.execute(sql: "CREATE INDEX job_cancel ON job(id) WHERE cancel_requested = 1 AND state != 'uploaded'")
         // `move` intakes a crash cut short, looked for at every start.
         try db.execute(sql: "CREATE INDEX job_intake ON job(id) WHERE intake_complete = 0")
@@ -134,6 +142,8 @@ extension QueueDatabase {
     /// - `metered_budget`: the ledger of the bytes metered links carried this period, one row whatever the
     ///   traffic.
     /// - `job_claim_budget_exempt` (`budgetExemptIndex`).
+    ///
+    /// Frozen: plain SQL, no application types.
     static func migrateToDeviceConstraints(_ db: Database) throws {
         try db.alter(table: "hold") { t in
             t.add(column: "until", .datetime)
@@ -149,10 +159,34 @@ extension QueueDatabase {
             t.column("used", .integer).notNull()
         }
         try db.execute(sql: """
-            CREATE INDEX \(budgetExemptIndex) ON job(destination, priority DESC, id) WHERE \(budgetExemptCondition)
+            CREATE INDEX job_claim_budget_exempt ON job(destination, priority DESC, id)
+                WHERE state = 'pending' AND intake_complete = 1 AND cancel_requested = 0 AND on_metered = 'always'
             """)
     }
 
+    /// A job's own `on_metered` as v7 read it: files below the number may go on a metered link (`defer` 0,
+    /// `allow` and `always` all, `allow-below:SIZE` that size in bytes, `KB`/`MB`/`GB` or `KiB`/`MiB`/`GiB`);
+    /// anything else is no policy of its own.
+    static func v7MeteredBelow(_ text: String) -> Int64? {
+        switch text {
+        case "defer": return 0
+        case "allow", "always": return .max
+        default:
+            guard text.hasPrefix("allow-below:") else { return nil }
+            var number = text.dropFirst("allow-below:".count).trimmingCharacters(in: .whitespaces)
+            var factor = 1.0
+            let units: [(String, Double)] = [("KiB", 1024), ("MiB", 1_048_576), ("GiB", 1_073_741_824), ("KB", 1e3),
+                                             ("MB", 1e6), ("GB", 1e9), ("B", 1)]
+            if let (unit, scale) = units.first(where: { number.hasSuffix($0.0) }) {
+                number = number.dropLast(unit.count).trimmingCharacters(in: .whitespaces)
+                factor = scale
+            }
+            guard let value = Double(number), value >= 0, value * factor < 9e18 else { return nil }
+            return Int64((value * factor).rounded())
+        }
+    }
+
+    /// Frozen: plain SQL.
     static func migrateToLeanIndexes(_ db: Database) throws {
         try db.execute(sql: "DROP INDEX IF EXISTS job_runnable")
         try db.execute(sql: "DROP INDEX IF EXISTS job_finished")
