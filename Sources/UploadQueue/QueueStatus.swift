@@ -13,7 +13,7 @@ public struct QueueStatus: Sendable, Equatable {
     /// The queue's disk: room, `min_free_space`, and whether the intake is paused (nil when it cannot be measured).
     public var disk: DiskStatus?
     /// What destinations' servers taught with 413s (request body sizes), by destination.
-    public var requestLimits: [String: RequestLimit] = [:]
+    public var requestLimits: [String: Destination.RequestLimit] = [:]
     /// The device's power and what destinations require of it (nil when none requires anything).
     public var power: PowerReport?
     /// Destinations with upload windows: open or not now, and until when.
@@ -21,7 +21,7 @@ public struct QueueStatus: Sendable, Equatable {
     /// The metered budget and its use this period (nil without `[link] metered_budget`).
     public var meteredBudget: BudgetReport?
     /// Hook runs by event and state (owed, done, failed for good), when there are any.
-    public var hooks: [HookEvent: [OutboxState: Int]] = [:]
+    public var hooks: [Configuration.HookEvent: [Job.OutboxState: Int]] = [:]
 
     /// The power as read now, and each destination's requirement.
     public struct PowerReport: Sendable, Equatable {

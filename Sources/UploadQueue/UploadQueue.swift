@@ -80,8 +80,8 @@ public actor UploadQueue {
     /// in place). Returns the new job's id, or the id of the job that already carries the same content.
     @discardableResult
     public func enqueue(_ file: String, destination: String? = nil, metadata: [String: String] = [:],
-                        patch: PatchTarget? = nil, mode: IntakeMode = .copy, priority: Int = 0,
-                        onMetered: MeteredPolicy? = nil) async throws -> JobID {
+                        patch: PatchTarget? = nil, mode: Job.IntakeMode = .copy, priority: Int = 0,
+                        onMetered: Destination.MeteredPolicy? = nil) async throws -> JobID {
         try await enqueue(EnqueueRequest(path: file, destination: destination, meta: metadata, patch: patch,
                                          priority: priority, mode: mode, onMetered: onMetered?.description)).id
     }
@@ -94,8 +94,13 @@ public actor UploadQueue {
     /// Accepts many files at once, each with its own result: the same checks as one by one, but made durable with
     /// one flush and one commit per 256 files (what the CLI does for `enqueue A B C…`).
     public func enqueue(batch requests: [EnqueueRequest]) async -> [Result<EnqueueResult, UploadQueueError>] {
+        await enqueue(batch: requests, stop: nil)
+    }
+
+    /// A batch whose reading stops (the files from the one being read on fail as `interrupted`) once `stop` is.
+    func enqueue(batch requests: [EnqueueRequest], stop: IntakeStop?) async -> [Result<EnqueueResult, UploadQueueError>] {
         let intake = self.intake
-        let results = await BlockingWork.runResult { () throws(Never) in intake.enqueue(batch: requests) }.get()
+        let results = await BlockingWork.runResult { () throws(Never) in intake.enqueue(batch: requests, stop: stop) }.get()
         let accepted = results.compactMap { result -> JobID? in
             guard case .success(let taken) = result, !taken.deduplicated else { return nil }
             return taken.id
@@ -135,7 +140,7 @@ public actor UploadQueue {
     public var runnerIsUp: Bool { scheduler != nil || DaemonLock.holder(path: configuration.lockPath) != nil }
 
     /// A job's attempts, oldest first.
-    public func attempts(of id: JobID) throws -> [JobAttempt] { try store.attempts(of: id) }
+    public func attempts(of id: JobID) throws -> [Job.JobAttempt] { try store.attempts(of: id) }
 
     /// The job's patch as it stands (its attempts, its last error, when it is tried again); nil when it owes none.
     public func patchRecord(_ id: JobID) throws -> PatchRecord? { try store.patchRecord(id) }
@@ -188,7 +193,7 @@ public actor UploadQueue {
 
     /// The link as a whole (the interface of the default route), classified as the daemon does: the hand-set
     /// class when there is one, else NetworkManager and the interface rules.
-    public func link() throws -> LinkStatus {
+    public func link() throws -> QueueStatus.LinkStatus {
         if let monitor {
             // The running monitor's answers are fresh (its thread keeps them so): no waiting here.
             monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
@@ -206,7 +211,7 @@ public actor UploadQueue {
 
     /// Sets the link class by hand (`auto`: detect again); kept across restarts, and a running daemon follows it
     /// within moments.
-    public func setLinkOverride(_ override: LinkOverride) throws {
+    public func setLinkOverride(_ override: Configuration.LinkOverride) throws {
         try store.setSetting(LinkMonitor.overrideSetting, override.rawValue)
         wakeRunner()
     }

@@ -31,8 +31,8 @@ public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConverti
         /// The queue's disk is below `[limits] min_free_space`, or full: nothing was taken; try again once there
         /// is room (the CLI exits 5).
         public static let diskLow = Code(rawValue: "disk-low")
-        /// The intake was stopped (the daemon is shutting down) before the file was read whole: nothing was
-        /// taken, and the file is where it was.
+        /// The intake was stopped (the daemon is shutting down, or the control API client that asked left) before
+        /// the file was read whole: nothing was taken, and the file is where it was.
         public static let interrupted = Code(rawValue: "interrupted")
         /// The caller may not do this: a control API client that is not the queue's own user reached for another
         /// user's job or file, or for a choice the admin did not allow droppers.

@@ -426,7 +426,7 @@ import Testing
             executable: "/usr/bin/curl", environment: ["PATH": "/usr/bin:/bin"], limit: .seconds(30))
         // 28: the time was up while the daemon was still reading the file.
         #expect(status == 28, "curl: \(String(decoding: err, as: UTF8.self))")
-        #expect(await eventually(timeout: .seconds(10)) { daemon.log.contains("the enqueue of \(big) (uid 0) stopped") },
+        #expect(await eventually(timeout: .seconds(10)) { daemon.log.contains("the enqueue of \(big) (uid \(getuid())) stopped") },
                 "\(daemon.log.suffix(2000))")
         let listed = try await Self.curl(socket, "GET", "/v1/jobs")
         #expect((Self.object(listed.body)["jobs"] as? [Any])?.isEmpty == true, "nothing queued: \(listed)")

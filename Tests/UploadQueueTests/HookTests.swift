@@ -316,14 +316,18 @@ struct HookTests {
         // A daemon whose config has only on_uploaded takes that one, not the older on_failed ones.
         let due = try store.dueOutbox(of: [.hook(.uploaded)], now: base.addingTimeInterval(30), limit: 4)
         #expect(due.map(\.entry.jobID) == [ids[5]])
-        // The owed-work loop's one read: the first entry not under way, or the first release.
+        // The owed-work loop's one read: the first entry not under way, and the first release.
         let releaseDue = try store.nextReleaseDue()
-        #expect(try store.nextOwedDue(of: [.hook(.uploaded)], excluding: [])
-                == [base.addingTimeInterval(20), releaseDue].compactMap { $0 }.min())
-        #expect(try store.nextOwedDue(of: [.hook(.uploaded)], excluding: [(ids[5], .hook(.uploaded))]) == releaseDue,
+        let owed = try store.nextOwedDue(of: [.hook(.uploaded)], excluding: [])
+        #expect(owed.outbox == base.addingTimeInterval(20) && owed.release == releaseDue)
+        #expect(try store.nextOwedDue(of: [.hook(.uploaded)], excluding: [(ids[5], .hook(.uploaded))]).outbox == nil,
                 "under way: not due again")
-        #expect(try store.nextOwedDue(of: [.hook(.failed)], excluding: [(ids[5], .hook(.uploaded))])
-                == [base.addingTimeInterval(10), releaseDue].compactMap { $0 }.min())
+        #expect(try store.nextOwedDue(of: [.hook(.failed)], excluding: [(ids[5], .hook(.uploaded))]).outbox
+                == base.addingTimeInterval(10))
+        let failedHooks = ids.prefix(5).map { ($0, OutboxConsumer.hook(.failed)) }
+        #expect(try store.nextOwedDue(of: [.hook(.failed)], excluding: Array(failedHooks.prefix(4))).outbox
+                == base.addingTimeInterval(10), "the fifth, past four under way")
+        #expect(try store.nextOwedDue(of: [.hook(.failed)], excluding: failedHooks).outbox == nil, "all five under way")
 
         // on_failed ran; the job is retried by hand and fails for good again: the hook is owed again.
         try store.finishOutbox(ids[0], .hook(.failed), outcome: .done, now: base.addingTimeInterval(40))

@@ -44,7 +44,9 @@ import Testing
     @Test("v7's own reading of a job's on_metered agrees with the policy the app reads today")
     func meteredBelowAsV7ReadIt() {
         let texts = ["defer", "allow", "always", "allow-below:1MiB", "allow-below:1.5MB", "allow-below:512",
-                     "allow-below: 2 GiB", "allow-below:10KB", "allow-below:3B", "allow-below:-1", "allow-below:", "later"]
+                     "allow-below: 2 GiB", "allow-below:10KB", "allow-below:3B", "allow-below:-1", "allow-below:", "later",
+                     "allow-below:9223372036854775807", "allow-below:9007199254740993", "allow-below:1.5", "allow-below:1e6",
+                     "allow-below:0x10", "allow-below:infMB", "allow-below:nanB"]
         for text in texts {
             #expect(QueueDatabase.v7MeteredBelow(text) == MeteredPolicy(text)?.sizeLimit, "\(text)")
         }

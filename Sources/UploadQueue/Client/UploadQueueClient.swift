@@ -91,8 +91,8 @@ public struct UploadQueueClient: Sendable {
     /// Hands a file over (a copy by default), as `UploadQueue.enqueue(_:destination:…)` does; the job's id.
     @discardableResult
     public func enqueue(_ file: String, destination: String? = nil, metadata: [String: String] = [:],
-                        patch: PatchTarget? = nil, mode: IntakeMode = .copy, priority: Int = 0,
-                        onMetered: MeteredPolicy? = nil, idempotencyKey: String? = nil) async throws -> JobID {
+                        patch: PatchTarget? = nil, mode: Job.IntakeMode = .copy, priority: Int = 0,
+                        onMetered: Destination.MeteredPolicy? = nil, idempotencyKey: String? = nil) async throws -> JobID {
         try await enqueue(EnqueueRequest(path: file, destination: destination, meta: metadata, patch: patch,
                                          priority: priority, mode: mode, onMetered: onMetered?.description),
                           idempotencyKey: idempotencyKey).id
@@ -140,14 +140,14 @@ public struct UploadQueueClient: Sendable {
     }
 
     /// The link as the daemon classifies it, and who decided.
-    public func link() async throws -> LinkStatus {
+    public func link() async throws -> QueueStatus.LinkStatus {
         try Self.link(try await exchange.send(.GET, "/v1/link"), "GET /v1/link")
     }
 
     /// Sets the link class by hand (`auto`: detect again), as `UploadQueue.setLinkOverride` does; the link as the
     /// daemon then classifies it. The queue's own user and root alone.
     @discardableResult
-    public func setLinkOverride(_ override: LinkOverride) async throws -> LinkStatus {
+    public func setLinkOverride(_ override: Configuration.LinkOverride) async throws -> QueueStatus.LinkStatus {
         let body = try JSONSerialization.data(withJSONObject: ["mode": override.rawValue])
         return try Self.link(try await exchange.send(.PUT, "/v1/link", json: body), "PUT /v1/link")
     }

@@ -124,8 +124,8 @@ actor OutboxDispatcher {
         ended()
     }
 
-    /// Stops the deliveries under way (a hook's process group is killed, a request dropped) and records how each
-    /// ended: it is delivered again later, as after a crash.
+    /// Asks the deliveries under way to stop (a request is dropped; a hook runs on to its end or its timeout) and
+    /// records how each ended: one cut short is delivered again later, as after a crash.
     func stop() async {
         let running = inFlight.values
         for task in running { task.cancel() }

@@ -1,8 +1,10 @@
 import Foundation
 
-/// Where an outbox entry stands.
-public enum OutboxState: String, Sendable, Equatable {
-    case pending
-    case done
-    case failed
+extension Job {
+    /// Where an outbox entry stands.
+    public enum OutboxState: String, Sendable, Equatable {
+        case pending
+        case done
+        case failed
+    }
 }

@@ -1,122 +1,126 @@
 import Foundation
 
-/// The body template of a metadata patch, such as `{"photo_url": "{{url}}"}`: checked when it is given (config,
-/// enqueue, sidecar) and filled per job with JSON-escaped values.
-///
-/// Placeholders: `{{url}}` (the remote URL), `{{job_id}}`, `{{sha256}}`, `{{size}}`, `{{content_type}}`,
-/// `{{name}}` and `{{meta.KEY}}`.
-public struct PatchBody: Sendable, Equatable, CustomStringConvertible {
-    enum Part: Sendable, Equatable {
-        case literal(String)
-        case url, jobID, sha256, size, contentType, name
-        case meta(String)
-    }
+extension PatchTarget {
+    /// The body template of a metadata patch, such as `{"photo_url": "{{url}}"}`: checked when it is given (config,
+    /// enqueue, sidecar) and filled per job with JSON-escaped values.
+    ///
+    /// Placeholders: `{{url}}` (the remote URL), `{{job_id}}`, `{{sha256}}`, `{{size}}`, `{{content_type}}`,
+    /// `{{name}}` and `{{meta.KEY}}`.
+    public struct PatchBody: Sendable, Equatable, CustomStringConvertible {
+        enum Part: Sendable, Equatable {
+            case literal(String)
+            case url, jobID, sha256, size, contentType, name
+            case meta(String)
+        }
 
-    let parts: [Part]
-    public let description: String
+        let parts: [Part]
+        public let description: String
 
-    /// `{"photo_url": "{{url}}"}`, what CONTRACT.md names as the default.
-    public static let standard = try! PatchBody(#"{"photo_url": "{{url}}"}"#)
+        /// `{"photo_url": "{{url}}"}`, what CONTRACT.md names as the default.
+        public static let standard = try! PatchBody(#"{"photo_url": "{{url}}"}"#)
 
-    /// Parses a template; throws naming the unknown placeholder or the unclosed `{{`.
-    public init(_ text: String) throws(PathTemplateError) {
-        var parts: [Part] = []
-        var rest = Substring(text)
-        while let open = rest.range(of: "{{") {
-            if open.lowerBound > rest.startIndex { parts.append(.literal(String(rest[..<open.lowerBound]))) }
-            guard let close = rest[open.upperBound...].range(of: "}}") else {
-                throw PathTemplateError(message: "unclosed `{{` in patch body \"\(text)\"")
-            }
-            let name = rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces)
-            switch name {
-            case "url": parts.append(.url)
-            case "job_id": parts.append(.jobID)
-            case "sha256": parts.append(.sha256)
-            case "size": parts.append(.size)
-            case "content_type": parts.append(.contentType)
-            case "name": parts.append(.name)
-            default:
-                guard name.hasPrefix("meta."), name.count > 5 else {
-                    throw PathTemplateError(message: "unknown placeholder {{\(name)}} in patch body \"\(text)\" (known: "
-                        + "{{url}}, {{job_id}}, {{sha256}}, {{size}}, {{content_type}}, {{name}}, {{meta.KEY}})")
+        /// Parses a template; throws naming the unknown placeholder or the unclosed `{{`.
+        public init(_ text: String) throws(Destination.PathTemplateError) {
+            var parts: [Part] = []
+            var rest = Substring(text)
+            while let open = rest.range(of: "{{") {
+                if open.lowerBound > rest.startIndex { parts.append(.literal(String(rest[..<open.lowerBound]))) }
+                guard let close = rest[open.upperBound...].range(of: "}}") else {
+                    throw PathTemplateError(message: "unclosed `{{` in patch body \"\(text)\"")
                 }
-                parts.append(.meta(String(name.dropFirst(5))))
+                let name = rest[open.upperBound..<close.lowerBound].trimmingCharacters(in: .whitespaces)
+                switch name {
+                case "url": parts.append(.url)
+                case "job_id": parts.append(.jobID)
+                case "sha256": parts.append(.sha256)
+                case "size": parts.append(.size)
+                case "content_type": parts.append(.contentType)
+                case "name": parts.append(.name)
+                default:
+                    guard name.hasPrefix("meta."), name.count > 5 else {
+                        throw PathTemplateError(message: "unknown placeholder {{\(name)}} in patch body \"\(text)\" (known: "
+                            + "{{url}}, {{job_id}}, {{sha256}}, {{size}}, {{content_type}}, {{name}}, {{meta.KEY}})")
+                    }
+                    parts.append(.meta(String(name.dropFirst(5))))
+                }
+                rest = rest[close.upperBound...]
             }
-            rest = rest[close.upperBound...]
+            if !rest.isEmpty { parts.append(.literal(String(rest))) }
+            self.parts = parts
+            description = text
         }
-        if !rest.isEmpty { parts.append(.literal(String(rest))) }
-        self.parts = parts
-        description = text
-    }
 
-    /// The body for `job`, uploaded to `remoteURL`; every value JSON-escaped (the template supplies the quotes).
-    func render(for job: Job, remoteURL: String) -> String {
-        var out = ""
-        for part in parts {
-            switch part {
-            case .literal(let text): out += text
-            case .url: out += Self.escape(remoteURL)
-            case .jobID: out += job.id.rawValue
-            case .sha256: out += job.sha256
-            case .size: out += String(job.size)
-            case .contentType: out += Self.escape(job.contentType)
-            case .name: out += Self.escape(job.originalName)
-            case .meta(let key): out += Self.escape(job.meta[key] ?? "")
-            }
-        }
-        return out
-    }
-
-    /// The inside of a JSON string: `"`, `\` and control characters escaped.
-    static func escape(_ value: String) -> String {
-        var out = ""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029 {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
+        /// The body for `job`, uploaded to `remoteURL`; every value JSON-escaped (the template supplies the quotes).
+        func render(for job: Job, remoteURL: String) -> String {
+            var out = ""
+            for part in parts {
+                switch part {
+                case .literal(let text): out += text
+                case .url: out += Self.escape(remoteURL)
+                case .jobID: out += job.id.rawValue
+                case .sha256: out += job.sha256
+                case .size: out += String(job.size)
+                case .contentType: out += Self.escape(job.contentType)
+                case .name: out += Self.escape(job.originalName)
+                case .meta(let key): out += Self.escape(job.meta[key] ?? "")
                 }
             }
+            return out
         }
-        return out
+
+        /// The inside of a JSON string: `"`, `\` and control characters escaped.
+        static func escape(_ value: String) -> String {
+            var out = ""
+            for scalar in value.unicodeScalars {
+                switch scalar {
+                case "\"": out += "\\\""
+                case "\\": out += "\\\\"
+                case "\n": out += "\\n"
+                case "\r": out += "\\r"
+                case "\t": out += "\\t"
+                default:
+                    if scalar.value < 0x20 || scalar.value == 0x2028 || scalar.value == 0x2029 {
+                        out += String(format: "\\u%04x", scalar.value)
+                    } else {
+                        out.unicodeScalars.append(scalar)
+                    }
+                }
+            }
+            return out
+        }
     }
 }
 
-/// `[patch]`: how uploaded files' URLs are patched into the app's records by default.
-public struct PatchSettings: Sendable, Equatable {
-    /// The HTTP method (a job's `patch.method` overrides it).
-    public var method: String
-    /// The body template (a job's `patch.body` overrides it).
-    public var body: PatchBody
-    /// Headers, bearer token, CAs and timeouts for the patch requests.
-    public var http: HTTPSettings
-    /// Patches are tiny: by default they go on a metered link too.
-    public var onMetered: MeteredPolicy
-    /// `allowed_urls`: the prefixes under which a spool sidecar may name a patch target (none by default: a
-    /// sidecar's patch target is refused). The CLI and the library may name any URL.
-    public var allowedURLs: [PatchURLPrefix] = []
-    /// `sidecar_headers`: the headers a spool sidecar's patch may set, lowercased (none by default). Credentials,
-    /// the host and the request's framing are never among them.
-    public var sidecarHeaders: Set<String> = []
+extension Configuration {
+    /// `[patch]`: how uploaded files' URLs are patched into the app's records by default.
+    public struct PatchSettings: Sendable, Equatable {
+        /// The HTTP method (a job's `patch.method` overrides it).
+        public var method: String
+        /// The body template (a job's `patch.body` overrides it).
+        public var body: PatchTarget.PatchBody
+        /// Headers, bearer token, CAs and timeouts for the patch requests.
+        public var http: Destination.HTTPSettings
+        /// Patches are tiny: by default they go on a metered link too.
+        public var onMetered: Destination.MeteredPolicy
+        /// `allowed_urls`: the prefixes under which a spool sidecar may name a patch target (none by default: a
+        /// sidecar's patch target is refused). The CLI and the library may name any URL.
+        public var allowedURLs: [PatchURLPrefix] = []
+        /// `sidecar_headers`: the headers a spool sidecar's patch may set, lowercased (none by default). Credentials,
+        /// the host and the request's framing are never among them.
+        public var sidecarHeaders: Set<String> = []
 
-    /// `PATCH` with `{"photo_url": "{{url}}"}`, no credentials, allowed on metered links.
-    public init(method: String = "PATCH", body: PatchBody = .standard, http: HTTPSettings = HTTPSettings(),
-                onMetered: MeteredPolicy = .allow) {
-        self.method = method
-        self.body = body
-        self.http = http
-        self.onMetered = onMetered
-    }
+        /// `PATCH` with `{"photo_url": "{{url}}"}`, no credentials, allowed on metered links.
+        public init(method: String = "PATCH", body: PatchTarget.PatchBody = .standard, http: Destination.HTTPSettings = Destination.HTTPSettings(),
+                    onMetered: Destination.MeteredPolicy = .allow) {
+            self.method = method
+            self.body = body
+            self.http = http
+            self.onMetered = onMetered
+        }
 
-    /// Whether `method` is an HTTP method token.
-    static func isMethod(_ method: String) -> Bool {
-        !method.isEmpty && method.allSatisfy { $0.isASCII && ($0.isUppercase || $0 == "-") }
+        /// Whether `method` is an HTTP method token.
+        static func isMethod(_ method: String) -> Bool {
+            !method.isEmpty && method.allSatisfy { $0.isASCII && ($0.isUppercase || $0 == "-") }
+        }
     }
 }

@@ -97,10 +97,11 @@ extension QueueStore {
     }
 
     /// When the owed-work loop has something to do next, in one read: the first pending entry of `consumers`
-    /// that is not `busy` (under way, or its outcome waiting to be recorded), or the first owed release.
-    func nextOwedDue(of consumers: Set<OutboxConsumer>, excluding busy: [(JobID, OutboxConsumer)]) throws -> Date? {
+    /// that is not `busy` (under way, or its outcome waiting to be recorded), and the first owed release.
+    func nextOwedDue(of consumers: Set<OutboxConsumer>,
+                     excluding busy: [(JobID, OutboxConsumer)]) throws -> (outbox: Date?, release: Date?) {
         try writer.read { db in
-            var times: [Date] = []
+            var outbox: Date?
             if !consumers.isEmpty {
                 let names = consumers.map(\.description).sorted()
                 let list = Array(repeating: "?", count: names.count).joined(separator: ",")
@@ -113,14 +114,12 @@ extension QueueStore {
                     """, arguments: StatementArguments(names) + [skip.count + 1])
                 while let row = try rows.next() {
                     guard !skip.contains("\(row["job_id"] as String) \(row["consumer"] as String)") else { continue }
-                    times.append(row["next_attempt_at"])
+                    outbox = row["next_attempt_at"]
                     break
                 }
             }
-            if let release = try Date.fetchOne(db.cachedStatement(sql: "SELECT MIN(due_at) FROM file_release")) {
-                times.append(release)
-            }
-            return times.min()
+            let release = try Date.fetchOne(db.cachedStatement(sql: "SELECT MIN(due_at) FROM file_release"))
+            return (outbox, release)
         }
     }
 

@@ -1,7 +1,7 @@
 import Foundation
 
 /// Byte counts for people: `512 B`, `1.5 MiB`, `3.0 GiB` (binary units, one decimal).
-public enum ByteCountText {
+package enum ByteCountText {
     /// The count in the largest binary unit that keeps it at or above 1.
     public static func text(_ count: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]

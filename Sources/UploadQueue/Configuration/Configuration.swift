@@ -24,7 +24,7 @@ public struct Configuration: Sendable, Equatable {
     /// How metadata patches are sent by default.
     public var patch = PatchSettings()
     /// `[mint]`: how the app's minting backend (`mint_url` of a destination) is reached.
-    public var mint = MintSettings()
+    public var mint = Destination.MintSettings()
     /// Where Prometheus metrics are written for node_exporter's textfile collector, if anywhere.
     public var metrics = Metrics()
     /// `[retention]`: what happens to uploaded copies, and how long history is kept.
@@ -184,7 +184,7 @@ public struct Configuration: Sendable, Equatable {
     public var blobDirectory: String { (stateDirectory as NSString).appendingPathComponent("blobs") }
 
     /// The free-space guard on the state directory's and `blobs/`'s file systems (`[limits] min_free_space`).
-    public var freeSpaceGuard: FreeSpaceGuard {
+    public var freeSpaceGuard: QueueStatus.FreeSpaceGuard {
         FreeSpaceGuard(threshold: limits.minFreeSpace, paths: [stateDirectory, blobDirectory])
     }
     /// The daemon's exclusive lock.
@@ -199,55 +199,61 @@ public struct Configuration: Sendable, Equatable {
     public var cancelledDirectory: String { (stateDirectory as NSString).appendingPathComponent("cancelled") }
 }
 
-/// How a network destination is reached: extra headers, credentials, TLS trust and connection timeouts.
-public struct HTTPSettings: Sendable, Equatable {
-    /// Sent with every request (values may be secret: they are never logged).
-    public var headers: [String: String]
-    /// Where the bearer token comes from, if the server wants one.
-    public var credentials: CredentialSource?
-    /// A PEM bundle of extra CAs to trust; TLS is always verified.
-    public var caFile: String?
-    /// Longest wait for the TCP and TLS handshake.
-    public var connectTimeout: Duration
-    /// A transfer below `stall.minimumRate` bytes/s for `stall.window` is aborted and resumed later.
-    public var stall: StallDetection
+extension Destination {
+    /// How a network destination is reached: extra headers, credentials, TLS trust and connection timeouts.
+    public struct HTTPSettings: Sendable, Equatable {
+        /// Sent with every request (values may be secret: they are never logged).
+        public var headers: [String: String]
+        /// Where the bearer token comes from, if the server wants one.
+        public var credentials: CredentialSource?
+        /// A PEM bundle of extra CAs to trust; TLS is always verified.
+        public var caFile: String?
+        /// Longest wait for the TCP and TLS handshake.
+        public var connectTimeout: Duration
+        /// A transfer below `stall.minimumRate` bytes/s for `stall.window` is aborted and resumed later.
+        public var stall: StallDetection
 
-    /// Settings with no headers, no credentials, the system CAs, 15 s to connect and a 30 s stall window.
-    public init(headers: [String: String] = [:], credentials: CredentialSource? = nil, caFile: String? = nil,
-                connectTimeout: Duration = .seconds(15), stall: StallDetection = StallDetection()) {
-        self.headers = headers
-        self.credentials = credentials
-        self.caFile = caFile
-        self.connectTimeout = connectTimeout
-        self.stall = stall
+        /// Settings with no headers, no credentials, the system CAs, 15 s to connect and a 30 s stall window.
+        public init(headers: [String: String] = [:], credentials: CredentialSource? = nil, caFile: String? = nil,
+                    connectTimeout: Duration = .seconds(15), stall: StallDetection = StallDetection()) {
+            self.headers = headers
+            self.credentials = credentials
+            self.caFile = caFile
+            self.connectTimeout = connectTimeout
+            self.stall = stall
+        }
     }
 }
 
-/// Where a destination's bearer token comes from (sent as `Authorization: Bearer TOKEN`).
-public enum CredentialSource: Sendable, Equatable {
-    /// An environment variable of the daemon.
-    case environment(String)
-    /// A file whose first line is the token; read again after a 401.
-    case file(String)
-    /// A program (no shell) whose standard output is the token; run again after a 401, killed after `timeout`.
-    /// It gets `PATH`, `HOME`, `LANG` and the daemon's variables named in `passEnvironment` (`pass_env`), no others.
-    case command([String], timeout: Duration, passEnvironment: [String] = [])
+extension Destination {
+    /// Where a destination's bearer token comes from (sent as `Authorization: Bearer TOKEN`).
+    public enum CredentialSource: Sendable, Equatable {
+        /// An environment variable of the daemon.
+        case environment(String)
+        /// A file whose first line is the token; read again after a 401.
+        case file(String)
+        /// A program (no shell) whose standard output is the token; run again after a 401, killed after `timeout`.
+        /// It gets `PATH`, `HOME`, `LANG` and the daemon's variables named in `passEnvironment` (`pass_env`), no others.
+        case command([String], timeout: Duration, passEnvironment: [String] = [])
+    }
 }
 
-/// After `threshold` consecutive transient failures a destination is left alone and probed with a cheap request
-/// (every `probeInterval`, growing to `maximumProbeInterval`) until it answers; 0 turns the breaker off.
-public struct CircuitBreakerPolicy: Sendable, Equatable {
-    /// Consecutive transient failures that open the circuit; 0 turns the breaker off.
-    public var threshold: Int
-    /// The wait before the first probe.
-    public var probeInterval: Duration
-    /// The longest wait between probes (the wait doubles while they fail).
-    public var maximumProbeInterval: Duration
+extension Destination {
+    /// After `threshold` consecutive transient failures a destination is left alone and probed with a cheap request
+    /// (every `probeInterval`, growing to `maximumProbeInterval`) until it answers; 0 turns the breaker off.
+    public struct CircuitBreakerPolicy: Sendable, Equatable {
+        /// Consecutive transient failures that open the circuit; 0 turns the breaker off.
+        public var threshold: Int
+        /// The wait before the first probe.
+        public var probeInterval: Duration
+        /// The longest wait between probes (the wait doubles while they fail).
+        public var maximumProbeInterval: Duration
 
-    /// Five failures, then probes every 30 s growing to 5 min.
-    public init(threshold: Int = 5, probeInterval: Duration = .seconds(30), maximumProbeInterval: Duration = .seconds(300)) {
-        self.threshold = threshold
-        self.probeInterval = probeInterval
-        self.maximumProbeInterval = maximumProbeInterval
+        /// Five failures, then probes every 30 s growing to 5 min.
+        public init(threshold: Int = 5, probeInterval: Duration = .seconds(30), maximumProbeInterval: Duration = .seconds(300)) {
+            self.threshold = threshold
+            self.probeInterval = probeInterval
+            self.maximumProbeInterval = maximumProbeInterval
+        }
     }
 }

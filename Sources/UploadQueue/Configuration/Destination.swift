@@ -44,9 +44,9 @@ public struct Destination: Sendable, Equatable {
     /// When a job's SHA-256 (its content identity) is computed: at intake by default, or while the file is sent.
     public var hashTiming: HashTiming = .atIntake
     /// `power`: what this destination's transfers need from the device's power; nil follows `[power] require`.
-    public var power: PowerRequirement?
+    public var power: Configuration.PowerRequirement?
     /// `windows`: when this destination's uploads may run; nil follows `[schedule] windows`.
-    public var windows: UploadWindows?
+    public var windows: Configuration.UploadWindows?
     /// `trusted_origins`: origins besides the URL's own that get the destination's token and headers (an upload
     /// URL a tus server hands out on another host). Any other origin gets neither.
     public var trustedOrigins: [URLOrigin] = []

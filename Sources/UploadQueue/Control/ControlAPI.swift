@@ -277,7 +277,16 @@ package struct ControlAPI: Sendable {
             }
         }
         if peer.isAdmin {
-            let outcomes = await queue.enqueue(batch: parsed.map(\.request))
+            // A client gone, or the daemon stopping: the file being read and those after it are not read on.
+            let stop = Self.clientStop()
+            let outcomes = await withTaskCancellationHandler {
+                await queue.enqueue(batch: parsed.map(\.request), stop: stop)
+            } onCancel: {
+                stop.stop()
+            }
+            if stop.isStopped {
+                queue.logger.notice("control API: a batch of \(parsed.count) enqueue(s) stopped: its client left")
+            }
             for ((index, enqueue), outcome) in zip(parsed, outcomes) {
                 switch outcome {
                 case .success(let result):
@@ -384,13 +393,11 @@ package struct ControlAPI: Sendable {
         enqueuing.counts.withLock { $0[peer.uid, default: 1] -= 1 }
     }
 
-    /// Takes one file in for the peer, its refusal said as the API says it.
-    /// Takes one file in as the peer's. The intake (a large file is read for minutes) stops at its next block when
+    /// Takes one file in as the peer's, its refusal said as the API says it. The intake (a large file is read for minutes) stops at its next block when
     /// the request's task is cancelled: the client left, or the daemon stops. Nothing is queued then, and the file
     /// stays where it is.
     private func accept(_ enqueue: EnqueueRequest, peer: ControlPeer) async throws -> EnqueueResult {
-        let stop = IntakeStop(why: "the client that asked left, or the daemon stops; nothing was queued and the file "
-            + "is where it was")
+        let stop = Self.clientStop()
         do {
             return try await withTaskCancellationHandler {
                 try await queue.accept(enqueue, noFollow: !peer.isAdmin, stop: stop)
@@ -403,6 +410,11 @@ package struct ControlAPI: Sendable {
             }
             throw Self.mapped(error, path: enqueue.path, peer: peer)
         }
+    }
+
+    /// The stop of a request's intake: the client that asked left, or the daemon stops.
+    private static func clientStop() -> IntakeStop {
+        IntakeStop(why: "the client that asked left, or the daemon stops; nothing was queued and the file is where it was")
     }
 
     /// A refusal of the intake as the peer hears it: a dropper learns nothing of what is at a path, and a file the

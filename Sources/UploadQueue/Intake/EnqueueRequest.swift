@@ -7,12 +7,12 @@ public struct EnqueueRequest: Sendable, Equatable {
     public var patch: PatchTarget?
     /// Higher runs sooner.
     public var priority: Int
-    public var mode: IntakeMode
+    public var mode: Job.IntakeMode
     /// The job's own metered-link policy: `defer`, `allow` or `allow-below:SIZE`.
     public var onMetered: String?
     /// For `mode: .reference` only: what becomes of the file once uploaded (nil: its destination's
     /// `source_after_upload`, which keeps it by default).
-    public var sourceAfterUpload: SourceAfterUpload?
+    public var sourceAfterUpload: Destination.SourceAfterUpload?
     /// The spool sidecar that came with the file: taken into `blobs/` beside the file before the job can run,
     /// so it is released with the file and never left behind.
     var sidecar: String?
@@ -38,8 +38,8 @@ public struct EnqueueRequest: Sendable, Equatable {
     }
 
     public init(path: String, destination: String? = nil, meta: [String: String] = [:], patch: PatchTarget? = nil,
-                priority: Int = 0, mode: IntakeMode = .copy, onMetered: String? = nil,
-                sourceAfterUpload: SourceAfterUpload? = nil) {
+                priority: Int = 0, mode: Job.IntakeMode = .copy, onMetered: String? = nil,
+                sourceAfterUpload: Destination.SourceAfterUpload? = nil) {
         self.onMetered = onMetered
         self.sourceAfterUpload = sourceAfterUpload
         self.path = path

@@ -95,8 +95,10 @@ struct Intake: Sendable {
     /// Accepts many files at once (the CLI's `enqueue A B C…`, a library batch): the same checks as one by one,
     /// but copies are made durable with one flush and the rows committed in one transaction per 256 files, so
     /// thousands of small files do not cost thousands of fsyncs. `move` requests go one by one. Each file gets
-    /// its own result; one bad file does not stop the others.
-    func enqueue(batch requests: [EnqueueRequest], noFollow: Bool = false) -> [Result<EnqueueResult, UploadQueueError>] {
+    /// its own result; one bad file does not stop the others. Once `stop` is stopped, the file being read and those
+    /// after it fail as `interrupted`; those read whole before are taken.
+    func enqueue(batch requests: [EnqueueRequest], noFollow: Bool = false,
+                 stop: IntakeStop? = nil) -> [Result<EnqueueResult, UploadQueueError>] {
         var results = [Result<EnqueueResult, UploadQueueError>?](repeating: nil, count: requests.count)
         for chunkStart in stride(from: 0, to: requests.count, by: 256) {
             // Held for the chunk: its copies sit in `blobs/` with no row until the chunk's transaction commits.
@@ -113,11 +115,14 @@ struct Intake: Sendable {
             for index in chunk {
                 let request = requests[index]
                 if request.mode == .move {
-                    results[index] = Result { () throws(UploadQueueError) in try enqueue(request, noFollow: noFollow) }
+                    results[index] = Result { () throws(UploadQueueError) in
+                        try enqueue(request, noFollow: noFollow, stop: stop)
+                    }
                     continue
                 }
                 do {
-                    prepared.append((index, try prepare(request, noFollow: noFollow, now: Date())))
+                    try stop?.check(path: request.path)
+                    prepared.append((index, try prepare(request, noFollow: noFollow, now: Date(), stop: stop)))
                 } catch {
                     results[index] = .failure(error)
                 }

@@ -216,29 +216,31 @@ extension Job: FetchableRecord, PersistableRecord {
     }
 }
 
-/// One try at uploading a job: when, from which offset, how far, and how it ended.
-public struct JobAttempt: Sendable, Equatable, Codable, FetchableRecord, PersistableRecord {
-    public static let databaseTableName = "job_attempt"
+extension Job {
+    /// One try at uploading a job: when, from which offset, how far, and how it ended.
+    public struct JobAttempt: Sendable, Equatable, Codable, FetchableRecord, PersistableRecord {
+        public static let databaseTableName = "job_attempt"
 
-    public internal(set) var jobID: JobID
-    public internal(set) var number: Int
-    public internal(set) var startedAt: Date
-    public internal(set) var endedAt: Date?
-    /// The offset the transfer resumed from (0 for a fresh start).
-    public internal(set) var startOffset: Int64
-    public internal(set) var endOffset: Int64?
-    /// `uploaded`, `failed`, `interrupted` or `cancelled`; nil while running.
-    public internal(set) var outcome: String?
-    public internal(set) var error: String?
+        public internal(set) var jobID: JobID
+        public internal(set) var number: Int
+        public internal(set) var startedAt: Date
+        public internal(set) var endedAt: Date?
+        /// The offset the transfer resumed from (0 for a fresh start).
+        public internal(set) var startOffset: Int64
+        public internal(set) var endOffset: Int64?
+        /// `uploaded`, `failed`, `interrupted` or `cancelled`; nil while running.
+        public internal(set) var outcome: String?
+        public internal(set) var error: String?
 
-    public enum CodingKeys: String, CodingKey, ColumnExpression {
-        case jobID = "job_id"
-        case number
-        case startedAt = "started_at"
-        case endedAt = "ended_at"
-        case startOffset = "start_offset"
-        case endOffset = "end_offset"
-        case outcome, error
+        public enum CodingKeys: String, CodingKey, ColumnExpression {
+            case jobID = "job_id"
+            case number
+            case startedAt = "started_at"
+            case endedAt = "ended_at"
+            case startOffset = "start_offset"
+            case endOffset = "end_offset"
+            case outcome, error
+        }
+        public typealias Columns = CodingKeys
     }
-    public typealias Columns = CodingKeys
 }

@@ -173,15 +173,15 @@ extension QueueDatabase {
         case "allow", "always": return .max
         default:
             guard text.hasPrefix("allow-below:") else { return nil }
-            var number = text.dropFirst("allow-below:".count).trimmingCharacters(in: .whitespaces)
-            var factor = 1.0
+            let size = text.dropFirst("allow-below:".count).trimmingCharacters(in: .whitespaces)
             let units: [(String, Double)] = [("KiB", 1024), ("MiB", 1_048_576), ("GiB", 1_073_741_824), ("KB", 1e3),
                                              ("MB", 1e6), ("GB", 1e9), ("B", 1)]
-            if let (unit, scale) = units.first(where: { number.hasSuffix($0.0) }) {
-                number = number.dropLast(unit.count).trimmingCharacters(in: .whitespaces)
-                factor = scale
+            // With a unit, a decimal number of it; without one, a whole number of bytes.
+            guard let (unit, factor) = units.first(where: { size.hasSuffix($0.0) }) else {
+                return Int64(size).flatMap { $0 >= 0 ? $0 : nil }
             }
-            guard let value = Double(number), value >= 0, value * factor < 9e18 else { return nil }
+            let number = size.dropLast(unit.count).trimmingCharacters(in: .whitespaces)
+            guard let value = Double(number), value >= 0, value.isFinite, value * factor < 9e18 else { return nil }
             return Int64((value * factor).rounded())
         }
     }

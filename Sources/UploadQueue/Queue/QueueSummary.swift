@@ -1,41 +1,43 @@
 import Foundation
 import GRDB
 
-/// Counts and bytes per state, the active transfers and the next retry: the data behind `uploadq status`.
-public struct QueueSummary: Sendable, Equatable {
-    /// A transfer in progress.
-    public struct ActiveTransfer: Sendable, Equatable {
-        public var id: JobID
-        public var file: String
-        public var originalName: String
-        public var destination: String
-        public var bytesConfirmed: Int64
-        public var size: Int64
-        public var rateBytesPerSecond: Int64
-    }
+extension QueueStatus {
+    /// Counts and bytes per state, the active transfers and the next retry: the data behind `uploadq status`.
+    public struct QueueSummary: Sendable, Equatable {
+        /// A transfer in progress.
+        public struct ActiveTransfer: Sendable, Equatable {
+            public var id: JobID
+            public var file: String
+            public var originalName: String
+            public var destination: String
+            public var bytesConfirmed: Int64
+            public var size: Int64
+            public var rateBytesPerSecond: Int64
+        }
 
-    public var counts: [JobState: Int]
-    public var bytes: [JobState: Int64]
-    /// Pending jobs per waiting reason (jobs without a reason are not listed).
-    public var waiting: [WaitingReason: Int]
-    /// Failed jobs that need a person.
-    public var permanentFailures: Int
-    public var active: [ActiveTransfer]
-    public var nextAttemptAt: Date?
-    public var patches: [PatchState: Int]
-    /// Attempts that ended in a failure (each one a retry or a permanent failure), since the queue was created.
-    public var failedAttempts: Int = 0
-    /// Destinations whose jobs wait because their circuit is open.
-    public var openCircuits: Set<String> = []
-    /// Destinations whose storage said it is full (HTTP 507); their jobs wait as `quota-full`.
-    public var fullDestinations: Set<String> = []
-    /// Destinations whose answers proved nothing (a captive portal, a proxy), with what answered; their jobs wait
-    /// as `unverified-answer`.
-    public var unverifiedAnswers: [String: String] = [:]
-    /// Uploaded copies whose release (delete or archive, by `[retention]`) is still owed.
-    public var owedReleases: Int = 0
-    /// The last error of an owed release that failed, if any (a full archive disk, a file in the way).
-    public var releaseError: String?
+        public var counts: [JobState: Int]
+        public var bytes: [JobState: Int64]
+        /// Pending jobs per waiting reason (jobs without a reason are not listed).
+        public var waiting: [Job.WaitingReason: Int]
+        /// Failed jobs that need a person.
+        public var permanentFailures: Int
+        public var active: [ActiveTransfer]
+        public var nextAttemptAt: Date?
+        public var patches: [Job.PatchState: Int]
+        /// Attempts that ended in a failure (each one a retry or a permanent failure), since the queue was created.
+        public var failedAttempts: Int = 0
+        /// Destinations whose jobs wait because their circuit is open.
+        public var openCircuits: Set<String> = []
+        /// Destinations whose storage said it is full (HTTP 507); their jobs wait as `quota-full`.
+        public var fullDestinations: Set<String> = []
+        /// Destinations whose answers proved nothing (a captive portal, a proxy), with what answered; their jobs wait
+        /// as `unverified-answer`.
+        public var unverifiedAnswers: [String: String] = [:]
+        /// Uploaded copies whose release (delete or archive, by `[retention]`) is still owed.
+        public var owedReleases: Int = 0
+        /// The last error of an owed release that failed, if any (a full archive disk, a file in the way).
+        public var releaseError: String?
+    }
 }
 
 extension QueueStore {

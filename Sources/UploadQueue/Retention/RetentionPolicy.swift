@@ -1,35 +1,37 @@
 import Foundation
 
-/// `[retention]`: what becomes of the queue's own copy of a file once the server confirmed it, and how long the
-/// history of finished jobs is kept.
-///
-/// The default releases the copy at once (`delete`) and keeps 90 days of history, so the state directory grows
-/// with what is in flight, not with what was ever uploaded.
-public struct RetentionPolicy: Sendable, Equatable {
-    /// What is done with the queue's copy (from `copy`, `move` or the spool) after a confirmed upload.
-    public enum UploadedCopies: Sendable, Equatable {
-        /// Deleted at once (Postfix's way: the queue file goes the moment delivery is confirmed).
-        case delete
-        /// Kept under `blobs/` for this long, then deleted.
-        case keep(for: Duration)
-        /// Moved to `directory`, under the name the template gives (`{date}/{job_id}-{name}` by default).
-        case archive(directory: String, template: PathTemplate)
+extension Configuration {
+    /// `[retention]`: what becomes of the queue's own copy of a file once the server confirmed it, and how long the
+    /// history of finished jobs is kept.
+    ///
+    /// The default releases the copy at once (`delete`) and keeps 90 days of history, so the state directory grows
+    /// with what is in flight, not with what was ever uploaded.
+    public struct RetentionPolicy: Sendable, Equatable {
+        /// What is done with the queue's copy (from `copy`, `move` or the spool) after a confirmed upload.
+        public enum UploadedCopies: Sendable, Equatable {
+            /// Deleted at once (Postfix's way: the queue file goes the moment delivery is confirmed).
+            case delete
+            /// Kept under `blobs/` for this long, then deleted.
+            case keep(for: Duration)
+            /// Moved to `directory`, under the name the template gives (`{date}/{job_id}-{name}` by default).
+            case archive(directory: String, template: Destination.PathTemplate)
+        }
+
+        /// What becomes of the queue's copy after a confirmed upload.
+        public var uploadedCopies: UploadedCopies
+        /// Uploaded jobs (with their attempts, acknowledged completions and done patches) and cancelled files older
+        /// than this are pruned; nil keeps them forever. Failed jobs are never pruned automatically.
+        public var history: Duration?
+
+        /// Release at once, 90 days of history.
+        public init(uploadedCopies: UploadedCopies = .delete, history: Duration? = .seconds(90 * 86_400)) {
+            self.uploadedCopies = uploadedCopies
+            self.history = history
+        }
+
+        /// The archive's default name: a folder per day, the job id for uniqueness, the original name to read.
+        public static let defaultArchiveTemplate = try! PathTemplate("{date}/{job_id}-{name}")
     }
-
-    /// What becomes of the queue's copy after a confirmed upload.
-    public var uploadedCopies: UploadedCopies
-    /// Uploaded jobs (with their attempts, acknowledged completions and done patches) and cancelled files older
-    /// than this are pruned; nil keeps them forever. Failed jobs are never pruned automatically.
-    public var history: Duration?
-
-    /// Release at once, 90 days of history.
-    public init(uploadedCopies: UploadedCopies = .delete, history: Duration? = .seconds(90 * 86_400)) {
-        self.uploadedCopies = uploadedCopies
-        self.history = history
-    }
-
-    /// The archive's default name: a folder per day, the job id for uniqueness, the original name to read.
-    public static let defaultArchiveTemplate = try! PathTemplate("{date}/{job_id}-{name}")
 }
 
 extension RetentionPolicy {

@@ -17,8 +17,7 @@ actor RetentionSweeper {
     private let logger: Logger
     private let pruner: HistoryPruner
     private let releaser = FileReleaser()
-    /// When history was last pruned (monotonic: a clock step neither skips nor repeats a prune).
-    private var lastPrune: ContinuousClock.Instant?
+    /// How often history is pruned (on the monotonic clock: a clock step neither skips nor repeats a prune).
     static let pruneInterval: Duration = .seconds(3600)
     /// Releases carried out per pass (one sync of their directories each).
     static let batch = 256
@@ -35,9 +34,17 @@ actor RetentionSweeper {
     /// migration v5 writes them).
     private var policyResolved = false
 
-    /// Carries out one batch of the releases due now; returns how many were looked at.
+    /// What one batch of releases came to.
+    struct Batch: Sendable, Equatable {
+        /// How many releases were looked at (`batch`: there may be more due now).
+        var looked: Int
+        /// The queue could not be read or written: look again after a while, not at once.
+        var storeFailed: Bool
+    }
+
+    /// Carries out one batch of the releases due now.
     @discardableResult
-    func releaseDue(now: Date = Date()) async -> Int {
+    func releaseDue(now: Date = Date()) async -> Batch {
         let due: [FileRelease]
         do {
             if !policyResolved {
@@ -47,9 +54,9 @@ actor RetentionSweeper {
             due = try store.dueReleases(now: now, limit: Self.batch)
         } catch {
             logger.error("retention: cannot read the releases owed: \(error)")
-            return 0
+            return Batch(looked: 0, storeFailed: true)
         }
-        guard !due.isEmpty else { return 0 }
+        guard !due.isEmpty else { return Batch(looked: 0, storeFailed: false) }
         // A reference file another job still has to upload stays until that job is done.
         var blocked: [JobID: String] = [:]
         for release in due where release.action.actsOnSource {
@@ -95,20 +102,23 @@ actor RetentionSweeper {
             logger.error("retention: cannot record \(done.count) release(s): \(error)")
             storeFailed = true
         }
-        // A queue that cannot be written (a full disk) is looked at again after the usual wait, not at once.
-        return storeFailed ? 0 : due.count
+        return Batch(looked: due.count, storeFailed: storeFailed)
     }
 
     /// Carries out every release due now (what a batch run does before it exits).
     func releaseAllDue() async {
-        while await releaseDue() == Self.batch {}
+        while true {
+            let batch = await releaseDue()
+            if batch.storeFailed || batch.looked < Self.batch { return }
+        }
     }
 
-    /// Prunes history older than `[retention] history`, at most once per `pruneInterval`.
-    func pruneIfDue() async {
+    /// Whether history is pruned at all (`[retention] history`).
+    nonisolated var prunes: Bool { configuration.retention.history != nil }
+
+    /// Prunes history older than `[retention] history` (the owed-work loop calls it once per `pruneInterval`).
+    func prune() async {
         guard let history = configuration.retention.history else { return }
-        if let lastPrune, ContinuousClock.now - lastPrune < Self.pruneInterval { return }
-        lastPrune = .now
         do {
             let report = try await pruner.prune(before: Date().addingTimeInterval(-history.seconds), dryRun: false)
             if report.jobs + report.cancelledFiles > 0 {

@@ -1,7 +1,7 @@
 /// Why a transfer did not finish, and whether trying again can help.
 ///
 /// Uploaders classify their own errors (a 503 is transient, a 403 permanent); the scheduler only reads `kind`.
-public struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
+package struct TransferFailure: Error, Sendable, Equatable, CustomStringConvertible {
     /// What the scheduler does next.
     public enum Kind: Sendable, Equatable {
         /// Try again on the retry schedule (or after the server's `Retry-After`, when longer).

@@ -190,7 +190,7 @@ final class QueueRuntime: Sendable {
         // A batch run that ran out of work leaves no patch behind that could be sent now, and then no copy that could
         // be released (a stop asked for does not wait for them).
         parts.append(Part(name: "owed work", loop: { await owed.run() }, finally: {
-            if exitWhenIdle && !stopAsked.isSet { await owed.finishDue() }
+            if exitWhenIdle && !stopAsked.isSet { await owed.finishDue() } else { await owed.stop() }
         }))
         if let control {
             // Stopping: no new requests from other processes while the rest winds down.

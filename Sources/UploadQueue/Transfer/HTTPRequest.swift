@@ -58,24 +58,26 @@ struct TransferOptions: Sendable, Equatable {
     }
 }
 
-/// When a transfer counts as stalled: below `minimumRate` bytes per second for `window` (it stopped), or below
-/// `minimumAverageRate` on average over `averageWindow` or past its deadline (it trickles: `RateFloor`).
-public struct StallDetection: Sendable, Equatable {
-    /// Bytes per second below which a transfer is not moving (`stall_min_rate`).
-    public var minimumRate: Int64
-    /// How long it may stay below `minimumRate` (`stall_timeout`).
-    public var window: Duration
-    /// The least average rate over `averageWindow`, sent and received together (`min_rate`; 0 turns it off).
-    public var minimumAverageRate: Int64
-    /// `min_rate_window`.
-    public var averageWindow: Duration
+extension Destination {
+    /// When a transfer counts as stalled: below `minimumRate` bytes per second for `window` (it stopped), or below
+    /// `minimumAverageRate` on average over `averageWindow` or past its deadline (it trickles: `RateFloor`).
+    public struct StallDetection: Sendable, Equatable {
+        /// Bytes per second below which a transfer is not moving (`stall_min_rate`).
+        public var minimumRate: Int64
+        /// How long it may stay below `minimumRate` (`stall_timeout`).
+        public var window: Duration
+        /// The least average rate over `averageWindow`, sent and received together (`min_rate`; 0 turns it off).
+        public var minimumAverageRate: Int64
+        /// `min_rate_window`.
+        public var averageWindow: Duration
 
-    /// Below 1 byte/s for 30 s, or below 1 KiB/s on average over 60 s, by default.
-    public init(minimumRate: Int64 = 1, window: Duration = .seconds(30), minimumAverageRate: Int64 = 1024,
-                averageWindow: Duration = .seconds(60)) {
-        self.minimumRate = minimumRate
-        self.window = window
-        self.minimumAverageRate = minimumAverageRate
-        self.averageWindow = averageWindow
+        /// Below 1 byte/s for 30 s, or below 1 KiB/s on average over 60 s, by default.
+        public init(minimumRate: Int64 = 1, window: Duration = .seconds(30), minimumAverageRate: Int64 = 1024,
+                    averageWindow: Duration = .seconds(60)) {
+            self.minimumRate = minimumRate
+            self.window = window
+            self.minimumAverageRate = minimumAverageRate
+            self.averageWindow = averageWindow
+        }
     }
 }
