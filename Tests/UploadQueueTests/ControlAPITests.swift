@@ -413,7 +413,7 @@ import Testing
         _ = await daemon.terminate()
     }
 
-    @Test("an enqueue whose client leaves while the file is read stops at its next block: nothing queued, the file stays")
+    @Test("an enqueue (alone or in a batch) whose client leaves while a file is read stops at its next block: nothing queued")
     func enqueueStopsWhenTheClientLeaves() async throws {
         let sandbox = try Sandbox()
         let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.state + "/api.sock")
@@ -428,9 +428,19 @@ import Testing
         #expect(status == 28, "curl: \(String(decoding: err, as: UTF8.self))")
         #expect(await eventually(timeout: .seconds(10)) { daemon.log.contains("the enqueue of \(big) (uid \(getuid())) stopped") },
                 "\(daemon.log.suffix(2000))")
+        // A batch too: the file being read and those after it are not read on.
+        let small = try sandbox.makeFile(sandbox.root + "/small.jpg", size: 1000, seed: 9)
+        let (batchStatus, _, batchErr) = try await ChildProcess.run(
+            ["curl", "-sS", "--max-time", "1", "--unix-socket", socket, "-X", "POST", "-H", "Content-Type: application/json",
+             "--data-binary", #"{"jobs": [{"path": "\#(big)", "mode": "reference"}, {"path": "\#(small)"}]}"#,
+             "http://localhost/v1/jobs/batch"],
+            executable: "/usr/bin/curl", environment: ["PATH": "/usr/bin:/bin"], limit: .seconds(30))
+        #expect(batchStatus == 28, "curl: \(String(decoding: batchErr, as: UTF8.self))")
+        #expect(await eventually(timeout: .seconds(10)) { daemon.log.contains("a batch of 2 enqueue(s) stopped") },
+                "\(daemon.log.suffix(2000))")
         let listed = try await Self.curl(socket, "GET", "/v1/jobs")
         #expect((Self.object(listed.body)["jobs"] as? [Any])?.isEmpty == true, "nothing queued: \(listed)")
-        #expect(FileManager.default.fileExists(atPath: big))
+        #expect(FileManager.default.fileExists(atPath: big) && FileManager.default.fileExists(atPath: small))
         // The daemon answers on, and stops at once (no intake holds it).
         let health = try await Self.curl(socket, "GET", "/v1/health")
         #expect(health.status == 200, "\(health)")
