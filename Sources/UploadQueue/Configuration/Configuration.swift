@@ -232,8 +232,8 @@ extension Destination {
         case environment(String)
         /// A file whose first line is the token; read again after a 401.
         case file(String)
-        /// A program (no shell) whose standard output is the token; run again after a 401, killed after `timeout`.
-        /// It gets `PATH`, `HOME`, `LANG` and the daemon's variables named in `passEnvironment` (`pass_env`), no others.
+        /// A program (no shell) whose standard output is the token; run again after a 401, killed after `timeout`. It
+        /// gets `PATH`, `HOME`, `LANG` and the daemon's variables named in `passEnvironment` (`pass_env`), no others.
         case command([String], timeout: Duration, passEnvironment: [String] = [])
     }
 }

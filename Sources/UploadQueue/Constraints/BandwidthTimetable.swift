@@ -5,8 +5,9 @@ extension Configuration {
     /// day, in the style of rclone's `--bwlimit` timetable.
     ///
     /// Each entry is `[DAY-]HH:MM,RATE`: from that wall-clock time (daily, or on that day: `sat-09:00,1MiB`) the cap is
-    /// RATE bytes per second until the next entry; `off` lifts it. Before the first entry of the day the last one of the
-    /// day before holds (the table wraps around the week). The link class's own cap still applies: the lower one wins.
+    /// RATE bytes per second until the next entry; `off` lifts it. Before the first entry of the day the last one of
+    /// the day before holds (the table wraps around the week). The link class's own cap still applies: the lower one
+    /// wins.
     public struct BandwidthTimetable: Sendable, Equatable {
         /// One change of the cap.
         public struct Entry: Sendable, Equatable {

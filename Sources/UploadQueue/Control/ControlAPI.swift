@@ -393,9 +393,9 @@ package struct ControlAPI: Sendable {
         enqueuing.counts.withLock { $0[peer.uid, default: 1] -= 1 }
     }
 
-    /// Takes one file in as the peer's, its refusal said as the API says it. The intake (a large file is read for minutes) stops at its next block when
-    /// the request's task is cancelled: the client left, or the daemon stops. Nothing is queued then, and the file
-    /// stays where it is.
+    /// Takes one file in as the peer's, its refusal said as the API says it. The intake (a large file is read for
+    /// minutes) stops at its next block when the request's task is cancelled: the client left, or the daemon stops.
+    /// Nothing is queued then, and the file stays where it is.
     private func accept(_ enqueue: EnqueueRequest, peer: ControlPeer) async throws -> EnqueueResult {
         let stop = Self.clientStop()
         do {

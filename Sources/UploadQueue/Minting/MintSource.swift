@@ -1,8 +1,8 @@
 import Foundation
 
 extension Destination {
-    /// Where a minted destination gets each file's upload target: the app's backend, which hands out short-lived
-    /// upload URLs (S3 presigned PUT or POST, Supabase signed upload URLs, GCS signed URLs) instead of giving the device
+    /// Where a minted destination gets each file's upload target: the app's backend, which hands out short-lived upload
+    /// URLs (S3 presigned PUT or POST, Supabase signed upload URLs, GCS signed URLs) instead of giving the device
     /// long-lived keys.
     public enum MintSource: Sendable, Equatable {
         /// `mint_url`: POSTed the job as JSON; its credentials are `[mint]`'s.

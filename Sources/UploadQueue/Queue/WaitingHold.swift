@@ -48,7 +48,8 @@ extension Job {
             }
         }
 
-        /// `22:00` within the next 20 hours, `sat 22:00` within six days, else the date and time: on the clock of `timeZone`.
+        /// `22:00` within the next 20 hours, `sat 22:00` within six days, else the date and time: on the clock of
+        /// `timeZone`.
         public static func clock(_ date: Date, timeZone: TimeZone, now: Date) -> String {
             let formatter = DateFormatter()
             formatter.locale = Locale(identifier: "en_US_POSIX")
