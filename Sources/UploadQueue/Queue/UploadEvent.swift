@@ -27,23 +27,36 @@ final class EventHub: Sendable {
     private let subscribers = Mutex<[Int: AsyncStream<UploadEvent>.Continuation]>([:])
     private let nextID = Atomic<Int>(0)
     /// Where lines for the daemon's event feed go that are no `UploadEvent` (link changes), while one runs.
-    private let feed = Mutex<(@Sendable (FeedEvent) -> Void)?>(nil)
+    private let feed = Mutex<Receiver<FeedEvent>?>(nil)
     /// Called with each event as it is emitted, before any subscriber gets it (the live feed's `EventFeeder`).
-    private let tap = Mutex<(@Sendable (UploadEvent) -> Void)?>(nil)
+    private let tap = Mutex<Receiver<UploadEvent>?>(nil)
+
+    /// A closure in a box. Read straight out of a `Mutex`, a closure is re-wrapped at each read (the lock's
+    /// `inout` value goes through a generic abstraction and back, and is written back wrapped): after a million
+    /// events a call went through a million thunks. A class reference is read as it is.
+    private final class Receiver<Event>: Sendable {
+        let receive: @Sendable (Event) -> Void
+
+        init(_ receive: @escaping @Sendable (Event) -> Void) {
+            self.receive = receive
+        }
+    }
 
     /// Calls `take` with each event as it is emitted from now on (nil: no one).
     func attachTap(_ take: (@Sendable (UploadEvent) -> Void)?) {
-        tap.withLock { $0 = take }
+        let receiver = take.map(Receiver.init)
+        tap.withLock { $0 = receiver }
     }
 
     /// Sends `notice`s to `publish` from now on (nil: nowhere).
     func attachFeed(_ publish: (@Sendable (FeedEvent) -> Void)?) {
-        feed.withLock { $0 = publish }
+        let receiver = publish.map(Receiver.init)
+        feed.withLock { $0 = receiver }
     }
 
     /// A line for the event feed, if one is attached.
     func notice(_ event: FeedEvent) {
-        feed.withLock { $0 }?(event)
+        feed.withLock { $0 }?.receive(event)
     }
 
     func subscribe() -> AsyncStream<UploadEvent> {
@@ -57,7 +70,7 @@ final class EventHub: Sendable {
     }
 
     func emit(_ event: UploadEvent) {
-        tap.withLock { $0 }?(event)
+        tap.withLock { $0 }?.receive(event)
         let current = subscribers.withLock { Array($0.values) }
         for continuation in current { continuation.yield(event) }
     }
