@@ -6,7 +6,7 @@ public struct QueueStatus: Sendable, Equatable {
     public var runnerPID: Int32?
     /// The link as a whole and who classified it.
     public var link: LinkStatus
-    public var summary: QueueSummary
+    public var summary: Summary
     /// Request-body bytes sent: destination → link class (`metered`, `unmetered`) → bytes, so a user can show
     /// what went over a metered link.
     public var traffic: [String: [String: Int64]]
@@ -62,7 +62,7 @@ public struct QueueStatus: Sendable, Equatable {
         }
     }
 
-    public init(runnerPID: Int32?, link: LinkStatus, summary: QueueSummary, traffic: [String: [String: Int64]] = [:],
+    public init(runnerPID: Int32?, link: LinkStatus, summary: Summary, traffic: [String: [String: Int64]] = [:],
                 disk: DiskStatus? = nil) {
         self.runnerPID = runnerPID
         self.link = link

@@ -140,7 +140,7 @@ public actor UploadQueue {
     public var runnerIsUp: Bool { scheduler != nil || DaemonLock.holder(path: configuration.lockPath) != nil }
 
     /// A job's attempts, oldest first.
-    public func attempts(of id: JobID) throws -> [Job.JobAttempt] { try store.attempts(of: id) }
+    public func attempts(of id: JobID) throws -> [Job.Attempt] { try store.attempts(of: id) }
 
     /// The job's patch as it stands (its attempts, its last error, when it is tried again); nil when it owes none.
     public func patchRecord(_ id: JobID) throws -> PatchRecord? { try store.patchRecord(id) }

@@ -6,7 +6,7 @@ extension PatchTarget {
     ///
     /// Placeholders: `{{url}}` (the remote URL), `{{job_id}}`, `{{sha256}}`, `{{size}}`, `{{content_type}}`,
     /// `{{name}}` and `{{meta.KEY}}`.
-    public struct PatchBody: Sendable, Equatable, CustomStringConvertible {
+    public struct Body: Sendable, Equatable, CustomStringConvertible {
         enum Part: Sendable, Equatable {
             case literal(String)
             case url, jobID, sha256, size, contentType, name
@@ -17,7 +17,7 @@ extension PatchTarget {
         public let description: String
 
         /// `{"photo_url": "{{url}}"}`, what CONTRACT.md names as the default.
-        public static let standard = try! PatchBody(#"{"photo_url": "{{url}}"}"#)
+        public static let standard = try! Body(#"{"photo_url": "{{url}}"}"#)
 
         /// Parses a template; throws naming the unknown placeholder or the unclosed `{{`.
         public init(_ text: String) throws(Destination.PathTemplateError) {
@@ -97,7 +97,7 @@ extension Configuration {
         /// The HTTP method (a job's `patch.method` overrides it).
         public var method: String
         /// The body template (a job's `patch.body` overrides it).
-        public var body: PatchTarget.PatchBody
+        public var body: PatchTarget.Body
         /// Headers, bearer token, CAs and timeouts for the patch requests.
         public var http: Destination.HTTPSettings
         /// Patches are tiny: by default they go on a metered link too.
@@ -110,7 +110,7 @@ extension Configuration {
         public var sidecarHeaders: Set<String> = []
 
         /// `PATCH` with `{"photo_url": "{{url}}"}`, no credentials, allowed on metered links.
-        public init(method: String = "PATCH", body: PatchTarget.PatchBody = .standard, http: Destination.HTTPSettings = Destination.HTTPSettings(),
+        public init(method: String = "PATCH", body: PatchTarget.Body = .standard, http: Destination.HTTPSettings = Destination.HTTPSettings(),
                     onMetered: Destination.MeteredPolicy = .allow) {
             self.method = method
             self.body = body

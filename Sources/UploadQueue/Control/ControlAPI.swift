@@ -285,7 +285,7 @@ package struct ControlAPI: Sendable {
                 stop.stop()
             }
             if stop.isStopped {
-                queue.logger.notice("control API: a batch of \(parsed.count) enqueue(s) stopped: its client left")
+                queue.logger.notice("control API: a batch of \(parsed.count) enqueue(s) stopped: its client left, or the daemon stops")
             }
             for ((index, enqueue), outcome) in zip(parsed, outcomes) {
                 switch outcome {

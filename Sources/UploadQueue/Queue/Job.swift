@@ -218,7 +218,7 @@ extension Job: FetchableRecord, PersistableRecord {
 
 extension Job {
     /// One try at uploading a job: when, from which offset, how far, and how it ended.
-    public struct JobAttempt: Sendable, Equatable, Codable, FetchableRecord, PersistableRecord {
+    public struct Attempt: Sendable, Equatable, Codable, FetchableRecord, PersistableRecord {
         public static let databaseTableName = "job_attempt"
 
         public internal(set) var jobID: JobID

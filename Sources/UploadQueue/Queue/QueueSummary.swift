@@ -3,7 +3,7 @@ import GRDB
 
 extension QueueStatus {
     /// Counts and bytes per state, the active transfers and the next retry: the data behind `uploadq status`.
-    public struct QueueSummary: Sendable, Equatable {
+    public struct Summary: Sendable, Equatable {
         /// A transfer in progress.
         public struct ActiveTransfer: Sendable, Equatable {
             public var id: JobID
@@ -44,7 +44,7 @@ extension QueueStore {
     /// The summary, read in one short read transaction. Counts come from `job_tally` (kept by triggers) and the
     /// holds, so the history kept costs nothing; a metered hold counts the jobs it keeps back, and the owed
     /// releases are counted. `holdsInForce: false` (no runner): the holds a killed runner left are not shown.
-    public func summary(holdsInForce: Bool = true) throws -> QueueSummary {
+    public func summary(holdsInForce: Bool = true) throws -> QueueStatus.Summary {
         try writer.read { db in
             var counts = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, 0) })
             var bytes = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, Int64(0)) })

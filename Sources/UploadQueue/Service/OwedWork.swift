@@ -59,10 +59,13 @@ actor OwedWork {
             }
             // With every delivery slot taken, the next entry's time does not matter: a delivery's end wakes the loop.
             let due = try? store.nextOwedDue(of: deliveries.full ? [] : consumers, excluding: deliveries.busy)
-            let now = Date()
-            if sweeping == nil, sweepsResumeAt.map({ .now >= $0 }) ?? true {
-                let releases = due?.release.map { $0 <= now } ?? (due == nil)
-                let prune = retention.prunes && .now >= pruneAt
+            let (now, clock) = (Date(), ContinuousClock.now)
+            // A read that failed: no sweep for a second either (it would read the same queue).
+            if due == nil { sweepsResumeAt = max(sweepsResumeAt ?? clock, clock + Self.troubleWait) }
+            if let resume = sweepsResumeAt, clock >= resume { sweepsResumeAt = nil }
+            if sweeping == nil, sweepsResumeAt == nil {
+                let releases = due?.release.map { $0 <= now } ?? false
+                let prune = retention.prunes && clock >= pruneAt
                 if releases || prune { sweep(prune: prune) }
             }
             var wakes: [Duration] = [Self.poll]
@@ -71,12 +74,13 @@ actor OwedWork {
             }
             if deliveries.unrecorded || due == nil { wakes.append(Self.troubleWait) }
             if sweeping == nil {
-                if let resume = sweepsResumeAt {
-                    wakes.append(resume - .now)
-                } else if let release = due?.release {
-                    wakes.append(.seconds(release.timeIntervalSince(now)))
+                // Not before the sweeps may resume: each of these is then a time the next sweep is due.
+                let resume = sweepsResumeAt ?? clock
+                if let release = due?.release {
+                    wakes.append(max(.seconds(release.timeIntervalSince(now)), resume - clock))
                 }
-                if retention.prunes { wakes.append(pruneAt - .now) }
+                if retention.prunes { wakes.append(max(pruneAt, resume) - clock) }
+                if due == nil { wakes.append(resume - clock) }
             }
             let wait = max(wakes.min() ?? Self.poll, .milliseconds(10))
             await wake.wait(timeout: wait, spacedFrom: pass, by: Self.spacing)
