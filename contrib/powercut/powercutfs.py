@@ -514,8 +514,14 @@ async def control(fs, args, done):
     listener = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
     if os.path.exists(args.control):
         os.unlink(args.control)
-    await listener.bind(args.control)
+    # Bound and listening under another name, then renamed: a client that sees the socket can connect to it (one
+    # that came between the bind and the listen was refused, and its `cut` lost).
+    pending = args.control + ".binding"
+    if os.path.exists(pending):
+        os.unlink(pending)
+    await listener.bind(pending)
     listener.listen(4)
+    os.rename(pending, args.control)
     while True:
         connection, _ = await listener.accept()
         with connection:
