@@ -37,6 +37,23 @@ struct ControlExchange: Sendable {
     /// `deadline`, is `daemonUnreachable`; a socket this user may not connect to is `forbidden`.
     func send(_ method: HTTPMethod, _ target: String, json body: Data? = nil,
               headers extra: [(String, String)] = [], deadline: Duration = .seconds(60)) async throws -> Answer {
+        // A connection closed before the request went out (nothing of it was written) is made once more.
+        do {
+            return try await sendOnce(method, target, json: body, headers: extra, deadline: deadline)
+        } catch is ClosedBeforeRequest {}
+        do {
+            return try await sendOnce(method, target, json: body, headers: extra, deadline: deadline)
+        } catch is ClosedBeforeRequest {
+            throw UploadQueueError(.daemonUnreachable, "the daemon closed two connections before \(method) \(target) "
+                + "could be sent; try again once it runs", path: socketPath)
+        }
+    }
+
+    /// The connection was closed before the request's first byte was written to it.
+    private struct ClosedBeforeRequest: Error {}
+
+    private func sendOnce(_ method: HTTPMethod, _ target: String, json body: Data?, headers extra: [(String, String)],
+                          deadline: Duration) async throws -> Answer {
         let channel = try await connect()
         // A daemon that stops answering (wedged, or stopped with the connection open) ends the exchange at its
         // deadline: the connection is closed, and the read below ends.
@@ -61,6 +78,8 @@ struct ControlExchange: Sendable {
             throw error
         } catch is CancellationError {
             throw CancellationError()
+        } catch let closed as ClosedBeforeRequest {
+            throw closed
         } catch {
             // Reset or closed under it (a daemon restarting): as if it were not there.
             try Task.checkCancellation()
@@ -157,7 +176,11 @@ struct ControlExchange: Sendable {
                           head: HTTPRequestHead, body: Data?, method: HTTPMethod, target: String,
                           deadline: Duration) async throws -> Answer {
         try await channel.executeThenClose { inbound, outbound in
-            try await outbound.write(.head(head))
+            do {
+                try await outbound.write(.head(head))
+            } catch ChannelError.ioOnClosedChannel {
+                throw ClosedBeforeRequest()
+            }
             if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
             try await outbound.write(.end(nil))
             var answer = Answer(status: 0, body: Data())

@@ -96,6 +96,10 @@ final class ControlServer: Sendable {
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
                     try channel.pipeline.syncOperations.addHandler(
                         ControlConnection(api: api, peer: peer, registry: registry, logger: logger))
+                }.flatMapErrorThrowing { error in
+                    // Said, so a client that saw its connection closed at once can be told why.
+                    logger.debug("control API: a connection is not served: \(error)")
+                    throw error
                 }
             }
         do {
