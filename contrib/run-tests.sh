@@ -45,6 +45,7 @@ if [ "$#" -eq 0 ]; then
     # minute; every fsync site and 350 cuts: contrib/powercut/run.sh).
     CUTS=12 EPOCH=25 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/powercut/run.sh
     SHORT=1 UPLOADQ_BINARY="$PWD/.build/debug/uploadq" contrib/soak/run.sh
-    # Every fuzz target for 15 s on its seed corpus (the findings so far are in it); longer: contrib/fuzz/run.sh.
+    # Every fuzz target for 15 s on its seed corpus (the findings so far are in it), two at a time; longer:
+    # contrib/fuzz/run.sh.
     contrib/fuzz/run.sh 15
 fi

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets under Tests/Fuzz/ against an instrumented debug build of the UploadQueue module
-# (`swiftc -sanitize=fuzzer,address`), then runs each for SECONDS on a copy of its seed corpus.
+# (`swiftc -sanitize=fuzzer,address`), then runs each for SECONDS on a copy of its seed corpus, two at a time
+# (PARALLEL=1 for one at a time).
 #
-#   contrib/fuzz/run.sh 30                    # every target, 30 s each (what CI runs)
+#   contrib/fuzz/run.sh 15                    # every target, 15 s each (what contrib/run-tests.sh runs)
 #   contrib/fuzz/run.sh 1800 Sidecar S3XML    # some targets, 30 minutes each
 #
 # A target that crashes, hangs (over 10 s on one input) or runs out of memory (2 GiB) fails the run; its input is
@@ -54,13 +55,17 @@ for map in "${maps[@]}" "${generated[@]}"; do
 done
 for dir in Sources/CCurlShim/include Sources/CUploadQueueSystem/include; do includes+=(-Xcc "-I$dir"); done
 mkdir -p "$build/findings"
-failed=0
-for target in "${targets[@]}"; do
+# One target: its binary, its corpus (a copy of the seeds), its run. The verdict goes to $build/findings/TARGET.line
+# (printed in the targets' order at the end); a run that stops half-way (set -e) leaves "FAILED" there.
+fuzz() {
+    local target=$1 binary corpus log runs cov verdict
+    verdict="$build/findings/$target.line"
+    echo "fuzz: $target FAILED (stopped before its run ended)" > "$verdict"
     binary="$build/fuzz-$target"
     swiftc -sanitize=fuzzer,address -parse-as-library -g -I "$modules" "${includes[@]}" \
         -I "$build/debug" Tests/Fuzz/FuzzInput.swift "Tests/Fuzz/$target.swift" "${objects[@]}" \
         -lcurl -lmagic -lcrypto -lsqlite3 -o "$binary" 2>&1 | grep -v "Cannot export local symbol" || true
-    [ -x "$binary" ] || { echo "fuzz: $target did not build" >&2; exit 1; }
+    [ -x "$binary" ] || { echo "fuzz: $target did not build" > "$verdict"; return; }
     corpus="$build/corpus/$target"
     mkdir -p "$corpus" "$build/findings/$target"
     [ -d "Tests/Fuzz/corpus/$target" ] && cp -n Tests/Fuzz/corpus/"$target"/* "$corpus"/ 2>/dev/null || true
@@ -69,11 +74,28 @@ for target in "${targets[@]}"; do
         -artifact_prefix="$build/findings/$target/" "$corpus" > "$log" 2>&1; then
         runs=$(grep -E "^stat::number_of_executed_units" "$log" | awk '{print $2}')
         cov=$(grep -E "^#[0-9]+.*DONE" "$log" | tail -1 | grep -oE "cov: [0-9]+" || true)
-        echo "fuzz: $target: ${runs:-?} executions in ${seconds} s, ${cov:-cov ?}, corpus $(ls "$corpus" | wc -l) inputs"
+        echo "fuzz: $target: ${runs:-?} executions in ${seconds} s, ${cov:-cov ?}, corpus $(ls "$corpus" | wc -l) inputs" \
+            > "$verdict"
     else
-        echo "fuzz: $target FAILED; input kept in $build/findings/$target/:" >&2
-        grep -E "ERROR|==|Fatal error|Precondition|SUMMARY|artifact" "$log" | head -20 >&2
+        { echo "fuzz: $target FAILED; input kept in $build/findings/$target/:"
+          grep -E "ERROR|==|Fatal error|Precondition|SUMMARY|artifact" "$log" | head -20; } > "$verdict"
+    fi
+}
+# Two targets at once (PARALLEL): one fuzzer process each, one per core of a CI machine.
+parallel=${PARALLEL:-2}
+for target in "${targets[@]}"; do
+    while [ "$(jobs -rp | wc -l)" -ge "$parallel" ]; do wait -n || true; done
+    fuzz "$target" &
+done
+wait
+failed=0
+for target in "${targets[@]}"; do
+    line="$build/findings/$target.line"
+    if grep -q "FAILED\|did not build" "$line"; then
+        cat "$line" >&2
         failed=1
+    else
+        cat "$line"
     fi
 done
 exit $failed

@@ -2,7 +2,7 @@
 // A test-only server for IETF Resumable Uploads for HTTP (interop version 6, also 3 and 5) built on
 // swift-nio-extras' NIOResumableUpload, so uploadq's RUFH client can be checked against an independent
 // implementation. Not part of the uploadq package; build it on its own:
-//   swift build -c release && .build/release/nio-rufh-server PORT STORE_DIR
+//   swift build && .build/debug/nio-rufh-server PORT STORE_DIR
 import PackageDescription
 
 let package = Package(

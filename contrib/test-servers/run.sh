@@ -46,7 +46,7 @@ PY
 )
 
 mkdir -p "$work/tus" "$work/dav" "$work/recorder" "$work/tls" "$work/rufh" "$work/nio-rufh"
-nio_server="$root/contrib/nio-rufh-server/.build/release/nio-rufh-server"
+nio_server="$root/contrib/nio-rufh-server/.build/debug/nio-rufh-server"
 [ -x "$nio_server" ] || { echo "test-servers: $nio_server is not built; run contrib/test-servers/setup.sh" >&2; exit 1; }
 # A private CA and a certificate for 127.0.0.1 signed by it, for the TLS tests.
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=uploadq test CA" \
