@@ -22,6 +22,7 @@ package typealias HookEvent = Configuration.HookEvent
 package typealias HookSettings = Configuration.HookSettings
 package typealias IntakeMode = Job.IntakeMode
 package typealias JobAttempt = Job.Attempt
+package typealias LaneFailurePolicy = Configuration.LaneFailure
 package typealias LinkOverride = Configuration.LinkOverride
 package typealias LinkStatus = QueueStatus.LinkStatus
 package typealias LocalDirectorySettings = Destination.LocalDirectorySettings

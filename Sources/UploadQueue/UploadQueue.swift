@@ -224,6 +224,13 @@ public actor UploadQueue {
         return changed
     }
 
+    /// Skips a job that failed for good in its lane: it stays failed and visible, and the lane goes on with its next
+    /// job (what `[lanes] on_failure = "skip"` does by itself).
+    public func skip(_ id: JobID) throws {
+        _ = try store.skip(id)
+        wakeRunner()
+    }
+
     /// Makes these failed jobs pending now; for an uploaded job whose patch failed, sends the patch again.
     @discardableResult
     public func retry(_ ids: [JobID]) throws -> [JobID] {

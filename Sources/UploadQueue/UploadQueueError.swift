@@ -47,6 +47,9 @@ public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConverti
         /// The control API refused a request that conflicts with one being answered (the same `Idempotency-Key`)
         /// or with the job's state.
         public static let conflict = Code(rawValue: "conflict")
+        /// An enqueue named `after` a job that is none of the caller's (nor was, in the history kept): nothing was
+        /// taken.
+        public static let unknownPrerequisite = Code(rawValue: "unknown-prerequisite")
     }
 
     public var code: Code

@@ -34,6 +34,12 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(help: "The patch body template, e.g. '{\"photo_url\": \"{{url}}\"}' (default: [patch] body).")
     var patchBody: String?
     @Option(help: "The patch method (default: [patch] method, PATCH).") var patchMethod: String?
+    @Option(help: "Put the files in this lane: they go one at a time, after the lane's earlier jobs, in this order.")
+    var lane: String?
+    @Option(help: "Start only once this job is uploaded (an id; repeatable). One that fails for good or is cancelled fails these files as prerequisite-failed or prerequisite-cancelled.")
+    var after: [String] = []
+    @Flag(help: "With --after: start once those jobs are uploaded, failed for good or cancelled, whatever they came to.")
+    var afterSettled = false
     @Flag(help: "Show progress and return when the files are uploaded or failed for good.") var wait = false
     @Flag(help: "Print one JSON array.") var json = false
 
@@ -55,6 +61,7 @@ struct EnqueueCommand: AsyncParsableCommand {
     func validate() throws {
         if paths.isEmpty && filesFrom == nil { throw ValidationError("give at least one file (or --files-from)") }
         if null && filesFrom == nil { throw ValidationError("--null goes with --files-from") }
+        if afterSettled && after.isEmpty { throw ValidationError("--after-settled goes with --after") }
         if IntakeMode(rawValue: mode) == nil { throw ValidationError("--mode must be copy, move or reference") }
         if let then {
             guard SourceAfterUpload(then, base: "/") != nil else {
@@ -110,7 +117,7 @@ struct EnqueueCommand: AsyncParsableCommand {
                            mode: IntakeMode(rawValue: mode) ?? .copy, onMetered: onMetered,
                            sourceAfterUpload: then.flatMap {
                                SourceAfterUpload($0, base: FileManager.default.currentDirectoryPath)
-                           })
+                           }, lane: lane, after: after, afterMode: afterSettled ? .settled : nil)
         }
         // One batch: copies made durable with one flush and rows committed together, each file still on its own.
         var lines = ""

@@ -38,7 +38,9 @@ import Testing
         #expect(OutboxConsumer.patch.description == "patch" && OutboxConsumer.hook(.failed).description == "hook:failed")
         #expect(HookEvent.uploaded.rawValue == "uploaded" && HookEvent.failed.rawValue == "failed")
         #expect(PatchState.none.rawValue == "none")
-        #expect(QueueDatabase.runnableCondition == "state = 'pending' AND intake_complete = 1 AND cancel_requested = 0")
+        #expect(QueueDatabase.runnableCondition
+                == "state = 'pending' AND intake_complete = 1 AND cancel_requested = 0 AND blocked_by IS NULL")
+        #expect(PrerequisiteKind.lane.rawValue == "lane" && PrerequisiteKind.after.rawValue == "after")
     }
 
     @Test("v7's own reading of a job's on_metered agrees with the policy the app reads today")

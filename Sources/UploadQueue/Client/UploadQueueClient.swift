@@ -131,6 +131,14 @@ public struct UploadQueueClient: Sendable {
         return try answer.object("retry")["retried"] as? Bool ?? false
     }
 
+    /// Skips a job that failed for good in its lane, as `UploadQueue.skip(_:)` does: it stays failed, and its lane
+    /// goes on.
+    public func skip(_ id: JobID) async throws {
+        let route = "/v1/jobs/\(id)/skip"
+        let answer = try await exchange.send(.POST, route)
+        guard answer.status == 200 else { throw answer.error("POST \(route)") }
+    }
+
     /// Makes every failed job pending now (the queue's own user and root alone); the jobs that changed.
     @discardableResult
     public func retryFailed() async throws -> [JobID] {
@@ -353,6 +361,9 @@ public struct UploadQueueClient: Sendable {
         if let destination = request.destination { body["destination"] = destination }
         if let onMetered = request.onMetered { body["on_metered"] = onMetered }
         if let then = request.sourceAfterUpload { body["source_after_upload"] = then.description }
+        if let lane = request.lane { body["lane"] = lane }
+        if !request.after.isEmpty { body["after"] = request.after }
+        if let mode = request.afterMode { body["after_mode"] = mode.rawValue }
         if let patch = request.patch {
             var object: [String: Any] = ["url": patch.url]
             if let method = patch.method { object["method"] = method }

@@ -35,6 +35,8 @@ public struct Configuration: Sendable, Equatable {
     public var schedule = Schedule()
     /// `[hooks]`: programs run when a job is uploaded or fails for good.
     public var hooks = HookSettings()
+    /// `[lanes]`: what a lane does when a job in it fails for good.
+    public var lanes = Lanes()
     /// `[events]`: the daemon's event stream for other processes.
     public var events = EventSettings()
     /// `[api]`: the daemon's control API for other processes.
@@ -102,6 +104,8 @@ public struct Configuration: Sendable, Equatable {
         /// `sidecar_meta_keys`: the `meta` keys a sidecar may set (none by default); only these reach templates
         /// and a POST's form fields.
         public var sidecarMetaKeys: Set<String> = []
+        /// `sidecar_lanes`: the prefixes of the lanes a sidecar (or a dropper through the control API) may use.
+        public var sidecarLanes: [String] = []
         /// `sidecar_max_priority`: the highest priority a sidecar may give its file; nil: 0, or one below
         /// `[schedule] urgent_priority` when that is lower (see `SidecarPolicy.priorityCap`).
         public var sidecarMaxPriority: Int?

@@ -199,6 +199,10 @@ extension Configuration {
                 }
                 value.sidecarMayAllowMetered = try table.boolean("sidecar_may_allow_metered") ?? false
                 value.sidecarMetaKeys = Set(try table.stringArray("sidecar_meta_keys") ?? [])
+                value.sidecarLanes = try table.stringArray("sidecar_lanes") ?? []
+                if value.sidecarLanes.contains("") {
+                    throw table.error("sidecar_lanes", "an empty prefix would allow every lane; list the prefixes")
+                }
                 value.sidecarMaxPriority = (try table.integer("sidecar_max_priority", range: -1_000_000...1_000_000))
                     .map { Int($0) }
                 value.maxFileSize = try table.byteCount("max_file_size", minimum: 1) ?? value.maxFileSize
@@ -294,6 +298,17 @@ extension Configuration {
                 try table.rejectUnknownKeys()
             }
             api.socket = api.socket ?? (stateDirectory as NSString).appendingPathComponent("api.sock")
+            var lanes = Configuration.Lanes()
+            if var table = try root.table("lanes") {
+                if let text = try table.string("on_failure") {
+                    guard let policy = Configuration.LaneFailure(rawValue: text) else {
+                        throw table.error("on_failure", "\"\(text)\" is not \"hold\" or \"skip\"")
+                    }
+                    lanes.onFailure = policy
+                }
+                lanes.skip = Set(try table.stringArray("skip") ?? [])
+                try table.rejectUnknownKeys()
+            }
             var retention = RetentionPolicy()
             if var table = try root.table("retention") {
                 retention = try RetentionPolicy.load(&table, baseDirectory: baseDirectory)
@@ -310,6 +325,7 @@ extension Configuration {
             configuration.power = power
             configuration.schedule = schedule
             configuration.hooks = hooks
+            configuration.lanes = lanes
             configuration.events = events
             configuration.api = api
             return configuration

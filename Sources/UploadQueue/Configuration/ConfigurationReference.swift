@@ -49,6 +49,9 @@ package enum ConfigurationReference {
         Section(table: "hooks", anchor: "hooks", title: "[hooks]",
                 summary: "Programs run after a job is uploaded or fails for good, with the job's JSON on standard "
                     + "input, at least once; no shell, no PATH search."),
+        Section(table: "lanes", anchor: "lanes", title: "[lanes]",
+                summary: "What a lane (`enqueue --lane NAME`: its jobs go one at a time, in the order they were "
+                    + "enqueued) does when a job in it fails for good."),
         Section(table: "events", anchor: "events", title: "[events]",
                 summary: "How far a follower of the event stream (`GET /v1/events/stream`, `uploadq events --follow`) may fall behind; the stream is served on `[api] socket`."),
         Section(table: "api", anchor: "api", title: "[api]",
@@ -69,7 +72,7 @@ package enum ConfigurationReference {
 
     /// Every key, table by table in the order of `sections`.
     package static let keys: [ConfigurationKey] = topLevel + limits + retry + link + bandwidth + power + schedule
-        + spool + patch + connection("mint") + metrics + retention + hooks + events + api + destinations
+        + spool + patch + connection("mint") + metrics + retention + hooks + lanes + events + api + destinations
 
     /// The keys of one table, in reference order.
     package static func keys(in table: String) -> [ConfigurationKey] { keys.filter { $0.table == table } }
@@ -251,6 +254,11 @@ package enum ConfigurationReference {
         .init("spool", "sidecar_meta_keys", .texts, .value("[]"), example: #"["record", "survey"]"#, """
             The meta keys a sidecar may set; any other is rejected with its file.
             """),
+        .init("spool", "sidecar_lanes", .texts, .value("[]"), example: #"["survey-"]"#, """
+            The prefixes of the lanes a sidecar (or a control API client other than the queue's own user) may \
+            put its file in; none by default. A lane is its owner's own: another user's lane of the same name is \
+            another lane.
+            """),
         .init("spool", "sidecar_max_priority", .integer(-1_000_000...1_000_000),
               .computed("0, or urgent_priority - 1 when that is lower"), example: "5", """
             The highest priority a sidecar may give its file; a higher one is rejected with its file.
@@ -342,6 +350,17 @@ package enum ConfigurationReference {
         .init("hooks", "max_attempts", .integer(0...1_000_000), .value("10"), example: "3", """
             Failed runs (on the `[retry]` schedule) before a hook is marked failed (`uploadq retry --hooks` runs \
             it again); 0 tries forever.
+            """),
+    ]
+
+    private static let lanes: [ConfigurationKey] = [
+        .init("lanes", "on_failure", .choice(["hold", "skip"]), .value(#""hold""#), example: #""skip""#, """
+            What a lane does when a job in it fails for good: `hold` waits until the job is retried, skipped \
+            (`uploadq skip JOB`) or cancelled, so nothing overtakes it; `skip` leaves the job failed and visible, \
+            and the lane goes on. A transient failure always holds its lane while the job retries.
+            """),
+        .init("lanes", "skip", .texts, .value("[]"), example: #"["telemetry"]"#, """
+            Lanes that skip a job failed for good whatever `on_failure` says.
             """),
     ]
 

@@ -160,6 +160,10 @@ private struct Builder {
         root.set("metrics", .table(metrics(configuration.metrics)))
         root.set("retention", .table(retention(configuration.retention)))
         root.set("hooks", .table(hooks(configuration.hooks)))
+        var lanes = Table()
+        lanes.set("on_failure", .string(configuration.lanes.onFailure.rawValue))
+        lanes.set("skip", .array(configuration.lanes.skip.sorted().map(Value.string)))
+        root.set("lanes", .table(lanes))
         var events = Table()
         events.set("reader_buffer", Self.size(configuration.events.readerBuffer))
         root.set("events", .table(events))
@@ -247,6 +251,7 @@ private struct Builder {
         table.set("sidecar_destinations", spool.sidecarDestinations.map { .array($0.sorted().map(Value.string)) })
         table.set("sidecar_may_allow_metered", .boolean(spool.sidecarMayAllowMetered))
         table.set("sidecar_meta_keys", .array(spool.sidecarMetaKeys.sorted().map(Value.string)))
+        table.set("sidecar_lanes", .array(spool.sidecarLanes.map(Value.string)))
         // Unset, the cap follows urgent_priority (`SidecarPolicy.priorityCap`): shown only when set.
         table.set("sidecar_max_priority", spool.sidecarMaxPriority.map { .integer(Int64($0)) })
         table.set("max_file_size", Self.size(spool.maxFileSize))

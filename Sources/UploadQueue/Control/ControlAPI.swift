@@ -109,6 +109,11 @@ package struct ControlAPI: Sendable {
             let hooksOnly = try flag(request.query["hooks"], name: "hooks")
             let retried = hooksOnly ? try await queue.retryOutbox(id) : try await queue.retry([id]).contains(id)
             return .json(200, ["id": id.rawValue, "retried": retried])
+        case .skip(let id):
+            _ = try await reachable(id, peer: peer)
+            try await queue.skip(id)
+            bell.ring()
+            return .json(200, ["id": id.rawValue, "skipped": true])
         case .retryFailed:
             try requireAdmin(peer, "retrying every failed job")
             let changed = try await queue.retryFailed()
@@ -366,7 +371,9 @@ package struct ControlAPI: Sendable {
             path: path,
             destination: sidecar.destination ?? (peer.isAdmin ? nil : queue.configuration.spool?.destination),
             meta: sidecar.meta, patch: sidecar.patch, priority: sidecar.priority ?? 0, mode: mode,
-            onMetered: sidecar.onMetered, sourceAfterUpload: sourceAfterUpload)
+            onMetered: sidecar.onMetered, sourceAfterUpload: sourceAfterUpload, lane: sidecar.lane,
+            after: sidecar.after, afterMode: sidecar.afterMode)
+        enqueue.keyOwner = peer.uid
         // A dropper's job is its own (the queue's own user's and root's are everyone's to the admin).
         enqueue.owner = peer.isAdmin ? nil : peer.uid
         enqueue.ownedFileOnly = !peer.isAdmin

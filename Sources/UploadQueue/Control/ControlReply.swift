@@ -81,7 +81,7 @@ package struct ControlReply: Sendable, Equatable {
         case .jobNotFound: 404
         case .invalidTransition: 409
         case .fileNotFound, .notRegularFile, .symbolicLink, .unknownDestination, .invalidArgument, .configuration,
-             .sourceChanged: 422
+             .sourceChanged, .unknownPrerequisite: 422
         case .sourceUnstable, .interrupted: 409
         case .diskLow: 507
         case .forbidden: 403

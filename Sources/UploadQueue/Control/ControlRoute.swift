@@ -8,6 +8,7 @@ package enum ControlRoute: Equatable, Sendable {
     case job(JobID)
     case cancel(JobID)
     case retry(JobID)
+    case skip(JobID)
     case wait(JobID)
     case completions
     case acknowledge(JobID)
@@ -35,6 +36,7 @@ package enum ControlRoute: Equatable, Sendable {
         ("GET", "/v1/jobs/{id}", .job { .job($0) }),
         ("POST", "/v1/jobs/{id}/cancel", .job { .cancel($0) }),
         ("POST", "/v1/jobs/{id}/retry", .job { .retry($0) }),
+        ("POST", "/v1/jobs/{id}/skip", .job { .skip($0) }),
         ("GET", "/v1/jobs/{id}/wait", .job { .wait($0) }),
         ("GET", "/v1/completions", .fixed(.completions)),
         ("POST", "/v1/completions/{id}/ack", .job { .acknowledge($0) }),

@@ -13,6 +13,13 @@ public struct EnqueueRequest: Sendable, Equatable {
     /// For `mode: .reference` only: what becomes of the file once uploaded (nil: its destination's
     /// `source_after_upload`, which keeps it by default).
     public var sourceAfterUpload: Destination.SourceAfterUpload?
+    /// The lane the job goes in: after the lane's earlier jobs, one at a time (nil: no lane).
+    public var lane: String?
+    /// The jobs it waits for, by id (or, through the control API, by the caller's `Idempotency-Key`): jobs of
+    /// the same owner, in the queue or gone from it in the history kept.
+    public var after: [String] = []
+    /// What those jobs must come to (nil: `.uploaded`).
+    public var afterMode: Job.AfterMode?
     /// The spool sidecar that came with the file: taken into `blobs/` beside the file before the job can run,
     /// so it is released with the file and never left behind.
     var sidecar: String?
@@ -30,6 +37,8 @@ public struct EnqueueRequest: Sendable, Equatable {
     /// The control API client's `Idempotency-Key` with its uid: remembered in the transaction that makes the job
     /// (or finds its duplicate), so a crash between the two can never leave a job its key does not name.
     var idempotencyKey: IdempotencyKey?
+    /// Whose idempotency keys `after` may name (the control API client's uid); nil: the process's own user.
+    var keyOwner: UInt32?
 
     /// An `Idempotency-Key` and whose it is (the client's uid, as the kernel named it).
     struct IdempotencyKey: Sendable, Equatable {
@@ -39,7 +48,11 @@ public struct EnqueueRequest: Sendable, Equatable {
 
     public init(path: String, destination: String? = nil, meta: [String: String] = [:], patch: PatchTarget? = nil,
                 priority: Int = 0, mode: Job.IntakeMode = .copy, onMetered: String? = nil,
-                sourceAfterUpload: Destination.SourceAfterUpload? = nil) {
+                sourceAfterUpload: Destination.SourceAfterUpload? = nil, lane: String? = nil, after: [String] = [],
+                afterMode: Job.AfterMode? = nil) {
+        self.lane = lane
+        self.after = after
+        self.afterMode = afterMode
         self.onMetered = onMetered
         self.sourceAfterUpload = sourceAfterUpload
         self.path = path

@@ -19,6 +19,7 @@ struct Intake: Sendable {
         var before: FileFingerprint
         var path: String
         var idempotencyKey: EnqueueRequest.IdempotencyKey?
+        var order = QueueStore.OrderRequest()
     }
 
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`); `stop` ends the
@@ -131,7 +132,8 @@ struct Intake: Sendable {
                 try blobs.commit(prepared.compactMap(\.item.copy))
                 for position in prepared.indices { try adoptCopiedFingerprint(&prepared[position].item) }
                 let outcomes = try insertUnlessDuplicate(prepared.map(\.item.job),
-                                                         keys: prepared.map(\.item.idempotencyKey))
+                                                         keys: prepared.map(\.item.idempotencyKey),
+                                                         orders: prepared.map(\.item.order))
                 for (position, existing) in outcomes.enumerated() {
                     let (index, item) = prepared[position]
                     if let existing {
@@ -158,7 +160,7 @@ struct Intake: Sendable {
         do {
             if let copy = item.copy { try blobs.commit([copy]) }
             try adoptCopiedFingerprint(&item)
-            if let existing = try insertUnlessDuplicate([item.job], keys: [item.idempotencyKey])[0] {
+            if let existing = try insertUnlessDuplicate([item.job], keys: [item.idempotencyKey], orders: [item.order])[0] {
                 if item.copy != nil { unlink(blobs.path(for: item.job.id)) }
                 return EnqueueResult(id: existing.id, deduplicated: true)
             }
@@ -178,6 +180,13 @@ struct Intake: Sendable {
             throw UploadQueueError(.invalidArgument, "on_metered \"\(policy)\" is not one of defer, allow, allow-below:SIZE")
         }
         if let patch = request.patch { try PatchAuthority.check(patch) }
+        if let lane = request.lane, !OrderRule.isValidLaneName(lane) {
+            throw UploadQueueError(.invalidArgument, "lane \"\(SafeText.escaped(lane))\" is not a lane's name: 1 to 128 "
+                + "characters, none of them a control character")
+        }
+        if request.after.count > 1000 {
+            throw UploadQueueError(.invalidArgument, "after names \(request.after.count) jobs; at most 1000")
+        }
         // Resolved now, for good: a destination switched to `delete` later never deletes a file enqueued before.
         var sourceAfterUpload = request.mode == .reference
             ? request.sourceAfterUpload ?? configuration.destinations[destination]?.sourceAfterUpload
@@ -265,8 +274,13 @@ struct Intake: Sendable {
             meteredBelow: request.onMetered.flatMap(MeteredPolicy.init)?.sizeLimit,
             sourceAfterUpload: sourceAfterUpload?.description, resumeState: nil,
             intakeComplete: request.mode != .move || copies, cancelRequested: false, createdAt: now, updatedAt: now,
-            ownerUID: request.owner)
-        return Prepared(job: job, copy: copy, before: before, path: path, idempotencyKey: request.idempotencyKey)
+            ownerUID: request.owner, lane: request.lane, afterMode: request.after.isEmpty ? nil : request.afterMode)
+        let order = QueueStore.OrderRequest(
+            lane: request.lane, lanePolicy: request.lane.map(configuration.lanes.policy(for:)) ?? .hold,
+            after: request.after, afterMode: request.afterMode,
+            keyOwner: request.keyOwner ?? request.idempotencyKey?.owner ?? request.owner ?? UInt32(geteuid()))
+        return Prepared(job: job, copy: copy, before: before, path: path, idempotencyKey: request.idempotencyKey,
+                        order: order)
     }
 
     /// A copied job records its blob's inode, device and mtime (what the uploaders check), once it is in place.
@@ -327,7 +341,8 @@ struct Intake: Sendable {
     /// finds one that is (`ContentIdentity.QueueChanged`), the digests are taken outside it, where hashing a file
     /// holds no lock, and the whole is done again. Each job's idempotency key in `keys` (if any) is remembered in the
     /// same transaction, naming the job inserted or the duplicate found.
-    private func insertUnlessDuplicate(_ jobs: [Job], keys: [EnqueueRequest.IdempotencyKey?] = [])
+    private func insertUnlessDuplicate(_ jobs: [Job], keys: [EnqueueRequest.IdempotencyKey?] = [],
+                                       orders: [QueueStore.OrderRequest] = [])
         throws(UploadQueueError) -> [Job?]
     {
         guard !jobs.isEmpty else { return [] }
@@ -340,7 +355,17 @@ struct Intake: Sendable {
             do {
                 return try store.writer.write { db -> [Job?] in
                     try jobs.indices.map { index in
-                        let existing = try Self.insertUnlessDuplicate(jobs[index], examined: examined, in: db)
+                        let order = index < orders.count ? orders[index] : QueueStore.OrderRequest()
+                        let existing: Job?
+                        if order.isEmpty {
+                            existing = try Self.insertUnlessDuplicate(jobs[index], examined: examined, in: db)
+                        } else {
+                            // A job with a place in an order is its own: the same content elsewhere in the queue
+                            // has another place, or none.
+                            try jobs[index].insert(db)
+                            try QueueStore.placeInOrder(jobs[index], order, in: db, now: jobs[index].createdAt)
+                            existing = nil
+                        }
                         if index < keys.count, let named = keys[index] {
                             try QueueStore.rememberIdempotencyKey(owner: named.owner, key: named.key,
                                                                   job: existing?.id ?? jobs[index].id, in: db)
@@ -350,6 +375,8 @@ struct Intake: Sendable {
                 }
             } catch is ContentIdentity.QueueChanged {
                 continue
+            } catch let error as UploadQueueError {
+                throw error
             } catch {
                 throw .database("cannot write the jobs", error, job: jobs.first?.id, path: jobs.first?.sourcePath,
                                 databasePath: configuration.databasePath)

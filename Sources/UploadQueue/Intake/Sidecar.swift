@@ -12,6 +12,9 @@ struct Sidecar: Sendable, Equatable {
     var patch: PatchTarget?
     var priority: Int?
     var onMetered: String?
+    var lane: String?
+    var after: [String] = []
+    var afterMode: Job.AfterMode?
 
     /// The largest sidecar read: a few keys fit in far less, and anything larger is not one.
     static let maximumSize = 64 * 1024
@@ -116,13 +119,30 @@ struct Sidecar: Sendable, Equatable {
                     throw SidecarError(message: "\"on_metered\" must be \"defer\", \"allow\" or \"allow-below:SIZE\"")
                 }
                 onMetered = text
+            case "lane":
+                guard let text = value as? String, OrderRule.isValidLaneName(text) else {
+                    throw SidecarError(message: "\"lane\" must be a lane's name: 1 to 128 characters, no control character")
+                }
+                lane = text
+            case "after":
+                guard let items = value as? [Any], let names = items as? [String], names.count <= 1000 else {
+                    throw SidecarError(message: "\"after\" must be an array of at most 1000 job ids or idempotency keys")
+                }
+                after = names
+            case "after_mode":
+                guard let text = value as? String, let mode = Job.AfterMode(rawValue: text) else {
+                    throw SidecarError(message: "\"after_mode\" must be \"uploaded\" or \"settled\"")
+                }
+                afterMode = mode
             case "source_after_upload":
                 throw SidecarError(message: """
                     "source_after_upload" does not apply to spool files: the queue takes them over, and [retention] \
                     uploaded_copies decides what becomes of its copy
                     """)
             default:
-                throw SidecarError(message: "unknown key \"\(key)\" (known: destination, meta, patch, priority, on_metered)")
+                throw SidecarError(message: """
+                    unknown key "\(key)" (known: destination, meta, patch, priority, on_metered, lane, after, after_mode)
+                    """)
             }
         }
     }

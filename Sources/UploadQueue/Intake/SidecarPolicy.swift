@@ -58,6 +58,13 @@ struct SidecarPolicy: Sendable {
                 may only make it stricter, unless [spool] sidecar_may_allow_metered = true
                 """
         }
+        if let lane = sidecar.lane, !spool.sidecarLanes.contains(where: { lane.hasPrefix($0) }) {
+            let listed = spool.sidecarLanes.map { "\"\($0)\"" }.joined(separator: ", ")
+            return """
+                names lane "\(SafeText.escaped(lane))", which no prefix of [spool] sidecar_lanes allows (\
+                \(listed.isEmpty ? "it lists none" : listed))
+                """
+        }
         if let target = sidecar.patch, let why = PatchAuthority.sidecarRefusal(target, settings: patch) {
             return why
         }

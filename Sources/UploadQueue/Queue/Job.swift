@@ -62,6 +62,16 @@ public struct Job: Sendable, Equatable, Codable {
     /// Who handed the job over when it was not the queue's own user (nil): a spool file's owner, a control API
     /// client. That user sees and steers its own jobs alone.
     public internal(set) var ownerUID: UInt32? = nil
+    /// The lane the job goes in: strictly after the lane's earlier jobs, one at a time (`enqueue --lane`); nil: no
+    /// order of its own. A lane is its owner's: another user's lane of the same name is another lane.
+    public internal(set) var lane: String? = nil
+    /// The job's place in its lane, given in the transaction that enqueued it.
+    public internal(set) var laneSequence: Int64? = nil
+    /// What the jobs it was enqueued `after` must come to before it starts: nil or `.uploaded`, all of them
+    /// uploaded; `.settled`, each uploaded, failed for good or cancelled.
+    public internal(set) var afterMode: AfterMode? = nil
+    /// A job this one still waits for (its lane's previous job, or one it was enqueued `after`); nil: none.
+    public internal(set) var blockedBy: JobID? = nil
 
     /// The state-machine view of this job.
     var lifecycle: JobLifecycle {
@@ -124,6 +134,10 @@ public struct Job: Sendable, Equatable, Codable {
         case createdAt = "created_at"
         case updatedAt = "updated_at"
         case ownerUID = "owner_uid"
+        case lane
+        case laneSequence = "lane_seq"
+        case afterMode = "after_mode"
+        case blockedBy = "blocked_by"
     }
 }
 
@@ -205,6 +219,13 @@ extension Job: FetchableRecord, PersistableRecord {
             guard let uid = UInt32(exactly: stored) else { throw Self.badColumn(.ownerUID, in: row) }
             return uid
         }
+        lane = try decoded(.lane)
+        laneSequence = try decoded(.laneSequence)
+        afterMode = try decoded(.afterMode, as: String?.self).map { stored in
+            guard let mode = AfterMode(rawValue: stored) else { throw Self.badColumn(.afterMode, in: row) }
+            return mode
+        }
+        blockedBy = try decoded(.blockedBy, as: String?.self).map(JobID.init(trusted:))
     }
 
     /// The error for a stored value this version cannot read (a newer version's state, a damaged row).
@@ -213,6 +234,17 @@ extension Job: FetchableRecord, PersistableRecord {
             job \((try? row.decode(String.self, forColumn: Columns.id)) ?? "?"): column \(column.rawValue) holds a value \
             this version cannot read (a newer version's, or a damaged row); run the version of uploadq that wrote it
             """)
+    }
+}
+
+extension Job {
+    /// What the jobs a job was enqueued `after` must come to before it starts.
+    public enum AfterMode: String, Sendable, Codable, CaseIterable {
+        /// Each of them uploaded; one that fails for good or is cancelled fails the job (`prerequisite-failed`,
+        /// `prerequisite-cancelled`), which comes back when that one is retried.
+        case uploaded
+        /// Each of them uploaded, failed for good or cancelled: the job runs whatever they came to.
+        case settled
     }
 }
 

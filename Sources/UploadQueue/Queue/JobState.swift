@@ -29,6 +29,10 @@ extension Job {
         case outsideWindow = "outside-window"
         /// The link is metered and `[link] metered_budget` is spent for this period.
         case budgetSpent = "budget-spent"
+        /// An earlier job of its lane is not uploaded yet (the detail names it): the lane goes one job at a time.
+        case lane
+        /// A job it was enqueued `after` is not uploaded yet (the detail names it).
+        case prerequisite
     }
 }
 

@@ -5,7 +5,9 @@ extension QueueDatabase {
     /// The runnable jobs (`pending`, taken in, not being cancelled): the condition of the claim indexes and of
     /// every query that walks them. They hold only those jobs, so they grow with what is in flight, never with
     /// history.
-    static let runnableCondition = "state = 'pending' AND intake_complete = 1 AND cancel_requested = 0"
+    /// Since v15, not waiting for another job either (`blocked_by`).
+    static let runnableCondition =
+        "state = 'pending' AND intake_complete = 1 AND cancel_requested = 0 AND blocked_by IS NULL"
 
     /// The three claim indexes, which split the runnable jobs by what a metered link does to them, so that each
     /// door of a `ClaimGate` is a seek, not a walk past the jobs the link holds back.
@@ -17,7 +19,7 @@ extension QueueDatabase {
         /// Jobs whose own policy keeps them off a metered link.
         case meteredDeferred = "job_claim_metered_deferred"
 
-        /// The rows the index holds (what migration v7 wrote; `MigrationTests` checks the two agree).
+        /// The rows the index holds (what migration v15 wrote; `MigrationTests` checks the two agree).
         var condition: String {
             switch self {
             case .byDestinationPolicy: "\(runnableCondition) AND metered_below IS NULL"

@@ -282,6 +282,9 @@ package struct QueueDatabase: Sendable {
         migrator.registerMigration("v14-event-log") { db in
             try QueueDatabase.migrateToEventLog(db)
         }
+        migrator.registerMigration("v15-order") { db in
+            try QueueDatabase.migrateToOrder(db)
+        }
         return migrator
     }
 }

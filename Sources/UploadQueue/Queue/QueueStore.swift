@@ -115,7 +115,9 @@ package struct QueueStore: Sendable {
         try writer.write { db in try Self.apply(event, to: id, in: db, now: now, change: change) }
     }
 
-    static func apply(_ event: JobLifecycle.Event, to id: JobID, in db: Database, now: Date,
+    /// `settlesOrder`: whether the jobs that wait for this one learn of the change (`settleOrder`); the order's own
+    /// changes to waiting jobs pass false, and settle those in its worklist.
+    static func apply(_ event: JobLifecycle.Event, to id: JobID, in db: Database, now: Date, settlesOrder: Bool = true,
                       change: (inout Job) -> Void = { _ in }) throws -> Job? {
         // Cached statements on the paths every job takes: parsing SQL cost more than running it.
         guard var job = try Job.fetchOne(db.cachedStatement(sql: "SELECT * FROM job WHERE id = ?"), arguments: [id.rawValue])
@@ -130,7 +132,12 @@ package struct QueueStore: Sendable {
             throw UploadQueueError(.invalidTransition, error.description, job: id)
         }
         if effect == .remove {
+            // Its lane waits for what it waited for; the jobs after it learn it was cancelled; a job enqueued after it
+            // later learns so from its tombstone.
+            let laneParents = try Self.lanePrerequisites(of: id, in: db)
             try job.delete(db)
+            try Self.recordTombstone(id.rawValue, owner: job.ownerUID, outcome: "cancelled", in: db, now: now)
+            if settlesOrder { try Self.settleOrder(job, .cancelled, laneParents: laneParents, in: db, now: now) }
             return nil
         }
         let before = job
@@ -139,6 +146,9 @@ package struct QueueStore: Sendable {
         job.updatedAt = now
         assert(before.withChangeableColumns(of: job) == job, "a change touched a column `apply` does not write")
         try Self.update(job, from: before, in: db)
+        if settlesOrder, let change = OrderRule.change(from: before, to: job) {
+            try Self.settleOrder(job, change, in: db, now: now)
+        }
         return job
     }
 

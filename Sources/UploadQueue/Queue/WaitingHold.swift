@@ -45,6 +45,8 @@ extension Job {
             case .concurrency: return "every transfer slot busy"
             case .backoff: return "retry later"
             case .sourceUnstable: return "file still changing"
+            case .lane: return "behind an earlier job of its lane" + (detail.map { " (\($0))" } ?? "")
+            case .prerequisite: return "waits for a job it comes after" + (detail.map { " (\($0))" } ?? "")
             }
         }
 

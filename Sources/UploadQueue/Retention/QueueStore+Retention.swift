@@ -92,11 +92,26 @@ extension QueueStore {
                 return report
             }
         }
+        // Tombstones, as long as the history (counted from when their job left); before this pruning makes
+        // new ones, which then last until the next.
+        while try writer.write({ db -> Int in
+            try db.execute(sql: """
+                DELETE FROM settled_job WHERE id IN (SELECT id FROM settled_job WHERE settled_at < ? LIMIT ?)
+                """, arguments: [StoredDate(cutoff), batch])
+            return db.changesCount
+        }) == batch {}
         while true {
             let removed = try writer.write { db -> Int in
                 let ids = try String.fetchAll(db, sql: selection, arguments: arguments + [batch])
                 try Self.count(ids, into: &report, db)
-                for id in ids { try db.execute(sql: "DELETE FROM job WHERE id = ?", arguments: [id]) }
+                let now = Date()
+                for id in ids {
+                    // A job enqueued `after` this one later finds it uploaded.
+                    let owner = try Int64.fetchOne(db, sql: "SELECT owner_uid FROM job WHERE id = ?", arguments: [id])
+                    try Self.recordTombstone(id, owner: owner.flatMap { UInt32(exactly: $0) }, outcome: "uploaded",
+                                             in: db, now: now)
+                    try db.execute(sql: "DELETE FROM job WHERE id = ?", arguments: [id])
+                }
                 return ids.count
             }
             report.jobs += removed

@@ -98,6 +98,11 @@ struct QueueHolds: Sendable, Equatable {
     func holds(for job: Job) -> [Hold] {
         guard job.state == .pending else { return [] }
         var found: [Hold] = []
+        if job.state == .pending, let blocker = job.blockedBy {
+            found.append(Hold(scope: job.destination, reason: job.lane == nil ? .prerequisite : .lane,
+                              meteredBelow: nil, until: nil, minimumPriority: nil, ignoresBudget: false,
+                              detail: "job \(blocker)", sizeAbove: nil))
+        }
         let scope = job.destination
         if let hold = hold(.offline, on: scope) { found.append(hold) }
         if let hold = hold(.portal, on: scope) { found.append(hold) }
