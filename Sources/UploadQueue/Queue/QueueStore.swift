@@ -377,12 +377,13 @@ package struct QueueStore: Sendable {
 
     /// True when no job is pending or uploading (failed jobs may remain). A job still being taken in by another
     /// process, or waiting for its cancel to finish, is not work this runner can do, so it does not count: a batch
-    /// run never waits for ever on a row it cannot move.
+    /// run never waits for ever on a row it cannot move. Nor does a job that waits for another (its lane held by a
+    /// job failed for good, a prerequisite still failing).
     func isIdle() throws -> Bool {
         try writer.read { db in
             let busy = try Bool.fetchOne(db.cachedStatement(sql: """
                 SELECT EXISTS (SELECT 1 FROM job WHERE state IN ('pending', 'uploading') AND intake_complete = 1
-                AND cancel_requested = 0)
+                AND cancel_requested = 0 AND blocked_by IS NULL)
                 """))
             return busy == false
         }
