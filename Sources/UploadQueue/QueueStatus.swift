@@ -22,6 +22,19 @@ public struct QueueStatus: Sendable, Equatable {
     public var meteredBudget: BudgetReport?
     /// Hook runs by event and state (owed, done, failed for good), when there are any.
     public var hooks: [Configuration.HookEvent: [Job.OutboxState: Int]] = [:]
+    /// The lanes: how many have work, how many a failed job holds, and how long the oldest head has been at its
+    /// lane's front.
+    public var lanes = LaneReport()
+
+    /// The lanes at a glance (from at most 1,000 lanes with work).
+    public struct LaneReport: Sendable, Equatable {
+        /// Lanes with jobs pending, uploading, or failed and holding them.
+        public var active = 0
+        /// Lanes a failed job holds (`uploadq lanes` says which, and why).
+        public var blocked = 0
+        /// Seconds the oldest head of a lane with work has been at its front; 0 when no lane has work.
+        public var oldestHeadAge: Double = 0
+    }
 
     /// The power as read now, and each destination's requirement.
     public struct PowerReport: Sendable, Equatable {

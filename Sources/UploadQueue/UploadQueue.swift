@@ -158,6 +158,7 @@ public actor UploadQueue {
         for (consumer, counts) in try store.outboxCounts() {
             if case .hook(let event) = consumer { status.hooks[event] = counts }
         }
+        status.lanes = try store.laneGauges()
         return status
     }
 
@@ -229,6 +230,79 @@ public actor UploadQueue {
     public func skip(_ id: JobID) throws {
         _ = try store.skip(id)
         wakeRunner()
+    }
+
+    /// Closes one of this user's groups: no member joins it any more, and once every member is uploaded one
+    /// completion carries them all (at once when they already are). `patch`: the patch the completion owes, whose
+    /// body may use `{{group}}`, `{{urls}}` and `{{members}}` (by default the group's name and its members' URLs).
+    @discardableResult
+    public func closeGroup(_ name: String, patch: PatchTarget? = nil) throws -> JobGroup {
+        try closeGroup(name, patch: patch, owner: nil)
+    }
+
+    /// Closes `owner`'s group (the control API closes a dropper's own).
+    package func closeGroup(_ name: String, patch: PatchTarget?, owner: UInt32?) throws -> JobGroup {
+        if let patch {
+            try PatchAuthority.check(patch)
+            if let body = patch.body {
+                guard let template = try? PatchTarget.Body(body), template.isGroupTemplate else {
+                    throw UploadQueueError(.invalidArgument, """
+                        a group's patch body may use {{group}}, {{urls}} and {{members}} alone (no one job's \
+                        placeholder): "\(SafeText.escaped(body))"
+                        """)
+                }
+            }
+        }
+        let group = try store.closeGroup(name, owner: owner, patch: patch)
+        if group.state == .uploaded { hub.emit(.groupUploaded(name)) }
+        wakeRunner()
+        return group
+    }
+
+    /// One of this user's groups, with its members' remote URLs once it is uploaded; nil when there is none.
+    public func group(_ name: String) throws -> JobGroup? {
+        try store.group(name, owner: nil)
+    }
+
+    /// Every user's groups, newest first (without their members: `group(_:)` has them).
+    public func groups() throws -> [JobGroup] {
+        try store.groups(owner: nil, everyone: true)
+    }
+
+    /// Every user's lanes that have work or are blocked, blocked ones first.
+    public func lanes() throws -> [LaneStatus] {
+        try store.lanes(owner: nil, everyone: true)
+    }
+
+    /// Every uploaded group whose completion was not acknowledged yet, then each group as it completes here;
+    /// after a restart the unacknowledged ones come again. Call `acknowledgeGroup(_:owner:)` once handled.
+    public nonisolated func groupCompletions() -> AsyncStream<JobGroup> {
+        let events = hub.subscribe()
+        let store = self.store
+        return AsyncStream { continuation in
+            let task = Task {
+                var delivered = Set<String>()
+                func deliverNew() {
+                    for group in (try? store.unacknowledgedGroups()) ?? [] {
+                        let key = "\(group.ownerUID.map(String.init) ?? "-") \(group.name)"
+                        guard delivered.insert(key).inserted else { continue }
+                        continuation.yield(group)
+                    }
+                }
+                deliverNew()
+                for await event in events {
+                    guard case .groupUploaded = event else { continue }
+                    deliverNew()
+                }
+                continuation.finish()
+            }
+            continuation.onTermination = { _ in task.cancel() }
+        }
+    }
+
+    /// Records that the host has handled a group's completion: it is not delivered again, also after a restart.
+    public nonisolated func acknowledgeGroup(_ name: String, owner: UInt32? = nil) throws {
+        try store.acknowledgeGroup(name, owner: owner)
     }
 
     /// Makes these failed jobs pending now; for an uploaded job whose patch failed, sends the patch again.

@@ -50,6 +50,10 @@ public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConverti
         /// An enqueue named `after` a job that is none of the caller's (nor was, in the history kept): nothing was
         /// taken.
         public static let unknownPrerequisite = Code(rawValue: "unknown-prerequisite")
+        /// An enqueue named a group that is closed (or uploaded), or a close named one that is: nothing changed.
+        public static let groupClosed = Code(rawValue: "group-closed")
+        /// No group of the caller's has this name.
+        public static let groupNotFound = Code(rawValue: "group-not-found")
     }
 
     public var code: Code

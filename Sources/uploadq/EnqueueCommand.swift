@@ -36,6 +36,8 @@ struct EnqueueCommand: AsyncParsableCommand {
     @Option(help: "The patch method (default: [patch] method, PATCH).") var patchMethod: String?
     @Option(help: "Put the files in this lane: they go one at a time, after the lane's earlier jobs, in this order.")
     var lane: String?
+    @Option(help: "Make the files members of this group: `uploadq group close NAME` later, and once every member is uploaded one completion carries them all.")
+    var group: String?
     @Option(help: "Start only once this job is uploaded (an id; repeatable). One that fails for good or is cancelled fails these files as prerequisite-failed or prerequisite-cancelled.")
     var after: [String] = []
     @Flag(help: "With --after: start once those jobs are uploaded, failed for good or cancelled, whatever they came to.")
@@ -117,7 +119,8 @@ struct EnqueueCommand: AsyncParsableCommand {
                            mode: IntakeMode(rawValue: mode) ?? .copy, onMetered: onMetered,
                            sourceAfterUpload: then.flatMap {
                                SourceAfterUpload($0, base: FileManager.default.currentDirectoryPath)
-                           }, lane: lane, after: after, afterMode: afterSettled ? .settled : nil)
+                           }, lane: lane, after: after, afterMode: afterSettled ? .settled : nil,
+                           group: group)
         }
         // One batch: copies made durable with one flush and rows committed together, each file still on its own.
         var lines = ""

@@ -10,8 +10,9 @@ struct EventsCommand: AsyncParsableCommand {
         abstract: "Print job events: replayed from the queue (--since, --lines), and followed live (--follow).",
         discussion: """
             Events: enqueued, started, progress (at most once a second per job), uploaded (with remote_url), \
-            failed (with the error, and whether it is retried), cancelled, patch and hook outcomes, and link \
-            changes. --follow reads them from the running daemon's control API ([api] socket), as they happen; \
+            failed (with the error, and whether it is retried), cancelled, patch and hook outcomes, link \
+            changes, lane.blocked and lane.unblocked, group.uploaded (with the members' remote URLs) and \
+            group.incomplete (those four in the daemon's log: --follow --from-seq 0). --follow reads them from the running daemon's control API ([api] socket), as they happen; \
             with --from-seq, from the event after that sequence number on (each logged event's `seq`), so a \
             script resumes where it stopped. A reader that falls too far behind gets a last `dropped` line (exit \
             1). Without --follow, the events of the last --lines jobs (or of the jobs after --since) are replayed \

@@ -46,6 +46,11 @@ struct StatusCommand: AsyncParsableCommand {
             lines.append("hooks:    \(event.key): \(counts[.pending] ?? 0) pending, \(counts[.done] ?? 0) done, "
                 + "\(counts[.failed] ?? 0) failed")
         }
+        if status.lanes.active > 0 {
+            lines.append("lanes:    \(status.lanes.active) with work, \(status.lanes.blocked) blocked"
+                + (status.lanes.blocked > 0 ? " (`uploadq lanes` says by what)" : "")
+                + ", oldest head waiting \(Int(status.lanes.oldestHeadAge)) s")
+        }
         if !summary.waiting.isEmpty {
             let waiting = summary.waiting.sorted { $0.key.rawValue < $1.key.rawValue }.map { "\($0.value) \($0.key.rawValue)" }
             lines.append("waiting:  \(waiting.joined(separator: ", "))")

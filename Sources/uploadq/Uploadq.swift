@@ -10,7 +10,8 @@ struct Uploadq: AsyncParsableCommand {
         abstract: "A durable background upload queue: every accepted file reaches its server exactly once.",
         version: UploadQueueVersion.current,
         subcommands: [DaemonCommand.self, EnqueueCommand.self, StatusCommand.self, ListCommand.self,
-                      ShowCommand.self, RetryCommand.self, SkipCommand.self, CancelCommand.self, LinkCommand.self, WatchCommand.self,
+                      ShowCommand.self, RetryCommand.self, SkipCommand.self, CancelCommand.self, GroupCommand.self,
+                      GroupsCommand.self, LanesCommand.self, LinkCommand.self, WatchCommand.self,
                       PruneCommand.self, EventsCommand.self, ConfigCommand.self, DoctorCommand.self])
 
     /// Runs the command with the contract's exit codes: usage errors exit 2 (not argument-parser's 64).

@@ -139,6 +139,64 @@ public struct UploadQueueClient: Sendable {
         guard answer.status == 200 else { throw answer.error("POST \(route)") }
     }
 
+    /// Closes one of the caller's groups, as `UploadQueue.closeGroup(_:patch:)` does; the group as it is then.
+    @discardableResult
+    public func closeGroup(_ name: String, patch: PatchTarget? = nil) async throws -> JobGroup {
+        let route = "/v1/groups/\(Self.pathSegment(name))/close"
+        var body: [String: Any] = [:]
+        if let patch {
+            var fields: [String: Any] = ["url": patch.url]
+            if let method = patch.method { fields["method"] = method }
+            if let text = patch.body { fields["body"] = text }
+            if let headers = patch.headers { fields["headers"] = headers }
+            body["patch"] = fields
+        }
+        let answer = try await exchange.send(.POST, route, json: try JSONSerialization.data(withJSONObject: body))
+        guard answer.status == 200, let group = JobGroup(json: try answer.object("POST \(route)")) else {
+            throw answer.error("POST \(route)")
+        }
+        return group
+    }
+
+    /// One of the caller's groups, with its members once it is uploaded (their remote URLs masked, as everywhere
+    /// outside the library: the hook and the patch get them whole); nil when there is none.
+    public func group(_ name: String) async throws -> JobGroup? {
+        let route = "/v1/groups/\(Self.pathSegment(name))"
+        let answer = try await exchange.send(.GET, route)
+        if answer.status == 404 { return nil }
+        guard answer.status == 200, let group = JobGroup(json: try answer.object("GET \(route)")) else {
+            throw answer.error("GET \(route)")
+        }
+        return group
+    }
+
+    /// The caller's groups (the queue's own user: everyone's), newest first, without their members.
+    public func groups() async throws -> [JobGroup] {
+        let answer = try await exchange.send(.GET, "/v1/groups")
+        guard answer.status == 200 else { throw answer.error("GET /v1/groups") }
+        return (try answer.object("GET /v1/groups")["groups"] as? [[String: Any]] ?? []).compactMap(JobGroup.init(json:))
+    }
+
+    /// Records that the caller has handled a group's completion.
+    public func acknowledgeGroup(_ name: String) async throws {
+        let route = "/v1/groups/\(Self.pathSegment(name))/ack"
+        let answer = try await exchange.send(.POST, route)
+        guard answer.status == 200 else { throw answer.error("POST \(route)") }
+    }
+
+    /// The caller's lanes (the queue's own user: everyone's) that have work or are blocked, blocked ones first.
+    public func lanes() async throws -> [LaneStatus] {
+        let answer = try await exchange.send(.GET, "/v1/lanes")
+        guard answer.status == 200 else { throw answer.error("GET /v1/lanes") }
+        return (try answer.object("GET /v1/lanes")["lanes"] as? [[String: Any]] ?? []).compactMap(LaneStatus.init(json:))
+    }
+
+    /// A name as one segment of a path: everything but unreserved characters percent-encoded.
+    static func pathSegment(_ name: String) -> String {
+        name.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn:
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? name
+    }
+
     /// Makes every failed job pending now (the queue's own user and root alone); the jobs that changed.
     @discardableResult
     public func retryFailed() async throws -> [JobID] {
@@ -364,6 +422,7 @@ public struct UploadQueueClient: Sendable {
         if let lane = request.lane { body["lane"] = lane }
         if !request.after.isEmpty { body["after"] = request.after }
         if let mode = request.afterMode { body["after_mode"] = mode.rawValue }
+        if let group = request.group { body["group"] = group }
         if let patch = request.patch {
             var object: [String: Any] = ["url": patch.url]
             if let method = patch.method { object["method"] = method }
@@ -390,5 +449,47 @@ extension Completion {
         meta = object["meta"] as? [String: String] ?? [:]
         destination = object["destination"] as? String ?? ""
         originalName = object["original_name"] as? String ?? ""
+    }
+}
+
+extension JobGroup {
+    /// A group from the control API's JSON (`ContractJSON.group`); nil when it is not one.
+    init?(json object: [String: Any]) {
+        guard let name = object["name"] as? String, let state = (object["state"] as? String).flatMap(State.init(rawValue:)),
+              let created = ControlTime.date(object["created_at"]) else { return nil }
+        let members = (object["completion"] as? [[String: Any]] ?? []).compactMap { member -> Member? in
+            guard let id = (member["id"] as? String).flatMap(JobID.init) else { return nil }
+            return Member(jobID: id, originalName: member["name"] as? String ?? "",
+                          size: (member["size"] as? NSNumber)?.int64Value ?? 0, sha256: member["sha256"] as? String ?? "",
+                          remoteURL: member["remote_url"] as? String ?? "")
+        }
+        self.init(name: name, ownerUID: (object["owner_uid"] as? NSNumber).flatMap { UInt32(exactly: $0.int64Value) },
+                  state: state, members: object["members"] as? Int ?? 0, remaining: object["remaining"] as? Int ?? 0,
+                  failed: object["failed"] as? Int ?? 0, failingJob: (object["failing_job"] as? String).flatMap(JobID.init),
+                  createdAt: created, closedAt: ControlTime.date(object["closed_at"]),
+                  completedAt: ControlTime.date(object["completed_at"]), completion: members)
+    }
+}
+
+extension LaneStatus {
+    /// A lane from the control API's JSON (`ContractJSON.lane`); nil when it is not one.
+    init?(json object: [String: Any]) {
+        guard let name = object["name"] as? String else { return nil }
+        self.init(name: name, ownerUID: (object["owner_uid"] as? NSNumber).flatMap { UInt32(exactly: $0.int64Value) },
+                  queued: object["queued"] as? Int ?? 0, head: (object["head"] as? String).flatMap(JobID.init),
+                  headState: (object["head_state"] as? String).flatMap(JobState.init(rawValue:)),
+                  headSince: ControlTime.date(object["head_since"]),
+                  blockedBy: (object["blocked_by"] as? String).flatMap(JobID.init),
+                  blockedSince: ControlTime.date(object["blocked_since"]), reason: object["reason"] as? String,
+                  onFailure: (object["on_failure"] as? String).flatMap(Configuration.LaneFailure.init(rawValue:)) ?? .hold)
+    }
+}
+
+/// The control API's times (RFC 3339, with or without fractions of a second).
+enum ControlTime {
+    static func date(_ value: Any?) -> Date? {
+        guard let text = value as? String else { return nil }
+        return (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
+            ?? (try? Date.ISO8601FormatStyle().parse(text))
     }
 }

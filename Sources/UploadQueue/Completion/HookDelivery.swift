@@ -13,6 +13,8 @@ struct HookDelivery: OutboxDelivery {
     let settings: HookSettings
     let retry: RetryPolicy
     let logger: Logger
+    /// Set for `on_group_uploaded`: where the group is read (its completion is its payload).
+    var groups: QueueStore? = nil
 
     /// Output kept from a run (the rest is read and dropped, so a chatty hook cannot grow the daemon).
     static let outputLimit = 64 << 10
@@ -23,11 +25,24 @@ struct HookDelivery: OutboxDelivery {
         environment["UPLOADQ_JOB_ID"] = job.id.rawValue
         environment["UPLOADQ_EVENT"] = event.rawValue
         environment["UPLOADQ_HOOK_ATTEMPT"] = "\(attempt)"
-        let (command, timeout, input, variables) = (self.command, settings.timeout, Self.payload(job, event: event),
-                                                    environment)
+        var input = Self.payload(job, event: event)
+        if let groups {
+            let group: JobGroup?
+            do {
+                group = try await BlockingWork.run { try job.group.flatMap { try groups.group($0, owner: job.ownerUID) } }
+            } catch {
+                return .retry(error: "the queue cannot be read: \(error)", at: Date().addingTimeInterval(5))
+            }
+            guard let group, group.state == .uploaded else {
+                return .failed(error: "hook \(event.key): the job's group is not uploaded")
+            }
+            environment["UPLOADQ_GROUP"] = group.name
+            input = Self.payload(group)
+        }
+        let (command, timeout, variables, payload) = (self.command, settings.timeout, environment, input)
         let outcome = await BlockingWork.runResult { () throws(Never) -> BoundedCommand.Outcome in
             BoundedCommand.run(command, timeout: timeout, environment: variables, maximumOutput: Self.outputLimit,
-                               dropsExcessOutput: true, input: input)
+                               dropsExcessOutput: true, input: payload)
         }.get()
         let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
         let failure: String
@@ -82,6 +97,31 @@ struct HookDelivery: OutboxDelivery {
         let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
             ?? Data("{}".utf8)
         return Array(data) + [UInt8(ascii: "\n")]
+    }
+
+    /// A group as `on_group_uploaded` reads it: `event`, `group`, `members` (each `id`, `name`, `size`, `sha256`,
+    /// `remote_url`), `closed_at`, `completed_at`. A group whose members would make it larger than a pipe holds
+    /// gets `member_count` and `members_truncated: true` instead (`uploadq groups NAME --json` has them all).
+    static func payload(_ group: JobGroup) -> [UInt8] {
+        func encoded(_ withMembers: Bool) -> [UInt8] {
+            var object: [String: Any] = [
+                "event": HookEvent.groupUploaded.rawValue, "group": group.name, "member_count": group.completion.count,
+                "closed_at": group.closedAt?.rfc3339 ?? NSNull(), "completed_at": group.completedAt?.rfc3339 ?? NSNull(),
+            ]
+            if withMembers {
+                object["members"] = group.completion.map {
+                    ["id": $0.jobID.rawValue, "name": $0.originalName, "size": $0.size, "sha256": $0.sha256, "remote_url": $0.remoteURL]
+                        as [String: Any]
+                }
+            } else {
+                object["members_truncated"] = true
+            }
+            let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]))
+                ?? Data("{}".utf8)
+            return Array(data) + [UInt8(ascii: "\n")]
+        }
+        let whole = encoded(true)
+        return whole.count <= BoundedCommand.maximumInput ? whole : encoded(false)
     }
 
     /// What a run printed, for the log: its first 1 KiB of each stream, with every URL's secrets redacted.

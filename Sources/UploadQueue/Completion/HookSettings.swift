@@ -11,6 +11,9 @@ extension Configuration {
         public var onUploaded: [String]?
         /// `on_failed`: run once a job fails for good (a permanent failure, not one that is retried).
         public var onFailed: [String]?
+        /// `on_group_uploaded`: run once a closed group's members are all uploaded, with the group (its members'
+        /// remote URLs) as JSON on its standard input.
+        public var onGroupUploaded: [String]?
         /// `timeout`: a hook still running then is killed (its process group) and tried again later.
         public var timeout: Duration = .seconds(30)
         /// `pass_env`: the daemon's variables a hook also gets.
@@ -27,6 +30,7 @@ extension Configuration {
             switch event {
             case .uploaded: onUploaded
             case .failed: onFailed
+            case .groupUploaded: onGroupUploaded
             }
         }
     }
@@ -39,6 +43,8 @@ extension Configuration {
         case uploaded
         /// The job failed for good (`on_failed`).
         case failed
+        /// A closed group's members are all uploaded (`on_group_uploaded`).
+        case groupUploaded = "group_uploaded"
 
         /// The config key of its hook.
         public var key: String { "on_\(rawValue)" }

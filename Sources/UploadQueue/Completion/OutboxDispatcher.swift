@@ -82,6 +82,9 @@ actor OutboxDispatcher {
         switch entry.consumer {
         case .patch:
             return FeedEvent(.patch, job: entry.jobID, fields: fields)
+        case .groupPatch:
+            fields["group_patch"] = .boolean(true)
+            return FeedEvent(.patch, job: entry.jobID, fields: fields)
         case .hook(let event):
             fields["hook"] = .string(event.key)
             return FeedEvent(.hook, job: entry.jobID, fields: fields)

@@ -11,6 +11,8 @@ extension PatchTarget {
             case literal(String)
             case url, jobID, sha256, size, contentType, name
             case meta(String)
+            /// A group's: its name, its members' remote URLs (a JSON array), its members (an array of objects).
+            case group, urls, members
         }
 
         let parts: [Part]
@@ -18,6 +20,18 @@ extension PatchTarget {
 
         /// `{"photo_url": "{{url}}"}`, what CONTRACT.md names as the default.
         public static let standard = try! Body(#"{"photo_url": "{{url}}"}"#)
+        /// A group's patch unless its close names a body: the group's name and its members' remote URLs.
+        public static let standardGroup = try! Body(#"{"group": "{{group}}", "remote_urls": {{urls}}}"#)
+
+        /// Whether the template fits a group's patch: no placeholder of one job's (`{{url}}`, `{{meta.KEY}}`…).
+        public var isGroupTemplate: Bool {
+            parts.allSatisfy { part in
+                switch part {
+                case .literal, .group, .urls, .members: true
+                default: false
+                }
+            }
+        }
 
         /// Parses a template; throws naming the unknown placeholder or the unclosed `{{`.
         public init(_ text: String) throws(Destination.PathTemplateError) {
@@ -36,10 +50,14 @@ extension PatchTarget {
                 case "size": parts.append(.size)
                 case "content_type": parts.append(.contentType)
                 case "name": parts.append(.name)
+                case "group": parts.append(.group)
+                case "urls": parts.append(.urls)
+                case "members": parts.append(.members)
                 default:
                     guard name.hasPrefix("meta."), name.count > 5 else {
                         throw PathTemplateError(message: "unknown placeholder {{\(name)}} in patch body \"\(text)\" (known: "
-                            + "{{url}}, {{job_id}}, {{sha256}}, {{size}}, {{content_type}}, {{name}}, {{meta.KEY}})")
+                            + "{{url}}, {{job_id}}, {{sha256}}, {{size}}, {{content_type}}, {{name}}, {{meta.KEY}}, and for a "
+                            + "group's patch {{group}}, {{urls}}, {{members}})")
                     }
                     parts.append(.meta(String(name.dropFirst(5))))
                 }
@@ -63,9 +81,40 @@ extension PatchTarget {
                 case .contentType: out += Self.escape(job.contentType)
                 case .name: out += Self.escape(job.originalName)
                 case .meta(let key): out += Self.escape(job.meta[key] ?? "")
+                case .group: out += Self.escape(job.group ?? "")
+                case .urls: out += Self.jsonArray([remoteURL])
+                case .members:
+                    out += Self.members([JobGroup.Member(jobID: job.id, originalName: job.originalName,
+                                                         size: job.size, sha256: job.sha256, remoteURL: remoteURL)])
                 }
             }
             return out
+        }
+
+        /// The body for a group's completion (a template that `isGroupTemplate`).
+        func render(for group: JobGroup) -> String {
+            var out = ""
+            for part in parts {
+                switch part {
+                case .literal(let text): out += text
+                case .group: out += Self.escape(group.name)
+                case .urls: out += Self.jsonArray(group.completion.map(\.remoteURL))
+                case .members: out += Self.members(group.completion)
+                default: break
+                }
+            }
+            return out
+        }
+
+        private static func jsonArray(_ values: [String]) -> String {
+            "[" + values.map { "\"" + escape($0) + "\"" }.joined(separator: ", ") + "]"
+        }
+
+        private static func members(_ members: [JobGroup.Member]) -> String {
+            "[" + members.map { member in
+                "{\"id\": \"\(member.jobID.rawValue)\", \"name\": \"\(escape(member.originalName))\", \"remote_url\": "
+                    + "\"\(escape(member.remoteURL))\", \"sha256\": \"\(member.sha256)\", \"size\": \(member.size)}"
+            }.joined(separator: ", ") + "]"
         }
 
         /// The inside of a JSON string: `"`, `\` and control characters escaped.

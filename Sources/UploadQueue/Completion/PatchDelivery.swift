@@ -11,8 +11,12 @@ struct PatchDelivery: OutboxDelivery {
     let monitor: LinkMonitor
     let logger: Logger
     let client: DestinationClient
+    /// Set for the `group-patch` consumer: where the group's patch and completion are read.
+    let groups: QueueStore?
 
-    init(configuration: Configuration, engine: TransferEngine, monitor: LinkMonitor, logger: Logger) {
+    init(configuration: Configuration, engine: TransferEngine, monitor: LinkMonitor, logger: Logger,
+         groups: QueueStore? = nil) {
+        self.groups = groups
         self.configuration = configuration
         self.monitor = monitor
         self.logger = logger
@@ -21,16 +25,54 @@ struct PatchDelivery: OutboxDelivery {
     }
 
     func deliver(_ job: Job, entry: OutboxEntry) async -> OutboxOutcome {
+        if let groups { return await deliverGroup(job, entry: entry, store: groups) }
         guard let patch = job.patch, let remoteURL = job.remoteURL else {
             return .failed(error: "the job has no patch target or remote URL")
         }
+        return await send(patch, body: { () throws(TransferFailure) in
+            try patchBody(patch).render(for: job, remoteURL: remoteURL)
+        }, key: job.id.rawValue, entry: entry, metadata: ["uploadq.job": "\(job.id)"])
+    }
+
+    /// The patch a group's close asked for, owed on its completing member: the group's body, the idempotency key
+    /// `group:<owner>:<name>`.
+    private func deliverGroup(_ job: Job, entry: OutboxEntry, store: QueueStore) async -> OutboxOutcome {
+        let found: (PatchTarget, JobGroup)?
+        do {
+            found = try await BlockingWork.run { try store.groupPatch(of: job) }
+        } catch {
+            return .retry(error: "the queue cannot be read: \(error)", at: Date().addingTimeInterval(5))
+        }
+        guard let (patch, group) = found, group.state == .uploaded else {
+            return .failed(error: "the job's group has no patch, or is not uploaded")
+        }
+        // The name percent-encoded: a header value is ASCII whatever the name holds.
+        let name = group.name.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn:
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? group.name
+        let key = "group:\(group.ownerUID.map(String.init) ?? "-"):\(name)"
+        return await send(patch, body: { () throws(TransferFailure) in
+            let body: PatchBody
+            if let text = patch.body {
+                do throws(Destination.PathTemplateError) {
+                    body = try PatchBody(text)
+                } catch {
+                    throw .permanent("patch-body", error.message)
+                }
+            } else {
+                body = .standardGroup
+            }
+            return body.render(for: group)
+        }, key: key, entry: entry, metadata: ["uploadq.job": "\(job.id)", "uploadq.group": "\(group.name)"])
+    }
+
+    private func send(_ patch: PatchTarget, body makeBody: () throws(TransferFailure) -> String, key: String,
+                      entry: OutboxEntry, metadata: Logger.Metadata) async -> OutboxOutcome {
         // Waiting for the link is not an attempt: the patch is only looked at again later.
         guard linkAllows(patch.url) else { return .postpone(until: Date().addingTimeInterval(2)) }
-        let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)"]
         let outcome: OutboxOutcome
         do throws(TransferFailure) {
-            let body = try patchBody(patch).render(for: job, remoteURL: remoteURL)
-            var headers = [HTTPHeader("Content-Type", "application/json"), HTTPHeader("Idempotency-Key", job.id.rawValue)]
+            let body = try makeBody()
+            var headers = [HTTPHeader("Content-Type", "application/json"), HTTPHeader("Idempotency-Key", key)]
             for (name, value) in (patch.headers ?? [:]).sorted(by: { $0.key < $1.key }) {
                 headers.append(HTTPHeader(name, value))
             }

@@ -7,11 +7,14 @@ package enum OutboxConsumer: Hashable, Sendable, CustomStringConvertible {
     case patch
     /// The `[hooks]` program for this event.
     case hook(HookEvent)
+    /// The patch a group's close asked for, owed on the member that completed it.
+    case groupPatch
 
     /// The name stored in `outbox.consumer`: `patch`, `hook:uploaded`, `hook:failed`.
     package var description: String {
         switch self {
         case .patch: "patch"
+        case .groupPatch: "group-patch"
         case .hook(let event): "hook:\(event.rawValue)"
         }
     }
@@ -19,6 +22,8 @@ package enum OutboxConsumer: Hashable, Sendable, CustomStringConvertible {
     init?(stored: String) {
         if stored == "patch" {
             self = .patch
+        } else if stored == "group-patch" {
+            self = .groupPatch
         } else if stored.hasPrefix("hook:"), let event = HookEvent(rawValue: String(stored.dropFirst(5))) {
             self = .hook(event)
         } else {

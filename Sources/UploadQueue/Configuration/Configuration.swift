@@ -106,6 +106,8 @@ public struct Configuration: Sendable, Equatable {
         public var sidecarMetaKeys: Set<String> = []
         /// `sidecar_lanes`: the prefixes of the lanes a sidecar (or a dropper through the control API) may use.
         public var sidecarLanes: [String] = []
+        /// `sidecar_groups`: the prefixes of the groups a sidecar (or a dropper through the control API) may join.
+        public var sidecarGroups: [String] = []
         /// `sidecar_max_priority`: the highest priority a sidecar may give its file; nil: 0, or one below
         /// `[schedule] urgent_priority` when that is lower (see `SidecarPolicy.priorityCap`).
         public var sidecarMaxPriority: Int?

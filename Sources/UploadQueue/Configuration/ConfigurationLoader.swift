@@ -203,6 +203,10 @@ extension Configuration {
                 if value.sidecarLanes.contains("") {
                     throw table.error("sidecar_lanes", "an empty prefix would allow every lane; list the prefixes")
                 }
+                value.sidecarGroups = try table.stringArray("sidecar_groups") ?? []
+                if value.sidecarGroups.contains("") {
+                    throw table.error("sidecar_groups", "an empty prefix would allow every group; list the prefixes")
+                }
                 value.sidecarMaxPriority = (try table.integer("sidecar_max_priority", range: -1_000_000...1_000_000))
                     .map { Int($0) }
                 value.maxFileSize = try table.byteCount("max_file_size", minimum: 1) ?? value.maxFileSize
@@ -272,6 +276,7 @@ extension Configuration {
                     switch event {
                     case .uploaded: hooks.onUploaded = arguments
                     case .failed: hooks.onFailed = arguments
+                    case .groupUploaded: hooks.onGroupUploaded = arguments
                     }
                 }
                 hooks.timeout = try table.duration("timeout", minimum: .milliseconds(100)) ?? hooks.timeout

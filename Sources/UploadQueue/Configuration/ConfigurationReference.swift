@@ -259,6 +259,10 @@ package enum ConfigurationReference {
             put its file in; none by default. A lane is its owner's own: another user's lane of the same name is \
             another lane.
             """),
+        .init("spool", "sidecar_groups", .texts, .value("[]"), example: #"["survey-"]"#, """
+            The prefixes of the groups a sidecar (or a control API client other than the queue's own user) may \
+            put its file in; none by default. A group is its owner's own, closed by its owner alone.
+            """),
         .init("spool", "sidecar_max_priority", .integer(-1_000_000...1_000_000),
               .computed("0, or urgent_priority - 1 when that is lower"), example: "5", """
             The highest priority a sidecar may give its file; a higher one is rejected with its file.
@@ -338,6 +342,12 @@ package enum ConfigurationReference {
             """),
         .init("hooks", "on_failed", .command, .unset("no hook"), example: #"["/usr/local/bin/alert"]"#, """
             Run once a job fails for good.
+            """),
+        .init("hooks", "on_group_uploaded", .command, .unset("no hook"), example: #"["/usr/local/bin/survey-done"]"#,
+              """
+            Run once a closed group's members are all uploaded: the group's JSON on standard input (`group`, \
+            `members` with each one's `id`, `name`, `size`, `sha256` and `remote_url`). Owed on the member whose \
+            upload completed the group; `UPLOADQ_JOB_ID` names that member, `UPLOADQ_GROUP` the group.
             """),
         .init("hooks", "timeout", .duration, .value(#""30s""#), example: #""1m""#, """
             A hook still running then is killed with everything it started (its process group), and tried again. \

@@ -252,6 +252,7 @@ private struct Builder {
         table.set("sidecar_may_allow_metered", .boolean(spool.sidecarMayAllowMetered))
         table.set("sidecar_meta_keys", .array(spool.sidecarMetaKeys.sorted().map(Value.string)))
         table.set("sidecar_lanes", .array(spool.sidecarLanes.map(Value.string)))
+        table.set("sidecar_groups", .array(spool.sidecarGroups.map(Value.string)))
         // Unset, the cap follows urgent_priority (`SidecarPolicy.priorityCap`): shown only when set.
         table.set("sidecar_max_priority", spool.sidecarMaxPriority.map { .integer(Int64($0)) })
         table.set("max_file_size", Self.size(spool.maxFileSize))

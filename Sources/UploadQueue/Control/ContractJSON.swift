@@ -40,6 +40,48 @@ package enum ContractJSON {
             "patch_state": job.patchState.rawValue,
             "on_metered": job.onMetered ?? NSNull(),
             "source_after_upload": job.sourceAfterUpload ?? NSNull(),
+            "lane": job.lane ?? NSNull(),
+            "lane_seq": job.laneSequence ?? NSNull(),
+            "after_mode": job.afterMode?.rawValue ?? NSNull(),
+            "blocked_by": job.blockedBy?.rawValue ?? NSNull(),
+            "group": job.group ?? NSNull(),
+        ]
+    }
+
+    /// A group as `GET /v1/groups/{name}` gives it: its state and tallies, and once it is uploaded its members
+    /// with their remote URLs (masked as everywhere outside the library: the hook and the patch get them whole).
+    package static func group(_ group: JobGroup) -> [String: Any] {
+        [
+            "name": group.name,
+            "owner_uid": group.ownerUID.map { Int($0) } ?? NSNull(),
+            "state": group.state.rawValue,
+            "members": group.members,
+            "remaining": group.remaining,
+            "failed": group.failed,
+            "failing_job": group.failingJob?.rawValue ?? NSNull(),
+            "created_at": rfc3339(group.createdAt),
+            "closed_at": rfc3339(group.closedAt),
+            "completed_at": rfc3339(group.completedAt),
+            "completion": group.completion.map { member -> [String: Any] in
+                ["id": member.jobID.rawValue, "name": member.originalName, "size": member.size, "sha256": member.sha256,
+                 "remote_url": URLRedaction.redact(member.remoteURL)]
+            },
+        ]
+    }
+
+    /// A lane as `GET /v1/lanes` gives it.
+    package static func lane(_ lane: LaneStatus) -> [String: Any] {
+        [
+            "name": lane.name,
+            "owner_uid": lane.ownerUID.map { Int($0) } ?? NSNull(),
+            "queued": lane.queued,
+            "head": lane.head?.rawValue ?? NSNull(),
+            "head_state": lane.headState?.rawValue ?? NSNull(),
+            "head_since": rfc3339(lane.headSince),
+            "blocked_by": lane.blockedBy?.rawValue ?? NSNull(),
+            "blocked_since": rfc3339(lane.blockedSince),
+            "reason": lane.reason ?? NSNull(),
+            "on_failure": lane.onFailure.rawValue,
         ]
     }
 
@@ -104,6 +146,8 @@ package enum ContractJSON {
             "hooks": Dictionary(uniqueKeysWithValues: status.hooks.map { event, counts in
                 (event.key, ["pending": counts[.pending] ?? 0, "done": counts[.done] ?? 0, "failed": counts[.failed] ?? 0])
             }),
+            "lanes": ["active": status.lanes.active, "blocked": status.lanes.blocked,
+                      "oldest_head_age_seconds": Int(status.lanes.oldestHeadAge)],
         ]
     }
 

@@ -54,6 +54,9 @@ package struct ControlAPI: Sendable {
             return reply
         case .failure(.badJobID(let text)):
             return .error(404, "job-not-found", "\"\(SafeText.escaped(text))\" is not a job id (a UUID)")
+        case .failure(.badName(let text)):
+            return .error(404, "group-not-found", "\"\(SafeText.escaped(text))\" is not a group's name (1 to 128 "
+                + "characters, percent-encoded)")
         }
         do {
             return try await respond(route, request, peer: peer)
@@ -119,6 +122,31 @@ package struct ControlAPI: Sendable {
             let changed = try await queue.retryFailed()
             bell.ring()
             return .json(200, ["retried": changed.map(\.rawValue)])
+        case .lanes:
+            let lanes = try await BlockingWork.run {
+                try store.lanes(owner: peer.isAdmin ? nil : peer.uid, everyone: peer.isAdmin)
+            }
+            return .json(200, ["lanes": lanes.map(ContractJSON.lane)])
+        case .groups:
+            let groups = try await BlockingWork.run {
+                try store.groups(owner: peer.isAdmin ? nil : peer.uid, everyone: peer.isAdmin)
+            }
+            return .json(200, ["groups": groups.map(ContractJSON.group)])
+        case .group(let name):
+            let owner = try groupOwner(request, peer: peer)
+            guard let group = try await BlockingWork.run({ try store.group(name, owner: owner) }) else {
+                throw UploadQueueError(.groupNotFound, "no group \"\(SafeText.escaped(name))\" of yours")
+            }
+            return .json(200, ContractJSON.group(group))
+        case .closeGroup(let name):
+            let patch = try groupPatch(request, peer: peer)
+            let group = try await queue.closeGroup(name, patch: patch, owner: peer.isAdmin ? nil : peer.uid)
+            bell.ring()
+            return .json(200, ContractJSON.group(group))
+        case .acknowledgeGroup(let name):
+            let owner = try groupOwner(request, peer: peer)
+            try await BlockingWork.run { try store.acknowledgeGroup(name, owner: owner) }
+            return .json(200, ["group": name, "acknowledged": true])
         case .events:
             return try await events(request, peer: peer)
         case .followEvents:
@@ -372,7 +400,7 @@ package struct ControlAPI: Sendable {
             destination: sidecar.destination ?? (peer.isAdmin ? nil : queue.configuration.spool?.destination),
             meta: sidecar.meta, patch: sidecar.patch, priority: sidecar.priority ?? 0, mode: mode,
             onMetered: sidecar.onMetered, sourceAfterUpload: sourceAfterUpload, lane: sidecar.lane,
-            after: sidecar.after, afterMode: sidecar.afterMode)
+            after: sidecar.after, afterMode: sidecar.afterMode, group: sidecar.group)
         enqueue.keyOwner = peer.uid
         // A dropper's job is its own (the queue's own user's and root's are everyone's to the admin).
         enqueue.owner = peer.isAdmin ? nil : peer.uid
@@ -759,6 +787,49 @@ package struct ControlAPI: Sendable {
     }
 
     // MARK: Parameters
+
+    /// Whose group a request names: the caller's own; the queue's own user may name a dropper's (`?owner=UID`).
+    private func groupOwner(_ request: ControlRequest, peer: ControlPeer) throws -> UInt32? {
+        guard let text = request.query["owner"] else { return peer.isAdmin ? nil : peer.uid }
+        try requireAdmin(peer, "another user's group")
+        guard let uid = UInt32(text) else {
+            throw ControlAPIError(400, "bad-request", "owner must be a uid")
+        }
+        return uid
+    }
+
+    /// The patch of `POST /v1/groups/{name}/close`: `{"patch": {"url", "method", "headers", "body"}}` or none. A
+    /// dropper's is checked as a sidecar's (`[patch] allowed_urls`) and takes no body of its own.
+    private func groupPatch(_ request: ControlRequest, peer: ControlPeer) throws -> PatchTarget? {
+        guard !request.body.isEmpty else { return nil }
+        guard let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any],
+              Set(object.keys).isSubset(of: ["patch"]) else {
+            throw ControlAPIError(400, "bad-request", "the body must be {} or {\"patch\": {\"url\": …}}")
+        }
+        guard let fields = object["patch"] as? [String: Any] else { return nil }
+        guard let url = fields["url"] as? String, Set(fields.keys).isSubset(of: ["url", "method", "headers", "body"]),
+              fields["method"] == nil || fields["method"] is String, fields["body"] == nil || fields["body"] is String,
+              fields["headers"] == nil || fields["headers"] is [String: String] else {
+            throw ControlAPIError(400, "bad-request", "\"patch\" must be {\"url\": …, \"method\", \"headers\", \"body\"} "
+                + "with strings (headers: an object of strings)")
+        }
+        let patch = PatchTarget(url: url, method: fields["method"] as? String, body: fields["body"] as? String,
+                                headers: fields["headers"] as? [String: String])
+        try PatchAuthority.check(patch)
+        if let body = patch.body {
+            guard peer.isAdmin else {
+                throw ControlAPIError(403, "forbidden", "a group's patch body is the queue's own user's to choose")
+            }
+            guard let template = try? PatchTarget.Body(body), template.isGroupTemplate else {
+                throw UploadQueueError(.invalidArgument, "a group's patch body may use {{group}}, {{urls}} and "
+                    + "{{members}} alone: \"\(SafeText.escaped(body))\"")
+            }
+        }
+        if !peer.isAdmin, let why = PatchAuthority.sidecarRefusal(patch, settings: queue.configuration.patch) {
+            throw ControlAPIError(403, "forbidden", "the group's patch \(why)")
+        }
+        return patch
+    }
 
     private func flag(_ text: String?, name: String) throws -> Bool {
         switch text {

@@ -82,6 +82,8 @@ package struct ControlReply: Sendable, Equatable {
         case .invalidTransition: 409
         case .fileNotFound, .notRegularFile, .symbolicLink, .unknownDestination, .invalidArgument, .configuration,
              .sourceChanged, .unknownPrerequisite: 422
+        case .groupClosed: 409
+        case .groupNotFound: 404
         case .sourceUnstable, .interrupted: 409
         case .diskLow: 507
         case .forbidden: 403

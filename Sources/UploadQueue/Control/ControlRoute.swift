@@ -19,11 +19,18 @@ package enum ControlRoute: Equatable, Sendable {
     case retryFailed
     case events
     case followEvents
+    case lanes
+    case groups
+    case group(String)
+    case closeGroup(String)
+    case acknowledgeGroup(String)
 
     /// How a route is made from its path: as is, or from the job id in it.
     private enum Builder: Sendable {
         case fixed(ControlRoute)
         case job(@Sendable (JobID) -> ControlRoute)
+        /// From a group's name, percent-decoded (`/` in a name is `%2F`).
+        case name(@Sendable (String) -> ControlRoute)
     }
 
     private static let routes: [(method: String, path: String, builder: Builder)] = [
@@ -46,6 +53,11 @@ package enum ControlRoute: Equatable, Sendable {
         ("PUT", "/v1/link", .fixed(.setLink)),
         ("GET", "/v1/config", .fixed(.config)),
         ("POST", "/v1/prune", .fixed(.prune)),
+        ("GET", "/v1/lanes", .fixed(.lanes)),
+        ("GET", "/v1/groups", .fixed(.groups)),
+        ("GET", "/v1/groups/{name}", .name { .group($0) }),
+        ("POST", "/v1/groups/{name}/close", .name { .closeGroup($0) }),
+        ("POST", "/v1/groups/{name}/ack", .name { .acknowledgeGroup($0) }),
     ]
 
     /// Every route as the OpenAPI document (`docs/api/openapi.yaml`) names it: a test checks the two agree.
@@ -59,6 +71,8 @@ package enum ControlRoute: Equatable, Sendable {
         case methodNotAllowed([String])
         /// The path names a job, but not with a job id.
         case badJobID(String)
+        /// The path names a group, but not with a group's name (1 to 128 characters, percent-encoded).
+        case badName(String)
     }
 
     /// The route of `method` on `path` (the path without its query).
@@ -68,11 +82,12 @@ package enum ControlRoute: Equatable, Sendable {
         var allowed: [String] = []
         var candidates = routes.filter { route in
             let parts = route.path.split(separator: "/").map(String.init)
-            return parts.count == segments.count && zip(parts, segments).allSatisfy({ $0 == "{id}" || $0 == $1 })
+            return parts.count == segments.count
+                && zip(parts, segments).allSatisfy({ $0 == "{id}" || $0 == "{name}" || $0 == $1 })
         }
         // A path spelled out (`/v1/jobs/batch`) is its own route, never a job's.
-        if candidates.contains(where: { !$0.path.contains("{id}") }) {
-            candidates.removeAll { $0.path.contains("{id}") }
+        if candidates.contains(where: { !$0.path.contains("{") }) {
+            candidates.removeAll { $0.path.contains("{") }
         }
         for (routeMethod, template, builder) in candidates {
             let parts = template.split(separator: "/").map(String.init)
@@ -87,6 +102,12 @@ package enum ControlRoute: Equatable, Sendable {
                 let text = segments[parts.firstIndex(of: "{id}") ?? 0]
                 guard let id = JobID(text) else { return .failure(.badJobID(text)) }
                 return .success(make(id))
+            case .name(let make):
+                let text = segments[parts.firstIndex(of: "{name}") ?? 0]
+                guard let name = text.removingPercentEncoding, OrderRule.isValidLaneName(name) else {
+                    return .failure(.badName(text))
+                }
+                return .success(make(name))
             }
         }
         return .failure(allowed.isEmpty ? .notFound : .methodNotAllowed(allowed))

@@ -36,7 +36,7 @@ final class EventFeeder: Sendable {
             live.publish(FeedEvent(.progress, job: id, fields: [
                 "confirmed": .integer(confirmed), "sent": .integer(sent), "size": .integer(size),
             ]))
-        case .enqueued:
+        case .enqueued, .groupUploaded:
             break
         }
     }

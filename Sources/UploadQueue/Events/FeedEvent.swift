@@ -27,6 +27,15 @@ public struct FeedEvent: Sendable, Equatable {
         case patch
         /// A hook ran (`hook`, `state`, `attempt`, `error`).
         case hook
+        /// A lane's head failed: the lane waits for it (`lane`, `error`, `permanent`); the job is the head.
+        case laneBlocked = "lane.blocked"
+        /// The job that held a lane was uploaded, skipped or cancelled, or the lane went on past it (`lane`).
+        case laneUnblocked = "lane.unblocked"
+        /// Every member of a closed group is uploaded (`group`, `members`, `remote_urls`); the job is the member
+        /// whose upload completed it (none when no member was left).
+        case groupUploaded = "group.uploaded"
+        /// A member of a group failed for good (`group`, `failed`, `error`); the job is that member.
+        case groupIncomplete = "group.incomplete"
         /// A destination's link class changed (`destination`, `class`, `source`, `interface`).
         case link
         /// The first line a follower gets: it is attached (`seq` is where it starts).
@@ -41,6 +50,8 @@ public struct FeedEvent: Sendable, Equatable {
         case integer(Int64)
         case boolean(Bool)
         case null
+        /// A list of strings (a group's remote URLs).
+        case strings([String])
     }
 
     public var kind: Kind
@@ -69,6 +80,7 @@ public struct FeedEvent: Sendable, Equatable {
             case .integer(let number): out += "\(number)"
             case .boolean(let flag): out += flag ? "true" : "false"
             case .null: out += "null"
+            case .strings(let list): out += "[" + list.map(SafeText.jsonString).joined(separator: ",") + "]"
             }
         }
         return out + "}"
@@ -89,6 +101,7 @@ public struct FeedEvent: Sendable, Equatable {
             case let text as String: .string(text)
             case _ where ContractJSON.isBoolean(value): .boolean(value as? Bool ?? false)
             case let number as NSNumber: .integer(number.int64Value)
+            case let list as [Any]: .strings(list.compactMap { $0 as? String })
             default: .null
             }
         }

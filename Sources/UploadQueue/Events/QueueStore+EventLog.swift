@@ -58,6 +58,8 @@ extension QueueStore {
             case let text as String: .string(name == "remote_url" ? URLRedaction.redact(text) : text)
             case _ where ContractJSON.isBoolean(value): .boolean(value as? Bool ?? false)
             case let number as NSNumber: .integer(number.int64Value)
+            case let list as [Any]:
+                .strings(list.compactMap { $0 as? String }.map { name == "remote_urls" ? URLRedaction.redact($0) : $0 })
             default: .null
             }
         }

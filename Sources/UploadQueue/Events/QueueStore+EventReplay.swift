@@ -78,7 +78,9 @@ extension QueueStore {
             if let error = entry.lastError { fields["error"] = .string(error) }
             let time = times[entry.consumer.description] ?? job.updatedAt
             switch entry.consumer {
-            case .patch: events.append(FeedEvent(.patch, job: job.id, time: time, fields: fields))
+            case .patch, .groupPatch:
+                if entry.consumer == .groupPatch { fields["group_patch"] = .boolean(true) }
+                events.append(FeedEvent(.patch, job: job.id, time: time, fields: fields))
             case .hook(let event):
                 fields["hook"] = .string(event.key)
                 events.append(FeedEvent(.hook, job: job.id, time: time, fields: fields))

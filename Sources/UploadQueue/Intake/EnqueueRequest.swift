@@ -20,6 +20,9 @@ public struct EnqueueRequest: Sendable, Equatable {
     public var after: [String] = []
     /// What those jobs must come to (nil: `.uploaded`).
     public var afterMode: Job.AfterMode?
+    /// The group the job joins (nil: none): once the group is closed and every member uploaded, one completion
+    /// carries them all. An open group of the same owner, or a new one.
+    public var group: String?
     /// The spool sidecar that came with the file: taken into `blobs/` beside the file before the job can run,
     /// so it is released with the file and never left behind.
     var sidecar: String?
@@ -49,8 +52,9 @@ public struct EnqueueRequest: Sendable, Equatable {
     public init(path: String, destination: String? = nil, meta: [String: String] = [:], patch: PatchTarget? = nil,
                 priority: Int = 0, mode: Job.IntakeMode = .copy, onMetered: String? = nil,
                 sourceAfterUpload: Destination.SourceAfterUpload? = nil, lane: String? = nil, after: [String] = [],
-                afterMode: Job.AfterMode? = nil) {
+                afterMode: Job.AfterMode? = nil, group: String? = nil) {
         self.lane = lane
+        self.group = group
         self.after = after
         self.afterMode = afterMode
         self.onMetered = onMetered

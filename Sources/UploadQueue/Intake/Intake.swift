@@ -184,6 +184,10 @@ struct Intake: Sendable {
             throw UploadQueueError(.invalidArgument, "lane \"\(SafeText.escaped(lane))\" is not a lane's name: 1 to 128 "
                 + "characters, none of them a control character")
         }
+        if let group = request.group, !OrderRule.isValidLaneName(group) {
+            throw UploadQueueError(.invalidArgument, "group \"\(SafeText.escaped(group))\" is not a group's name: 1 to "
+                + "128 characters, none of them a control character")
+        }
         if request.after.count > 1000 {
             throw UploadQueueError(.invalidArgument, "after names \(request.after.count) jobs; at most 1000")
         }
@@ -274,7 +278,8 @@ struct Intake: Sendable {
             meteredBelow: request.onMetered.flatMap(MeteredPolicy.init)?.sizeLimit,
             sourceAfterUpload: sourceAfterUpload?.description, resumeState: nil,
             intakeComplete: request.mode != .move || copies, cancelRequested: false, createdAt: now, updatedAt: now,
-            ownerUID: request.owner, lane: request.lane, afterMode: request.after.isEmpty ? nil : request.afterMode)
+            ownerUID: request.owner, lane: request.lane, afterMode: request.after.isEmpty ? nil : request.afterMode,
+            group: request.group)
         let order = QueueStore.OrderRequest(
             lane: request.lane, lanePolicy: request.lane.map(configuration.lanes.policy(for:)) ?? .hold,
             after: request.after, afterMode: request.afterMode,
@@ -357,13 +362,16 @@ struct Intake: Sendable {
                     try jobs.indices.map { index in
                         let order = index < orders.count ? orders[index] : QueueStore.OrderRequest()
                         let existing: Job?
-                        if order.isEmpty {
+                        if order.isEmpty, jobs[index].group == nil {
                             existing = try Self.insertUnlessDuplicate(jobs[index], examined: examined, in: db)
                         } else {
-                            // A job with a place in an order is its own: the same content elsewhere in the queue
-                            // has another place, or none.
+                            // A job with a place in an order or a group is its own: the same content elsewhere in
+                            // the queue has another place, or none.
                             try jobs[index].insert(db)
-                            try QueueStore.placeInOrder(jobs[index], order, in: db, now: jobs[index].createdAt)
+                            try QueueStore.joinGroup(jobs[index], in: db, now: jobs[index].createdAt)
+                            if !order.isEmpty {
+                                try QueueStore.placeInOrder(jobs[index], order, in: db, now: jobs[index].createdAt)
+                            }
                             existing = nil
                         }
                         if index < keys.count, let named = keys[index] {

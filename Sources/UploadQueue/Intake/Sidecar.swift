@@ -15,6 +15,7 @@ struct Sidecar: Sendable, Equatable {
     var lane: String?
     var after: [String] = []
     var afterMode: Job.AfterMode?
+    var group: String?
 
     /// The largest sidecar read: a few keys fit in far less, and anything larger is not one.
     static let maximumSize = 64 * 1024
@@ -134,6 +135,11 @@ struct Sidecar: Sendable, Equatable {
                     throw SidecarError(message: "\"after_mode\" must be \"uploaded\" or \"settled\"")
                 }
                 afterMode = mode
+            case "group":
+                guard let text = value as? String, OrderRule.isValidLaneName(text) else {
+                    throw SidecarError(message: "\"group\" must be a group's name: 1 to 128 characters, no control character")
+                }
+                group = text
             case "source_after_upload":
                 throw SidecarError(message: """
                     "source_after_upload" does not apply to spool files: the queue takes them over, and [retention] \
@@ -141,7 +147,7 @@ struct Sidecar: Sendable, Equatable {
                     """)
             default:
                 throw SidecarError(message: """
-                    unknown key "\(key)" (known: destination, meta, patch, priority, on_metered, lane, after, after_mode)
+                    unknown key "\(key)" (known: destination, meta, patch, priority, on_metered, lane, after, after_mode, group)
                     """)
             }
         }

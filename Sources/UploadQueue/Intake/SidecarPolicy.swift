@@ -65,6 +65,13 @@ struct SidecarPolicy: Sendable {
                 \(listed.isEmpty ? "it lists none" : listed))
                 """
         }
+        if let group = sidecar.group, !spool.sidecarGroups.contains(where: { group.hasPrefix($0) }) {
+            let listed = spool.sidecarGroups.map { "\"\($0)\"" }.joined(separator: ", ")
+            return """
+                names group "\(SafeText.escaped(group))", which no prefix of [spool] sidecar_groups allows (\
+                \(listed.isEmpty ? "it lists none" : listed))
+                """
+        }
         if let target = sidecar.patch, let why = PatchAuthority.sidecarRefusal(target, settings: patch) {
             return why
         }

@@ -416,7 +416,8 @@ package actor SpoolWatcher: Service {
         var request = EnqueueRequest(path: path, destination: sidecar?.destination ?? spool.destination,
                                      meta: sidecar?.meta ?? [:], patch: sidecar?.patch, priority: sidecar?.priority ?? 0,
                                      mode: .move, onMetered: sidecar?.onMetered, lane: sidecar?.lane,
-                                     after: sidecar?.after ?? [], afterMode: sidecar?.afterMode)
+                                     after: sidecar?.after ?? [], afterMode: sidecar?.afterMode,
+                                     group: sidecar?.group)
         request.sidecar = sidecar == nil ? nil : sidecarPath
         request.sidecarFile = sidecarFile
         // What was checked above (type, links, owner) is what gets taken.

@@ -224,6 +224,38 @@ extension QueueStore {
         }
     }
 
+    /// Keeps what holds `job`'s lane (`lane.blocked_by`) true after the job changed so (`change`: what the change is
+    /// to the jobs that wait for it; nil for a transient failure or a claim), in the change's transaction, and
+    /// logs `lane.blocked` when the lane's head fails and `lane.unblocked` when the lane goes on.
+    static func settleLane(_ job: Job, _ change: OrderRule.Change?, in db: Database, now: Date) throws {
+        guard let lane = job.lane, let row = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT blocked_by, on_failure FROM lane WHERE owner_uid = ? AND name = ?
+            """), arguments: [laneOwner(job.ownerUID), lane]) else { return }
+        let holder: String? = row["blocked_by"]
+        let policy = LaneFailurePolicy(rawValue: row["on_failure"] ?? "") ?? .hold
+        let id = job.id.rawValue
+        let goesOn: Bool
+        switch change {
+        case .uploaded, .cancelled, .skipped: goesOn = true
+        case .failedForGood: goesOn = policy == .skip
+        case .revived, nil: goesOn = false
+        }
+        if goesOn {
+            guard holder == id else { return }
+            try db.cachedStatement(sql: """
+                UPDATE lane SET blocked_by = NULL, blocked_since = NULL WHERE owner_uid = ? AND name = ?
+                """).execute(arguments: [laneOwner(job.ownerUID), lane])
+            try logOrderEvent("lane.unblocked", job: id, owner: job.ownerUID, fields: ["lane": lane], in: db, now: now)
+        } else if job.state == .failed, holder == nil {
+            try db.cachedStatement(sql: """
+                UPDATE lane SET blocked_by = ?, blocked_since = ? WHERE owner_uid = ? AND name = ?
+                """).execute(arguments: [id, StoredDate(now), laneOwner(job.ownerUID), lane])
+            try logOrderEvent("lane.blocked", job: id, owner: job.ownerUID, fields: [
+                "lane": lane, "error": job.lastError ?? "", "permanent": job.permanent,
+            ], in: db, now: now)
+        }
+    }
+
     private static func deleteEdge(_ edge: [String], in db: Database) throws {
         try db.cachedStatement(sql: "DELETE FROM job_prerequisite WHERE job_id = ? AND parent_id = ? AND kind = ?")
             .execute(arguments: StatementArguments(edge))
@@ -255,6 +287,7 @@ extension QueueStore {
                 .execute(arguments: [id.rawValue])
             try Self.refreshBlockedBy(id.rawValue, in: db)
             try Self.settleOrder(job, .skipped, laneParents: parents, in: db, now: now)
+            try Self.settleLane(job, .skipped, in: db, now: now)
             return job
         }
     }

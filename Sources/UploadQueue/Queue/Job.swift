@@ -72,6 +72,9 @@ public struct Job: Sendable, Equatable, Codable {
     public internal(set) var afterMode: AfterMode? = nil
     /// A job this one still waits for (its lane's previous job, or one it was enqueued `after`); nil: none.
     public internal(set) var blockedBy: JobID? = nil
+    /// The group the job is a member of (`enqueue --group`): once the group is closed and every member uploaded,
+    /// one completion carries them all. nil: none. A group is its owner's, as a lane is.
+    public internal(set) var group: String? = nil
 
     /// The state-machine view of this job.
     var lifecycle: JobLifecycle {
@@ -138,6 +141,7 @@ public struct Job: Sendable, Equatable, Codable {
         case laneSequence = "lane_seq"
         case afterMode = "after_mode"
         case blockedBy = "blocked_by"
+        case group = "group_name"
     }
 }
 
@@ -226,6 +230,7 @@ extension Job: FetchableRecord, PersistableRecord {
             return mode
         }
         blockedBy = try decoded(.blockedBy, as: String?.self).map(JobID.init(trusted:))
+        group = try decoded(.group)
     }
 
     /// The error for a stored value this version cannot read (a newer version's state, a damaged row).

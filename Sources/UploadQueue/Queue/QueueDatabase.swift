@@ -285,6 +285,9 @@ package struct QueueDatabase: Sendable {
         migrator.registerMigration("v15-order") { db in
             try QueueDatabase.migrateToOrder(db)
         }
+        migrator.registerMigration("v16-groups") { db in
+            try QueueDatabase.migrateToGroups(db)
+        }
         return migrator
     }
 }

@@ -138,6 +138,10 @@ package struct QueueStore: Sendable {
             try job.delete(db)
             try Self.recordTombstone(id.rawValue, owner: job.ownerUID, outcome: "cancelled", in: db, now: now)
             if settlesOrder { try Self.settleOrder(job, .cancelled, laneParents: laneParents, in: db, now: now) }
+            if job.lane != nil { try Self.settleLane(job, .cancelled, in: db, now: now) }
+            if job.group != nil {
+                try Self.settleGroup(job, .left(failedForGood: job.state == .failed && job.permanent), in: db, now: now)
+            }
             return nil
         }
         let before = job
@@ -146,8 +150,20 @@ package struct QueueStore: Sendable {
         job.updatedAt = now
         assert(before.withChangeableColumns(of: job) == job, "a change touched a column `apply` does not write")
         try Self.update(job, from: before, in: db)
-        if settlesOrder, let change = OrderRule.change(from: before, to: job) {
+        let change = OrderRule.change(from: before, to: job)
+        if settlesOrder, let change {
             try Self.settleOrder(job, change, in: db, now: now)
+        }
+        if job.lane != nil, job.state != before.state || job.permanent != before.permanent {
+            try Self.settleLane(job, change, in: db, now: now)
+        }
+        if job.group != nil, let change {
+            switch change {
+            case .uploaded: try Self.settleGroup(job, .uploaded, in: db, now: now)
+            case .failedForGood: try Self.settleGroup(job, .failedForGood, in: db, now: now)
+            case .revived: try Self.settleGroup(job, .revived, in: db, now: now)
+            case .cancelled, .skipped: break
+            }
         }
         return job
     }

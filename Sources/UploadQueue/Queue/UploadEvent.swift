@@ -10,6 +10,8 @@ public enum UploadEvent: Sendable, Equatable {
     case progress(JobID, confirmed: Int64, sent: Int64, size: Int64)
     /// A job was cancelled and left the queue.
     case cancelled(JobID)
+    /// Every member of this closed group is uploaded: its completion went out (`UploadQueue.groupCompletions()`).
+    case groupUploaded(String)
 }
 
 /// The queue's events as an `AsyncSequence`; each iteration gets every event from the moment it starts.

@@ -78,6 +78,8 @@ extension QueueStore {
             AND patch_state IN (?, ?)
             AND id NOT IN (SELECT job_id FROM file_release WHERE action = ?)
             AND id NOT IN (SELECT job_id FROM outbox INDEXED BY outbox_due WHERE state = '\(OutboxState.pending.rawValue)')
+            AND (group_name IS NULL OR NOT EXISTS (SELECT 1 FROM job_group g WHERE g.owner_uid = IFNULL(job.owner_uid, -1)
+                 AND g.name = job.group_name AND g.state != 'uploaded'))
             \(consumer ? "AND id IN (SELECT job_id FROM completion_ack)" : "") ORDER BY updated_at LIMIT ?
             """
         // The state is a literal: the `job_uploaded` index holds only those rows, and SQLite uses a partial index
@@ -104,18 +106,36 @@ extension QueueStore {
             let removed = try writer.write { db -> Int in
                 let ids = try String.fetchAll(db, sql: selection, arguments: arguments + [batch])
                 try Self.count(ids, into: &report, db)
-                let now = Date()
-                for id in ids {
-                    // A job enqueued `after` this one later finds it uploaded.
-                    let owner = try Int64.fetchOne(db, sql: "SELECT owner_uid FROM job WHERE id = ?", arguments: [id])
-                    try Self.recordTombstone(id, owner: owner.flatMap { UInt32(exactly: $0) }, outcome: "uploaded",
-                                             in: db, now: now)
-                    try db.execute(sql: "DELETE FROM job WHERE id = ?", arguments: [id])
-                }
+                guard !ids.isEmpty else { return 0 }
+                let list = "(" + Array(repeating: "?", count: ids.count).joined(separator: ",") + ")"
+                // A job enqueued `after` one of these later finds it uploaded.
+                try db.execute(sql: """
+                    INSERT OR REPLACE INTO settled_job (id, owner_uid, outcome, settled_at)
+                    SELECT id, owner_uid, 'uploaded', ? FROM job WHERE id IN \(list)
+                    """, arguments: [StoredDate(Date())] + StatementArguments(ids))
+                try db.execute(sql: "DELETE FROM job WHERE id IN \(list)", arguments: StatementArguments(ids))
                 return ids.count
             }
             report.jobs += removed
             if removed < batch { break }
+        }
+        // Groups uploaded before the cutoff (once acknowledged, where completions are consumed): the name may
+        // make a new group after that. Lanes with no job left: the next job of the name starts it anew.
+        while try writer.write({ db -> Int in
+            try db.execute(sql: """
+                DELETE FROM job_group WHERE (owner_uid, name) IN (SELECT owner_uid, name FROM job_group
+                WHERE state = 'uploaded' AND settled_at < ? \(consumer ? "AND acknowledged_at IS NOT NULL" : "")
+                AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = job_group.completing_job AND o.state = 'pending')
+                LIMIT ?)
+                """, arguments: [StoredDate(cutoff), batch])
+            return db.changesCount
+        }) == batch {}
+        try writer.write { db in
+            try db.execute(sql: """
+                DELETE FROM lane WHERE blocked_by IS NULL AND NOT EXISTS (SELECT 1 FROM job INDEXED BY job_lane
+                WHERE job.owner_uid IS (CASE lane.owner_uid WHEN -1 THEN NULL ELSE lane.owner_uid END)
+                AND job.lane = lane.name)
+                """)
         }
         // Idempotency keys outlive their job (the same key names it after a cancel or this very pruning) until
         // they are as old as the history kept.

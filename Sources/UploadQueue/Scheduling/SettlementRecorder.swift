@@ -128,8 +128,10 @@ struct SettlementRecorder: Sendable {
                 $0.bytesConfirmed = $0.size
                 if $0.sha256.isEmpty { $0.sha256 = uploaded.sha256 }
             }
+            let completedGroup = try QueueStore.groupCompleted(by: job, in: db)
             return [{
                 events.emit(.stateChanged(job.id, .uploaded))
+                if let completedGroup { events.emit(.groupUploaded(completedGroup)) }
                 logger.info("upload finished", metadata: metadata.merging(["remote_url": "\(URLRedaction.redact(outcome.remoteURL))"]) { $1 })
             }]
         case .failure(let failure) where settlement.stop != nil && failure.kind != .permanent:

@@ -49,6 +49,13 @@ package enum PrometheusText {
         family("uploadq_unverified_answer", "gauge",
                "1 for a destination whose answers proved nothing, a captive portal or a proxy (its jobs wait).",
                summary.unverifiedAnswers.keys.sorted().map { ([("destination", $0)], 1) })
+        family("uploadq_lanes_active", "gauge", "Lanes with jobs pending, uploading, or failed and holding them.",
+               [([], Int64(status.lanes.active))])
+        family("uploadq_lanes_blocked", "gauge", "Lanes a failed job holds (uploadq lanes says which, and why).",
+               [([], Int64(status.lanes.blocked))])
+        family("uploadq_lane_head_age_seconds", "gauge",
+               "How long the oldest head of a lane with work has been at its lane's front (0: no lane has work).",
+               [([], Int64(status.lanes.oldestHeadAge))])
         family("uploadq_patches", "gauge", "Metadata patches by state.",
                PatchState.allCases.filter { $0 != .none }.map { ([("state", $0.rawValue)], Int64(summary.patches[$0] ?? 0)) })
         if !status.hooks.isEmpty {

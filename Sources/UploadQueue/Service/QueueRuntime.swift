@@ -115,11 +115,14 @@ final class QueueRuntime: Sendable {
         try await startUp.run("record the configured hooks") { try store.setHookConsumers(configuration.hooks) }
         var deliveries: [OutboxConsumer: any OutboxDelivery] = [
             .patch: PatchDelivery(configuration: configuration, engine: engine, monitor: monitor, logger: logger),
+            .groupPatch: PatchDelivery(configuration: configuration, engine: engine, monitor: monitor, logger: logger,
+                                       groups: store),
         ]
         for event in HookEvent.allCases {
             guard let command = configuration.hooks.command(for: event) else { continue }
             deliveries[.hook(event)] = HookDelivery(event: event, command: command, settings: configuration.hooks,
-                                                    retry: configuration.retry, logger: logger)
+                                                    retry: configuration.retry, logger: logger,
+                                                    groups: event == .groupUploaded ? store : nil)
         }
         // What the durable event log does not keep (progress, patch and hook outcomes, link changes), for the
         // control API's live followers.
