@@ -374,6 +374,10 @@ public actor UploadQueue {
             // The file is kept first; only then does the job leave (a failure leaves both as they were).
             _ = try CancelledFiles(directory: configuration.cancelledDirectory).remove(id, from: store)
             hub.emit(.cancelled(id))
+            // The last member a closed group waited for left: the group completed with the others.
+            if let group = job.group, try store.group(group, owner: job.ownerUID)?.state == .uploaded {
+                hub.emit(.groupUploaded(group))
+            }
             if job.resumeState != nil, let destination = configuration.destinations[job.destination] {
                 // No runner is up to drop the partial remote upload: do it here.
                 let engine = TransferEngine()

@@ -107,6 +107,10 @@ struct LanesCommand: AsyncParsableCommand {
             }
             if let holder = lane.blockedBy {
                 text += "  blocked by \(holder): \(lane.reason ?? "failed")"
+            } else if lane.headState == .pending, let head = lane.head, let job = try await queue.job(head),
+                      let waiting = TextOutput.waiting(job, timeZone: queue.configuration.schedule.timeZone) {
+                // A head held by a policy (a metered link, a window, the budget, the power) holds its lane.
+                text += "  head waits: \(waiting)"
             }
             print(SafeText.escaped(text))
         }

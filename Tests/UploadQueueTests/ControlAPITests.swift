@@ -611,7 +611,7 @@ import Testing
             [api]
             socket = "api.sock"
             group = "\(Dropper.group)"
-            """)
+            """, spool: #"sidecar_groups = ["survey-"]"# + "\n" + #"sidecar_lanes = ["events-"]"#)
         try Dropper.openSpool(of: sandbox)
         let alice = try Dropper.alice, bob = try Dropper.bob
         let (daemon, socket) = try await Self.daemon(sandbox, socket: sandbox.root + "/api.sock")
@@ -724,6 +724,40 @@ import Testing
                 "alice's acknowledgement took the news from the queue's own consumer: \(admins)")
         let store = QueueStore(database: try QueueDatabase.open(path: sandbox.state + "/queue.sqlite"))
         #expect(try store.setting(QueueStore.completionConsumerSetting) == "1", "the admin's reading marks the consumer")
+        // Groups and lanes: within the prefixes the admin allowed, and each user's own.
+        try await alice.drop("member.jpg", size: 9_000, into: home)
+        let member = try await Self.curl(socket, "POST", "/v1/jobs",
+                                         body: #"{"path": "\#(home)/member.jpg", "group": "survey-1", "lane": "events-a"}"#,
+                                         as: alice)
+        #expect(member.status == 201, "\(member)")
+        for body in [#"{"path": "\#(home)/member.jpg", "group": "other"}"#, #"{"path": "\#(home)/member.jpg", "lane": "x"}"#] {
+            let refused = try await Self.curl(socket, "POST", "/v1/jobs", body: body, as: alice)
+            #expect(refused.status == 403 && (refused.body.contains("sidecar_groups") || refused.body.contains("sidecar_lanes")),
+                    "\(refused)")
+        }
+        let bobsView = try await Self.curl(socket, "GET", "/v1/groups/survey-1", as: bob)
+        #expect(bobsView.status == 404 && Self.errorCode(bobsView.body) == "group-not-found", "\(bobsView)")
+        let bobsClose = try await Self.curl(socket, "POST", "/v1/groups/survey-1/close", as: bob)
+        #expect(bobsClose.status == 404, "bob closed alice's group: \(bobsClose)")
+        let bobsGroups = try await Self.curl(socket, "GET", "/v1/groups", as: bob)
+        #expect((Self.object(bobsGroups.body)["groups"] as? [Any])?.isEmpty == true, "\(bobsGroups)")
+        let bodyOfHerOwn = try await Self.curl(socket, "POST", "/v1/groups/survey-1/close",
+                                               body: #"{"patch": {"url": "http://127.0.0.1:9/x", "body": "{{urls}}"}}"#,
+                                               as: alice)
+        #expect(bodyOfHerOwn.status == 403, "a dropper chose a group patch's body: \(bodyOfHerOwn)")
+        let closed = try await Self.curl(socket, "POST", "/v1/groups/survey-1/close", as: alice)
+        #expect(closed.status == 200 && ["closed", "uploaded"].contains(Self.object(closed.body)["state"] as? String),
+                "\(closed)")
+        let herGroup = try await Self.curl(socket, "GET", "/v1/groups/survey-1", as: alice)
+        #expect(herGroup.status == 200 && Self.object(herGroup.body)["members"] as? Int == 1, "\(herGroup)")
+        let adminsView = try await Self.curl(socket, "GET", "/v1/groups")
+        #expect((Self.object(adminsView.body)["groups"] as? [[String: Any]])?.contains {
+            $0["name"] as? String == "survey-1" && $0["owner_uid"] as? Int == Int(alice.uid)
+        } == true, "the admin sees every user's groups: \(adminsView)")
+        let late = try await Self.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(home)/member.jpg", "group": "survey-1"}"#,
+                                       as: alice)
+        #expect(late.status == 409 && Self.errorCode(late.body) == "group-closed", "\(late)")
+
         _ = await daemon.terminate()
     }
 

@@ -102,6 +102,20 @@ struct SpoolTrustTests {
         #expect(narrow.refusal(of: try sidecar(#"{"priority": -1}"#)) == nil, "the spool's own destination needs no listing")
     }
 
+    @Test("lanes and groups: a sidecar names only those under a prefix of sidecar_lanes and sidecar_groups (none by default)")
+    func lanesAndGroups() throws {
+        let none = try policy()
+        let lane = try #require(none.refusal(of: try sidecar(#"{"lane": "events-1"}"#)))
+        #expect(lane.contains("sidecar_lanes") && lane.contains("it lists none"), "\(lane)")
+        let group = try #require(none.refusal(of: try sidecar(#"{"group": "survey-1"}"#)))
+        #expect(group.contains("sidecar_groups") && group.contains("it lists none"), "\(group)")
+        let listed = try policy(spool: #"sidecar_lanes = ["events-"]"# + "\n" + #"sidecar_groups = ["survey-"]"#)
+        #expect(listed.refusal(of: try sidecar(#"{"lane": "events-1", "group": "survey-9", "after": []}"#)) == nil)
+        #expect(listed.refusal(of: try sidecar(#"{"group": "other"}"#))?.contains("\"survey-\"") == true)
+        #expect(throws: SidecarError.self) { try sidecar(#"{"group": ""}"#) }
+        #expect(throws: SidecarError.self) { try sidecar(#"{"group": 42}"#) }
+    }
+
     @Test("meta: a sidecar sets only the keys sidecar_meta_keys lists (none by default)")
     func metaKeys() throws {
         let why = try #require(try policy().refusal(of: try sidecar(#"{"meta": {"album": "x"}}"#)))
