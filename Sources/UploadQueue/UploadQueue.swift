@@ -259,9 +259,10 @@ public actor UploadQueue {
         return group
     }
 
-    /// One of this user's groups, with its members' remote URLs once it is uploaded; nil when there is none.
-    public func group(_ name: String) throws -> JobGroup? {
-        try store.group(name, owner: nil)
+    /// A group, with its members' remote URLs once it is uploaded; nil when there is none. `owner`: whose (nil:
+    /// the queue's own user's; another user's is named by its uid).
+    public func group(_ name: String, owner: UInt32? = nil) throws -> JobGroup? {
+        try store.group(name, owner: owner)
     }
 
     /// Every user's groups, newest first (without their members: `group(_:)` has them).
@@ -276,15 +277,19 @@ public actor UploadQueue {
 
     /// Every uploaded group whose completion was not acknowledged yet, then each group as it completes here;
     /// after a restart the unacknowledged ones come again. Call `acknowledgeGroup(_:owner:)` once handled.
+    ///
+    /// Calling it makes this queue one whose completions are consumed, as `completions()` does: from then on,
+    /// pruning keeps every uploaded group until it is acknowledged.
     public nonisolated func groupCompletions() -> AsyncStream<JobGroup> {
         let events = hub.subscribe()
         let store = self.store
+        try? store.noteCompletionConsumer()
         return AsyncStream { continuation in
             let task = Task {
                 var delivered = Set<String>()
                 func deliverNew() {
                     for group in (try? store.unacknowledgedGroups()) ?? [] {
-                        let key = "\(group.ownerUID.map(String.init) ?? "-") \(group.name)"
+                        let key = "\(group.ownerUID.map(String.init) ?? "-") \(group.name) \(group.createdAt.timeIntervalSince1970)"
                         guard delivered.insert(key).inserted else { continue }
                         continuation.yield(group)
                     }
@@ -375,9 +380,7 @@ public actor UploadQueue {
             _ = try CancelledFiles(directory: configuration.cancelledDirectory).remove(id, from: store)
             hub.emit(.cancelled(id))
             // The last member a closed group waited for left: the group completed with the others.
-            if let group = job.group, try store.group(group, owner: job.ownerUID)?.state == .uploaded {
-                hub.emit(.groupUploaded(group))
-            }
+            if let group = store.uploadedGroup(of: job) { hub.emit(.groupUploaded(group)) }
             if job.resumeState != nil, let destination = configuration.destinations[job.destination] {
                 // No runner is up to drop the partial remote upload: do it here.
                 let engine = TransferEngine()

@@ -59,12 +59,14 @@ struct GroupsCommand: AsyncParsableCommand {
 
     @OptionGroup var options: GlobalOptions
     @Argument(help: "A group's name: show it with its members.") var name: String?
+    @Option(help: "With NAME: the uid whose group it is (a dropper's; default: the queue's own user's).")
+    var owner: UInt32?
     @Flag(help: "Print JSON.") var json = false
 
     func run() async throws {
         let queue = try options.openQueue()
         if let name {
-            guard let group = try await queue.group(name) else {
+            guard let group = try await queue.group(name, owner: owner) else {
                 printError("uploadq: no group \"\(SafeText.escaped(name))\"; `uploadq groups` lists them")
                 throw CLIExit.failure.code
             }
@@ -81,7 +83,7 @@ struct GroupsCommand: AsyncParsableCommand {
     }
 
     static func line(_ group: JobGroup) -> String {
-        var text = "\(group.name)  \(group.state.rawValue)  \(group.members - group.remaining)/\(group.members) uploaded"
+        var text = "\(group.name)  \(group.ownerUID.map { "uid \($0)" } ?? "own")  \(group.state.rawValue)  \(group.members - group.remaining)/\(group.members) uploaded"
         if let failing = group.failingJob { text += "  \(group.failed) failed for good (job \(failing))" }
         if let completed = group.completedAt { text += "  completed \(TextOutput.time(completed))" }
         return SafeText.escaped(text)

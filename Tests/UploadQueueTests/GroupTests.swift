@@ -212,3 +212,116 @@ import Testing
         #expect(try Self.events(queue).last?.kind == .laneUnblocked)
     }
 }
+
+/// What a fresh pair of eyes found: the paths where a group's or a lane's bookkeeping could go wrong.
+@Suite struct GroupEdgeTests {
+    typealias Queue = OrderTests.Queue
+
+    @Test("a cancel that completes a group owes its hook on the last member uploaded, never on the job that left")
+    func cancelCompletesWithHook() throws {
+        var queue = Queue()
+        var hooks = Configuration.HookSettings()
+        hooks.onGroupUploaded = ["/bin/true"]
+        try queue.store.setHookConsumers(hooks)
+        let a = try GroupTests.member(&queue, "g")
+        let b = try GroupTests.member(&queue, "g")
+        _ = try queue.store.closeGroup("g", owner: nil)
+        try GroupTests.upload(queue, a)
+        _ = try queue.store.requestCancel(b, workerRunning: false)
+        _ = try queue.store.removeCancelled(b)
+        let group = try #require(try queue.store.group("g", owner: nil))
+        #expect(group.state == .uploaded && group.completion.map(\.jobID) == [a])
+        #expect(try queue.store.outboxEntries(a).contains { $0.consumer == .hook(.groupUploaded) })
+        #expect(try GroupTests.events(queue).last { $0.kind == .groupUploaded }?.job == a)
+    }
+
+    @Test("a member whose file was not taken after all (a move undone) leaves its group and its lane as if never enqueued")
+    func untakenMemberLeaves() throws {
+        var queue = Queue()
+        let kept = try GroupTests.member(&queue, "g")
+        let untaken = try GroupTests.member(&queue, "g")
+        try queue.store.removeUntaken(untaken)
+        _ = try queue.store.closeGroup("g", owner: nil)
+        try GroupTests.upload(queue, kept)
+        #expect(try queue.store.group("g", owner: nil)?.state == .uploaded)
+    }
+
+    @Test("only the lane's head blocks it: a later job failed by its prerequisite does not, nor does its cancel unblock the head")
+    func onlyTheHeadBlocks() throws {
+        var queue = Queue()
+        let parent = try queue.enqueue()
+        _ = try queue.claimAll()
+        try queue.failForGood(parent)
+        let head = try queue.enqueue(lane: "l")
+        let later = try queue.enqueue(lane: "l", after: [parent])
+        #expect(try queue.job(later).state == .failed, "prerequisite-failed at once")
+        #expect(try queue.store.lanes(owner: nil).first?.blockedBy == nil, "a job behind the head blocks nothing")
+        #expect(try queue.claimAll() == [head])
+        try queue.failForGood(head)
+        #expect(try queue.store.lanes(owner: nil).first?.blockedBy == head)
+        _ = try queue.store.requestCancel(later, workerRunning: false)
+        _ = try queue.store.removeCancelled(later)
+        let lane = try #require(try queue.store.lanes(owner: nil).first)
+        #expect(lane.blockedBy == head && lane.head == head, "the head still holds its lane")
+        #expect(try queue.store.laneGauges(now: queue.now).blocked == 1)
+    }
+
+    @Test("a member revived before the job it waits for fails anew: its group stays incomplete and names it")
+    func revivedBeforeItsPrerequisite() throws {
+        var queue = Queue()
+        let parent = try queue.enqueue()
+        _ = try queue.claimAll()
+        try queue.failForGood(parent)
+        queue.now += 1
+        let id = JobID.generate(at: queue.now)
+        var job = QueueStoreTests.job(id)
+        job.group = "g"
+        job.afterMode = nil
+        let at = queue.now
+        try queue.store.writer.write { db in
+            try job.insert(db)
+            try QueueStore.joinGroup(job, in: db, now: at)
+            try QueueStore.placeInOrder(job, QueueStore.OrderRequest(after: [parent.rawValue], keyOwner: 0), in: db, now: at)
+        }
+        #expect(try queue.job(id).state == .failed)
+        #expect(try queue.store.retry([id]) == [id] || queue.job(id).state == .failed)
+        let group = try #require(try queue.store.group("g", owner: nil))
+        #expect(try queue.job(id).state == .failed && group.state == .incomplete && group.failed == 1 && group.failingJob == id,
+                "\(group)")
+    }
+
+    @Test("a group's owner acknowledging through the API changes nothing the library host is told or keeps")
+    func ownersAcknowledgementIsTheirs() throws {
+        var queue = Queue()
+        let a = try GroupTests.member(&queue, "g", owner: 1001)
+        _ = try queue.store.closeGroup("g", owner: 1001)
+        try GroupTests.upload(queue, a)
+        try queue.store.acknowledgeGroup("g", owner: 1001, byOwner: true)
+        #expect(try queue.store.unacknowledgedGroups().map(\.name) == ["g"])
+        #expect(try queue.store.group("g", owner: 1001, byOwner: true)?.acknowledgedAt != nil)
+        #expect(try queue.store.group("g", owner: 1001)?.acknowledgedAt == nil)
+    }
+
+    @Test("a group made anew under a pruned group's name is its own: none of the old members, and another completion")
+    func nameMadeAnew() throws {
+        var queue = Queue()
+        let old = try GroupTests.member(&queue, "g")
+        _ = try queue.store.closeGroup("g", owner: nil)
+        try GroupTests.upload(queue, old)
+        let first = try #require(try queue.store.group("g", owner: nil))
+        _ = try queue.store.pruneHistory(before: queue.now + 2 * 86_400, dryRun: false)
+        #expect(try queue.store.group("g", owner: nil) == nil)
+        let new = try GroupTests.member(&queue, "g")
+        _ = try queue.store.closeGroup("g", owner: nil)
+        try GroupTests.upload(queue, new)
+        let second = try #require(try queue.store.group("g", owner: nil))
+        #expect(second.completion.map(\.jobID) == [new] && second.createdAt != first.createdAt)
+    }
+
+    @Test("group names are one path segment: no `/`, no control character, 1 to 128 characters")
+    func groupNames() {
+        #expect(OrderRule.isValidGroupName("survey-42") && OrderRule.isValidGroupName("année 2026"))
+        #expect(!OrderRule.isValidGroupName("2024/03") && !OrderRule.isValidGroupName("") && !OrderRule.isValidGroupName("a\nb"))
+        #expect(!OrderRule.isValidGroupName(String(repeating: "x", count: 129)))
+    }
+}

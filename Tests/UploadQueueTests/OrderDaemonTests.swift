@@ -129,7 +129,8 @@ struct OrderDaemonTests {
         let patch = try #require(try await recorder.requests().first { $0["method"] as? String == "PATCH" })
         let body = try #require(try JSONSerialization.jsonObject(with: Data((patch["body"] as? String ?? "").utf8)) as? [String: Any])
         #expect(body["group"] as? String == "survey-42" && body["remote_urls"] as? [String] == urls)
-        #expect((patch["headers"] as? [String: String])?["idempotency-key"] == "group:-:survey-42")
+        let made = Int64((group.createdAt.timeIntervalSince1970 * 1000).rounded())
+        #expect((patch["headers"] as? [String: String])?["idempotency-key"] == "group:-:survey-42:\(made)")
         let logged = try store.loggedEvents(after: 0, owner: nil, limit: 1000).filter { $0.kind == .groupUploaded }
         #expect(logged.count == 1 && logged.first?.fields["members"] == .integer(3))
         let listed = try await BinaryRunner.run(["groups", "survey-42", "--json", "--config", sandbox.configPath])

@@ -467,7 +467,8 @@ extension JobGroup {
                   state: state, members: object["members"] as? Int ?? 0, remaining: object["remaining"] as? Int ?? 0,
                   failed: object["failed"] as? Int ?? 0, failingJob: (object["failing_job"] as? String).flatMap(JobID.init),
                   createdAt: created, closedAt: ControlTime.date(object["closed_at"]),
-                  completedAt: ControlTime.date(object["completed_at"]), completion: members)
+                  completedAt: ControlTime.date(object["completed_at"]),
+                  acknowledgedAt: ControlTime.date(object["acknowledged_at"]), completion: members)
     }
 }
 

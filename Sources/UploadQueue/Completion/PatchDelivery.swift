@@ -35,7 +35,7 @@ struct PatchDelivery: OutboxDelivery {
     }
 
     /// The patch a group's close asked for, owed on its completing member: the group's body, the idempotency key
-    /// `group:<owner>:<name>`.
+    /// `group:<owner uid, or - for the queue's own user>:<name, percent-encoded>:<when it was made, in ms>`.
     private func deliverGroup(_ job: Job, entry: OutboxEntry, store: QueueStore) async -> OutboxOutcome {
         let found: (PatchTarget, JobGroup)?
         do {
@@ -49,7 +49,9 @@ struct PatchDelivery: OutboxDelivery {
         // The name percent-encoded: a header value is ASCII whatever the name holds.
         let name = group.name.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn:
             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? group.name
-        let key = "group:\(group.ownerUID.map(String.init) ?? "-"):\(name)"
+        // With when the group was made: a group of the same name made after this one was pruned is another.
+        let made = Int64((group.createdAt.timeIntervalSince1970 * 1000).rounded())
+        let key = "group:\(group.ownerUID.map(String.init) ?? "-"):\(name):\(made)"
         return await send(patch, body: { () throws(TransferFailure) in
             let body: PatchBody
             if let text = patch.body {

@@ -347,7 +347,8 @@ package enum ConfigurationReference {
               """
             Run once a closed group's members are all uploaded: the group's JSON on standard input (`group`, \
             `members` with each one's `id`, `name`, `size`, `sha256` and `remote_url`). Owed on the member whose \
-            upload completed the group; `UPLOADQ_JOB_ID` names that member, `UPLOADQ_GROUP` the group.
+            upload completed the group (the last one uploaded when its close or a cancel completed it); \
+            `UPLOADQ_JOB_ID` names that member, `UPLOADQ_GROUP` the group.
             """),
         .init("hooks", "timeout", .duration, .value(#""30s""#), example: #""1m""#, """
             A hook still running then is killed with everything it started (its process group), and tried again. \

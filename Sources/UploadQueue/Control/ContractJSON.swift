@@ -62,6 +62,7 @@ package enum ContractJSON {
             "created_at": rfc3339(group.createdAt),
             "closed_at": rfc3339(group.closedAt),
             "completed_at": rfc3339(group.completedAt),
+            "acknowledged_at": rfc3339(group.acknowledgedAt),
             "completion": group.completion.map { member -> [String: Any] in
                 ["id": member.jobID.rawValue, "name": member.originalName, "size": member.size, "sha256": member.sha256,
                  "remote_url": URLRedaction.redact(member.remoteURL)]

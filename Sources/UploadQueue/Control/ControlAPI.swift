@@ -56,7 +56,7 @@ package struct ControlAPI: Sendable {
             return .error(404, "job-not-found", "\"\(SafeText.escaped(text))\" is not a job id (a UUID)")
         case .failure(.badName(let text)):
             return .error(404, "group-not-found", "\"\(SafeText.escaped(text))\" is not a group's name (1 to 128 "
-                + "characters, percent-encoded)")
+                + "characters, no `/`)")
         }
         do {
             return try await respond(route, request, peer: peer)
@@ -129,23 +129,25 @@ package struct ControlAPI: Sendable {
             return .json(200, ["lanes": lanes.map(ContractJSON.lane)])
         case .groups:
             let groups = try await BlockingWork.run {
-                try store.groups(owner: peer.isAdmin ? nil : peer.uid, everyone: peer.isAdmin)
+                try store.groups(owner: peer.isAdmin ? nil : peer.uid, everyone: peer.isAdmin, byOwner: !peer.isAdmin)
             }
             return .json(200, ["groups": groups.map(ContractJSON.group)])
         case .group(let name):
             let owner = try groupOwner(request, peer: peer)
-            guard let group = try await BlockingWork.run({ try store.group(name, owner: owner) }) else {
+            guard let group = try await BlockingWork.run({ try store.group(name, owner: owner, byOwner: !peer.isAdmin) })
+            else {
                 throw UploadQueueError(.groupNotFound, "no group \"\(SafeText.escaped(name))\" of yours")
             }
             return .json(200, ContractJSON.group(group))
         case .closeGroup(let name):
             let patch = try groupPatch(request, peer: peer)
-            let group = try await queue.closeGroup(name, patch: patch, owner: peer.isAdmin ? nil : peer.uid)
+            let group = try await queue.closeGroup(name, patch: patch, owner: try groupOwner(request, peer: peer))
             bell.ring()
             return .json(200, ContractJSON.group(group))
         case .acknowledgeGroup(let name):
             let owner = try groupOwner(request, peer: peer)
-            try await BlockingWork.run { try store.acknowledgeGroup(name, owner: owner) }
+            // A dropper's acknowledgement is its own mark: the host's stays the host's to give.
+            try await BlockingWork.run { try store.acknowledgeGroup(name, owner: owner, byOwner: !peer.isAdmin) }
             return .json(200, ["group": name, "acknowledged": true])
         case .events:
             return try await events(request, peer: peer)

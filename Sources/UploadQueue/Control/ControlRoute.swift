@@ -29,7 +29,7 @@ package enum ControlRoute: Equatable, Sendable {
     private enum Builder: Sendable {
         case fixed(ControlRoute)
         case job(@Sendable (JobID) -> ControlRoute)
-        /// From a group's name, percent-decoded (`/` in a name is `%2F`).
+        /// From a group's name (one segment of the decoded path).
         case name(@Sendable (String) -> ControlRoute)
     }
 
@@ -104,10 +104,9 @@ package enum ControlRoute: Equatable, Sendable {
                 return .success(make(id))
             case .name(let make):
                 let text = segments[parts.firstIndex(of: "{name}") ?? 0]
-                guard let name = text.removingPercentEncoding, OrderRule.isValidLaneName(name) else {
-                    return .failure(.badName(text))
-                }
-                return .success(make(name))
+                // The path is percent-decoded already (`ControlRequest`): a group's name has no `/`.
+                guard OrderRule.isValidGroupName(text) else { return .failure(.badName(text)) }
+                return .success(make(text))
             }
         }
         return .failure(allowed.isEmpty ? .notFound : .methodNotAllowed(allowed))

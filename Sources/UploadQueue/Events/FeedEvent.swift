@@ -32,7 +32,8 @@ public struct FeedEvent: Sendable, Equatable {
         /// The job that held a lane was uploaded, skipped or cancelled, or the lane went on past it (`lane`).
         case laneUnblocked = "lane.unblocked"
         /// Every member of a closed group is uploaded (`group`, `members`, `remote_urls`); the job is the member
-        /// whose upload completed it (none when no member was left).
+        /// whose upload completed it, or the last one uploaded when its close or a cancel did (none when no member
+        /// was left).
         case groupUploaded = "group.uploaded"
         /// A member of a group failed for good (`group`, `failed`, `error`); the job is that member.
         case groupIncomplete = "group.incomplete"

@@ -85,7 +85,7 @@ struct Intake: Sendable {
             try? syncDirectory(blobs.directory)
         }
         do {
-            try store.writer.write { db in _ = try Job.deleteOne(db, key: job.id.rawValue) }
+            try store.removeUntaken(job.id)
         } catch {
             // The row stays incomplete: the next start finishes it (`finishIncompleteIntakes`).
             return false
@@ -184,9 +184,9 @@ struct Intake: Sendable {
             throw UploadQueueError(.invalidArgument, "lane \"\(SafeText.escaped(lane))\" is not a lane's name: 1 to 128 "
                 + "characters, none of them a control character")
         }
-        if let group = request.group, !OrderRule.isValidLaneName(group) {
+        if let group = request.group, !OrderRule.isValidGroupName(group) {
             throw UploadQueueError(.invalidArgument, "group \"\(SafeText.escaped(group))\" is not a group's name: 1 to "
-                + "128 characters, none of them a control character")
+                + "128 characters, none of them a control character or `/`")
         }
         if request.after.count > 1000 {
             throw UploadQueueError(.invalidArgument, "after names \(request.after.count) jobs; at most 1000")

@@ -136,8 +136,8 @@ struct Sidecar: Sendable, Equatable {
                 }
                 afterMode = mode
             case "group":
-                guard let text = value as? String, OrderRule.isValidLaneName(text) else {
-                    throw SidecarError(message: "\"group\" must be a group's name: 1 to 128 characters, no control character")
+                guard let text = value as? String, OrderRule.isValidGroupName(text) else {
+                    throw SidecarError(message: "\"group\" must be a group's name: 1 to 128 characters, no control character or /")
                 }
                 group = text
             case "source_after_upload":

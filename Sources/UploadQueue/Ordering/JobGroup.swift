@@ -49,6 +49,9 @@ public struct JobGroup: Sendable, Equatable {
     public var closedAt: Date?
     /// When it was uploaded (its completion's time).
     public var completedAt: Date?
+    /// When its completion was acknowledged by the reader (the library host; through the control API, the
+    /// group's owner); nil: not yet.
+    public var acknowledgedAt: Date?
     /// When it is `uploaded`: every member with its remote URL, in enqueue order; empty before.
     public var completion: [Member]
 }

@@ -82,6 +82,11 @@ enum OrderRule {
         return nil
     }
 
+    /// A group's name as a user may give it: a lane's, without `/` (it is one segment of the control API's paths).
+    static func isValidGroupName(_ name: String) -> Bool {
+        isValidLaneName(name) && !name.contains("/")
+    }
+
     /// A lane's name as a user may give it: 1 to 128 visible characters, no control characters.
     static func isValidLaneName(_ name: String) -> Bool {
         (1...128).contains(name.utf8.count) && !name.unicodeScalars.contains { $0.properties.generalCategory == .control }

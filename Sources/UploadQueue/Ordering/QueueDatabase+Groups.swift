@@ -4,13 +4,17 @@ extension QueueDatabase {
     /// Migration v16: groups of jobs that complete together, and what holds a lane.
     /// - `lane.blocked_by`: the lane's job that failed and holds it (its head), since `blocked_since`; NULL when
     ///   none does (what `lane.blocked` and `lane.unblocked` tell, and `uploadq lanes` shows).
+    /// - `job_lane_live` replaces v15's `job_lane`: a lane's jobs not uploaded yet, in order, so that finding a
+    ///   lane's head or its work never walks its history.
     /// - `job.group_name`: the group a job is a member of (nil: none), indexed per owner.
     /// - `job_group`: per owner (`-1`: the queue's own user) and name, the group's state (`open`, `closed`,
     ///   `incomplete`, `uploaded`) and its tallies, kept in the transaction of each member's change: `members`
     ///   (enqueued and not cancelled), `remaining` (of those, not uploaded yet), `failed` (failed for good), with
     ///   one failing member named. When it is `uploaded`, `completion` holds the members as they were then (ids,
     ///   names, sizes, digests, remote URLs) and `completing_job` the member its hook and patch are owed on; a
-    ///   library host's acknowledgement is `acknowledged_at`. `patch` is the patch the group's close asked for.
+    ///   library host's (the queue's own user's) acknowledgement is `acknowledged_at`, the group's owner's through
+    ///   the control API `owner_acknowledged_at` (a dropper's reading changes nothing the host relies on). `patch`
+    ///   is the patch the group's close asked for.
     ///
     /// Frozen: plain SQL, no application types.
     static func migrateToGroups(_ db: Database) throws {
@@ -32,8 +36,11 @@ extension QueueDatabase {
                 closed_at DATETIME,
                 settled_at DATETIME,
                 acknowledged_at DATETIME,
+                owner_acknowledged_at DATETIME,
                 PRIMARY KEY (owner_uid, name)
             ) WITHOUT ROWID;
+            DROP INDEX job_lane;
+            CREATE INDEX job_lane_live ON job(owner_uid, lane, lane_seq) WHERE lane IS NOT NULL AND state != 'uploaded';
             ALTER TABLE lane ADD COLUMN blocked_by TEXT;
             ALTER TABLE lane ADD COLUMN blocked_since DATETIME;
             CREATE INDEX job_group_unacknowledged ON job_group(settled_at) WHERE state = 'uploaded' AND acknowledged_at IS NULL;

@@ -49,27 +49,38 @@ extension QueueStore {
     /// Applies what a member's change means to its group, in the change's transaction: its tallies, and the
     /// group's completion or `group.incomplete` when this change makes one.
     static func settleGroup(_ job: Job, _ change: GroupTally.Change, in db: Database, now: Date) throws {
-        guard let name = job.group, var tally = try tally(owner: job.ownerUID, name: name, in: db) else { return }
+        guard let name = job.group else { return }
+        try settleGroup(member: job.id, owner: job.ownerUID, group: name, error: job.lastError, change, in: db, now: now)
+    }
+
+    /// `settleGroup(_:_:in:now:)` for the member `id` of `owner`'s group `name`, whose last error is `error`.
+    static func settleGroup(member id: JobID, owner: UInt32?, group name: String, error: String?,
+                            _ change: GroupTally.Change, in db: Database, now: Date) throws {
+        guard var tally = try tally(owner: owner, name: name, in: db) else { return }
         let outcome = tally.apply(change)
-        try store(tally, owner: job.ownerUID, name: name, in: db)
+        try store(tally, owner: owner, name: name, in: db)
         switch outcome {
         case .completed:
-            try complete(owner: job.ownerUID, name: name, by: job.id.rawValue, in: db, now: now)
+            // The member whose upload completed it; none when the last one left (a cancel): then the last uploaded.
+            try complete(owner: owner, name: name, by: change == .uploaded ? id.rawValue : nil, in: db,
+                         now: now)
         case .incomplete:
             try db.cachedStatement(sql: "UPDATE job_group SET failing_job = ? WHERE owner_uid = ? AND name = ?")
-                .execute(arguments: [job.id.rawValue, groupOwner(job.ownerUID), name])
-            try logOrderEvent("group.incomplete", job: job.id.rawValue, owner: job.ownerUID, fields: [
-                "group": name, "failed": tally.failed, "error": job.lastError ?? "",
+                .execute(arguments: [id.rawValue, groupOwner(owner), name])
+            try logOrderEvent("group.incomplete", job: id.rawValue, owner: owner, fields: [
+                "group": name, "failed": tally.failed, "error": error ?? "",
             ], in: db, now: now)
         case nil:
-            if change == .revived || change == .left(failedForGood: true) {
-                // Name a member still failed, if one is.
+            if change == .revived || change == .left(failedForGood: true), try String.fetchOne(db.cachedStatement(sql: """
+                SELECT failing_job FROM job_group WHERE owner_uid = ? AND name = ?
+                """), arguments: [groupOwner(owner), name]) == id.rawValue {
+                // The member it named is failed no more: name another still failed, if one is.
                 let failing = tally.failed == 0 ? nil : try String.fetchOne(db.cachedStatement(sql: """
                     SELECT id FROM job WHERE owner_uid IS ? AND group_name = ? AND state = 'failed' AND permanent = 1
                     AND id != ? LIMIT 1
-                    """), arguments: [jobOwner(job.ownerUID), name, job.id.rawValue])
+                    """), arguments: [jobOwner(owner), name, id.rawValue])
                 try db.cachedStatement(sql: "UPDATE job_group SET failing_job = ? WHERE owner_uid = ? AND name = ?")
-                    .execute(arguments: [failing, groupOwner(job.ownerUID), name])
+                    .execute(arguments: [failing, groupOwner(owner), name])
             }
         }
     }
@@ -157,13 +168,17 @@ extension QueueStore {
         }
     }
 
-    /// `owner`'s group `name`, with its completion when it is uploaded; nil when there is none.
-    package func group(_ name: String, owner: UInt32?) throws -> JobGroup? {
-        try writer.read { db in try Self.group(owner: owner, name: name, in: db) }
+    /// `owner`'s group `name`, with its completion when it is uploaded; nil when there is none. `byOwner`: as its
+    /// owner reads it through the control API (its own acknowledgement).
+    package func group(_ name: String, owner: UInt32?, byOwner: Bool = false) throws -> JobGroup? {
+        try writer.read { db in
+            try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM job_group WHERE owner_uid = ? AND name = ?"),
+                             arguments: [Self.groupOwner(owner), name]).flatMap { Self.group($0, withMembers: true, byOwner: byOwner) }
+        }
     }
 
     /// Groups, newest first, at most `limit`: `owner`'s, or every user's (`everyone`). Without their members.
-    package func groups(owner: UInt32?, everyone: Bool = false, limit: Int = 1000) throws -> [JobGroup] {
+    package func groups(owner: UInt32?, everyone: Bool = false, byOwner: Bool = false, limit: Int = 1000) throws -> [JobGroup] {
         try writer.read { db in
             let rows = everyone
                 ? try Row.fetchAll(db, sql: "SELECT * FROM job_group ORDER BY created_at DESC, name LIMIT ?",
@@ -171,7 +186,7 @@ extension QueueStore {
                 : try Row.fetchAll(db, sql: """
                     SELECT * FROM job_group WHERE owner_uid = ? ORDER BY created_at DESC, name LIMIT ?
                     """, arguments: [Self.groupOwner(owner), limit])
-            return rows.compactMap { Self.group($0, withMembers: false) }
+            return rows.compactMap { Self.group($0, withMembers: false, byOwner: byOwner) }
         }
     }
 
@@ -180,7 +195,7 @@ extension QueueStore {
                          arguments: [groupOwner(owner), name]).flatMap { group($0, withMembers: true) }
     }
 
-    private static func group(_ row: Row, withMembers: Bool) -> JobGroup? {
+    private static func group(_ row: Row, withMembers: Bool, byOwner: Bool = false) -> JobGroup? {
         guard let state = JobGroup.State(rawValue: row["state"]) else { return nil }
         let owner: Int64 = row["owner_uid"]
         var members: [JobGroup.Member] = []
@@ -191,6 +206,7 @@ extension QueueStore {
                         members: row["members"], remaining: row["remaining"], failed: row["failed"],
                         failingJob: (row["failing_job"] as String?).map(JobID.init(trusted:)),
                         createdAt: row["created_at"], closedAt: row["closed_at"], completedAt: row["settled_at"],
+                        acknowledgedAt: byOwner ? row["owner_acknowledged_at"] : row["acknowledged_at"],
                         completion: members)
     }
 
@@ -224,17 +240,25 @@ extension QueueStore {
         }
     }
 
-    /// Records that the host has handled a group's completion: it is not delivered again. An error when there is
-    /// no such group.
-    func acknowledgeGroup(_ name: String, owner: UInt32?, now: Date = Date()) throws {
+    /// Records that a group's completion was handled: by the library host (`byOwner` false: it is not delivered
+    /// again, and pruning may take it), or by its owner through the control API (`byOwner`: a mark of the owner's
+    /// own, which changes nothing the host relies on). An error when there is no such group.
+    func acknowledgeGroup(_ name: String, owner: UInt32?, byOwner: Bool = false, now: Date = Date()) throws {
         try writer.write { db in
             guard try Self.tally(owner: owner, name: name, in: db) != nil else {
                 throw UploadQueueError(.groupNotFound, "no group \"\(SafeText.escaped(name))\" of yours")
             }
+            let column = byOwner ? "owner_acknowledged_at" : "acknowledged_at"
             try db.execute(sql: """
-                UPDATE job_group SET acknowledged_at = ? WHERE owner_uid = ? AND name = ? AND state = 'uploaded'
-                AND acknowledged_at IS NULL
+                UPDATE job_group SET \(column) = ? WHERE owner_uid = ? AND name = ? AND state = 'uploaded'
+                AND \(column) IS NULL
                 """, arguments: [StoredDate(now), Self.groupOwner(owner), name])
         }
+    }
+
+    /// The group of `job`, when it is uploaded: what a cancel that completed it tells the library's followers.
+    func uploadedGroup(of job: Job) -> String? {
+        guard let name = job.group, (try? group(name, owner: job.ownerUID))??.state == .uploaded else { return nil }
+        return name
     }
 }

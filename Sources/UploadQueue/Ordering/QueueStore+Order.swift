@@ -224,41 +224,73 @@ extension QueueStore {
         }
     }
 
-    /// Keeps what holds `job`'s lane (`lane.blocked_by`) true after the job changed so (`change`: what the change is
-    /// to the jobs that wait for it; nil for a transient failure or a claim), in the change's transaction, and
-    /// logs `lane.blocked` when the lane's head fails and `lane.unblocked` when the lane goes on.
-    static func settleLane(_ job: Job, _ change: OrderRule.Change?, in db: Database, now: Date) throws {
-        guard let lane = job.lane, let row = try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT blocked_by, on_failure FROM lane WHERE owner_uid = ? AND name = ?
-            """), arguments: [laneOwner(job.ownerUID), lane]) else { return }
+    /// Keeps what holds `job`'s lane (`lane.blocked_by`) true after the job changed, in the change's transaction:
+    /// the lane's head when it failed (and, once it did, until it is no longer the head: uploaded, skipped,
+    /// cancelled, or passed by a lane that skips); logs `lane.blocked` and `lane.unblocked` as that changes.
+    static func settleLane(_ job: Job, in db: Database, now: Date) throws {
+        guard let lane = job.lane else { return }
+        try settleLane(owner: job.ownerUID, lane: lane, in: db, now: now)
+    }
+
+    /// `settleLane(_:in:now:)` for `owner`'s lane `lane`.
+    static func settleLane(owner ownerUID: UInt32?, lane: String, in db: Database, now: Date) throws {
+        let owner = laneOwner(ownerUID)
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT blocked_by, on_failure, last_job FROM lane WHERE owner_uid = ? AND name = ?
+            """), arguments: [owner, lane]) else { return }
         let holder: String? = row["blocked_by"]
-        let policy = LaneFailurePolicy(rawValue: row["on_failure"] ?? "") ?? .hold
-        let id = job.id.rawValue
-        let goesOn: Bool
-        switch change {
-        case .uploaded, .cancelled, .skipped: goesOn = true
-        case .failedForGood: goesOn = policy == .skip
-        case .revived, nil: goesOn = false
+        let head = try laneHead(owner: ownerUID, lane: lane, lastJob: row["last_job"],
+                                policy: LaneFailurePolicy(rawValue: row["on_failure"] ?? "") ?? .hold, in: db)
+        let headID: String? = head?["id"]
+        let newHolder = headID != nil && (head?["state"] == JobState.failed.rawValue || headID == holder) ? headID : nil
+        guard newHolder != holder else { return }
+        try db.cachedStatement(sql: """
+            UPDATE lane SET blocked_by = ?, blocked_since = ? WHERE owner_uid = ? AND name = ?
+            """).execute(arguments: [newHolder, newHolder.map { _ in StoredDate(now) }, owner, lane])
+        if let holder {
+            try logOrderEvent("lane.unblocked", job: holder, owner: ownerUID, fields: ["lane": lane], in: db, now: now)
         }
-        if goesOn {
-            guard holder == id else { return }
-            try db.cachedStatement(sql: """
-                UPDATE lane SET blocked_by = NULL, blocked_since = NULL WHERE owner_uid = ? AND name = ?
-                """).execute(arguments: [laneOwner(job.ownerUID), lane])
-            try logOrderEvent("lane.unblocked", job: id, owner: job.ownerUID, fields: ["lane": lane], in: db, now: now)
-        } else if job.state == .failed, holder == nil {
-            try db.cachedStatement(sql: """
-                UPDATE lane SET blocked_by = ?, blocked_since = ? WHERE owner_uid = ? AND name = ?
-                """).execute(arguments: [id, StoredDate(now), laneOwner(job.ownerUID), lane])
-            try logOrderEvent("lane.blocked", job: id, owner: job.ownerUID, fields: [
-                "lane": lane, "error": job.lastError ?? "", "permanent": job.permanent,
+        if let newHolder, let head {
+            try logOrderEvent("lane.blocked", job: newHolder, owner: ownerUID, fields: [
+                "lane": lane, "error": (head["last_error"] as String?) ?? "", "permanent": (head["permanent"] as Bool?) ?? false,
             ], in: db, now: now)
         }
+    }
+
+    /// The lane's head: the first job of its order not uploaded that waits for none of it, and is not a failure
+    /// the lane went past (skipped, or failed for good in a lane that skips: a job failed for good holds its lane
+    /// while a later job waits for it, or while it is the lane's last and the lane holds).
+    static func laneHead(owner: UInt32?, lane: String, lastJob: String?, policy: LaneFailurePolicy,
+                         in db: Database) throws -> Row? {
+        try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT j.id, j.state, j.permanent, j.last_error, j.created_at FROM job j INDEXED BY job_lane_live
+            WHERE j.owner_uid IS ? AND j.lane = ? AND j.state != 'uploaded'
+            AND NOT EXISTS (SELECT 1 FROM job_prerequisite p WHERE p.job_id = j.id AND p.kind = 'lane')
+            AND (j.state != 'failed' OR j.permanent = 0
+                 OR EXISTS (SELECT 1 FROM job_prerequisite c WHERE c.parent_id = j.id AND c.kind = 'lane')
+                 OR (j.id IS ? AND ? = 'hold'))
+            ORDER BY j.lane_seq LIMIT 1
+            """), arguments: [owner.map { Int64($0) }, lane, lastJob, policy.rawValue])
     }
 
     private static func deleteEdge(_ edge: [String], in db: Database) throws {
         try db.cachedStatement(sql: "DELETE FROM job_prerequisite WHERE job_id = ? AND parent_id = ? AND kind = ?")
             .execute(arguments: StatementArguments(edge))
+    }
+
+    /// Removes a job whose file was not taken after all (a `move` intake undone), in one transaction with what its
+    /// leaving means to its group, its lane and the jobs that wait for it: as if it had never been enqueued.
+    func removeUntaken(_ id: JobID, now: Date = Date()) throws {
+        try writer.write { db in
+            guard let job = try Job.fetchOne(db, key: id.rawValue) else { return }
+            let laneParents = try Self.lanePrerequisites(of: id, in: db)
+            _ = try Job.deleteOne(db, key: id.rawValue)
+            if job.group != nil {
+                try Self.settleGroup(job, .left(failedForGood: job.state == .failed && job.permanent), in: db, now: now)
+            }
+            try Self.settleOrder(job, .cancelled, laneParents: laneParents, in: db, now: now)
+            if job.lane != nil { try Self.settleLane(job, in: db, now: now) }
+        }
     }
 
     /// Records how a job that leaves the queue ended (`uploaded` when pruned, `cancelled`), for the jobs enqueued
@@ -287,7 +319,7 @@ extension QueueStore {
                 .execute(arguments: [id.rawValue])
             try Self.refreshBlockedBy(id.rawValue, in: db)
             try Self.settleOrder(job, .skipped, laneParents: parents, in: db, now: now)
-            try Self.settleLane(job, .skipped, in: db, now: now)
+            try Self.settleLane(job, in: db, now: now)
             return job
         }
     }

@@ -137,11 +137,11 @@ package struct QueueStore: Sendable {
             let laneParents = try Self.lanePrerequisites(of: id, in: db)
             try job.delete(db)
             try Self.recordTombstone(id.rawValue, owner: job.ownerUID, outcome: "cancelled", in: db, now: now)
-            if settlesOrder { try Self.settleOrder(job, .cancelled, laneParents: laneParents, in: db, now: now) }
-            if job.lane != nil { try Self.settleLane(job, .cancelled, in: db, now: now) }
             if job.group != nil {
                 try Self.settleGroup(job, .left(failedForGood: job.state == .failed && job.permanent), in: db, now: now)
             }
+            if settlesOrder { try Self.settleOrder(job, .cancelled, laneParents: laneParents, in: db, now: now) }
+            if job.lane != nil { try Self.settleLane(job, in: db, now: now) }
             return nil
         }
         let before = job
@@ -151,12 +151,8 @@ package struct QueueStore: Sendable {
         assert(before.withChangeableColumns(of: job) == job, "a change touched a column `apply` does not write")
         try Self.update(job, from: before, in: db)
         let change = OrderRule.change(from: before, to: job)
-        if settlesOrder, let change {
-            try Self.settleOrder(job, change, in: db, now: now)
-        }
-        if job.lane != nil, job.state != before.state || job.permanent != before.permanent {
-            try Self.settleLane(job, change, in: db, now: now)
-        }
+        // Its group first: the order's worklist may change this very job again (a revived job whose own
+        // prerequisite still failed fails anew), and that change settles the group in its turn.
         if job.group != nil, let change {
             switch change {
             case .uploaded: try Self.settleGroup(job, .uploaded, in: db, now: now)
@@ -164,6 +160,12 @@ package struct QueueStore: Sendable {
             case .revived: try Self.settleGroup(job, .revived, in: db, now: now)
             case .cancelled, .skipped: break
             }
+        }
+        if settlesOrder, let change {
+            try Self.settleOrder(job, change, in: db, now: now)
+        }
+        if job.lane != nil, job.state != before.state || job.permanent != before.permanent {
+            try Self.settleLane(job, in: db, now: now)
         }
         return job
     }

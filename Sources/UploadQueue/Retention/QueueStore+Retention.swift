@@ -120,21 +120,26 @@ extension QueueStore {
             if removed < batch { break }
         }
         // Groups uploaded before the cutoff (once acknowledged, where completions are consumed): the name may
-        // make a new group after that. Lanes with no job left: the next job of the name starts it anew.
+        // make a new group after that, once no member of it is left (a new group of the name is then its own
+        // alone). Lanes with no job left to send: the next job of the name starts it anew (the uploaded jobs left
+        // of it wait for none).
         while try writer.write({ db -> Int in
             try db.execute(sql: """
                 DELETE FROM job_group WHERE (owner_uid, name) IN (SELECT owner_uid, name FROM job_group
                 WHERE state = 'uploaded' AND settled_at < ? \(consumer ? "AND acknowledged_at IS NOT NULL" : "")
                 AND NOT EXISTS (SELECT 1 FROM outbox o WHERE o.job_id = job_group.completing_job AND o.state = 'pending')
+                AND NOT EXISTS (SELECT 1 FROM job INDEXED BY job_group_member
+                    WHERE job.owner_uid IS (CASE job_group.owner_uid WHEN -1 THEN NULL ELSE job_group.owner_uid END)
+                    AND job.group_name = job_group.name)
                 LIMIT ?)
                 """, arguments: [StoredDate(cutoff), batch])
             return db.changesCount
         }) == batch {}
         try writer.write { db in
             try db.execute(sql: """
-                DELETE FROM lane WHERE blocked_by IS NULL AND NOT EXISTS (SELECT 1 FROM job INDEXED BY job_lane
+                DELETE FROM lane WHERE blocked_by IS NULL AND NOT EXISTS (SELECT 1 FROM job INDEXED BY job_lane_live
                 WHERE job.owner_uid IS (CASE lane.owner_uid WHEN -1 THEN NULL ELSE lane.owner_uid END)
-                AND job.lane = lane.name)
+                AND job.lane = lane.name AND job.state != 'uploaded')
                 """)
         }
         // Idempotency keys outlive their job (the same key names it after a cancel or this very pruning) until

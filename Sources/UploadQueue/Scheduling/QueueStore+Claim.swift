@@ -186,6 +186,10 @@ extension QueueStore {
     /// Sets aside a job whose row this version cannot read: failed for good, with why, so that the claims go on
     /// past it (it would otherwise be the first pick of every round). Nothing else in the row is touched.
     static func setAside(_ id: JobID, _ why: String, in db: Database, now: Date) throws {
+        // Read through the columns this version knows (the row as a whole is what it cannot read).
+        let before = try Row.fetchOne(db, sql: """
+            SELECT owner_uid, lane, group_name, state = 'failed' AND permanent = 1 AS failed FROM job WHERE id = ?
+            """, arguments: [id.rawValue])
         try db.execute(sql: """
             UPDATE job SET state = 'failed', permanent = 1, waiting_reason = NULL, next_attempt_at = NULL,
             last_error = ?, updated_at = ? WHERE id = ?
@@ -193,6 +197,14 @@ extension QueueStore {
                 set aside: this version of uploadq cannot read the job's row (\(why)); the other jobs go on. Run the \
                 version that wrote it, or mend the row, then `uploadq retry \(id)`
                 """, StoredDate(now), id.rawValue])
+        // Its group and lane learn of it as of any failure for good.
+        if let row = before, row["failed"] != true {
+            let owner = (row["owner_uid"] as Int64?).flatMap { UInt32(exactly: $0) }
+            if let group: String = row["group_name"] {
+                try settleGroup(member: id, owner: owner, group: group, error: "set aside", .failedForGood, in: db, now: now)
+            }
+            if let lane: String = row["lane"] { try settleLane(owner: owner, lane: lane, in: db, now: now) }
+        }
     }
 
     /// The holds in force, as recorded by the runner.

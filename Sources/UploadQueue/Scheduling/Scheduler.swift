@@ -508,6 +508,7 @@ actor Scheduler {
                 continue
             }
             events.emit(.cancelled(id))
+            if let group = store.uploadedGroup(of: removed) { events.emit(.groupUploaded(group)) }
             logger.info("upload cancelled", metadata: ["uploadq.job": "\(id)", "uploadq.destination": "\(removed.destination)"])
             if let uploader = uploaders[removed.destination] {
                 cleanups[id] = Task {

@@ -195,6 +195,7 @@ struct SettlementRecorder: Sendable {
         do {
             _ = try cancelled.remove(job.id, from: store)
             events.emit(.cancelled(job.id))
+            if let group = store.uploadedGroup(of: job) { events.emit(.groupUploaded(group)) }
             logger.info("upload cancelled", metadata: metadata)
         } catch {
             // Its file could not be kept: the job stays, flagged, and a later pass tries again.
