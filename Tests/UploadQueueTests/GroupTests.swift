@@ -318,6 +318,21 @@ import Testing
         #expect(second.completion.map(\.jobID) == [new] && second.createdAt != first.createdAt)
     }
 
+    @Test("a lane's job says what it waits for: the job before it in its lane, then a job it names after")
+    func laneJobWaitingForItsPrerequisite() throws {
+        var queue = Queue()
+        let parent = try queue.enqueue()
+        let first = try queue.enqueue(lane: "l")
+        let second = try queue.enqueue(lane: "l", after: [parent])
+        #expect(try queue.store.job(second)?.waitingReason == .lane)
+        #expect(Set(try queue.claimAll()) == [parent, first])
+        try queue.succeed(first)
+        let waiting = try #require(try queue.store.job(second))
+        #expect(waiting.waitingReason == .prerequisite && waiting.blockedBy == parent, "\(waiting.waitingHolds)")
+        try queue.succeed(parent)
+        #expect(try queue.claimAll() == [second])
+    }
+
     @Test("group names are one path segment: no `/`, no control character, 1 to 128 characters")
     func groupNames() {
         #expect(OrderRule.isValidGroupName("survey-42") && OrderRule.isValidGroupName("année 2026"))

@@ -4,6 +4,8 @@ extension QueueDatabase {
     /// Migration v16: groups of jobs that complete together, and what holds a lane.
     /// - `lane.blocked_by`: the lane's job that failed and holds it (its head), since `blocked_since`; NULL when
     ///   none does (what `lane.blocked` and `lane.unblocked` tell, and `uploadq lanes` shows).
+    /// - `job.blocked_kind`: how a job waits for its `blocked_by` (`lane`, `after`): a lane's job may wait for a job
+    ///   it names `after` once the job before it is done, and says so.
     /// - `job_lane_live` replaces v15's `job_lane`: a lane's jobs not uploaded yet, in order, so that finding a
     ///   lane's head or its work never walks its history.
     /// - `job.group_name`: the group a job is a member of (nil: none), indexed per owner.
@@ -39,6 +41,7 @@ extension QueueDatabase {
                 owner_acknowledged_at DATETIME,
                 PRIMARY KEY (owner_uid, name)
             ) WITHOUT ROWID;
+            ALTER TABLE job ADD COLUMN blocked_kind TEXT;
             DROP INDEX job_lane;
             CREATE INDEX job_lane_live ON job(owner_uid, lane, lane_seq) WHERE lane IS NOT NULL AND state != 'uploaded';
             ALTER TABLE lane ADD COLUMN blocked_by TEXT;

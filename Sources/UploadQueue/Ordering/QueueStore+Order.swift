@@ -127,10 +127,11 @@ extension QueueStore {
                 + "brings this one back with it"
     }
 
-    /// Sets `blocked_by` to one job the job still waits for (its lane's first), or NULL when it waits for none.
+    /// Sets `blocked_by` to one job the job still waits for (its lane's first), and `blocked_kind` to how it
+    /// waits for it; both NULL when it waits for none.
     private static func refreshBlockedBy(_ id: String, in db: Database) throws {
         try db.cachedStatement(sql: """
-            UPDATE job SET blocked_by = (SELECT parent_id FROM job_prerequisite WHERE job_id = ?
+            UPDATE job SET (blocked_by, blocked_kind) = (SELECT parent_id, kind FROM job_prerequisite WHERE job_id = ?
             ORDER BY kind = 'lane' DESC, parent_id LIMIT 1) WHERE id = ?
             """).execute(arguments: [id, id])
     }

@@ -72,6 +72,9 @@ public struct Job: Sendable, Equatable, Codable {
     public internal(set) var afterMode: AfterMode? = nil
     /// A job this one still waits for (its lane's previous job, or one it was enqueued `after`); nil: none.
     public internal(set) var blockedBy: JobID? = nil
+    /// How it waits for `blockedBy` (nil in a row from before v16: then as its lane's, when it has one). Written by
+    /// the order alone (`blocked_kind`), never by an insert or a state change.
+    var blockedKind: PrerequisiteKind? = nil
     /// The group the job is a member of (`enqueue --group`): once the group is closed and every member uploaded,
     /// one completion carries them all. nil: none. A group is its owner's, as a lane is.
     public internal(set) var group: String? = nil
@@ -230,6 +233,7 @@ extension Job: FetchableRecord, PersistableRecord {
             return mode
         }
         blockedBy = try decoded(.blockedBy, as: String?.self).map(JobID.init(trusted:))
+        blockedKind = (row["blocked_kind"] as String?).flatMap(PrerequisiteKind.init(rawValue:))
         group = try decoded(.group)
     }
 

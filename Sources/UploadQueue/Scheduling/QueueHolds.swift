@@ -99,7 +99,8 @@ struct QueueHolds: Sendable, Equatable {
         guard job.state == .pending else { return [] }
         var found: [Hold] = []
         if job.state == .pending, let blocker = job.blockedBy {
-            found.append(Hold(scope: job.destination, reason: job.lane == nil ? .prerequisite : .lane,
+            let inLane = job.lane != nil && job.blockedKind != .after
+            found.append(Hold(scope: job.destination, reason: inLane ? .lane : .prerequisite,
                               meteredBelow: nil, until: nil, minimumPriority: nil, ignoresBudget: false,
                               detail: "job \(blocker)", sizeAbove: nil))
         }
