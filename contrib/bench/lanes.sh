@@ -43,13 +43,7 @@ TOML
     echo "$work/$1.toml"
 }
 
-check() { # name → every file stored, byte for byte
-    local stored
-    stored=$(find "$UPLOADQ_TEST_DAV_ROOT/bench/$1" -type f | wc -l)
-    [ "$stored" -eq "$files" ] || { echo "bench: $1 stored $stored of $files files" >&2; exit 1; }
-    diff -rq "$work/small" "$UPLOADQ_TEST_DAV_ROOT/bench/$1" > /dev/null \
-        || { echo "bench: $1 stored different bytes" >&2; exit 1; }
-}
+check() { stored_as_sent "$1" "$work/small" "$files"; }
 
 per_lane=$(( (files + lanes - 1) / lanes ))
 for run in $(seq 1 "$runs"); do

@@ -28,6 +28,14 @@ print(f"{ours_label}: {ours:.2f} s = {ours / peer:.2f}× {peer_text} ({peer:.2f}
 PY
 }
 
+# `stored_as_sent NAME FOLDER COUNT`: nginx's DAV holds under /bench/NAME/ the COUNT files of FOLDER, byte for byte.
+stored_as_sent() {
+    local stored
+    stored=$(find "$UPLOADQ_TEST_DAV_ROOT/bench/$1" -type f | wc -l)
+    [ "$stored" -eq "$3" ] || { echo "bench: $1 stored $stored of $3 files" >&2; exit 1; }
+    diff -rq "$2" "$UPLOADQ_TEST_DAV_ROOT/bench/$1" > /dev/null || { echo "bench: $1 stored different bytes" >&2; exit 1; }
+}
+
 # The release binary, a scratch directory removed at exit, and an empty results file.
 bench_workspace() {
     binary="$root/.build/release/uploadq"
