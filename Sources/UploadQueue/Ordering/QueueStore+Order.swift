@@ -228,18 +228,25 @@ extension QueueStore {
     /// Keeps what holds `job`'s lane (`lane.blocked_by`) true after the job changed, in the change's transaction:
     /// the lane's head when it failed (and, once it did, until it is no longer the head: uploaded, skipped,
     /// cancelled, or passed by a lane that skips); logs `lane.blocked` and `lane.unblocked` as that changes.
-    static func settleLane(_ job: Job, in db: Database, now: Date) throws {
+    /// `left`: the job left the queue (cancelled, or its intake undone).
+    static func settleLane(_ job: Job, left: Bool = false, in db: Database, now: Date) throws {
         guard let lane = job.lane else { return }
-        try settleLane(owner: job.ownerUID, lane: lane, in: db, now: now)
+        // A job still in the queue, claimed or waiting again, changes nothing unless it holds its lane: the head
+        // is where it was, and no job failed (what every claim and interruption of a lane's job skips).
+        let moved = left || job.state == .failed || job.state == .uploaded ? nil : job.id.rawValue
+        try settleLane(owner: job.ownerUID, lane: lane, unlessHeldBy: moved, in: db, now: now)
     }
 
-    /// `settleLane(_:in:now:)` for `owner`'s lane `lane`.
-    static func settleLane(owner ownerUID: UInt32?, lane: String, in db: Database, now: Date) throws {
+    /// `settleLane(_:in:now:)` for `owner`'s lane `lane`; nothing when `unlessHeldBy` names a job that is not the
+    /// one holding it.
+    static func settleLane(owner ownerUID: UInt32?, lane: String, unlessHeldBy moved: String? = nil, in db: Database,
+                           now: Date) throws {
         let owner = laneOwner(ownerUID)
         guard let row = try Row.fetchOne(db.cachedStatement(sql: """
             SELECT blocked_by, on_failure, last_job FROM lane WHERE owner_uid = ? AND name = ?
             """), arguments: [owner, lane]) else { return }
         let holder: String? = row["blocked_by"]
+        if let moved, moved != holder { return }
         let head = try laneHead(owner: ownerUID, lane: lane, lastJob: row["last_job"],
                                 policy: LaneFailurePolicy(rawValue: row["on_failure"] ?? "") ?? .hold, in: db)
         let headID: String? = head?["id"]
@@ -290,7 +297,7 @@ extension QueueStore {
                 try Self.settleGroup(job, .left(failedForGood: job.state == .failed && job.permanent), in: db, now: now)
             }
             try Self.settleOrder(job, .cancelled, laneParents: laneParents, in: db, now: now)
-            if job.lane != nil { try Self.settleLane(job, in: db, now: now) }
+            if job.lane != nil { try Self.settleLane(job, left: true, in: db, now: now) }
         }
     }
 

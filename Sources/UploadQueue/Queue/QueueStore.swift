@@ -141,7 +141,7 @@ package struct QueueStore: Sendable {
                 try Self.settleGroup(job, .left(failedForGood: job.state == .failed && job.permanent), in: db, now: now)
             }
             if settlesOrder { try Self.settleOrder(job, .cancelled, laneParents: laneParents, in: db, now: now) }
-            if job.lane != nil { try Self.settleLane(job, in: db, now: now) }
+            if job.lane != nil { try Self.settleLane(job, left: true, in: db, now: now) }
             return nil
         }
         let before = job
