@@ -181,8 +181,15 @@ struct ControlExchange: Sendable {
             } catch ChannelError.ioOnClosedChannel {
                 throw ClosedBeforeRequest()
             }
-            if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
-            try await outbound.write(.end(nil))
+            // A request whose head is all of it (no body) is whole once the head is in: the daemon may answer and
+            // close (`Connection: close`) before the end is written here. Its answer is read all the same.
+            var unsent: (any Error)?
+            do {
+                if let body { try await outbound.write(.body(.byteBuffer(ByteBuffer(bytes: body)))) }
+                try await outbound.write(.end(nil))
+            } catch ChannelError.ioOnClosedChannel {
+                unsent = ChannelError.ioOnClosedChannel
+            }
             var answer = Answer(status: 0, body: Data())
             for try await part in inbound {
                 switch part {
@@ -195,6 +202,7 @@ struct ControlExchange: Sendable {
                 }
             }
             try Task.checkCancellation()
+            if let unsent { throw unsent }
             throw UploadQueueError(.daemonUnreachable, "the daemon closed the connection (or gave no answer within "
                 + "\(deadline)) before answering \(method) \(target); try again once it runs", path: socketPath)
         }

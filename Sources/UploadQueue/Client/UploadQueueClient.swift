@@ -25,7 +25,7 @@ public struct UploadQueueClient: Sendable {
 
     /// Whether a daemon answers on the socket and runs its queue.
     public func isDaemonRunning() async -> Bool {
-        guard let answer = try? await exchange.send(.GET, "/v1/health", deadline: .seconds(2)),
+        guard let answer = try? await exchange.send(.GET, "/v1/health", deadline: .seconds(5)),
               answer.status == 200 else { return false }
         return (try? answer.object("GET /v1/health"))?["running"] as? Bool == true
     }
