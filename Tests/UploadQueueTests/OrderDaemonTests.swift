@@ -117,6 +117,14 @@ struct OrderDaemonTests {
             try await recorder.requests().contains { $0["method"] as? String == "PATCH" }
         }
         #expect(hooked && patched, "daemon log:\n\(daemon.log.suffix(3000))")
+        // The Swift client reads the same through the control API.
+        let client = UploadQueueClient(configuration: try sandbox.configuration())
+        let seen = try #require(try await client.group("survey-42"))
+        #expect(seen.state == .uploaded && seen.completion.map(\.jobID) == ids && seen.completedAt != nil)
+        #expect(try await client.groups().map(\.name) == ["survey-42"])
+        #expect(try await client.lanes().isEmpty)
+        try await client.acknowledgeGroup("survey-42")
+        #expect(try await client.group("survey-42")?.acknowledgedAt != nil)
         #expect(await daemon.terminate() < .seconds(10))
 
         let group = try #require(try store.group("survey-42", owner: nil))

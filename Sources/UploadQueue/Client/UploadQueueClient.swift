@@ -142,7 +142,7 @@ public struct UploadQueueClient: Sendable {
     /// Closes one of the caller's groups, as `UploadQueue.closeGroup(_:patch:)` does; the group as it is then.
     @discardableResult
     public func closeGroup(_ name: String, patch: PatchTarget? = nil) async throws -> JobGroup {
-        let route = "/v1/groups/\(Self.pathSegment(name))/close"
+        let route = "/v1/groups/\(PercentEncoding.unreserved(name))/close"
         var body: [String: Any] = [:]
         if let patch {
             var fields: [String: Any] = ["url": patch.url]
@@ -161,7 +161,7 @@ public struct UploadQueueClient: Sendable {
     /// One of the caller's groups, with its members once it is uploaded (their remote URLs masked, as everywhere
     /// outside the library: the hook and the patch get them whole); nil when there is none.
     public func group(_ name: String) async throws -> JobGroup? {
-        let route = "/v1/groups/\(Self.pathSegment(name))"
+        let route = "/v1/groups/\(PercentEncoding.unreserved(name))"
         let answer = try await exchange.send(.GET, route)
         if answer.status == 404 { return nil }
         guard answer.status == 200, let group = JobGroup(json: try answer.object("GET \(route)")) else {
@@ -179,7 +179,7 @@ public struct UploadQueueClient: Sendable {
 
     /// Records that the caller has handled a group's completion.
     public func acknowledgeGroup(_ name: String) async throws {
-        let route = "/v1/groups/\(Self.pathSegment(name))/ack"
+        let route = "/v1/groups/\(PercentEncoding.unreserved(name))/ack"
         let answer = try await exchange.send(.POST, route)
         guard answer.status == 200 else { throw answer.error("POST \(route)") }
     }
@@ -189,12 +189,6 @@ public struct UploadQueueClient: Sendable {
         let answer = try await exchange.send(.GET, "/v1/lanes")
         guard answer.status == 200 else { throw answer.error("GET /v1/lanes") }
         return (try answer.object("GET /v1/lanes")["lanes"] as? [[String: Any]] ?? []).compactMap(LaneStatus.init(json:))
-    }
-
-    /// A name as one segment of a path: everything but unreserved characters percent-encoded.
-    static func pathSegment(_ name: String) -> String {
-        name.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn:
-            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? name
     }
 
     /// Makes every failed job pending now (the queue's own user and root alone); the jobs that changed.
@@ -456,7 +450,7 @@ extension JobGroup {
     /// A group from the control API's JSON (`ContractJSON.group`); nil when it is not one.
     init?(json object: [String: Any]) {
         guard let name = object["name"] as? String, let state = (object["state"] as? String).flatMap(State.init(rawValue:)),
-              let created = ControlTime.date(object["created_at"]) else { return nil }
+              let created = (object["created_at"] as? String).flatMap(Date.init(rfc3339:)) else { return nil }
         let members = (object["completion"] as? [[String: Any]] ?? []).compactMap { member -> Member? in
             guard let id = (member["id"] as? String).flatMap(JobID.init) else { return nil }
             return Member(jobID: id, originalName: member["name"] as? String ?? "",
@@ -466,9 +460,10 @@ extension JobGroup {
         self.init(name: name, ownerUID: (object["owner_uid"] as? NSNumber).flatMap { UInt32(exactly: $0.int64Value) },
                   state: state, members: object["members"] as? Int ?? 0, remaining: object["remaining"] as? Int ?? 0,
                   failed: object["failed"] as? Int ?? 0, failingJob: (object["failing_job"] as? String).flatMap(JobID.init),
-                  createdAt: created, closedAt: ControlTime.date(object["closed_at"]),
-                  completedAt: ControlTime.date(object["completed_at"]),
-                  acknowledgedAt: ControlTime.date(object["acknowledged_at"]), completion: members)
+                  createdAt: created, closedAt: (object["closed_at"] as? String).flatMap(Date.init(rfc3339:)),
+                  completedAt: (object["completed_at"] as? String).flatMap(Date.init(rfc3339:)),
+                  acknowledgedAt: (object["acknowledged_at"] as? String).flatMap(Date.init(rfc3339:)),
+                  completion: members)
     }
 }
 
@@ -479,18 +474,10 @@ extension LaneStatus {
         self.init(name: name, ownerUID: (object["owner_uid"] as? NSNumber).flatMap { UInt32(exactly: $0.int64Value) },
                   queued: object["queued"] as? Int ?? 0, head: (object["head"] as? String).flatMap(JobID.init),
                   headState: (object["head_state"] as? String).flatMap(JobState.init(rawValue:)),
-                  headSince: ControlTime.date(object["head_since"]),
+                  headSince: (object["head_since"] as? String).flatMap(Date.init(rfc3339:)),
                   blockedBy: (object["blocked_by"] as? String).flatMap(JobID.init),
-                  blockedSince: ControlTime.date(object["blocked_since"]), reason: object["reason"] as? String,
+                  blockedSince: (object["blocked_since"] as? String).flatMap(Date.init(rfc3339:)),
+                  reason: object["reason"] as? String,
                   onFailure: (object["on_failure"] as? String).flatMap(Configuration.LaneFailure.init(rawValue:)) ?? .hold)
-    }
-}
-
-/// The control API's times (RFC 3339, with or without fractions of a second).
-enum ControlTime {
-    static func date(_ value: Any?) -> Date? {
-        guard let text = value as? String else { return nil }
-        return (try? Date.ISO8601FormatStyle(includingFractionalSeconds: true).parse(text))
-            ?? (try? Date.ISO8601FormatStyle().parse(text))
     }
 }

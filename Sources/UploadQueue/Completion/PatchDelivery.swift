@@ -47,8 +47,7 @@ struct PatchDelivery: OutboxDelivery {
             return .failed(error: "the job's group has no patch, or is not uploaded")
         }
         // The name percent-encoded: a header value is ASCII whatever the name holds.
-        let name = group.name.addingPercentEncoding(withAllowedCharacters: CharacterSet(charactersIn:
-            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")) ?? group.name
+        let name = PercentEncoding.unreserved(group.name)
         // With when the group was made: a group of the same name made after this one was pruned is another.
         let made = Int64((group.createdAt.timeIntervalSince1970 * 1000).rounded())
         let key = "group:\(group.ownerUID.map(String.init) ?? "-"):\(name):\(made)"
