@@ -24,6 +24,8 @@ enum TextOutput {
         case .pending:
             if let waiting = waiting(job, timeZone: timeZone) { return "waiting: \(waiting)" }
             return job.lastError.map { "last error: \($0)" } ?? ""
+        case .uploading where job.waitingReason == .concurrency:
+            return "next: claimed for the next free slot"
         case .uploading:
             let percent = job.size > 0 ? Int(Double(job.bytesConfirmed) / Double(job.size) * 100) : 0
             return "\(bytes(job.bytesConfirmed)) of \(bytes(job.size)) (\(percent)%)"

@@ -425,13 +425,22 @@ struct SchedulerRoundCostTests {
         let counter = try count(store)
         for _ in 0..<5 { try await scheduler.round() }
         let steps = (counter.steps.load(ordering: .relaxed), counter.fullScanSteps.load(ordering: .relaxed))
-        let uploading = try store.jobs(state: .uploading).count
-        #expect(uploading == (link == "offline" ? 0 : link == "metered" ? ownAllowed : 4), "\(link): \(uploading) uploading")
+        let uploading = try store.jobs(state: .uploading)
+        let transferring = uploading.filter { $0.waitingReason == nil }.count
+        #expect(transferring == (link == "offline" ? 0 : link == "metered" ? ownAllowed : 4),
+                "\(link): \(transferring) transferring")
+        // Through a gate open everywhere, as many again wait claimed for the next free slots; never otherwise.
+        #expect(uploading.count - transferring == (link == "unmetered" ? 4 : 0), "\(link): \(uploading.count) uploading")
+        #expect(uploading.allSatisfy { $0.waitingReason == nil || $0.waitingReason == .concurrency })
         #expect(try store.jobs(state: .failed).count == pending / 2, "\(link): nothing else failed")
         // Stops the transfers the first round started (run() returns at once when cancelled, after stopping them).
         let stopper = Task { await scheduler.run() }
         stopper.cancel()
         await stopper.value
+        // What was claimed ahead went back to the queue with the stop, no attempt counted.
+        #expect(try store.jobs(state: .uploading).isEmpty, "\(link): a stopped runner leaves nothing uploading")
+        #expect(try store.jobs(state: .pending).filter { $0.attempts > 0 }.count == transferring,
+                "\(link): only the transfers that ran count an attempt")
         return steps
     }
 

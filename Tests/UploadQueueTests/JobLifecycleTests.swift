@@ -10,6 +10,7 @@ struct JobLifecycleTests {
     static let events: [JobLifecycle.Event] = [
         .claim, .succeed, .failTransient(error: "503", retryAt: now.addingTimeInterval(30)),
         .failPermanent(error: "403"), .interrupt, .retryDue(now: now), .retryNow, .wait(.concurrency), .cancel,
+        .claimAhead, .start,
     ]
 
     static func lifecycle(_ state: JobState, permanent: Bool = false, due: Bool = true) -> JobLifecycle {
@@ -21,6 +22,7 @@ struct JobLifecycleTests {
     /// The legal transitions: (from, event index) → resulting state, or nil for removal.
     static let legal: [String: JobState?] = [
         "pending/claim": .uploading,
+        "pending/claimAhead": .uploading,
         "pending/failPermanent": .failed,
         "pending/wait": .pending,
         "pending/cancel": nil,
@@ -68,6 +70,24 @@ struct JobLifecycleTests {
         try machine.apply(.claim)
         #expect(machine.attempts == 1)
         #expect(machine.waitingReason == nil)
+    }
+
+    @Test("a claim ahead counts no attempt and waits for a slot; its start counts one; it goes back unstarted")
+    func claimAhead() throws {
+        var machine = JobLifecycle()
+        try machine.apply(.claimAhead)
+        #expect(machine.state == .uploading && machine.waitingReason == .concurrency && machine.attempts == 0)
+        var back = machine
+        try back.apply(.interrupt)
+        #expect(back.state == .pending && back.waitingReason == nil && back.attempts == 0, "given back: no attempt")
+        try machine.apply(.start)
+        #expect(machine.state == .uploading && machine.waitingReason == nil && machine.attempts == 1)
+        let started = machine
+        #expect(throws: JobTransitionError.self, "a job starts once") { try machine.apply(.start) }
+        #expect(machine == started)
+        var claimed = JobLifecycle()
+        try claimed.apply(.claim)
+        #expect(throws: JobTransitionError.self, "a job claimed for a slot has started") { try claimed.apply(.start) }
     }
 
     @Test("a transient failure is retryable with its time; a permanent one has no time and needs a person")

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs what the benchmarks need on top of the test servers: GNU time, hyperfine and rclone from Debian, the
-# tuspy client into the test virtualenv, and the release build of uploadq. Safe to run again.
+# Installs what the benchmarks need on top of the test servers: GNU time, hyperfine, rclone, wrk and valgrind from
+# Debian, the tuspy client into the test virtualenv, and the release build of uploadq. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-contrib/setup.sh time hyperfine rclone
+contrib/setup.sh time hyperfine rclone wrk valgrind
 contrib/test-servers/setup.sh
 .build-venv/bin/pip install --quiet --disable-pip-version-check -r contrib/bench/requirements.txt
 swift build -c release --static-swift-stdlib --product uploadq >&2

@@ -51,4 +51,30 @@ extension QueueDatabase {
             END
             """)
     }
+
+    /// Migration v17: a job claimed ahead for the runner's next free slot (`uploading`, waiting for `concurrency`)
+    /// has not started: its `started` row is written when it goes into a slot (its wait ends), not at the claim.
+    ///
+    /// Frozen: plain SQL, no application types.
+    static func migrateToClaimAhead(_ db: Database) throws {
+        try db.execute(sql: """
+            DROP TRIGGER event_state;
+            CREATE TRIGGER event_state AFTER UPDATE OF state, waiting_reason ON job
+            WHEN (NEW.state IS NOT OLD.state AND NEW.state IN ('uploaded', 'failed'))
+              OR (NEW.state = 'uploading' AND NEW.waiting_reason IS NULL
+                  AND (OLD.state IS NOT 'uploading' OR OLD.waiting_reason IS NOT NULL)) BEGIN
+                INSERT INTO event (at, kind, job_id, owner_uid, fields) VALUES (NEW.updated_at,
+                    CASE NEW.state WHEN 'uploading' THEN 'started' ELSE NEW.state END, NEW.id, NEW.owner_uid,
+                    CASE NEW.state
+                        WHEN 'uploading' THEN json_object('destination', NEW.destination, 'attempt', NEW.attempts,
+                            'offset', NEW.bytes_confirmed)
+                        WHEN 'uploaded' THEN json_object('destination', NEW.destination, 'size', NEW.size,
+                            'remote_url', NEW.remote_url)
+                        ELSE json_object('error', NEW.last_error,
+                            'permanent', json(CASE WHEN NEW.permanent THEN 'true' ELSE 'false' END),
+                            'retry_at', CASE WHEN NEW.permanent THEN NULL ELSE NEW.next_attempt_at END)
+                    END);
+            END;
+            """)
+    }
 }

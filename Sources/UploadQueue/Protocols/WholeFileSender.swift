@@ -103,7 +103,8 @@ struct WholeFileSender: Sendable {
             }
             throw error
         }
-        let shown = "\(request.method) \(URLRedaction.redact(request.url))"
+        // Said only in an error: the redaction is not paid for on every upload.
+        let shown = { "\(request.method) \(URLRedaction.redact(request.url))" }
         let stored = try await prove(response, request: request, shown: shown, source: source,
                                      sha256: sha256)
         try await context.confirmed(job.size, nil)
@@ -111,7 +112,7 @@ struct WholeFileSender: Sendable {
     }
 
     /// Proves a template upload's success as `verify` says; returns the stored file's URL.
-    private func prove(_ response: HTTPResponse, request: Request, shown: String, source: SourceFile, sha256: String)
+    private func prove(_ response: HTTPResponse, request: Request, shown: () -> String, source: SourceFile, sha256: String)
         async throws(TransferFailure) -> String
     {
         let job = source.job
@@ -128,7 +129,7 @@ struct WholeFileSender: Sendable {
                 guard let found = json.flatMap(remoteURLFrom.value(in:)), let url = Self.absoluteURL(found, base: request.url)
                 else {
                     throw .unverified("""
-                        \(shown) answered HTTP \(response.status) without a URL at \(remoteURLFrom) in a JSON body \
+                        \(shown()) answered HTTP \(response.status) without a URL at \(remoteURLFrom) in a JSON body \
                         (remote_url_from): not the answer destination "\(destination.name)" documents (a proxy \
                         answered?); the file is sent again later
                         """)
@@ -138,7 +139,7 @@ struct WholeFileSender: Sendable {
             if let located {
                 guard case .withCredentials = client.scope.verdict(for: located) else {
                     throw .unverified("""
-                        \(shown) answered HTTP \(response.status) with a Location on another origin \
+                        \(shown()) answered HTTP \(response.status) with a Location on another origin \
                         (\(URLOrigin(url: located)?.description ?? "?")): not destination "\(destination.name)"'s own \
                         (list it in trusted_origins if it is); the file is sent again later
                         """)
@@ -149,7 +150,7 @@ struct WholeFileSender: Sendable {
             // already; an empty 2xx is what a proxy answers as readily as a server).
             guard response.body.contains(where: { $0 > 0x20 }) else {
                 throw .unverified("""
-                    \(shown) answered HTTP \(response.status) with nothing in it: no Location, no body that names the \
+                    \(shown()) answered HTTP \(response.status) with nothing in it: no Location, no body that names the \
                     stored file; set remote_url_from for an answer that does, or verify = "status" if this server \
                     never answers more; the file is sent again later
                     """)
@@ -159,7 +160,7 @@ struct WholeFileSender: Sendable {
             guard let verdict = try await AnswerDigests(response, etagIsMD5: false).agree(sha256: sha256, fileMD5: fileMD5),
                   verdict.0 else {
                 throw .unverified("""
-                    \(shown) answered HTTP \(response.status) without a digest of the bytes it stored that matches the \
+                    \(shown()) answered HTTP \(response.status) without a digest of the bytes it stored that matches the \
                     file's (verify = "response"); the file is sent again later
                     """)
             }
@@ -169,7 +170,7 @@ struct WholeFileSender: Sendable {
             if let verdict = try await AnswerDigests(response, etagIsMD5: false).agree(sha256: sha256, fileMD5: fileMD5) {
                 guard verdict.0 else {
                     throw .unverified("""
-                        \(shown) answered HTTP \(response.status) naming \(verdict.1), not the digest of the bytes sent: \
+                        \(shown()) answered HTTP \(response.status) naming \(verdict.1), not the digest of the bytes sent: \
                         the server holds other bytes (or a proxy answered); the file is sent again later
                         """)
                 }
@@ -184,24 +185,24 @@ struct WholeFileSender: Sendable {
 
     /// A `HEAD` of the stored file must answer 2xx with the file's size, and a digest that matches where it
     /// names one; anything else is `unverified`.
-    private func proveByHead(_ url: String, size: Int64, contentType: String, shown: String, sha256: String,
+    private func proveByHead(_ url: String, size: Int64, contentType: String, shown: () -> String, sha256: String,
                              fileMD5: () async throws(TransferFailure) -> [UInt8]) async throws(TransferFailure)
     {
-        let head = "HEAD \(URLRedaction.redact(url))"
+        let head = { "HEAD \(URLRedaction.redact(url))" }
         let pageExpected = contentType.lowercased().hasPrefix("text/html")
         let response = try await client.send("HEAD", url, htmlExpected: pageExpected)
         if !pageExpected, response.isSuccess, let type = response.header("Content-Type"),
            type.lowercased().hasPrefix("text/html") {
             // The file is no page, yet a page answers for it: a portal's login page, as like as not.
             throw .unverified("""
-                \(shown) was answered as done, but \(head) answers with an HTML page (HTTP \(response.status)), not the \
+                \(shown()) was answered as done, but \(head()) answers with an HTML page (HTTP \(response.status)), not the \
                 file: a captive portal or a proxy answered, not the server (log in on the network, or wait); the file \
                 is sent again later
                 """, portal: true)
         }
         guard response.isSuccess else {
             throw .unverified("""
-                \(shown) was answered as done, but \(head) answers HTTP \(response.status): the server does not show the \
+                \(shown()) was answered as done, but \(head()) answers HTTP \(response.status): the server does not show the \
                 file it took (if it cannot answer HEAD, set verify = "status" on destination "\(destination.name)"); \
                 the file is sent again later
                 """)
@@ -209,14 +210,14 @@ struct WholeFileSender: Sendable {
         let length = response.header("Content-Length").flatMap { Int64($0) }
         guard length == size else {
             throw .unverified("""
-                \(head) shows \(length.map { "\($0) bytes" } ?? "no Content-Length"), not the \(size) bytes sent: the \
+                \(head()) shows \(length.map { "\($0) bytes" } ?? "no Content-Length"), not the \(size) bytes sent: the \
                 server did not keep the file whole (or a proxy answered); the file is sent again later
                 """)
         }
         if let verdict = try await AnswerDigests(response, etagIsMD5: false).agree(sha256: sha256, fileMD5: fileMD5),
            !verdict.0 {
             throw .unverified("""
-                \(head) names \(verdict.1), not the digest of the bytes sent: the server holds other bytes; the file \
+                \(head()) names \(verdict.1), not the digest of the bytes sent: the server holds other bytes; the file \
                 is sent again later
                 """)
         }

@@ -9,6 +9,11 @@ package struct JobLifecycle: Sendable, Equatable {
     package enum Event: Sendable, Equatable {
         /// A worker takes the job (pending → uploading); counts an attempt.
         case claim
+        /// The runner takes the job for its next free slot (pending → uploading, waiting for `concurrency`): no
+        /// other runner's claim takes it, and no attempt is counted until it `start`s.
+        case claimAhead
+        /// A job claimed ahead goes into a free slot (its wait for `concurrency` ends); counts an attempt.
+        case start
         /// The server confirmed the whole file (uploading → uploaded).
         case succeed
         /// A failure that may go away by itself: retried at `retryAt` (uploading → failed, retryable).
@@ -70,6 +75,13 @@ package struct JobLifecycle: Sendable, Equatable {
             state = .uploading
             waitingReason = nil
             nextAttemptAt = nil
+            attempts += 1
+        case (.pending, .claimAhead):
+            state = .uploading
+            waitingReason = .concurrency
+            nextAttemptAt = nil
+        case (.uploading, .start) where waitingReason == .concurrency:
+            waitingReason = nil
             attempts += 1
         case (.uploading, .succeed):
             state = .uploaded

@@ -288,6 +288,9 @@ package struct QueueDatabase: Sendable {
         migrator.registerMigration("v16-groups") { db in
             try QueueDatabase.migrateToGroups(db)
         }
+        migrator.registerMigration("v17-claim-ahead") { db in
+            try QueueDatabase.migrateToClaimAhead(db)
+        }
         return migrator
     }
 }

@@ -63,8 +63,19 @@ extension QueueStore {
                 if state == .pending { pendingByDestination[row["destination"], default: 0] += jobs }
             }
             let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
-            let waiting = try Self.waitingCounts(db, holds: holds, pending: pendingByDestination)
-            let active = try Job.filter(Job.Columns.state == JobState.uploading.rawValue).order(Job.Columns.id).fetchAll(db)
+            var waiting = try Self.waitingCounts(db, holds: holds, pending: pendingByDestination)
+            // A job the runner claimed for its next free slot is not transferring yet: it counts as pending, waiting
+            // for a slot (`concurrency`), until it starts.
+            let uploading = try Job.filter(Job.Columns.state == JobState.uploading.rawValue).order(Job.Columns.id)
+                .fetchAll(db)
+            for next in uploading where next.waitingReason == .concurrency {
+                counts[.uploading, default: 0] -= 1
+                counts[.pending, default: 0] += 1
+                bytes[.uploading, default: 0] -= next.size
+                bytes[.pending, default: 0] += next.size
+                waiting[.concurrency, default: 0] += 1
+            }
+            let active = uploading.filter { $0.waitingReason == nil }
                 .map {
                     QueueSummary.ActiveTransfer(id: $0.id, file: $0.file, originalName: $0.originalName,
                                                 destination: $0.destination, bytesConfirmed: $0.bytesConfirmed,

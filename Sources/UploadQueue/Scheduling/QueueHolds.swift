@@ -135,6 +135,8 @@ struct QueueHolds: Sendable, Equatable {
 
     /// `job` with its derived waiting reasons.
     func explained(_ job: Job) -> Job {
+        // Claimed ahead for the runner's next free slot: its own wait, which no hold explains.
+        if job.state == .uploading, job.waitingReason == .concurrency { return job }
         var job = job
         let holds = holds(for: job)
         job.waitingReason = holds.first?.reason

@@ -13,18 +13,27 @@ extension QueueStore {
     }
 
     /// `claim` in a transaction the caller holds (the scheduler's round, with the transfer ends it records).
-    static func claim(limit: Int, gate: ClaimGate?, now: Date, in db: Database) throws -> [(Job, JobAttempt)] {
+    ///
+    /// `aheadUpTo`: the jobs are claimed for the runner's next free slots (`JobLifecycle.Event.claimAhead`), as
+    /// long as the next one is at most this size (a large file waits for a slot of its own, so that a job of
+    /// higher priority enqueued meanwhile never waits long behind it). Each is returned as it will be once it
+    /// starts, with the attempt it will open; neither is written until `recordStart` (or `returnClaimedAhead`).
+    static func claim(limit: Int, gate: ClaimGate?, now: Date, aheadUpTo: Int64? = nil,
+                      in db: Database) throws -> [(Job, JobAttempt)] {
+        let ahead = aheadUpTo != nil
         guard limit > 0 else { return [] }
         try promoteDueRetries(db, now: now)
         var gate = try gate ?? anyDestination(db)
         guard var query = claimQuery(gate) else { return [] }
         var claimed: [(Job, JobAttempt)] = []
         while claimed.count < limit {
-            guard let id = try String.fetchOne(db.cachedStatement(sql: query.sql), arguments: query.arguments)
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: query.sql), arguments: query.arguments)
             else { break }
+            let id: String = row[0]
+            if let largest = aheadUpTo, (row[1] as Int64?) ?? .max > largest { break }
             let picked: Job?
             do {
-                picked = try apply(.claim, to: JobID(trusted: id), in: db, now: now,
+                picked = try apply(ahead ? .claimAhead : .claim, to: JobID(trusted: id), in: db, now: now,
                                    change: { $0.rateBytesPerSecond = 0 })
             } catch {
                 // A row this version cannot read would be the first pick of every round, and hold up the queue.
@@ -32,12 +41,16 @@ extension QueueStore {
                 try setAside(JobID(trusted: id), why, in: db, now: now)
                 continue
             }
-            guard let job = picked else { break }
+            guard var job = picked else { break }
+            if ahead {
+                // As it will be when it starts (`recordStart` writes it then).
+                var lifecycle = job.lifecycle
+                try? lifecycle.apply(.start)
+                job.lifecycle = lifecycle
+            }
             let attempt = JobAttempt(jobID: job.id, number: job.attempts, startedAt: now, endedAt: nil,
                                      startOffset: job.bytesConfirmed, endOffset: nil, outcome: nil, error: nil)
-            try db.cachedStatement(sql: """
-                INSERT INTO job_attempt (job_id, number, started_at, start_offset) VALUES (?, ?, ?, ?)
-                """).execute(arguments: [job.id.rawValue, attempt.number, StoredDate(now), attempt.startOffset])
+            if !ahead { try insertAttempt(attempt, in: db) }
             claimed.append((job, attempt))
             // The budget left for whole files is one pool: the file that took it is its only taker this round (the
             // next round counts what it will send).
@@ -48,6 +61,45 @@ extension QueueStore {
             }
         }
         return claimed
+    }
+
+    /// Opens a claimed job's attempt.
+    private static func insertAttempt(_ attempt: JobAttempt, in db: Database) throws {
+        try db.cachedStatement(sql: """
+            INSERT INTO job_attempt (job_id, number, started_at, start_offset) VALUES (?, ?, ?, ?)
+            """).execute(arguments: [attempt.jobID.rawValue, attempt.number, StoredDate(attempt.startedAt),
+                                       attempt.startOffset])
+    }
+
+    /// Records that a job claimed ahead went into a free slot at `startedAt`: its wait ends, its attempt is counted
+    /// and opened (the event log's `started`). False when the job is no longer waiting for a slot (cancelled
+    /// meanwhile): nothing is written.
+    ///
+    /// `JobLifecycle.Event.start` as one statement (a test holds the two to the same result): its condition is the
+    /// event's, its assignments the event's effect. The state does not change, so no lane, group or tally learns
+    /// anything; reading and decoding the whole row, as `apply` does, cost more than the rest of the start.
+    @discardableResult
+    static func recordStart(_ id: JobID, at startedAt: Date, in db: Database) throws -> Bool {
+        guard let row = try Row.fetchOne(db.cachedStatement(sql: """
+            UPDATE job SET waiting_reason = NULL, attempts = attempts + 1, updated_at = ?
+            WHERE id = ? AND state = 'uploading' AND waiting_reason = 'concurrency'
+            RETURNING attempts, bytes_confirmed
+            """), arguments: [StoredDate(startedAt), id.rawValue]) else { return false }
+        try insertAttempt(JobAttempt(jobID: id, number: row[0], startedAt: startedAt, endedAt: nil,
+                                     startOffset: row[1], endOffset: nil, outcome: nil, error: nil), in: db)
+        return true
+    }
+
+    /// Gives the jobs claimed ahead that did not start back to the queue (`pending`, no attempt counted): the
+    /// runner stops, or the gate they went through changed. A job that is no longer waiting for a slot is left as
+    /// it is.
+    static func returnClaimedAhead(_ ids: [JobID], in db: Database, now: Date) throws {
+        for id in ids {
+            guard let job = try Job.fetchOne(db.cachedStatement(sql: "SELECT * FROM job WHERE id = ?"),
+                                             arguments: [id.rawValue]),
+                  job.state == .uploading, job.waitingReason == .concurrency else { continue }
+            _ = try apply(.interrupt, to: id, in: db, now: now)
+        }
     }
 
     /// Claims the next runnable job, if any (see `claim`).
@@ -68,7 +120,7 @@ extension QueueStore {
             let largestFilter = largest == nil ? "" : " AND size <= ?"
             let priorityFilter = door.minimumPriority == nil ? "" : " AND priority >= ?"
             picks.append("""
-                SELECT * FROM (SELECT id, priority FROM job INDEXED BY \(index)
+                SELECT * FROM (SELECT id, priority, size FROM job INDEXED BY \(index)
                 WHERE \(condition) AND destination = ?\(sizeFilter)\(largestFilter)\(priorityFilter)
                 ORDER BY priority DESC, id LIMIT 1)
                 """)
@@ -106,7 +158,7 @@ extension QueueStore {
             }
         }
         guard !picks.isEmpty else { return nil }
-        let sql = "SELECT id FROM (\(picks.joined(separator: " UNION ALL "))) ORDER BY priority DESC, id LIMIT 1"
+        let sql = "SELECT id, size FROM (\(picks.joined(separator: " UNION ALL "))) ORDER BY priority DESC, id LIMIT 1"
         return (sql, arguments)
     }
 

@@ -39,6 +39,19 @@ actor Scheduler {
     nonisolated let heartbeat = Atomic<Int64>(monotonicMilliseconds())
     /// The transfers running here.
     private var workers: [JobID: Task<Void, Never>] = [:]
+    /// Jobs claimed ahead for the next free slots (`uploading`, waiting for `concurrency`), first claimed first,
+    /// with the attempt each opens when it starts; and the gate they went through. A transfer that ends hands its
+    /// slot to the first of them at once (`handOn`), without waiting for the round that records its end.
+    private var ahead: [(Job, JobAttempt)] = []
+    private var aheadGate: ClaimGate?
+    /// Whether a transfer that succeeds may hand its slot on: false from the end of one that failed (which can
+    /// open a circuit or hold its destination) until the next round decided again.
+    private var handsOn = false
+    /// Jobs claimed ahead that went into a slot since the last transaction, with when: the next one writes their
+    /// starts, before any end (`QueueStore.recordStart`).
+    private var startsToRecord: [(id: JobID, at: Date)] = []
+    /// Set when the runner stops: no transfer starts from then on.
+    private var stopping = false
     /// How long `--exit-when-idle` waits for a queue that cannot be written before it gives up.
     private let storeGiveUp: Duration
     /// The room kept in reserve for recording what finishes when the disk fills up.
@@ -117,8 +130,14 @@ actor Scheduler {
             }
         }
         await stopAll()
-        if !state.unsettled.isEmpty {
-            do { try recordUnsettled(then: { _ in }) } catch { storeFailed(error) }
+        if !state.unsettled.isEmpty || !ahead.isEmpty || !startsToRecord.isEmpty {
+            // The jobs claimed ahead go back to the queue as they were (a runner killed first leaves them to the
+            // next start's recovery, which does the same).
+            let unstarted = ahead.map(\.0.id)
+            do {
+                try recordUnsettled { db in try QueueStore.returnClaimedAhead(unstarted, in: db, now: Date()) }
+                ahead = []
+            } catch { storeFailed(error) }
         }
         for cleanup in cleanups.values { await cleanup.value }
         try? bookTraffic()
@@ -250,12 +269,25 @@ actor Scheduler {
         let links = state.links.compactMapValues { $0.linkClass }
         let (together, alone) = state.unsettledEnds
         let result: Result<Next, any Error>
+        // The starts of jobs claimed ahead that went into a slot since the last transaction: before any end.
+        let starts = startsToRecord
+        let writeStarts: @Sendable (Database) throws -> Void = { db in
+            for start in starts { try QueueStore.recordStart(start.id, at: start.at, in: db) }
+        }
         if together.isEmpty {
-            result = Result { try store.writer.write { db in try next(db) } }
+            result = Result {
+                try store.writer.write { db in
+                    try writeStarts(db)
+                    return try next(db)
+                }
+            }
+            if !starts.isEmpty, case .success = result { startsToRecord.removeFirst(starts.count) }
         } else {
             do {
                 let leftovers: SettlementRecorder.Leftovers
-                (leftovers, result) = try recorder.record(together: together, links: links, then: next)
+                (leftovers, result) = try recorder.record(together: together, links: links, first: writeStarts,
+                                                          then: next)
+                startsToRecord.removeFirst(starts.count)
                 for settlement in together {
                     let id = settlement.job.id
                     if let error = leftovers.kept[id] {
@@ -475,6 +507,7 @@ actor Scheduler {
     }
 
     private func stopAll() async {
+        stopping = true
         for probe in probes.values { probe.cancel() }
         let running = workers
         for (id, task) in running {
@@ -499,6 +532,8 @@ actor Scheduler {
                 if state.stopReason(id) != .cancel { _ = cancelRunning(id) }
                 continue
             }
+            // One claimed ahead never starts (should its removal fail now, the request stays for the next round).
+            ahead.removeAll { $0.0.id == id }
             let removed: Job
             do {
                 guard let job = try cancelled.remove(id, from: store) else { continue }
@@ -526,7 +561,13 @@ actor Scheduler {
     /// reads or writes the waiting jobs one by one.
     private func fillSlots(_ plan: SchedulerState.ClaimPlan) throws {
         let recorded = state.recordedHolds
-        if plan.limit == 0 && state.unsettled.isEmpty {
+        // The jobs claimed ahead stay while the round's gate is the one they went through and it still claims
+        // ahead; otherwise they go back to the queue in this round's transaction. They fill the free slots first.
+        let keepAhead = plan.ahead > 0 && aheadGate == plan.gate
+        let returning = keepAhead ? [] : ahead.map(\.0.id)
+        let fromAhead = keepAhead ? Array(ahead.prefix(plan.limit)) : []
+        let aheadWanted = max(0, plan.ahead - (keepAhead ? ahead.count - fromAhead.count : 0))
+        if plan.limit == 0 && state.unsettled.isEmpty && startsToRecord.isEmpty && returning.isEmpty {
             // Every slot busy and nothing to record: no transaction, unless the holds changed.
             if plan.holdsWhenFull != recorded {
                 try store.recordHolds(plan.holdsWhenFull)
@@ -534,38 +575,67 @@ actor Scheduler {
             }
             return
         }
-        let result: (claimed: [(Job, JobAttempt)], trials: [String: (Job, JobAttempt)], holds: QueueHolds, due: Date?)
+        let result: (claimed: [(Job, JobAttempt)], trials: [String: (Job, JobAttempt)], ahead: [(Job, JobAttempt)],
+                     started: [(Job, JobAttempt)], holds: QueueHolds, due: Date?)
         do {
             result = try recordUnsettled { db in
+                let now = Date()
+                try QueueStore.returnClaimedAhead(returning, in: db, now: now)
+                // (One cancelled meanwhile is not started.)
+                let started = try fromAhead.filter { try QueueStore.recordStart($0.0.id, at: now, in: db) }
                 var trialJobs: [String: (Job, JobAttempt)] = [:]
                 for trial in plan.trials {
-                    trialJobs[trial.name] = try QueueStore.claim(limit: 1, gate: trial.gate, now: Date(), in: db).first
+                    trialJobs[trial.name] = try QueueStore.claim(limit: 1, gate: trial.gate, now: now, in: db).first
                 }
-                let claimed = try QueueStore.claim(limit: plan.limit - trialJobs.count, gate: plan.gate, now: Date(), in: db)
-                let holds = claimed.count + trialJobs.count >= plan.limit ? plan.holdsWhenFull : plan.holdsOtherwise
-                if holds != recorded { try QueueStore.recordHolds(holds, now: Date(), in: db) }
+                let claimed = try QueueStore.claim(limit: plan.limit - fromAhead.count - trialJobs.count,
+                                                   gate: plan.gate, now: now, in: db)
+                // Only once every slot is taken: a job claimed ahead never waits while a slot is free.
+                let full = claimed.count + fromAhead.count + trialJobs.count >= plan.limit
+                let aheadClaimed = full && aheadWanted > 0
+                    ? try QueueStore.claim(limit: aheadWanted, gate: plan.gate, now: now,
+                                           aheadUpTo: SchedulerState.claimAheadLargest, in: db)
+                    : []
+                let holds = full ? plan.holdsWhenFull : plan.holdsOtherwise
+                if holds != recorded { try QueueStore.recordHolds(holds, now: now, in: db) }
                 // Read after the ends just recorded: a failure among them may be due before the next poll.
-                return (claimed, trialJobs, holds, try QueueStore.nextDueDate(db))
+                return (claimed, trialJobs, aheadClaimed, started, holds, try QueueStore.nextDueDate(db))
             }
         } catch {
             // The trials did not start: they are due again next round.
             state.trialsNotStarted(plan.trials.map(\.name), retryAt: Date().addingTimeInterval(1))
             throw error
         }
-        let claimed = result.trials.values + result.claimed
+        ahead = (keepAhead ? Array(ahead.dropFirst(fromAhead.count)) : []) + result.ahead
+        aheadGate = plan.ahead > 0 ? plan.gate : nil
+        handsOn = plan.ahead > 0
+        let claimed = result.trials.values + result.started + result.claimed
         var trials: [String: JobID?] = [:]
         for trial in plan.trials { trials[trial.name] = .some(result.trials[trial.name]?.0.id) }
         for notice in state.claimed(claimed.map(\.0), trials: trials) { tell(notice) }
         state.holdsRecorded(result.holds)
         state.nextDueRead(result.due)
-        for (job, attempt) in claimed {
-            events.emit(.stateChanged(job.id, .uploading))
-            logger.info("upload started", metadata: [
-                "uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)",
-                "attempt": "\(attempt.number)", "offset": "\(job.bytesConfirmed)",
-            ])
-            workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
-        }
+        for (job, attempt) in claimed { start(job, attempt) }
+    }
+
+    /// Starts the transfer of a claimed job (its claim, or its start when claimed ahead, is written or owed).
+    private func start(_ job: Job, _ attempt: JobAttempt) {
+        events.emit(.stateChanged(job.id, .uploading))
+        logger.info("upload started", metadata: [
+            "uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)",
+            "attempt": "\(attempt.number)", "offset": "\(job.bytesConfirmed)",
+        ])
+        workers[job.id] = Task { await self.transfer(job, attempt: attempt.number) }
+    }
+
+    /// A transfer succeeded: its slot goes at once to the first job claimed ahead, whose start the next
+    /// transaction writes (the round this end wakes). Nothing decided since the claim narrows its door: a
+    /// failure, a change of the link, a constraint or a hold makes the next round decide first (`handsOn`).
+    private func handOn() {
+        guard handsOn, !stopping, !ahead.isEmpty, state.running.count < state.settings.concurrency else { return }
+        let (job, attempt) = ahead.removeFirst()
+        startsToRecord.append((job.id, Date()))
+        _ = state.claimed([job], trials: [:])
+        start(job, attempt)
     }
 
     /// Sends the probe of an open circuit whose time has come; a probe that is answered closes the circuit.
@@ -666,6 +736,7 @@ actor Scheduler {
         for notice in state.ended(job, attempt: attempt, result: result, now: Date()) { tell(notice) }
         workers[job.id] = nil
         gauge.withdraw(job.id)
+        if case .success = result { handOn() } else { handsOn = false }
         wake.signal()
     }
 

@@ -113,9 +113,15 @@ struct SchedulerState: Sendable {
         /// The holds when the claims fill every slot, and when they do not.
         var holdsWhenFull: QueueHolds
         var holdsOtherwise: QueueHolds
+        /// How many jobs may wait claimed for the next free slots (`JobLifecycle.Event.claimAhead`), so that a
+        /// transfer that ends hands its slot on at once instead of waiting for the round that refills it. Only
+        /// through a gate open everywhere, without trials (any condition that narrows a door is decided at each
+        /// round, where jobs claimed ahead would go past it): 0 otherwise.
+        var ahead = 0
 
         static func == (lhs: ClaimPlan, rhs: ClaimPlan) -> Bool {
-            lhs.limit == rhs.limit && lhs.gate == rhs.gate && lhs.trials.map(\.name) == rhs.trials.map(\.name)
+            lhs.limit == rhs.limit && lhs.ahead == rhs.ahead && lhs.gate == rhs.gate
+                && lhs.trials.map(\.name) == rhs.trials.map(\.name)
                 && lhs.trials.map(\.gate) == rhs.trials.map(\.gate) && lhs.holdsWhenFull == rhs.holdsWhenFull
                 && lhs.holdsOtherwise == rhs.holdsOtherwise
         }
@@ -401,13 +407,21 @@ struct SchedulerState: Sendable {
         let eligible = Set(refusals.heldDestinations.keys.filter { unrefused[$0].map { !$0.isShut } ?? false })
         let trials = refusals.dueTrials(now: now, limit: free, among: eligible)
         let everyDoor = ClaimGate.make(conditions: unrefused).doors
+        let gate = ClaimGate.make(conditions: conditions, strays: strays)
+        // Destinations that are shut have no door: none of their jobs is claimed, ahead or not.
+        let openEverywhere = !gate.doors.isEmpty && gate.doors.values.allSatisfy { $0 == .open }
         return ClaimPlan(
             limit: free,
-            gate: ClaimGate.make(conditions: conditions, strays: strays),
+            gate: gate,
             trials: trials.map { name in (name, ClaimGate(doors: everyDoor.filter { $0.key == name })) },
             holdsWhenFull: QueueHolds.make(conditions: conditions, slotsFull: true),
-            holdsOtherwise: QueueHolds.make(conditions: conditions, slotsFull: false))
+            holdsOtherwise: QueueHolds.make(conditions: conditions, slotsFull: false),
+            ahead: openEverywhere && trials.isEmpty && refusals.heldDestinations.isEmpty ? settings.concurrency : 0)
     }
+
+    /// The largest file claimed ahead for a free slot: a larger one waits for a slot of its own (its transfer
+    /// outlasts a round anyway), so that a job of higher priority enqueued meanwhile never waits long behind it.
+    static let claimAheadLargest: Int64 = 1 << 20
 
     /// The longest wait between two trials of a destination a captive portal answered for.
     static let longestPortalWait = Duration.seconds(60)

@@ -58,12 +58,17 @@ struct SettlementRecorder: Sendable {
     /// be read), it is rolled back and the ends are written again in a transaction of their own, each in a
     /// savepoint: what fails there is rolled back alone and returned (`Leftovers`); then `next` runs in another
     /// transaction, and what it throws is returned too.
+    ///
+    /// `first` runs before the ends in the same transaction (the starts of jobs claimed ahead: a job's start is
+    /// written before its end).
     func record<Next>(together batch: [Settlement], links: [String: LinkStatus.LinkClass],
+                      first: (Database) throws -> Void = { _ in },
                       then next: (Database) throws -> Next) throws -> (Leftovers, Result<Next, any Error>) {
         do {
             // The common case: everything goes in, and no savepoint (each a statement SQLite parses, and a
             // journal of its own) is needed.
             let (effects, value) = try store.writer.write { db in
+                try first(db)
                 var effects: [() -> Void] = []
                 for settlement in batch {
                     effects += try write(settlement, link: links[settlement.job.destination], in: db)
@@ -74,6 +79,7 @@ struct SettlementRecorder: Sendable {
             return (Leftovers(), .success(value))
         } catch where !Self.refusesAnyWrite(error) {
             let (effects, leftovers) = try store.writer.write { db in
+                try first(db)
                 var effects: [() -> Void] = []
                 var leftovers = Leftovers()
                 for settlement in batch {

@@ -199,7 +199,7 @@ final class EasyTransfer: @unchecked Sendable {
             _ = uploadq_curl_setopt_pointer(handle, CURLOPT_SEEKDATA, this)
             if method != "PUT" { _ = uploadq_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, method) }
             // `Expect: 100-continue` costs a round trip (up to 1 s with servers that ignore it) per chunk.
-            if !fields.contains(where: { $0.name.caseInsensitiveCompare("Expect") == .orderedSame }) {
+            if !fields.contains(where: { $0.hasName("Expect") }) {
                 fields.append(HTTPHeader("Expect", ""))
             }
         default:

@@ -12,7 +12,7 @@ struct HTTPResponse: Sendable {
 
     /// The first value of a header field, by case-insensitive name, trimmed.
     func header(_ name: String) -> String? {
-        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+        headers.first { $0.hasName(name) }?.value
     }
 
     var isSuccess: Bool { (200..<300).contains(status) }
