@@ -281,7 +281,10 @@ public actor UploadQueue {
     /// Calling it makes this queue one whose completions are consumed, as `completions()` does: from then on,
     /// pruning keeps every uploaded group until it is acknowledged.
     public nonisolated func groupCompletions() -> AsyncStream<JobGroup> {
-        let events = hub.subscribe()
+        let events = hub.subscribe { event in
+            if case .groupUploaded = event { return true }
+            return false
+        }
         let store = self.store
         try? store.noteCompletionConsumer()
         return AsyncStream { continuation in
@@ -328,7 +331,10 @@ public actor UploadQueue {
     /// pruning the history keeps every completion until it is acknowledged. Beside a daemon, in another process,
     /// use `UploadQueueClient.completions()`: this one sees uploads made in this process alone.
     public nonisolated func completions() -> AsyncStream<Completion> {
-        let events = hub.subscribe()
+        let events = hub.subscribe { event in
+            if case .stateChanged(_, .uploaded) = event { return true }
+            return false
+        }
         let store = self.store
         // From now on pruning keeps completions until they are acknowledged.
         try? store.noteCompletionConsumer()

@@ -83,19 +83,20 @@ struct ClaimAheadTests {
 
     @Test("a transfer that ends hands its slot to a job claimed ahead at once: no round runs, yet every job is sent")
     func handOn() async throws {
-        let harness = try Harness(count: 4, concurrency: 2)
-        // One round: two transfers start, two jobs wait claimed for the next free slots.
+        let harness = try Harness(count: 6, concurrency: 2)
+        // One round: two transfers start, four jobs (twice the slots) wait claimed for the next free slots.
         try await harness.scheduler.round()
         let claimed = try harness.store.jobs(state: .uploading)
-        #expect(claimed.count == 4)
-        #expect(claimed.filter { $0.waitingReason == .concurrency }.count == 2)
-        // No other round: the two that end hand their slots on, and the two claimed ahead reach nginx all the same.
-        let allStored = try await eventually(timeout: .seconds(20)) { try harness.stored() == 4 }
+        #expect(claimed.count == 6)
+        #expect(claimed.filter { $0.waitingReason == .concurrency }.count == 4)
+        // No other round: the transfers that end hand their slots on, and the four claimed ahead reach nginx all
+        // the same.
+        let allStored = try await eventually(timeout: .seconds(20)) { try harness.stored() == 6 }
         #expect(allStored, "\((try? harness.stored()) ?? -1) stored")
         // The next round writes the starts, then the ends, in order.
         _ = try await eventually(timeout: .seconds(20)) {
             try await harness.scheduler.round()
-            return try harness.store.jobs(state: .uploaded).count == 4
+            return try harness.store.jobs(state: .uploaded).count == 6
         }
         for id in harness.ids {
             let job = try #require(try harness.store.job(id))
@@ -111,17 +112,17 @@ struct ClaimAheadTests {
     @Test("status tells what transfers from what waits claimed for the next slot; a stop gives those back unstarted")
     func statusAndStop() async throws {
         // Two 1 MiB transfers at 64 KiB/s keep both slots busy while status is read.
-        let harness = try Harness(count: 5, concurrency: 2, size: 1 << 20, slow: true)
+        let harness = try Harness(count: 7, concurrency: 2, size: 1 << 20, slow: true)
         try await harness.scheduler.round()
         let summary = try harness.store.summary()
         let transferring = try harness.store.jobs(state: .uploading).filter { $0.waitingReason == nil }
         let ahead = try harness.store.jobs(state: .uploading).filter { $0.waitingReason == .concurrency }
-        #expect(transferring.count == 2 && ahead.count == 2, "the fifth is pending")
-        #expect(summary.counts[.uploading] == 2 && summary.counts[.pending] == 3,
+        #expect(transferring.count == 2 && ahead.count == 4, "the seventh is pending")
+        #expect(summary.counts[.uploading] == 2 && summary.counts[.pending] == 5,
                 "status counts only what transfers as uploading: \(summary.counts)")
-        #expect(summary.bytes[.uploading] == 2 << 20 && summary.bytes[.pending] == 3 << 20, "\(summary.bytes)")
+        #expect(summary.bytes[.uploading] == 2 << 20 && summary.bytes[.pending] == 5 << 20, "\(summary.bytes)")
         #expect(Set(summary.active.map(\.id)) == Set(transferring.map(\.id)), "no job claimed ahead is a transfer")
-        #expect(summary.waiting[.concurrency] == 3, "they wait for a slot: \(summary.waiting)")
+        #expect(summary.waiting[.concurrency] == 5, "they wait for a slot: \(summary.waiting)")
         for job in ahead {
             #expect(try harness.events(job.id) == ["enqueued"], "no `started` before it starts")
             #expect(try harness.store.attempts(of: job.id).isEmpty, "no attempt before it starts")
@@ -135,10 +136,10 @@ struct ClaimAheadTests {
 
     @Test("a gate that narrows (the link turns metered) gives the jobs claimed ahead back in the next round")
     func gateChange() async throws {
-        let harness = try Harness(count: 6, concurrency: 2, size: 1 << 20, slow: true)
+        let harness = try Harness(count: 8, concurrency: 2, size: 1 << 20, slow: true)
         try await harness.scheduler.round()
         let ahead = try harness.store.jobs(state: .uploading).filter { $0.waitingReason == .concurrency }
-        #expect(ahead.count == 2)
+        #expect(ahead.count == 4)
         try harness.store.setSetting(LinkMonitor.overrideSetting, Configuration.LinkOverride.metered.rawValue)
         try await harness.scheduler.round()
         for job in ahead {
@@ -193,10 +194,10 @@ struct ClaimAheadTests {
 
     @Test("a job claimed ahead that is cancelled leaves without starting; a crash's recovery gives the others back")
     func cancelAndRecovery() async throws {
-        let harness = try Harness(count: 5, concurrency: 2, size: 1 << 20, slow: true)
+        let harness = try Harness(count: 7, concurrency: 2, size: 1 << 20, slow: true)
         try await harness.scheduler.round()
         let ahead = try harness.store.jobs(state: .uploading).filter { $0.waitingReason == .concurrency }
-        #expect(ahead.count == 2)
+        #expect(ahead.count == 4)
         let cancelled = try #require(ahead.first)
         let (outcome, _) = try harness.store.requestCancel(cancelled.id, workerRunning: true)
         #expect(outcome == .requested)
@@ -212,7 +213,7 @@ struct ClaimAheadTests {
             #expect(back.state == .pending && back.attempts == 0 && back.waitingReason == nil, "\(back)")
             #expect(try harness.store.attempts(of: job.id).isEmpty)
         }
-        #expect(left.count == 1, "the other one claimed ahead")
+        #expect(left.count == 3, "the others claimed ahead")
         await harness.stop()
     }
 }

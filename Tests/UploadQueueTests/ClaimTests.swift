@@ -429,8 +429,8 @@ struct SchedulerRoundCostTests {
         let transferring = uploading.filter { $0.waitingReason == nil }.count
         #expect(transferring == (link == "offline" ? 0 : link == "metered" ? ownAllowed : 4),
                 "\(link): \(transferring) transferring")
-        // Through a gate open everywhere, as many again wait claimed for the next free slots; never otherwise.
-        #expect(uploading.count - transferring == (link == "unmetered" ? 4 : 0), "\(link): \(uploading.count) uploading")
+        // Through a gate open everywhere, twice as many wait claimed for the next free slots; never otherwise.
+        #expect(uploading.count - transferring == (link == "unmetered" ? 8 : 0), "\(link): \(uploading.count) uploading")
         #expect(uploading.allSatisfy { $0.waitingReason == nil || $0.waitingReason == .concurrency })
         #expect(try store.jobs(state: .failed).count == pending / 2, "\(link): nothing else failed")
         // Stops the transfers the first round started (run() returns at once when cancelled, after stopping them).

@@ -26,7 +26,14 @@ public struct UploadEvents: AsyncSequence, Sendable {
 
 /// Fans events out to every current subscriber; a slow subscriber loses old progress, never state changes.
 final class EventHub: Sendable {
-    private let subscribers = Mutex<[Int: AsyncStream<UploadEvent>.Continuation]>([:])
+    private let subscribers = Mutex<[Int: Subscriber]>([:])
+
+    /// A subscriber's stream, and which events it takes: one that ignores progress is not woken for it (a wake-up
+    /// per progress line and subscriber was a good part of what a small file cost).
+    private struct Subscriber: Sendable {
+        let continuation: AsyncStream<UploadEvent>.Continuation
+        let takes: @Sendable (UploadEvent) -> Bool
+    }
     private let nextID = Atomic<Int>(0)
     /// Where lines for the daemon's event feed go that are no `UploadEvent` (link changes), while one runs.
     private let feed = Mutex<Receiver<FeedEvent>?>(nil)
@@ -61,26 +68,27 @@ final class EventHub: Sendable {
         feed.withLock { $0 }?.receive(event)
     }
 
-    func subscribe() -> AsyncStream<UploadEvent> {
+    /// The events emitted from now on that `takes` accepts (all of them by default).
+    func subscribe(taking takes: @escaping @Sendable (UploadEvent) -> Bool = { _ in true }) -> AsyncStream<UploadEvent> {
         let id = nextID.add(1, ordering: .relaxed).newValue
         let (stream, continuation) = AsyncStream<UploadEvent>.makeStream(bufferingPolicy: .bufferingNewest(4096))
         continuation.onTermination = { [weak self] _ in
             _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
         }
-        subscribers.withLock { $0[id] = continuation }
+        subscribers.withLock { $0[id] = Subscriber(continuation: continuation, takes: takes) }
         return stream
     }
 
     func emit(_ event: UploadEvent) {
         tap.withLock { $0 }?.receive(event)
         let current = subscribers.withLock { Array($0.values) }
-        for continuation in current { continuation.yield(event) }
+        for subscriber in current where subscriber.takes(event) { subscriber.continuation.yield(event) }
     }
 
     func finish() {
         let current = subscribers.withLock { all -> [AsyncStream<UploadEvent>.Continuation] in
             defer { all.removeAll() }
-            return Array(all.values)
+            return all.values.map(\.continuation)
         }
         for continuation in current { continuation.finish() }
     }

@@ -52,6 +52,9 @@ actor Scheduler {
     private var startsToRecord: [(id: JobID, at: Date)] = []
     /// Set when the runner stops: no transfer starts from then on.
     private var stopping = false
+    /// The longest a transfer's end waits to be recorded after its slot was handed on (the rounds wait for more
+    /// ends to record at once, and are woken sooner when half the jobs claimed ahead went).
+    static let handedOnWait = Duration.milliseconds(20)
     /// How long `--exit-when-idle` waits for a queue that cannot be written before it gives up.
     private let storeGiveUp: Duration
     /// The room kept in reserve for recording what finishes when the disk fills up.
@@ -119,7 +122,10 @@ actor Scheduler {
                 // bytes to book. (With every slot busy a due retry cannot start anyway: a finishing transfer wakes
                 // the loop.)
                 let unbooked = engine.map { $0.traffic.peek({ _ in true }) > 0 } ?? false
-                await wake.wait(timeout: state.sleep(now: Date(), clock: .now, poll: pollInterval, unbooked: unbooked))
+                var sleep = state.sleep(now: Date(), clock: .now, poll: pollInterval, unbooked: unbooked)
+                // Slots handed on without a round: their ends and starts are recorded soon, whatever else runs.
+                if !startsToRecord.isEmpty { sleep = min(sleep, Self.handedOnWait) }
+                await wake.wait(timeout: sleep)
             } catch {
                 storeFailed(error)
                 if exitWhenIdle, workers.isEmpty, state.health.hasLasted(storeGiveUp, at: .now) {
@@ -630,12 +636,13 @@ actor Scheduler {
     /// A transfer succeeded: its slot goes at once to the first job claimed ahead, whose start the next
     /// transaction writes (the round this end wakes). Nothing decided since the claim narrows its door: a
     /// failure, a change of the link, a constraint or a hold makes the next round decide first (`handsOn`).
-    private func handOn() {
-        guard handsOn, !stopping, !ahead.isEmpty, state.running.count < state.settings.concurrency else { return }
+    private func handOn() -> Bool {
+        guard handsOn, !stopping, !ahead.isEmpty, state.running.count < state.settings.concurrency else { return false }
         let (job, attempt) = ahead.removeFirst()
         startsToRecord.append((job.id, Date()))
         _ = state.claimed([job], trials: [:])
         start(job, attempt)
+        return true
     }
 
     /// Sends the probe of an open circuit whose time has come; a probe that is answered closes the circuit.
@@ -736,8 +743,11 @@ actor Scheduler {
         for notice in state.ended(job, attempt: attempt, result: result, now: Date()) { tell(notice) }
         workers[job.id] = nil
         gauge.withdraw(job.id)
-        if case .success = result { handOn() } else { handsOn = false }
-        wake.signal()
+        var handedOn = false
+        if case .success = result { handedOn = handOn() } else { handsOn = false }
+        // A slot handed on needs no round yet: the ends wait to be recorded together (one commit, one flush for
+        // all of them) until half of what was claimed ahead went, so the round's claims come before it runs dry.
+        if !handedOn || ahead.count <= state.settings.concurrency { wake.signal() }
     }
 
     /// The SHA-256 of a job's file, read whole (on a thread of its own) and checked against the intake's

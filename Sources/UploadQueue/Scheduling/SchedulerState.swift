@@ -114,7 +114,8 @@ struct SchedulerState: Sendable {
         var holdsWhenFull: QueueHolds
         var holdsOtherwise: QueueHolds
         /// How many jobs may wait claimed for the next free slots (`JobLifecycle.Event.claimAhead`), so that a
-        /// transfer that ends hands its slot on at once instead of waiting for the round that refills it. Only
+        /// transfer that ends hands its slot on at once instead of waiting for the round that refills it: twice
+        /// the slots, so that the round can wait until half of them went and record that many ends at once. Only
         /// through a gate open everywhere, without trials (any condition that narrows a door is decided at each
         /// round, where jobs claimed ahead would go past it): 0 otherwise.
         var ahead = 0
@@ -416,7 +417,7 @@ struct SchedulerState: Sendable {
             trials: trials.map { name in (name, ClaimGate(doors: everyDoor.filter { $0.key == name })) },
             holdsWhenFull: QueueHolds.make(conditions: conditions, slotsFull: true),
             holdsOtherwise: QueueHolds.make(conditions: conditions, slotsFull: false),
-            ahead: openEverywhere && trials.isEmpty && refusals.heldDestinations.isEmpty ? settings.concurrency : 0)
+            ahead: openEverywhere && trials.isEmpty && refusals.heldDestinations.isEmpty ? 2 * settings.concurrency : 0)
     }
 
     /// The largest file claimed ahead for a free slot: a larger one waits for a slot of its own (its transfer

@@ -158,7 +158,16 @@ final class QueueRuntime: Sendable {
             control = nil
         }
         // Subscribed now, before the scheduler runs: no event of this run is missed.
-        let (ends, changes) = (hub.subscribe(), hub.subscribe())
+        let ends = hub.subscribe { event in
+            switch event {
+            case .stateChanged(_, .uploaded), .stateChanged(_, .failed): true
+            default: false
+            }
+        }
+        let changes = hub.subscribe { event in
+            if case .progress = event { return false }
+            return true
+        }
         var parts: [Part] = []
         if let path = configuration.metrics.textfile {
             parts.append(Part(name: "metrics") {
@@ -175,20 +184,12 @@ final class QueueRuntime: Sendable {
             })
         }
         parts.append(Part(name: "change bell") {
-            for await event in changes {
-                if case .progress = event { continue }
-                bell.ring()
-            }
+            for await _ in changes { bell.ring() }
         })
         // A job that becomes uploaded may owe a patch and hooks, and owes the release of its copy; one that failed
         // may owe a hook: the owed work looks at once.
         parts.append(Part(name: "owed-work wake-ups") {
-            for await event in ends {
-                switch event {
-                case .stateChanged(_, .uploaded), .stateChanged(_, .failed): owed.wake.signal()
-                default: break
-                }
-            }
+            for await _ in ends { owed.wake.signal() }
         })
         // A batch run that ran out of work leaves no patch behind that could be sent now, and then no copy that could
         // be released (a stop asked for does not wait for them).
