@@ -36,9 +36,10 @@ stored_as_sent() {
     diff -rq "$2" "$UPLOADQ_TEST_DAV_ROOT/bench/$1" > /dev/null || { echo "bench: $1 stored different bytes" >&2; exit 1; }
 }
 
-# The release binary, a scratch directory removed at exit, and an empty results file.
+# The release binary (UPLOADQ_BENCH_BINARY: another build to measure, such as the one before a change), a scratch
+# directory removed at exit, and an empty results file.
 bench_workspace() {
-    binary="$root/.build/release/uploadq"
+    binary="${UPLOADQ_BENCH_BINARY:-$root/.build/release/uploadq}"
     work="$(mktemp -d "${TMPDIR:-/tmp}/uploadq-bench-XXXXXX")"
     trap 'rm -rf "$work"' EXIT
     results="$work/results"
