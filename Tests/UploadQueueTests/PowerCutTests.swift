@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 @testable import UploadQueue
 
@@ -603,6 +604,71 @@ final class PowerCutDisk: @unchecked Sendable {
                 #expect(order == order.sorted() && Set(order) == Set(0..<4),
                         "cut at log fsync \(k) (\(died ?? "none")): lane \(lane.first ?? "") reached the server as \(order)")
             }
+        }
+    }
+
+    @Test("jobs claimed ahead through power cuts at the queue's commits: each start is counted once, before its end")
+    func claimedAheadThroughPowerCuts() async throws {
+        // Twelve small files, two slots: the rounds claim four more ahead, the transfers that end hand their slots
+        // on, and a later commit writes those starts before their ends. The power goes right after the k-th fsync of
+        // the database's log; after the reboot every job is uploaded, and each job's attempts, its attempt rows and
+        // its `started` events agree: no job claimed ahead counts an attempt it never made, none ends unstarted.
+        for k in [2, 4, 7] {
+            let work = try Self.scratch("ahead")
+            defer { try? FileManager.default.removeItem(atPath: work) }
+            let recorder = try RecorderSession()
+            let disk = PowerCutDisk(work: work, name: "disk")
+            let config = work + "/uploadq.toml"
+            try """
+                state_dir = "\(disk.mount)/state"
+                [limits]
+                concurrency = 2
+                [destinations.rec]
+                protocol = "http-put"
+                url = "\(recorder.url("/{name}"))"
+                """.write(toFile: config, atomically: true, encoding: .utf8)
+            try await disk.boot()
+            for index in 0..<12 {
+                let path = work + "/a\(index).bin"
+                try Self.write(Data((0..<8_192).map { UInt8(truncatingIfNeeded: $0 &* 5 &+ index) }), to: path)
+                // One file a call: a batch's copies are flushed by one syncfs, which needs the harness's shim.
+                let enqueued = try await BinaryRunner.run(["enqueue", path, "--destination", "rec", "--config", config])
+                #expect(enqueued.status == 0, "\(enqueued.stderr)")
+            }
+            await disk.cut()
+
+            try await disk.boot(dieAt: "^file:state/queue\\.sqlite-wal$", count: k)
+            _ = try await Self.runDaemon(config) { disk.isDead }
+            let died = disk.diedAt
+            #expect(died == "file:state/queue.sqlite-wal", "the power never went at log fsync \(k)")
+            await disk.cut()
+            try await disk.boot()
+            _ = try await BinaryRunner.run(["daemon", "--exit-when-idle", "--config", config])
+            let database = try DatabaseQueue(path: disk.mount + "/state/queue.sqlite")
+            let rows = try await database.read { db in
+                try Row.fetchAll(db, sql: """
+                    SELECT j.id, j.state, j.attempts, j.waiting_reason,
+                        (SELECT COUNT(*) FROM job_attempt a WHERE a.job_id = j.id) AS attempt_rows,
+                        (SELECT COUNT(*) FROM job_attempt a WHERE a.job_id = j.id AND a.ended_at IS NULL) AS open_rows,
+                        (SELECT COUNT(*) FROM event e WHERE e.job_id = j.id AND e.kind = 'started') AS starts,
+                        (SELECT COUNT(*) FROM event e WHERE e.job_id = j.id AND e.kind = 'uploaded') AS uploads
+                    FROM job j
+                    """)
+            }
+            try await database.close()
+            #expect(rows.count == 12, "cut at log fsync \(k)")
+            for row in rows {
+                let state: String = row["state"], attempts: Int = row["attempts"]
+                let attemptRows: Int = row["attempt_rows"], starts: Int = row["starts"]
+                let facts = "cut at log fsync \(k): job \(row["id"] as String): \(state), \(attempts) attempt(s), " +
+                    "\(attemptRows) row(s), \(starts) start(s), \(row["uploads"] as Int) upload(s)"
+                #expect(state == "uploaded" && (row["waiting_reason"] as String?) == nil, "\(facts)")
+                #expect(attempts >= 1 && attempts == attemptRows && attempts == starts, "\(facts)")
+                #expect((row["open_rows"] as Int) == 0 && (row["uploads"] as Int) == 1, "\(facts)")
+            }
+            await disk.cut()
+            let received = try await recorder.requests().filter { $0["method"] as? String == "PUT" }.count
+            #expect(received >= 12, "cut at log fsync \(k): \(received) PUTs")
         }
     }
 }
