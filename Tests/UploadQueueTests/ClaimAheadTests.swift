@@ -106,6 +106,18 @@ struct ClaimAheadTests {
             if let attempt = attempts.first, let ended = attempt.endedAt { #expect(attempt.startedAt <= ended) }
             #expect(try harness.events(id) == ["enqueued", "started", "uploaded"], "one start, told when it started")
         }
+        // Read in the log's order, never more transfers ran than there are slots: a slot's start is logged after
+        // the end that handed it on.
+        let log = try harness.store.writer.read { db in
+            try Row.fetchAll(db, sql: "SELECT kind, job_id FROM event WHERE kind IN ('started', 'uploaded') ORDER BY seq")
+        }
+        var running = Set<String>()
+        var most = 0
+        for row in log {
+            if row["kind"] == "started" { running.insert(row["job_id"]) } else { running.remove(row["job_id"]) }
+            most = max(most, running.count)
+        }
+        #expect(most <= 2, "\(most) transfers at once by the log's order")
         await harness.stop()
     }
 
@@ -174,7 +186,9 @@ struct ClaimAheadTests {
         var expected = before.lifecycle
         try expected.apply(.start)
         let startedAt = now.addingTimeInterval(5)
-        #expect(try store.writer.write { db in try QueueStore.recordStart(stored.id, at: startedAt, in: db) })
+        #expect(try store.writer.write { db in
+            try QueueStore.recordStart(stored.id, at: startedAt, offset: promised.bytesConfirmed, in: db)
+        })
         let after = try #require(try store.job(stored.id, holdsInForce: false))
         #expect(after.lifecycle == expected, "\(after.lifecycle) against \(expected)")
         #expect(after.updatedAt == startedAt)
@@ -188,8 +202,31 @@ struct ClaimAheadTests {
         }
         #expect(started.count == 1 && started.first?.contains("\"attempt\":3") == true, "\(started)")
         // A job started once is not started again.
-        #expect(try store.writer.write { db in try QueueStore.recordStart(stored.id, at: startedAt, in: db) } == false)
+        #expect(try store.writer.write { db in
+            try QueueStore.recordStart(stored.id, at: startedAt, offset: 0, evenIfCancelled: true, in: db)
+        } == false)
         #expect(try store.job(stored.id, holdsInForce: false)?.lifecycle == expected)
+    }
+
+    @Test("a job claimed ahead and flagged for cancel does not start in a round; a slot already handed to it records it")
+    func flaggedStart() throws {
+        let jobs = (0..<2).map { QueueHoldsTests.job(size: 8192, serial: $0) }
+        let store = try QueueStoreTests.store(with: jobs)
+        let now = Date(timeIntervalSince1970: 1_800_000_100)
+        let claimed = try store.writer.write { db in
+            try QueueStore.claim(limit: 2, gate: nil, now: now, aheadUpTo: 1 << 20, in: db)
+        }
+        #expect(claimed.count == 2)
+        for job in jobs { _ = try store.requestCancel(job.id, workerRunning: true) }
+        // A round's start: the flag wins, nothing is written.
+        #expect(try store.writer.write { db in try QueueStore.recordStart(jobs[0].id, at: now, offset: 0, in: db) } == false)
+        let waiting = try #require(try store.job(jobs[0].id, holdsInForce: false))
+        #expect(waiting.waitingReason == .concurrency && waiting.attempts == 0 && waiting.cancelRequested)
+        // A slot handed on before the flag was seen: the transfer runs, so its start is written (its cancel stops it).
+        #expect(try store.writer.write { db in
+            try QueueStore.recordStart(jobs[1].id, at: now, offset: 0, evenIfCancelled: true, in: db)
+        })
+        #expect(try store.job(jobs[1].id, holdsInForce: false)?.attempts == 1)
     }
 
     @Test("a job claimed ahead that is cancelled leaves without starting; a crash's recovery gives the others back")

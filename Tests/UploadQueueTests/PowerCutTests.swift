@@ -191,6 +191,18 @@ final class PowerCutDisk: @unchecked Sendable {
         return (disk, config, photo, id)
     }
 
+    /// Runs the daemon on `config` until the power goes right after the `k`-th fsync of the database's log, boots the
+    /// disk again and drains what is left with a batch run; returns where the power went.
+    static func drainThroughLogCut(_ k: Int, disk: PowerCutDisk, config: String) async throws -> String? {
+        try await disk.boot(dieAt: "^file:state/queue\\.sqlite-wal$", count: k)
+        _ = try await runDaemon(config) { disk.isDead }
+        let died = disk.diedAt
+        await disk.cut()
+        try await disk.boot()
+        _ = try await BinaryRunner.run(["daemon", "--exit-when-idle", "--config", config])
+        return died
+    }
+
     static func jobs(_ config: String) async throws -> [[String: Any]] {
         let output = try await BinaryRunner.run(["list", "--json", "--config", config])
         return (try JSONSerialization.jsonObject(with: Data(output.stdout.utf8)) as? [[String: Any]]) ?? []
@@ -586,13 +598,8 @@ final class PowerCutDisk: @unchecked Sendable {
             }
             await disk.cut()
 
-            try await disk.boot(dieAt: "^file:state/queue\\.sqlite-wal$", count: k)
-            _ = try await Self.runDaemon(config) { disk.isDead }
-            let died = disk.diedAt
+            let died = try await Self.drainThroughLogCut(k, disk: disk, config: config)
             #expect(died == "file:state/queue.sqlite-wal", "the power never went at log fsync \(k)")
-            await disk.cut()
-            try await disk.boot()
-            _ = try await BinaryRunner.run(["daemon", "--exit-when-idle", "--config", config])
             let jobs = try await Self.jobs(config)
             #expect(jobs.count == 8 && jobs.allSatisfy { $0["state"] as? String == "uploaded" },
                     "cut at log fsync \(k) (\(died ?? "none")): \(jobs.map { "\($0["state"] ?? "") \($0["last_error"] ?? "")" })")
@@ -637,13 +644,8 @@ final class PowerCutDisk: @unchecked Sendable {
             }
             await disk.cut()
 
-            try await disk.boot(dieAt: "^file:state/queue\\.sqlite-wal$", count: k)
-            _ = try await Self.runDaemon(config) { disk.isDead }
-            let died = disk.diedAt
+            let died = try await Self.drainThroughLogCut(k, disk: disk, config: config)
             #expect(died == "file:state/queue.sqlite-wal", "the power never went at log fsync \(k)")
-            await disk.cut()
-            try await disk.boot()
-            _ = try await BinaryRunner.run(["daemon", "--exit-when-idle", "--config", config])
             let database = try DatabaseQueue(path: disk.mount + "/state/queue.sqlite")
             let rows = try await database.read { db in
                 try Row.fetchAll(db, sql: """

@@ -14,14 +14,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-export UPLOADQ_BENCH_STATE_TMP="${UPLOADQ_BENCH_STATE_TMP:-/var/tmp}"
-state_tmp="$UPLOADQ_BENCH_STATE_TMP"
 source contrib/bench/lib.sh
 bench_prepare "$@"
 files=${FILES:-600}
 command -v valgrind > /dev/null || { echo "bench: valgrind is missing (contrib/bench/setup.sh installs it)" >&2; exit 1; }
-state_dir="$(mktemp -d "$state_tmp/uploadq-instructions-state-XXXXXX")"
-trap 'rm -rf "$work" "$state_dir"' EXIT
+bench_state_dir instructions
 # Valgrind 3.19 cannot read the DWARF 5 debug information Swift writes: it counts a copy without it.
 objcopy --strip-debug "$binary" "$work/uploadq"
 binary="$work/uploadq"

@@ -12,16 +12,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-# Where uploadq's state goes, chosen before the servers' run moves TMPDIR to RAM: a real disk by default.
-export UPLOADQ_BENCH_STATE_TMP="${UPLOADQ_BENCH_STATE_TMP:-/var/tmp}"
-state_tmp="$UPLOADQ_BENCH_STATE_TMP"
 source contrib/bench/lib.sh
 bench_prepare "$@"
 files=${FILES:-10000}
 lanes=${LANES:-100}
 runs=${RUNS:-3}
-state_dir="$(mktemp -d "$state_tmp/uploadq-lanes-state-XXXXXX")"
-trap 'rm -rf "$work" "$state_dir"' EXIT
+bench_state_dir lanes
 mkdir -p "$work/small"
 python3 - "$work/small" "$files" <<'PY'
 import os, sys

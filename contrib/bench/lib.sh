@@ -1,3 +1,7 @@
+# Where uploadq's state goes (`bench_state_dir`), chosen when this file is first sourced, before the servers' run
+# moves TMPDIR to RAM: a real disk by default, as on a device.
+export UPLOADQ_BENCH_STATE_TMP="${UPLOADQ_BENCH_STATE_TMP:-/var/tmp}"
+
 # Shared by the benchmark scripts: `measure GROUP LABEL COMMAND...` runs COMMAND under GNU time and appends
 # "GROUP|LABEL|wall user sys rss_kib" to $results; `table TITLE` prints medians and ratios (the first label of
 # each group is the peer the others are compared with).
@@ -61,4 +65,12 @@ bench_prepare() {
         exec contrib/test-servers/run.sh "$0" "$@"
     fi
     bench_workspace
+}
+
+# `bench_state_dir NAME`: $state_dir, a folder for uploadq's state on UPLOADQ_BENCH_STATE_TMP ($state_tmp), removed at
+# exit with the workspace.
+bench_state_dir() {
+    state_tmp="$UPLOADQ_BENCH_STATE_TMP"
+    state_dir="$(mktemp -d "$state_tmp/uploadq-$1-state-XXXXXX")"
+    trap 'rm -rf "$work" "$state_dir"' EXIT
 }

@@ -21,16 +21,12 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
-# Where uploadq's state goes, chosen before the servers' run moves TMPDIR to RAM: a real disk by default.
-export UPLOADQ_BENCH_STATE_TMP="${UPLOADQ_BENCH_STATE_TMP:-/var/tmp}"
-state_tmp="$UPLOADQ_BENCH_STATE_TMP"
 source contrib/bench/lib.sh
 bench_prepare "$@"
 sizes=${SIZES_KIB:-8 64 512}
 runs=${RUNS:-3}
 command -v wrk > /dev/null || { echo "bench: wrk is missing (contrib/bench/setup.sh installs it)" >&2; exit 1; }
-state_dir="$(mktemp -d "$state_tmp/uploadq-small-state-XXXXXX")"
-trap 'rm -rf "$work" "$state_dir"' EXIT
+bench_state_dir small
 
 files_for() { # size in KiB → how many files (FILES, or about 40 MiB and at least 500)
     if [ -n "${FILES:-}" ]; then echo "$FILES"; return; fi

@@ -78,15 +78,20 @@ extension QueueStore {
     /// `JobLifecycle.Event.start` as one statement (a test holds the two to the same result): its condition is the
     /// event's, its assignments the event's effect. The state does not change, so no lane, group or tally learns
     /// anything; reading and decoding the whole row, as `apply` does, cost more than the rest of the start.
+    ///
+    /// `offset`: where the transfer started (it may have confirmed more since). `evenIfCancelled`: the transfer
+    /// already runs (a slot handed on), so its start is written whatever flag came meanwhile; otherwise a job
+    /// flagged for cancel does not start.
     @discardableResult
-    static func recordStart(_ id: JobID, at startedAt: Date, in db: Database) throws -> Bool {
-        guard let row = try Row.fetchOne(db.cachedStatement(sql: """
+    static func recordStart(_ id: JobID, at startedAt: Date, offset: Int64, evenIfCancelled: Bool = false,
+                            in db: Database) throws -> Bool {
+        guard let attempts = try Int.fetchOne(db.cachedStatement(sql: """
             UPDATE job SET waiting_reason = NULL, attempts = attempts + 1, updated_at = ?
-            WHERE id = ? AND state = 'uploading' AND waiting_reason = 'concurrency'
-            RETURNING attempts, bytes_confirmed
-            """), arguments: [StoredDate(startedAt), id.rawValue]) else { return false }
-        try insertAttempt(JobAttempt(jobID: id, number: row[0], startedAt: startedAt, endedAt: nil,
-                                     startOffset: row[1], endOffset: nil, outcome: nil, error: nil), in: db)
+            WHERE id = ? AND state = 'uploading' AND waiting_reason = 'concurrency' AND cancel_requested <= ?
+            RETURNING attempts
+            """), arguments: [StoredDate(startedAt), id.rawValue, evenIfCancelled]) else { return false }
+        try insertAttempt(JobAttempt(jobID: id, number: attempts, startedAt: startedAt, endedAt: nil,
+                                     startOffset: offset, endOffset: nil, outcome: nil, error: nil), in: db)
         return true
     }
 

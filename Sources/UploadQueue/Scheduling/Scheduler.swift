@@ -49,7 +49,9 @@ actor Scheduler {
     private var handsOn = false
     /// Jobs claimed ahead that went into a slot since the last transaction, with when: the next one writes their
     /// starts, before any end (`QueueStore.recordStart`).
-    private var startsToRecord: [(id: JobID, at: Date)] = []
+    private var startsToRecord: [HandedOnStart] = []
+    /// Set when the link monitor reports a change: no slot is handed on until a round has decided with it.
+    nonisolated let linkMoved = Atomic<Bool>(false)
     /// Set when the runner stops: no transfer starts from then on.
     private var stopping = false
     /// The longest a transfer's end waits to be recorded after its slot was handed on (the rounds wait for more
@@ -103,7 +105,10 @@ actor Scheduler {
 
     /// Runs until the task is cancelled, then stops every transfer at a safe point and waits for them.
     func run() async {
-        monitor.watch { [wake] in wake.signal() }
+        monitor.watch { [weak self, wake] in
+            self?.linkMoved.store(true, ordering: .relaxed)
+            wake.signal()
+        }
         defer { monitor.stop() }
         while !Task.isCancelled {
             heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
@@ -157,6 +162,11 @@ actor Scheduler {
     func round() async throws {
         let view: QueueStore.RoundView
         let actions: [SchedulerState.Action]
+        // No slot is handed on until this round has decided, and kept ahead its jobs (`fillSlots`): a link, a power
+        // or a window that changed, or a round that fails, never lets a job claimed ahead start through a door that
+        // narrowed meanwhile.
+        handsOn = false
+        linkMoved.store(false, ordering: .relaxed)
         do {
             try followClockStep()
             view = try store.roundView()
@@ -275,15 +285,15 @@ actor Scheduler {
         let links = state.links.compactMapValues { $0.linkClass }
         let (together, alone) = state.unsettledEnds
         let result: Result<Next, any Error>
-        // The starts of jobs claimed ahead that went into a slot since the last transaction: before any end.
+        // The starts of jobs claimed ahead that went into a slot since the last transaction, with the ends.
         let starts = startsToRecord
-        let writeStarts: @Sendable (Database) throws -> Void = { db in
-            for start in starts { try QueueStore.recordStart(start.id, at: start.at, in: db) }
-        }
         if together.isEmpty {
             result = Result {
                 try store.writer.write { db in
-                    try writeStarts(db)
+                    for start in starts {
+                        try QueueStore.recordStart(start.id, at: start.at, offset: start.offset, evenIfCancelled: true,
+                                                   in: db)
+                    }
                     return try next(db)
                 }
             }
@@ -291,8 +301,7 @@ actor Scheduler {
         } else {
             do {
                 let leftovers: SettlementRecorder.Leftovers
-                (leftovers, result) = try recorder.record(together: together, links: links, first: writeStarts,
-                                                          then: next)
+                (leftovers, result) = try recorder.record(together: together, links: links, starts: starts, then: next)
                 startsToRecord.removeFirst(starts.count)
                 for settlement in together {
                     let id = settlement.job.id
@@ -499,8 +508,10 @@ actor Scheduler {
         }
     }
 
-    /// Stops a transfer running here because its job was cancelled.
+    /// Stops a transfer running here because its job was cancelled; false when none runs (a job claimed ahead is
+    /// dropped from the line: it never starts, and the round removes it once the cancel's flag is written).
     func cancelRunning(_ id: JobID) -> Bool {
+        ahead.removeAll { $0.0.id == id }
         guard let task = workers[id] else { return false }
         _ = state.stop(id, .cancel)
         task.cancel()
@@ -574,6 +585,8 @@ actor Scheduler {
         let fromAhead = keepAhead ? Array(ahead.prefix(plan.limit)) : []
         let aheadWanted = max(0, plan.ahead - (keepAhead ? ahead.count - fromAhead.count : 0))
         if plan.limit == 0 && state.unsettled.isEmpty && startsToRecord.isEmpty && returning.isEmpty {
+            // What waits claimed ahead went through this very gate: slots may be handed on again.
+            handsOn = keepAhead
             // Every slot busy and nothing to record: no transaction, unless the holds changed.
             if plan.holdsWhenFull != recorded {
                 try store.recordHolds(plan.holdsWhenFull)
@@ -587,16 +600,18 @@ actor Scheduler {
             result = try recordUnsettled { db in
                 let now = Date()
                 try QueueStore.returnClaimedAhead(returning, in: db, now: now)
-                // (One cancelled meanwhile is not started.)
-                let started = try fromAhead.filter { try QueueStore.recordStart($0.0.id, at: now, in: db) }
+                // (One flagged for cancel meanwhile is not started: the next round removes it.)
+                let started = try fromAhead.filter {
+                    try QueueStore.recordStart($0.0.id, at: now, offset: $0.0.bytesConfirmed, in: db)
+                }
                 var trialJobs: [String: (Job, JobAttempt)] = [:]
                 for trial in plan.trials {
                     trialJobs[trial.name] = try QueueStore.claim(limit: 1, gate: trial.gate, now: now, in: db).first
                 }
-                let claimed = try QueueStore.claim(limit: plan.limit - fromAhead.count - trialJobs.count,
+                let claimed = try QueueStore.claim(limit: plan.limit - started.count - trialJobs.count,
                                                    gate: plan.gate, now: now, in: db)
                 // Only once every slot is taken: a job claimed ahead never waits while a slot is free.
-                let full = claimed.count + fromAhead.count + trialJobs.count >= plan.limit
+                let full = claimed.count + started.count + trialJobs.count >= plan.limit
                 let aheadClaimed = full && aheadWanted > 0
                     ? try QueueStore.claim(limit: aheadWanted, gate: plan.gate, now: now,
                                            aheadUpTo: SchedulerState.claimAheadLargest, in: db)
@@ -634,12 +649,22 @@ actor Scheduler {
     }
 
     /// A transfer succeeded: its slot goes at once to the first job claimed ahead, whose start the next
-    /// transaction writes (the round this end wakes). Nothing decided since the claim narrows its door: a
-    /// failure, a change of the link, a constraint or a hold makes the next round decide first (`handsOn`).
+    /// transaction writes. A failure or a change the link monitor reported makes the next round decide first
+    /// (`handsOn`, `linkMoved`); a power or window change is seen by the next round, which runs within
+    /// `handedOnWait` (a small file started in between is stopped by it as any running transfer).
     private func handOn() -> Bool {
-        guard handsOn, !stopping, !ahead.isEmpty, state.running.count < state.settings.concurrency else { return false }
+        guard handsOn, !stopping, !linkMoved.load(ordering: .relaxed), !ahead.isEmpty,
+              state.running.count < state.settings.concurrency else { return false }
         let (job, attempt) = ahead.removeFirst()
-        startsToRecord.append((job.id, Date()))
+        startsToRecord.append(HandedOnStart(id: job.id, at: Date(), offset: job.bytesConfirmed))
+        if startsToRecord.count == 1 {
+            // The first hand-off since the last transaction: its round comes within `handedOnWait`, whatever else
+            // runs (the loop may be asleep until its next poll).
+            Task { [wake] in
+                try? await Task.sleep(for: Self.handedOnWait)
+                wake.signal()
+            }
+        }
         _ = state.claimed([job], trials: [:])
         start(job, attempt)
         return true

@@ -421,7 +421,8 @@ struct SchedulerState: Sendable {
     }
 
     /// The largest file claimed ahead for a free slot: a larger one waits for a slot of its own (its transfer
-    /// outlasts a round anyway), so that a job of higher priority enqueued meanwhile never waits long behind it.
+    /// outlasts a round anyway). A job of higher priority enqueued meanwhile waits for the jobs claimed before it:
+    /// at most twice `concurrency` files of at most this size.
     static let claimAheadLargest: Int64 = 1 << 20
 
     /// The longest wait between two trials of a destination a captive portal answered for.

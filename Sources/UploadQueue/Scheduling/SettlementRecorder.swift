@@ -18,6 +18,15 @@ struct Settlement: Sendable {
     var at: Date
 }
 
+/// A job claimed ahead that went into a slot handed on (`Scheduler.handOn`): its start, written by the next
+/// transaction.
+struct HandedOnStart: Sendable {
+    var id: JobID
+    var at: Date
+    /// Where its transfer started.
+    var offset: Int64
+}
+
 /// Writes how a transfer ended: the job's state change through the state machine, its attempt, what it owes
 /// (a release, a patch), and tells listeners. Throws when the database cannot take it, leaving the row as it was
 /// so the scheduler can keep the settlement and try again.
@@ -59,30 +68,45 @@ struct SettlementRecorder: Sendable {
     /// savepoint: what fails there is rolled back alone and returned (`Leftovers`); then `next` runs in another
     /// transaction, and what it throws is returned too.
     ///
-    /// `first` runs before the ends in the same transaction (the starts of jobs claimed ahead: a job's start is
-    /// written before its end).
+    /// `starts` (of slots handed on) go in the same transaction. Ends and starts are written in the order they
+    /// happened, so the event log's sequence tells them in that order too, and a job's start always comes before
+    /// its end.
     func record<Next>(together batch: [Settlement], links: [String: LinkStatus.LinkClass],
-                      first: (Database) throws -> Void = { _ in },
+                      starts: [HandedOnStart] = [],
                       then next: (Database) throws -> Next) throws -> (Leftovers, Result<Next, any Error>) {
+        let batch = batch.sorted { $0.at < $1.at }
+        let starts = starts.sorted { $0.at < $1.at }
+        /// Writes the starts up to `time` (all that are left when nil) that `written` has not written yet.
+        func writeStarts(upTo time: Date?, _ written: inout Int, in db: Database) throws {
+            while written < starts.count, time.map({ starts[written].at <= $0 }) ?? true {
+                let start = starts[written]
+                // (A job flagged for cancel meanwhile started all the same: its cancel stops it as a running one.)
+                try QueueStore.recordStart(start.id, at: start.at, offset: start.offset, evenIfCancelled: true, in: db)
+                written += 1
+            }
+        }
         do {
             // The common case: everything goes in, and no savepoint (each a statement SQLite parses, and a
             // journal of its own) is needed.
             let (effects, value) = try store.writer.write { db in
-                try first(db)
                 var effects: [() -> Void] = []
+                var written = 0
                 for settlement in batch {
+                    try writeStarts(upTo: settlement.at, &written, in: db)
                     effects += try write(settlement, link: links[settlement.job.destination], in: db)
                 }
+                try writeStarts(upTo: nil, &written, in: db)
                 return (effects, try next(db))
             }
             for effect in effects { effect() }
             return (Leftovers(), .success(value))
         } catch where !Self.refusesAnyWrite(error) {
             let (effects, leftovers) = try store.writer.write { db in
-                try first(db)
                 var effects: [() -> Void] = []
                 var leftovers = Leftovers()
+                var written = 0
                 for settlement in batch {
+                    try writeStarts(upTo: settlement.at, &written, in: db)
                     do {
                         var told: [() -> Void] = []
                         try db.inSavepoint {
@@ -96,6 +120,7 @@ struct SettlementRecorder: Sendable {
                         leftovers.kept[settlement.job.id] = error
                     }
                 }
+                try writeStarts(upTo: nil, &written, in: db)
                 return (effects, leftovers)
             }
             for effect in effects { effect() }
