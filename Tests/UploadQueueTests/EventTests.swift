@@ -311,6 +311,11 @@ struct EventTests {
                     FeedEvent(.progress, job: ids[0], time: at + 0.002), FeedEvent(.patch, job: ids[0], time: at + 0.003)]
         #expect(ControlAPI.merged(logged: logged, live: live).map(\.kind)
                 == [.started, .progress, .link, .progress, .uploaded, .patch])
+        // An end 0.2 ms after the last progress line, logged at the millisecond before both (the log rounds to the
+        // nearest one): the progress line still comes first.
+        let rounded = [FeedEvent(.uploaded, job: ids[1], time: at)]
+        let late = [FeedEvent(.progress, job: ids[1], time: at + 0.0003)]
+        #expect(ControlAPI.merged(logged: rounded, live: late).map(\.kind) == [.progress, .uploaded])
         // The stream's two forms: a JSON line, or a server-sent event whose id is the logged event's seq.
         #expect(ControlAPI.streamed(event, serverSent: false) == event.jsonLine + "\n")
         #expect(ControlAPI.streamed(event, serverSent: true) == "id: 42\nevent: failed\ndata: \(event.jsonLine)\n\n")

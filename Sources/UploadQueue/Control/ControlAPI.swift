@@ -708,8 +708,16 @@ package struct ControlAPI: Sendable {
 
     /// Logged and live events in the order they happened: each list keeps its own order, and the two are merged
     /// by time. In the same millisecond a job's start comes before its live lines, and its end after them.
+    ///
+    /// Times are compared as the log keeps them, to the nearest millisecond: a live line is stamped to the
+    /// nanosecond, and an end a fraction of a millisecond after it can be logged at the millisecond before it (a
+    /// job's last progress line then came after its `uploaded`).
     static func merged(logged: [FeedEvent], live: [FeedEvent]) -> [FeedEvent] {
         guard !live.isEmpty else { return logged }
+        func millisecond(_ event: FeedEvent) -> Double {
+            // As `StoredDate` rounds: half up.
+            (event.time.timeIntervalSince1970 * 1000 + 0.5).rounded(.down)
+        }
         func rank(_ event: FeedEvent) -> Int {
             switch event.kind {
             case .enqueued, .started: 0
@@ -721,7 +729,7 @@ package struct ControlAPI: Sendable {
         merged.reserveCapacity(logged.count + live.count)
         var (left, right) = (logged[...], live[...])
         while let next = left.first, let other = right.first {
-            if (other.time, rank(other)) < (next.time, rank(next)) {
+            if (millisecond(other), rank(other)) < (millisecond(next), rank(next)) {
                 merged.append(other)
                 right = right.dropFirst()
             } else {
