@@ -73,7 +73,8 @@ struct EventTests {
             #expect(enqueued < started && started < done, "\(job.id): \(kinds)")
             let first = try #require(mine.first?.element)
             #expect(first["name"] as? String == job.originalName)
-            #expect(mine.last?.element["remote_url"] as? String == job.remoteURL.map(URLRedaction.redact))
+            #expect(mine.last?.element["remote_url"] as? String == job.remoteURL.map(URLRedaction.redact),
+                    "\(job.id): \(mine.map { "\($0.element["type"] ?? "") \($0.element["time"] ?? "") \($0.element["seq"] ?? "-")" })")
         }
         // The daemon's count runs without a gap: nothing was lost on the way.
         let sequence = lines.compactMap { $0["seq"] as? Int }

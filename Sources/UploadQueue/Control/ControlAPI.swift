@@ -660,14 +660,16 @@ package struct ControlAPI: Sendable {
             while true {
                 var lines: [FeedEvent]
                 do {
-                    // Live lines taken before the log is read: each is in the batch that holds the change after it
-                    // (its feeder publishes it as it happens), and merges into place by time. Not while catching up
-                    // on old batches: they wait for the batch of now.
-                    let taken = catchingUp ? .lines([]) : subscription?.take() ?? .lines([])
+                    // Live lines taken right after the log is read, and merged into place by time: a change logged
+                    // by then is in this batch with every line published before it (its feeder publishes each as it
+                    // happens). Taken before the read, a job's last progress line published between the take and
+                    // the read could follow its logged end, which the read saw, into the next batch. Not while
+                    // catching up on old batches: they wait for the batch of now.
                     let after = since
                     let logged = try await BlockingWork.run {
                         try store.loggedEvents(after: after, owner: owner, limit: Self.streamBatch)
                     }
+                    let taken = logged.count == Self.streamBatch ? .lines([]) : subscription?.take() ?? .lines([])
                     since = logged.last?.sequence ?? since
                     catchingUp = logged.count == Self.streamBatch
                     switch taken {

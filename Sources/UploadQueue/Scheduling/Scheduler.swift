@@ -48,7 +48,7 @@ actor Scheduler {
     /// open a circuit or hold its destination) until the next round decided again.
     private var handsOn = false
     /// Jobs claimed ahead that went into a slot since the last transaction, with when: the next one writes their
-    /// starts, before any end (`QueueStore.recordStart`).
+    /// starts, in time order with the ends (`SettlementRecorder.record`), so a job's start comes before its end.
     private var startsToRecord: [HandedOnStart] = []
     /// Set when the link monitor reports a change: no slot is handed on until a round has decided with it.
     nonisolated let linkMoved = Atomic<Bool>(false)
