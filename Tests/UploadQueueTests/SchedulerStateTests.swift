@@ -74,6 +74,30 @@ import Testing
         #expect(at15.contains { if case .stopAtChunk(job.id, .power, _) = $0 { true } else { false } })
     }
 
+    @Test("jobs are claimed ahead only through doors no condition narrows: a shut destination has none and stops nothing")
+    func claimAhead() throws {
+        let configuration = try Self.configuration()
+        let twice = 2 * SchedulerState.Settings(configuration).concurrency
+        var open = SchedulerState(settings: .init(configuration))
+        #expect(Self.plan(open.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered])))?.ahead == twice)
+        // A metered link narrows tus's door (on_metered = "allow" still sets its terms): nothing is claimed ahead.
+        var metered = SchedulerState(settings: .init(configuration))
+        let narrowed = try #require(Self.plan(metered.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.metered]))))
+        #expect(narrowed.gate.doors["tus"] != nil && narrowed.gate.doors["tus"] != .open && narrowed.ahead == 0)
+        // Offline, tus has no door: the local directory's jobs are still claimed ahead.
+        var offline = SchedulerState(settings: .init(configuration))
+        let shut = try #require(Self.plan(offline.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.offline]))))
+        #expect(shut.gate.doors["tus"] == nil && shut.gate.doors["local"] == .open && shut.ahead == twice)
+        // Outside a window with an urgent priority, the doors let urgent jobs alone through: none ahead.
+        let windowed = try Self.configuration {
+            $0.schedule.windows = try UploadWindows(["22:00-06:00"])
+            $0.schedule.urgentPriority = 10
+        }
+        var outside = SchedulerState(settings: .init(windowed))
+        let urgentOnly = try #require(Self.plan(outside.decide(now: Self.noon, inputs: .init(linkChanges: ["tus": Self.unmetered]))))
+        #expect(urgentOnly.gate.doors["tus"]?.minimumPriority == 10 && urgentOnly.ahead == 0)
+    }
+
     @Test("a destination's own power requirement overrides the global one")
     func powerPerDestination() throws {
         let configuration = try Self.configuration {

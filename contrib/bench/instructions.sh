@@ -40,28 +40,17 @@ for index in range(int(sys.argv[2])):
 PY
     local name="$kind-$files" prefix="$work/callgrind-$kind-$files"
     if [ "$kind" = uploadq ]; then
-        cat > "$work/$name.toml" <<TOML
-state_dir = "$state_dir/state-$name"
-[limits]
-concurrency = 4
-[destinations.dav]
-protocol = "http-put"
-url = "$UPLOADQ_TEST_DAV_URL/bench/$name/{name}"
-TOML
+        local config
+        config=$(put_config "$name")
         (cd "$folder" && find . -type f -print0 \
-            | "$binary" enqueue --mode reference --destination dav --config "$work/$name.toml" --files-from - --null \
-            > /dev/null)
+            | "$binary" enqueue --mode reference --destination dav --config "$config" --files-from - --null > /dev/null)
         valgrind --tool=callgrind --callgrind-out-file="$prefix.%p" "$binary" daemon --exit-when-idle \
-            --log-level warning --config "$work/$name.toml" > /dev/null 2> "$work/valgrind.log" \
+            --log-level warning --config "$config" > /dev/null 2> "$work/valgrind.log" \
             || { cat "$work/valgrind.log" >&2; exit 1; }
     else
-        : > "$work/$name.curl"
-        for path in "$folder"/*; do
-            printf 'upload-file = "%s"\nurl = "%s/bench/%s/%s"\n' "$path" "$UPLOADQ_TEST_DAV_URL" "$name" "${path##*/}" \
-                >> "$work/$name.curl"
-        done
         valgrind --tool=callgrind --callgrind-out-file="$prefix.%p" curl -sS --fail --parallel --parallel-max 4 \
-            -K "$work/$name.curl" > /dev/null 2> "$work/valgrind.log" || { cat "$work/valgrind.log" >&2; exit 1; }
+            -K "$(curl_list "$folder" "$name")" > /dev/null 2> "$work/valgrind.log" \
+            || { cat "$work/valgrind.log" >&2; exit 1; }
     fi
     if [ "$files" -gt 0 ]; then stored_as_sent "$name" "$folder" "$files"; fi
     rm -rf "$UPLOADQ_TEST_DAV_ROOT/bench/$name" "$folder"

@@ -27,24 +27,12 @@ for index in range(count):
         handle.write(os.urandom(8192))
 PY
 
-config() { # name → a config whose destination PUTs to nginx under /bench/NAME/, 4 at once
-    cat > "$work/$1.toml" <<TOML
-state_dir = "$state_dir/state-$1"
-[limits]
-concurrency = 4
-[destinations.dav]
-protocol = "http-put"
-url = "$UPLOADQ_TEST_DAV_URL/bench/$1/{name}"
-TOML
-    echo "$work/$1.toml"
-}
-
 check() { stored_as_sent "$1" "$work/small" "$files"; }
 
 per_lane=$(( (files + lanes - 1) / lanes ))
 for run in $(seq 1 "$runs"); do
-    plain=$(config "plain-$run")
-    laned=$(config "lanes-$run")
+    plain=$(put_config "plain-$run")
+    laned=$(put_config "lanes-$run")
     (cd "$work/small" && find . -type f -print0 | sort -z \
         | "$binary" enqueue --mode reference --destination dav --config "$plain" --files-from - --null > /dev/null)
     # File n goes in lane n mod LANES, in name order: each lane's files interleave with the others'.

@@ -74,3 +74,30 @@ bench_state_dir() {
     state_dir="$(mktemp -d "$state_tmp/uploadq-$1-state-XXXXXX")"
     trap 'rm -rf "$work" "$state_dir"' EXIT
 }
+
+# `curl_list FOLDER NAME`: a curl config (printed: its path) uploading every file of FOLDER under /bench/NAME/ on nginx,
+# one `upload-file`/`url` pair per file.
+curl_list() {
+    local list="$work/$2.curl"
+    : > "$list"
+    for path in "$1"/*; do
+        printf 'upload-file = "%s"\nurl = "%s/bench/%s/%s"\n' "$path" "$UPLOADQ_TEST_DAV_URL" "$2" "${path##*/}" >> "$list"
+    done
+    echo "$list"
+}
+
+# `put_config NAME [VERIFY]`: a config (printed: its path) whose destination `dav` PUTs to nginx under /bench/NAME/,
+# 4 at once, its state in $state_dir/state-NAME (`bench_state_dir` first), proving each upload as VERIFY says
+# (`head` by default).
+put_config() {
+    cat > "$work/$1.toml" <<TOML
+state_dir = "$state_dir/state-$1"
+[limits]
+concurrency = 4
+[destinations.dav]
+protocol = "http-put"
+url = "$UPLOADQ_TEST_DAV_URL/bench/$1/{name}"
+verify = "${2:-head}"
+TOML
+    echo "$work/$1.toml"
+}

@@ -33,29 +33,6 @@ files_for() { # size in KiB → how many files (FILES, or about 40 MiB and at le
     case "$1" in 8) echo 5000 ;; 64) echo 2000 ;; *) echo 500 ;; esac
 }
 
-# curl's own list of transfers: one `upload-file`/`url` pair per file.
-curl_list() { # folder name → a curl config uploading every file of the folder under /bench/NAME/
-    local list="$work/$2.curl"
-    : > "$list"
-    for path in "$1"/*; do
-        printf 'upload-file = "%s"\nurl = "%s/bench/%s/%s"\n' "$path" "$UPLOADQ_TEST_DAV_URL" "$2" "${path##*/}" >> "$list"
-    done
-    echo "$list"
-}
-
-config() { # name [verify] → a config whose destination PUTs to nginx under /bench/NAME/, 4 at once
-    cat > "$work/$1.toml" <<TOML
-state_dir = "$state_dir/state-$1"
-[limits]
-concurrency = 4
-[destinations.dav]
-protocol = "http-put"
-url = "$UPLOADQ_TEST_DAV_URL/bench/$1/{name}"
-verify = "${2:-head}"
-TOML
-    echo "$work/$1.toml"
-}
-
 # wrk's requests per second PUTting SIZE KiB bodies to nginx over 4 connections for 3 s: the loopback ceiling.
 ceiling() { # size in KiB → requests per second
     cat > "$work/put.lua" <<LUA
@@ -87,8 +64,8 @@ PY
     group="$size_kib KiB × $files"
     for run in $(seq 1 "$runs"); do
         list=$(curl_list "$folder" "curl-$size_kib-$run")
-        cfg=$(config "uploadq-$size_kib-$run")
-        unproven=$(config "status-$size_kib-$run" status)
+        cfg=$(put_config "uploadq-$size_kib-$run")
+        unproven=$(put_config "status-$size_kib-$run" status)
         measure "enqueue $group" "uploadq enqueue" sh -c "cd '$folder' && find . -type f -print0 \
             | '$binary' enqueue --mode reference --destination dav --config '$cfg' --files-from - --null"
         (cd "$folder" && find . -type f -print0 \

@@ -716,10 +716,7 @@ package struct ControlAPI: Sendable {
     /// job's last progress line then came after its `uploaded`).
     static func merged(logged: [FeedEvent], live: [FeedEvent]) -> [FeedEvent] {
         guard !live.isEmpty else { return logged }
-        func millisecond(_ event: FeedEvent) -> Double {
-            // As `StoredDate` rounds: half up.
-            (event.time.timeIntervalSince1970 * 1000 + 0.5).rounded(.down)
-        }
+        func millisecond(_ event: FeedEvent) -> Double { StoredDate.millisecond(event.time) }
         func rank(_ event: FeedEvent) -> Int {
             switch event.kind {
             case .enqueued, .started: 0

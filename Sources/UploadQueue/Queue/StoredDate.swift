@@ -20,13 +20,17 @@ struct StoredDate: DatabaseValueConvertible, Equatable, Sendable {
         Date.fromDatabaseValue(dbValue).map(StoredDate.init)
     }
 
+    /// The millisecond since 1970 the queue keeps for `date`: as Foundation hands a date to ICU, milliseconds as a
+    /// double, rounded half up.
+    static func millisecond(_ date: Date) -> Double {
+        ((date.timeIntervalSinceReferenceDate + 978_307_200) * 1000 + 0.5).rounded(.down)
+    }
+
     /// The stored text of `date`.
     static func text(_ date: Date) -> String {
-        // As Foundation hands a date to ICU: milliseconds since 1970 as a double, rounded half up.
-        let exact = (date.timeIntervalSinceReferenceDate + 978_307_200) * 1000
         // Before 1970 (where ICU's calendar and rounding differ from these few lines) and from the year 10000
         // on, the formatter itself: no date the queue writes is there.
-        let rounded = (exact + 0.5).rounded(.down)
+        let rounded = millisecond(date)
         guard rounded.isFinite, rounded >= 0, rounded < 253_402_300_800_000 else {
             return String.fromDatabaseValue(date.databaseValue) ?? ""
         }
