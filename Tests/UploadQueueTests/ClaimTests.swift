@@ -177,6 +177,48 @@ struct ClaimQueryTests {
         }
     }
 
+    @Test("reads by an unfinished state go through job_unfinished, a list of uploaded jobs walks by id: no sort, no history")
+    func unfinishedQueryPlans() throws {
+        var jobs = (0..<400).map { QueueHoldsTests.job(size: 10, state: .uploaded, serial: $0) }
+        for (serial, state) in [JobState.pending, .uploading, .failed, .pending].enumerated() {
+            jobs.append(QueueHoldsTests.job(size: 10, state: state, serial: 400 + serial))
+        }
+        let store = try QueueStoreTests.store(with: jobs)
+        let executed = Mutex<[String]>([])
+        try store.writer.writeWithoutTransaction { db in
+            db.trace(options: .statement) { event in
+                if case .statement(let statement) = event { executed.withLock { $0.append(statement.expandedSQL) } }
+            }
+        }
+        _ = try store.summary()
+        for state in [JobState.pending, .uploading, .failed] { _ = try store.listing(state: state, limit: 10) }
+        _ = try store.isIdle()
+        _ = try store.otherJobReading("/tmp/f", except: jobs[0].id)
+        try store.retryFailedNow(destinations: ["dav"])
+        _ = try store.recoverInterrupted()
+        _ = try store.retryAllFailed()
+        let uploaded = try store.listing(state: .uploaded, limit: 10)
+        try store.writer.writeWithoutTransaction { db in db.trace(options: [], nil) }
+        #expect(uploaded.jobs.count == 10 && uploaded.jobs.allSatisfy { $0.state == .uploaded })
+        #expect(uploaded.jobs.map(\.id) == jobs[390..<400].map(\.id).reversed(), "newest first")
+        let statements = executed.withLock { $0 }.filter {
+            $0.contains("FROM job") || $0.contains("FROM \"job\"") || $0.hasPrefix("UPDATE \"job\"")
+        }
+        let plans = try store.writer.read { db in
+            try statements.map { sql in
+                (sql, try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql).map { $0["detail"] as String })
+            }
+        }
+        let unfinished = plans.filter { $0.0.contains(QueueDatabase.unfinishedCondition) }
+        #expect(unfinished.count >= 9, "\(statements)")
+        for (sql, plan) in unfinished {
+            let jobLines = plan.filter { $0.hasPrefix("SCAN job") || $0.hasPrefix("SEARCH job") }
+            #expect(!jobLines.isEmpty && jobLines.allSatisfy { $0.contains("INDEX job_unfinished") }, "\(sql): \(plan)")
+        }
+        let history = try #require(plans.first { $0.0.contains("+state = 'uploaded'") })
+        #expect(!history.1.contains { $0.contains("TEMP B-TREE") }, "\(history)")
+    }
+
     @Test("claims go through the gate: priority then age across destinations, and the metered terms per job")
     func gateDecides() throws {
         var jobs: [Job] = []
@@ -576,9 +618,9 @@ struct ScaleUpgradeTests {
         #expect(tally == ["failed 1 4000", "pending 2 3000", "uploaded 1 8000"])
         #expect(reasons == 0, "reasons are derived from holds now")
         #expect(indexes.isSuperset(of: ["job_claim", "job_claim_metered_allowed", "job_claim_metered_deferred",
-                                        "job_cancel", "job_intake", "job_state_id", "job_retry", "job_uploaded"]),
+                                        "job_cancel", "job_intake", "job_unfinished", "job_retry", "job_uploaded"]),
                 "\(indexes)")
-        #expect(indexes.isDisjoint(with: ["job_runnable", "job_finished", "job_summary"]), "\(indexes)")
+        #expect(indexes.isDisjoint(with: ["job_runnable", "job_finished", "job_summary", "job_state_id"]), "\(indexes)")
         let jobs = try store.jobs(ids)
         #expect(jobs[ids[0]]?.meteredBelow == Int64(1 << 20))
         #expect(jobs[ids[1]]?.meteredBelow == nil)

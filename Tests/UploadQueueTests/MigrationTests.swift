@@ -54,3 +54,71 @@ import Testing
         }
     }
 }
+
+/// Migration v18 (fewer writes per job): what it rebuilt reads as it did, and a claim no longer writes the tally.
+struct FewerWritesMigrationTests {
+    @Test("v18 keeps every count, attempt and trigger: the tally folds uploading into pending, attempts lose their rowid")
+    func migratesAQueueInUse() throws {
+        let sandbox = try Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        let path = sandbox.state + "/queue.sqlite"
+        let database = try DatabaseQueue(path: path)
+        try QueueDatabase.migrator.migrate(database, upTo: "v17-claim-ahead")
+        let states: [(JobState, WaitingReason?)] = [(.pending, nil), (.uploading, nil), (.uploading, .concurrency),
+                                                    (.failed, nil), (.uploaded, nil), (.pending, nil)]
+        let jobs = states.enumerated().map { serial, state in
+            var job = QueueHoldsTests.job(size: Int64(100 << serial), state: state.0, serial: serial)
+            job.waitingReason = state.1
+            return job
+        }
+        let started = Date(timeIntervalSince1970: 1_800_000_000)
+        try database.write { db in
+            for job in jobs { try job.insert(db) }
+            for (index, outcome) in [(1, nil), (3, "failed"), (4, "uploaded")] as [(Int, String?)] {
+                try Job.Attempt(jobID: jobs[index].id, number: 1, startedAt: started, endedAt: outcome.map { _ in started },
+                                startOffset: 0, endOffset: outcome.map { _ in 7 }, outcome: outcome, error: nil).insert(db)
+            }
+            try db.execute(sql: "UPDATE queue_counter SET value = 5 WHERE name = 'failed_attempts'")
+        }
+        try database.close()
+
+        let store = QueueStore(database: try QueueDatabase.open(path: path))
+        let (tally, attemptTable, indexes) = try store.writer.read { db in
+            (try Row.fetchAll(db, sql: "SELECT state, jobs, bytes FROM job_tally WHERE jobs > 0 ORDER BY state")
+                .map { "\($0["state"] as String) \($0["jobs"] as Int) \($0["bytes"] as Int64)" },
+             try String.fetchOne(db, sql: "SELECT sql FROM sqlite_master WHERE name = 'job_attempt'") ?? "",
+             Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'job'")))
+        }
+        // Pending 100 + 3200, uploading 200 + 400: one tally row; failed 800; uploaded 1600.
+        #expect(tally == ["failed 1 800", "pending 4 3900", "uploaded 1 1600"])
+        #expect(attemptTable.contains("WITHOUT ROWID"), "\(attemptTable)")
+        #expect(indexes.contains("job_unfinished") && !indexes.contains("job_state_id"), "\(indexes)")
+        #expect(try store.attempts(of: jobs[3].id).map(\.outcome) == ["failed"])
+        #expect(try store.attempts(of: jobs[1].id).first?.startedAt == started)
+
+        // Status tells the transferring job from the one claimed ahead and from those pending.
+        let summary = try store.summary(holdsInForce: false)
+        #expect(summary.counts[.pending] == 3 && summary.counts[.uploading] == 1, "\(summary.counts)")
+        #expect(summary.bytes[.pending] == 100 + 400 + 3200 && summary.bytes[.uploading] == 200, "\(summary.bytes)")
+        #expect(summary.active.map(\.id) == [jobs[1].id])
+        #expect(summary.waiting[.concurrency] == 1, "\(summary.waiting)")
+
+        // A claim and a start write no tally row; an end moves the job out of `pending`.
+        let before = try store.writer.read { db in try Row.fetchAll(db, sql: "SELECT * FROM job_tally ORDER BY state") }
+        let claimed = try #require(try store.claimNext())
+        #expect(claimed.0.id == jobs[0].id)
+        #expect(try store.writer.read { db in try Row.fetchAll(db, sql: "SELECT * FROM job_tally ORDER BY state") } == before)
+        #expect(try store.summary(holdsInForce: false).counts[.uploading] == 2)
+        try store.writer.write { db in
+            _ = try QueueStore.finish(claimed.0.id, attempt: claimed.1.number, event: .failTransient(error: "x", retryAt: started),
+                                      outcome: "failed", error: "x", now: started, in: db)
+        }
+        let after = try store.summary(holdsInForce: false)
+        #expect(after.counts[.pending] == 2 && after.counts[.uploading] == 1 && after.counts[.failed] == 2,
+                "\(after.counts)")
+        // The rebuilt table's trigger still counts failed attempts; its foreign key still takes attempts with the job.
+        #expect(after.failedAttempts == 6)
+        try store.writer.write { db in _ = try Job.deleteOne(db, key: jobs[3].id.rawValue) }
+        #expect(try store.attempts(of: jobs[3].id).isEmpty)
+    }
+}

@@ -291,6 +291,9 @@ package struct QueueDatabase: Sendable {
         migrator.registerMigration("v17-claim-ahead") { db in
             try QueueDatabase.migrateToClaimAhead(db)
         }
+        migrator.registerMigration("v18-fewer-writes") { db in
+            try QueueDatabase.migrateToFewerWrites(db)
+        }
         return migrator
     }
 }

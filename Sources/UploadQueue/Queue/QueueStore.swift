@@ -22,6 +22,12 @@ package struct QueueStore: Sendable {
         }
     }
 
+    /// The jobs in `state` not uploaded yet, read through `job_unfinished` (never a walk of the history).
+    static func unfinishedJobs(in state: JobState) -> QueryInterfaceRequest<Job> {
+        precondition(state != .uploaded, "uploaded jobs are not in job_unfinished")
+        return Job.filter(Job.Columns.state == state.rawValue).filter(sql: QueueDatabase.unfinishedCondition)
+    }
+
     /// `move` jobs whose rename into `blobs/` was cut short by a crash.
     func incompleteIntakes() throws -> [Job] {
         try writer.read { db in try Job.fetchAll(db, sql: "SELECT * FROM job WHERE intake_complete = 0") }
@@ -59,8 +65,11 @@ package struct QueueStore: Sendable {
             var sql = "SELECT * FROM job"
             var conditions: [String] = []
             var arguments: StatementArguments = []
-            if let state {
-                conditions.append("state = ?")
+            if state == .uploaded {
+                // The history, newest first: a walk of the jobs by id (the uploaded ones are most of them).
+                conditions.append("+state = 'uploaded'")
+            } else if let state {
+                conditions.append("state = ? AND \(QueueDatabase.unfinishedCondition)")
                 _ = arguments.append(contentsOf: [state.rawValue])
             }
             if let owner {
@@ -250,7 +259,7 @@ package struct QueueStore: Sendable {
     func retryFailedNow(destinations: Set<String>, now: Date = Date()) throws {
         guard !destinations.isEmpty else { return }
         try writer.write { db in
-            _ = try Job.filter(Job.Columns.state == JobState.failed.rawValue && Job.Columns.permanent == false)
+            _ = try Self.unfinishedJobs(in: .failed).filter(Job.Columns.permanent == false)
                 .filter(destinations.contains(Job.Columns.destination))
                 .updateAll(db, Job.Columns.nextAttemptAt.set(to: now), Job.Columns.updatedAt.set(to: now))
         }
@@ -324,7 +333,7 @@ package struct QueueStore: Sendable {
     @discardableResult
     func recoverInterrupted(now: Date = Date()) throws -> [JobID] {
         try writer.write { db in
-            let stale = try Job.filter(Job.Columns.state == JobState.uploading.rawValue).fetchAll(db)
+            let stale = try Self.unfinishedJobs(in: .uploading).fetchAll(db)
             for job in stale {
                 try db.execute(sql: """
                     UPDATE job_attempt SET ended_at = ?, end_offset = ?, outcome = 'interrupted',
@@ -353,7 +362,7 @@ package struct QueueStore: Sendable {
     /// Makes every failed job pending now (`uploadq retry --failed`).
     package func retryAllFailed() throws -> [JobID] {
         try writer.write { db in
-            let failed = try Job.filter(Job.Columns.state == JobState.failed.rawValue).fetchAll(db)
+            let failed = try Self.unfinishedJobs(in: .failed).fetchAll(db)
             for job in failed {
                 _ = try Self.apply(.retryNow, to: job.id, in: db, now: Date())
             }
@@ -400,8 +409,9 @@ package struct QueueStore: Sendable {
     func isIdle() throws -> Bool {
         try writer.read { db in
             let busy = try Bool.fetchOne(db.cachedStatement(sql: """
-                SELECT EXISTS (SELECT 1 FROM job WHERE state IN ('pending', 'uploading') AND intake_complete = 1
-                AND cancel_requested = 0 AND blocked_by IS NULL)
+                SELECT EXISTS (SELECT 1 FROM job WHERE state IN ('pending', 'uploading')
+                AND \(QueueDatabase.unfinishedCondition) AND intake_complete = 1 AND cancel_requested = 0
+                AND blocked_by IS NULL)
                 """))
             return busy == false
         }

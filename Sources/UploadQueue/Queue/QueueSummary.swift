@@ -43,7 +43,9 @@ extension QueueStatus {
 extension QueueStore {
     /// The summary, read in one short read transaction. Counts come from `job_tally` (kept by triggers) and the
     /// holds, so the history kept costs nothing; a metered hold counts the jobs it keeps back, and the owed
-    /// releases are counted. `holdsInForce: false` (no runner): the holds a killed runner left are not shown.
+    /// releases are counted. The tally counts `uploading` jobs as `pending` (a claim writes no tally row): those
+    /// few are read as rows and told apart here. `holdsInForce: false` (no runner): the holds a killed runner left
+    /// are not shown.
     public func summary(holdsInForce: Bool = true) throws -> QueueStatus.Summary {
         try writer.read { db in
             var counts = Dictionary(uniqueKeysWithValues: JobState.allCases.map { ($0, 0) })
@@ -63,17 +65,20 @@ extension QueueStore {
                 if state == .pending { pendingByDestination[row["destination"], default: 0] += jobs }
             }
             let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
+            let uploading = try Self.unfinishedJobs(in: .uploading).order(Job.Columns.id).fetchAll(db)
+            for job in uploading { pendingByDestination[job.destination, default: 0] -= 1 }
             var waiting = try Self.waitingCounts(db, holds: holds, pending: pendingByDestination)
-            // A job the runner claimed for its next free slot is not transferring yet: it counts as pending, waiting
-            // for a slot (`concurrency`), until it starts.
-            let uploading = try Job.filter(Job.Columns.state == JobState.uploading.rawValue).order(Job.Columns.id)
-                .fetchAll(db)
-            for next in uploading where next.waitingReason == .concurrency {
-                counts[.uploading, default: 0] -= 1
-                counts[.pending, default: 0] += 1
-                bytes[.uploading, default: 0] -= next.size
-                bytes[.pending, default: 0] += next.size
-                waiting[.concurrency, default: 0] += 1
+            for job in uploading {
+                if job.waitingReason == .concurrency {
+                    // Claimed for the runner's next free slot, not transferring yet: pending, waiting for a slot,
+                    // until it starts.
+                    waiting[.concurrency, default: 0] += 1
+                } else {
+                    counts[.pending, default: 0] -= 1
+                    counts[.uploading, default: 0] += 1
+                    bytes[.pending, default: 0] -= job.size
+                    bytes[.uploading, default: 0] += job.size
+                }
             }
             let active = uploading.filter { $0.waitingReason == nil }
                 .map {

@@ -32,14 +32,14 @@ extension QueueStore {
     }
 
     /// Another job, not uploaded yet, that reads the same file (a `reference` file enqueued to two destinations):
-    /// the file must stay for it. Looks only among the jobs not uploaded (through the state index), so the cost
+    /// the file must stay for it. Looks only among the jobs not uploaded (through `job_unfinished`), so the cost
     /// follows what is in flight, not the history kept.
     func otherJobReading(_ path: String, except id: JobID) throws -> JobID? {
         let open = JobState.allCases.filter { $0 != .uploaded }
         return try writer.read { db in
             try String.fetchOne(db, sql: """
                 SELECT id FROM job WHERE state IN (\(open.map { _ in "?" }.joined(separator: ", ")))
-                AND file = ? AND id != ? LIMIT 1
+                AND \(QueueDatabase.unfinishedCondition) AND file = ? AND id != ? LIMIT 1
                 """, arguments: StatementArguments(open.map(\.rawValue) + [path, id.rawValue]))
                 .map { JobID(trusted: $0) }
         }
