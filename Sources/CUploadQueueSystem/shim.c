@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/prctl.h>
+#include <malloc.h>
 #include <spawn.h>
 #include <signal.h>
 #include <openssl/evp.h>
@@ -239,6 +240,10 @@ int uploadq_writer_scan(const char *path) {
 }
 
 int uploadq_make_undumpable(void) { return prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); }
+
+int uploadq_keep_freed_memory(int bytes) {
+    return mallopt(M_TRIM_THRESHOLD, bytes) == 1 && mallopt(M_MMAP_THRESHOLD, bytes) == 1 ? 0 : -1;
+}
 
 int uploadq_is_dumpable(void) { return prctl(PR_GET_DUMPABLE, 0, 0, 0, 0); }
 

@@ -33,6 +33,9 @@ struct DaemonCommand: AsyncParsableCommand {
         for failure in ProcessHardening.apply() {
             logger.warning("cannot turn core dumps off (\(failure)); the daemon runs on")
         }
+        if let failure = AllocatorSettings.apply() {
+            logger.warning("cannot set the allocator's thresholds (\(failure)); the daemon runs on with glibc's defaults")
+        }
         if let failure = ProcessHardening.reapHelpers() {
             logger.warning("a helper that leaves with setsid may outlive its deadline (\(failure)); the daemon runs on")
         }

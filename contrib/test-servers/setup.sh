@@ -4,10 +4,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-extra=(nginx curl openssl lintian dpkg-dev adduser procps locales fuse3 python3-pyfuse3 python3-trio)
+extra=(nginx curl openssl lintian dpkg-dev adduser procps locales fuse3 python3-pyfuse3 python3-trio strace)
 # The Debian package and its tests: lintian, dpkg-shlibdeps, the package's own dependency adduser; pgrep and pkill
 # for the hook tests; a German locale for the clock sweep; FUSE and pyfuse3 for the power-cut file system
-# (contrib/powercut, run with the system's Python: /usr/bin/python3)
+# (contrib/powercut, run with the system's Python: /usr/bin/python3); strace to count the daemon's madvise calls
 command -v ip > /dev/null || [ -x /usr/sbin/ip ] || [ -x /sbin/ip ] || extra+=(iproute2)   # network namespaces
 python3 -c 'import venv, ensurepip' 2>/dev/null || extra+=(python3-venv)
 command -v gcc > /dev/null || extra+=(gcc libc6-dev)   # the clock-step shim

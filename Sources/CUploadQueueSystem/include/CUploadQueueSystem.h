@@ -68,6 +68,10 @@ int uploadq_writer_scan(const char *path);
 /// ptrace it or read its memory; 0 on success.
 int uploadq_make_undumpable(void);
 
+/// glibc's allocator keeps up to `bytes` freed at the top of each arena, and serves allocations below `bytes` from
+/// the arenas rather than from mmap (M_TRIM_THRESHOLD and M_MMAP_THRESHOLD, fixed); 0 on success.
+int uploadq_keep_freed_memory(int bytes);
+
 /// PR_GET_DUMPABLE: 1 when dumpable, 0 when not.
 int uploadq_is_dumpable(void);
 
