@@ -92,6 +92,8 @@ struct TransferEngineTests {
         let template = try URLTemplate("https://dav.example/p/{meta.album}/{job_id}-{name}")
         #expect(URLTemplate.encode("a/b\\c d") == "a_b_c%20d")
         #expect(URLTemplate.encode("..") == "_.")
+        // A slash with a combining mark after it is still a slash (per scalar, not per character).
+        #expect(URLTemplate.encode("a/\u{301}b") == "a_%CC%81b")
         #expect(URLTemplate.encode("ünï.jpg") == "%C3%BCn%C3%AF.jpg")
         #expect(template.staticPrefix == "https://dav.example/p/")
         #expect(try URLTemplate("https://h.example/files/").isConstant)

@@ -61,7 +61,7 @@ extension Destination {
         /// A request URL whose path segments each fit 255 bytes once decoded (a DAV server stores them as file
         /// names), shortened by the rule and encoded again, and which fits `urlLimit`; nil when it cannot be made to.
         static func fittingURL(_ url: String, jobID: JobID) -> String? {
-            guard let schemeEnd = url.range(of: "://")?.upperBound else { return url.utf8.count <= urlLimit ? url : nil }
+            guard let schemeEnd = url.firstRange(of: "://")?.upperBound else { return url.utf8.count <= urlLimit ? url : nil }
             let pathStart = url[schemeEnd...].firstIndex(of: "/") ?? url.endIndex
             let queryStart = url[pathStart...].firstIndex { $0 == "?" || $0 == "#" } ?? url.endIndex
             // Decoding only shortens a segment: none can be too long when the whole path is not (the common case,

@@ -76,7 +76,9 @@ extension Destination {
         /// One safe path segment from a value: no `/`, `\` or leading `.`, everything but RFC 3986's unreserved
         /// characters percent-encoded.
         static func encode(_ value: String) -> String {
-            var text = value.replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "\\", with: "_")
+            // Per scalar (as Foundation's `replacingOccurrences` did, without its CFString search per call): every
+            // upload expands its URL, and a slash with a combining mark after it is still a slash.
+            var text = String(String.UnicodeScalarView(value.unicodeScalars.map { $0 == "/" || $0 == "\\" ? "_" : $0 }))
             if text.hasPrefix(".") { text = "_" + text.dropFirst() }
             return PercentEncoding.unreserved(text)
         }

@@ -12,7 +12,9 @@ extension Destination {
         /// The origin of `url`, which may be a template (`https://host/up/{name}`: only what comes before the path is
         /// read); nil unless it is an http or https URL with a host. User info is not part of the origin.
         public init?(url: String) {
-            guard let separator = url.range(of: "://") else { return nil }
+            // The standard library's search, not Foundation's (which goes through CFString): this runs for every
+            // request a transfer makes.
+            guard let separator = url.firstRange(of: "://") else { return nil }
             let scheme = url[..<separator.lowerBound].lowercased()
             guard scheme == "http" || scheme == "https" else { return nil }
             let rest = url[separator.upperBound...]
