@@ -64,6 +64,67 @@ struct RUFHUploaderTests {
         #expect(patches.count == 4, "1,000,000 bytes in appends of at most 300,000")
     }
 
+    @Test("creation_with_upload: a file of one append goes whole in its creation, proven by the answer, its URL from the 104; a larger one is created carefully",
+          arguments: [6, 7, 8])
+    func creationWithUpload(interop: Int) async throws {
+        let server = try await RUFHTestServer.make(interop: interop)
+        let sandbox = try sandbox(endpoint: server.endpoint, interop: interop, extra: "creation_with_upload = true")
+        let running = try RunningQueue(sandbox)
+        let small = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/small.jpg", size: 100_000, seed: 71),
+                                              to: "rufh")
+        let smallJob = try await running.settled(small)
+        let afterSmall = try await server.requests()
+        let large = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/large.raw", size: 600_000, seed: 72),
+                                              to: "rufh")
+        let largeJob = try await running.settled(large)
+        await running.stop()
+        #expect(smallJob.state == .uploaded, "\(smallJob.lastError ?? "")")
+        #expect(largeJob.state == .uploaded, "\(largeJob.lastError ?? "")")
+        // The small file: one POST with the whole file, and nothing else but the OPTIONS that reads the limits.
+        let sent = afterSmall.filter { $0["method"] as? String != "OPTIONS" }
+        #expect(sent.count == 1, "\(sent.map { $0["method"] ?? "" })")
+        let creation = try #require(sent.first)
+        #expect(creation["method"] as? String == "POST" && creation["body_bytes"] as? Int == 100_000)
+        #expect(Self.header(creation, "Upload-Complete") == "?1" && Self.header(creation, "Upload-Length") == "100000")
+        #expect(Self.header(creation, "Repr-Digest") != nil && Self.header(creation, "Content-Type") == smallJob.contentType)
+        // Its upload, named by the 104 (the final answer names none), holds the file, complete.
+        let upload = try #require(try await server.uploads()[try Self.uploadID(smallJob)], "\(smallJob.remoteURL ?? "")")
+        #expect(upload["complete"] as? Bool == true && upload["sha256"] as? String == smallJob.sha256)
+        #expect(try running.attempts(small).map(\.outcome) == ["uploaded"])
+        // The large file: the careful creation, then appends.
+        let later = try await server.requests().dropFirst(afterSmall.count)
+        #expect(later.filter { $0["method"] as? String == "POST" }.map { Self.header($0, "Upload-Complete") } == ["?0"])
+        #expect(later.filter { $0["method"] as? String == "PATCH" }.count == 3)
+        #expect(try await server.uploads()[try Self.uploadID(largeJob)]?["sha256"] as? String == largeJob.sha256)
+    }
+
+    @Test("creation_with_upload: a 413 for the whole file falls back to the careful creation; without a 104 the answer still proves it")
+    func creationWithUploadRefused() async throws {
+        let server = try await RUFHTestServer.make(interop: 8, ["body_cap": 50_000, "send_104": false])
+        let sandbox = try sandbox(endpoint: server.endpoint, interop: 8, extra: "creation_with_upload = true")
+        let running = try RunningQueue(sandbox)
+        let refused = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 100_000, seed: 73),
+                                                to: "rufh")
+        let refusedJob = try await running.settled(refused)
+        let afterRefused = try await server.requests().count
+        let fits = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/b.jpg", size: 40_000, seed: 74),
+                                             to: "rufh")
+        let fitsJob = try await running.settled(fits)
+        await running.stop()
+        #expect(refusedJob.state == .uploaded, "\(refusedJob.lastError ?? "")")
+        #expect(fitsJob.state == .uploaded, "\(fitsJob.lastError ?? "")")
+        let requests = try await server.requests()
+        let first = requests.prefix(afterRefused).filter { $0["method"] as? String != "OPTIONS" }
+        #expect(first.map { "\($0["method"] ?? "") \($0["status"] ?? "")" }
+                == ["POST 413", "POST 201", "PATCH 204", "PATCH 200"], "\(first.map { $0["method"] ?? "" })")
+        #expect(try await server.uploads()[try Self.uploadID(refusedJob)]?["sha256"] as? String == refusedJob.sha256)
+        // 40,000 bytes fit the cap it learnt: one request, proven by `Upload-Complete: ?1` though nothing named it.
+        let second = requests.dropFirst(afterRefused).filter { $0["method"] as? String != "OPTIONS" }
+        #expect(second.map { "\($0["method"] ?? "") \($0["status"] ?? "")" } == ["POST 200"])
+        #expect(fitsJob.remoteURL == server.endpoint)
+        #expect(try await server.uploads().values.contains { $0["sha256"] as? String == fitsJob.sha256 && $0["complete"] as? Bool == true })
+    }
+
     @Test("below min-append-size, chunk_size grows to the server's minimum; an empty file is created complete")
     func minimumAppendAndEmptyFile() async throws {
         let server = try await RUFHTestServer.make(interop: 8, ["min_append_size": 150_000])
@@ -452,6 +513,29 @@ struct QuotaFullTests {
 /// test set-up from contrib/nio-rufh-server (never part of the product).
 @Suite(.serialized)
 struct RUFHInteropTests {
+    @Test("NIOResumableUpload takes a small file whole in its creation request (creation_with_upload): one POST, the file whole")
+    func nioCreationWithUpload() async throws {
+        let endpoint = try TestServers.address("UPLOADQ_TEST_NIO_RUFH_ENDPOINT")
+        let files = try TestServers.address("UPLOADQ_TEST_NIO_RUFH_FILES")
+        let proxy = try await FaultProxy.start(upstream: try TestServers.authority(endpoint))
+        let sandbox = try Sandbox(destination: "nio", """
+            protocol = "rufh"
+            url = "\(proxy.url("/files/"))"
+            interop_version = 6
+            creation_with_upload = true
+            """)
+        let running = try RunningQueue(sandbox)
+        let source = try sandbox.makeRandomFile(sandbox.root + "/whole.bin", size: 300_000)
+        let job = try await running.settled(try await running.enqueue(source, to: "nio"))
+        await running.stop()
+        #expect(job.state == .uploaded, "\(job.lastError ?? "")")
+        let stored = try FileManager.default.contentsOfDirectory(atPath: files).filter { !$0.hasSuffix(".part") }
+        #expect(try stored.map { try sha256(ofFile: files + "/" + $0) }.contains(job.sha256), "\(stored)")
+        let story = try await proxy.requests().map { "\($0["method"] ?? "") \($0["status"] ?? "-")" }
+            .filter { !$0.hasPrefix("OPTIONS") }
+        #expect(story.count == 1 && story.first?.hasPrefix("POST 2") == true, "\(story)")
+    }
+
     @Test("NIOResumableUpload: careful creation, appends, a daemon killed in a hung append resumes with HEAD; the file arrives whole")
     func nioResumableUpload() async throws {
         let endpoint = try TestServers.address("UPLOADQ_TEST_NIO_RUFH_ENDPOINT")

@@ -491,8 +491,11 @@ package enum ConfigurationReference {
                 How much goes between two durable checkpoints: a chunk per request for tus and rufh, a fsync of \
                 the target for a directory. A crash re-sends at most one chunk. At least 1KiB (4KiB for file).
                 """),
-            .init(d, "creation_with_upload", .boolean, .value("false"), example: "true", variants: [.tus], """
-                Send a file of one chunk in its creation request (the tus creation-with-upload extension).
+            .init(d, "creation_with_upload", .boolean, .value("false"), example: "true", variants: [.tus, .rufh], """
+                Send a file of one chunk in its creation request: tus's creation-with-upload extension; for rufh, \
+                the whole file marked complete (`Upload-Complete: ?1`). One request a file less, at a risk: a \
+                creation cut off after the server took the file, before uploadq learnt the upload's URL, is sent \
+                again as a second upload.
                 """),
             .init(d, "interop_version", .integer(6...8), .value("6"), example: "7", variants: [.rufh], """
                 The resumable-uploads draft the server speaks: 6 (drafts -04 and -05, Apple's URLSession and \

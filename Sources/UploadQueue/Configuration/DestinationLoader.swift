@@ -110,6 +110,7 @@ enum DestinationLoader {
             var rufh = RUFHSettings(endpoint: url)
             rufh.interopVersion = Int(try table.integer("interop_version", range: 6...8) ?? 6)
             rufh.chunkSize = try table.byteCount("chunk_size", minimum: 1024) ?? rufh.chunkSize
+            rufh.creationWithUpload = try table.boolean("creation_with_upload") ?? false
             settings = .rufh(rufh)
         case .httpPost:
             var post = HTTPPostSettings(url: urlTemplate)

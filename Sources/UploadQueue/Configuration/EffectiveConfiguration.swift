@@ -325,6 +325,7 @@ private struct Builder {
             table.set("url", url(rufh.endpoint))
             table.set("interop_version", .integer(Int64(rufh.interopVersion)))
             table.set("chunk_size", Self.size(rufh.chunkSize))
+            table.set("creation_with_upload", .boolean(rufh.creationWithUpload))
         case .httpPut(let put):
             table.entries += target(put.target).entries
             table.set("verify", .string(put.verify.rawValue))

@@ -168,12 +168,17 @@ extension Destination {
         public var interopVersion: Int
         /// Bytes per append, within the server's `max-append-size`: a reset sends at most this much again.
         public var chunkSize: Int64
+        /// Whether a file of one append or less goes whole in its creation request (`Upload-Complete: ?1`): one
+        /// request a file instead of two, at the risk a careful creation does not take (see `RUFHUploader`).
+        public var creationWithUpload: Bool
 
-        /// Uploads created at `endpoint` with interop version 6, 8 MiB per append.
-        public init(endpoint: String, interopVersion: Int = 6, chunkSize: Int64 = 8 << 20) {
+        /// Uploads created at `endpoint` with interop version 6, 8 MiB per append, each created empty first.
+        public init(endpoint: String, interopVersion: Int = 6, chunkSize: Int64 = 8 << 20,
+                    creationWithUpload: Bool = false) {
             self.endpoint = endpoint
             self.interopVersion = interopVersion
             self.chunkSize = chunkSize
+            self.creationWithUpload = creationWithUpload
         }
     }
 }

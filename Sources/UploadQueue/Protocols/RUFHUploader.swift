@@ -11,6 +11,11 @@ import Foundation
 /// carries, a new upload when the old one is gone (404/410) or past its `max-age`. A `413` halves the body size,
 /// down to 1 KiB or the server's `min-append-size`, and the size that passed is kept for the next files.
 ///
+/// With `creation_with_upload`, a file of one append or less goes whole in its creation request instead, marked
+/// complete: one request a file. It trades that guarantee away: a request cut off after the server took the whole
+/// file, before its answer, leaves an upload uploadq cannot name (the server's `104` named it, but only the answer
+/// brings it), and the file is sent again as a second upload.
+///
 /// Proof of receipt: the creation is answered with a `Location`, every append's 2xx carries the draft's fields
 /// (`Upload-Offset` or `Upload-Complete`), and the completing append (interop 7 and 8) `Upload-Complete: ?1`, or a
 /// `HEAD` shows the upload complete at the file's size. Interop 6 gives its completing append's answer to the
@@ -76,6 +81,7 @@ struct RUFHUploader: Uploader {
             throw completionUnverified(previous, job: job)
         } else {
             if previous != nil { try await context.forgetResumeState() }
+            if let outcome = try await createComplete(job: job, source: source, context: context) { return outcome }
             (state, offset) = try await create(job: job, context: context)
             if job.size == 0 { return try await finished(context, state: state, source: source) }
         }
@@ -313,6 +319,62 @@ struct RUFHUploader: Uploader {
         }
         try await context.confirmed(0, state.json)
         return (state, 0)
+    }
+
+    /// With `creation_with_upload`: the whole file in its creation request, marked complete, proven by the answer as
+    /// a completing append is (interop 7 and 8: `Upload-Complete: ?1`, or a `HEAD` of the upload showing it complete;
+    /// interop 6: the 2xx, never an HTML page, the resource's own). Nil when the file is empty or larger than one
+    /// append (`chunk_size`, the server's `max-append-size`, what a 413 taught), or when a 413 refuses it now:
+    /// the careful creation follows. The upload's URL is the answer's `Location`, or the `104`'s.
+    private func createComplete(job: Job, source: SourceFile, context: TransferContext)
+        async throws(TransferFailure) -> UploadOutcome?
+    {
+        guard settings.creationWithUpload, job.size > 0 else { return nil }
+        let announced = try await discovery.limit(client, endpoint: endpoint, version: version)
+        if let maximum = announced?.maximumSize, job.size > maximum { throw tooLarge(job, maximum: maximum) }
+        guard job.size <= min(settings.chunkSize, announced?.maximumAppendSize ?? .max, bodyLimit.chunkCap ?? .max)
+        else { return nil }
+        var headers = [version, HTTPHeader("Content-Type", job.contentType),
+                       HTTPHeader("Upload-Complete", StructuredField.text(true)),
+                       HTTPHeader("Upload-Length", String(job.size))]
+        if let digest = Self.reprDigest(sha256: job.sha256) { headers.append(digest) }
+        try await context.resumed(0)
+        let response = try await client.send("POST", endpoint, headers: headers,
+                                             body: .source(source, offset: 0, length: job.size), paced: true,
+                                             progress: { context.sent($0) })
+        switch response.status {
+        case 200..<300:
+            break
+        case 413:
+            if let maximum = UploadLimit(response)?.maximumSize, job.size > maximum { throw tooLarge(job, maximum: maximum) }
+            // The body cap refused the file whole: learnt, and the careful creation sends it in smaller appends.
+            bodyLimit.capChunks(at: max(Self.minimumAppendSize, job.size / 2))
+            return nil
+        default:
+            throw client.failure(for: response, request: "POST \(redacted(endpoint))")
+        }
+        let said = StructuredField.boolean(response.header("Upload-Complete"))
+        let stated = try offsetField(response, request: "POST", url: endpoint)
+        guard said != false, stated == nil || stated == job.size else {
+            throw badReply("POST", endpoint, "the creation of a complete upload was answered HTTP \(response.status) "
+                + "without completing it (Upload-Complete: ?0 or Upload-Offset \(stated ?? -1) of \(job.size))")
+        }
+        let uploadURL = response.location(resolvedAgainst: endpoint) ?? response.resumptionLocation(resolvedAgainst: endpoint)
+        if let uploadURL { try client.check(uploadURL) }
+        var state = RUFHResumeState(uploadURL: uploadURL ?? endpoint, interopVersion: settings.interopVersion)
+        if said == nil, settings.interopVersion >= 7 {
+            // Interop 7 and 8 say `Upload-Complete: ?1`; without it, the upload (when the answer named it) is asked.
+            guard uploadURL != nil, let found = try await locate(state, job: job, context: context), found.complete,
+                  found.offset == job.size else {
+                throw .unverified("""
+                    POST \(redacted(endpoint)) answered HTTP \(response.status) to the creation of a complete upload \
+                    without Upload-Complete: ?1, and no upload it names shows complete: a proxy or a portal answered; \
+                    it is tried again later
+                    """)
+            }
+            state = found.state
+        }
+        return try await finished(context, state: state, source: source)
     }
 
     /// The body size to try after a 413 on `length` bytes: the server's `max-append-size` when its answer gives

@@ -18,6 +18,10 @@ final class EasyTransfer: @unchecked Sendable {
     private var headerList: UnsafeMutablePointer<curl_slist>?
     private let reader: RequestBodyReader
     private var responseHeaders: [HTTPHeader] = []
+    /// The status of the response whose header fields `responseHeaders` holds (a 1xx until the final one).
+    private var headerBlockStatus = 0
+    /// The `Location` of the last `104 Upload Resumption Supported` (`HTTPResponse.resumptionLocation`).
+    private var resumptionLocation: String?
     private var responseBody: [UInt8] = []
     private var lastReportedSent: Int64 = -1
     private let errorBuffer: UnsafeMutablePointer<CChar>
@@ -103,7 +107,8 @@ final class EasyTransfer: @unchecked Sendable {
         var requestHeaderBytes = 0
         _ = uploadq_curl_getinfo_long(handle, CURLINFO_REQUEST_SIZE, &requestHeaderBytes)
         if let label = request.options.trafficLabel { traffic?.add(label, requestHeaderBytes) }
-        let response = HTTPResponse(status: status, headers: responseHeaders, body: responseBody, bytesSent: Int64(sent))
+        let response = HTTPResponse(status: status, headers: responseHeaders, body: responseBody, bytesSent: Int64(sent),
+                                    resumptionLocation: resumptionLocation)
         if code != CURLE_OK {
             if let refusedPeer {
                 return .failure(TransferError(code: .privateTarget, message: """
@@ -283,8 +288,13 @@ final class EasyTransfer: @unchecked Sendable {
         // Read from the bytes: every response passes here, and Foundation's trimming cost more than the request.
         let line = Self.trimmed(UnsafeRawBufferPointer(start: buffer, count: length)[...])
         if line.starts(with: "HTTP/".utf8) {
-            // A new status line: interim (1xx) or redirect headers before it do not belong to the final answer.
+            // A new status line: interim (1xx) or redirect headers before it do not belong to the final answer; a
+            // `104 Upload Resumption Supported` names the upload a RUFH creation makes, and that is kept apart.
+            if headerBlockStatus == 104, let location = responseHeaders.first(where: { $0.hasName("Location") }) {
+                resumptionLocation = location.value
+            }
             responseHeaders.removeAll()
+            headerBlockStatus = Self.statusCode(line)
             return
         }
         guard let colon = line.firstIndex(of: UInt8(ascii: ":")) else { return }
@@ -292,6 +302,17 @@ final class EasyTransfer: @unchecked Sendable {
         let value = Self.trimmed(line[(colon + 1)...])
         responseHeaders.append(HTTPHeader(String(decoding: name, as: UTF8.self),
                                           String(decoding: value, as: UTF8.self)))
+    }
+
+    /// The three-digit status code of a status line (`HTTP/1.1 104 Upload Resumption Supported`, `HTTP/2 200`);
+    /// 0 when there is none.
+    static func statusCode(_ line: Slice<UnsafeRawBufferPointer>) -> Int {
+        guard let space = line.firstIndex(of: UInt8(ascii: " ")) else { return 0 }
+        let digits = line[(space + 1)...].prefix(3)
+        guard digits.count == 3, digits.allSatisfy({ (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) }) else {
+            return 0
+        }
+        return digits.reduce(0) { $0 * 10 + Int($1 - UInt8(ascii: "0")) }
     }
 
     /// `bytes` without the spaces, tabs and line ends around them (RFC 9110 §5.6.3 optional whitespace, and the

@@ -9,6 +9,9 @@ struct HTTPResponse: Sendable {
     var body: [UInt8]
     /// Request body bytes libcurl sent in this exchange.
     var bytesSent: Int64
+    /// The `Location` of a `104 Upload Resumption Supported` interim response before this one (RUFH): the upload a
+    /// creation request made, named before its body went.
+    var resumptionLocation: String? = nil
 
     /// The first value of a header field, by case-insensitive name, trimmed.
     func header(_ name: String) -> String? {
@@ -20,7 +23,16 @@ struct HTTPResponse: Sendable {
     /// The `Location` header as an absolute http(s) URL, resolved against `base` when it is relative; nil when
     /// there is none or it is not usable.
     func location(resolvedAgainst base: String) -> String? {
-        guard let location = header("Location"), !location.isEmpty, let baseURL = URL(string: base),
+        Self.absoluteURL(header("Location"), against: base)
+    }
+
+    /// `resumptionLocation` as an absolute http(s) URL, resolved against `base` when it is relative.
+    func resumptionLocation(resolvedAgainst base: String) -> String? {
+        Self.absoluteURL(resumptionLocation, against: base)
+    }
+
+    private static func absoluteURL(_ location: String?, against base: String) -> String? {
+        guard let location, !location.isEmpty, let baseURL = URL(string: base),
               let resolved = URL(string: location, relativeTo: baseURL)?.absoluteURL,
               let scheme = resolved.scheme?.lowercased(), scheme == "http" || scheme == "https" else { return nil }
         return resolved.absoluteString
