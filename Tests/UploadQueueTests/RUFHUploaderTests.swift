@@ -25,6 +25,23 @@ struct RUFHUploaderTests {
         String(try #require(job.remoteURL?.split(separator: "/").last))
     }
 
+    /// Uploads `files` (name, size, seed) one after the other through a queue on `sandbox`: each settled job, with
+    /// how many requests `server` had seen once it settled.
+    func uploadInTurn(_ files: [(name: String, size: Int, seed: UInt64)], sandbox: Sandbox,
+                      server: RUFHTestServer) async throws -> [(job: Job, requestsSeen: Int)] {
+        let running = try RunningQueue(sandbox)
+        var settled: [(job: Job, requestsSeen: Int)] = []
+        for file in files {
+            let path = try sandbox.makeFile(sandbox.root + "/" + file.name, size: file.size, seed: file.seed)
+            let job = try await running.settled(try await running.enqueue(path, to: "rufh"))
+            #expect(job.state == .uploaded, "\(file.name): \(job.lastError ?? "")")
+            #expect(try running.attempts(job.id).map(\.outcome) == ["uploaded"], "\(file.name)")
+            settled.append((job, try await server.requests().count))
+        }
+        await running.stop()
+        return settled
+    }
+
     @Test("careful creation, appends within Upload-Limit, Upload-Complete and Repr-Digest on the last, every request versioned",
           arguments: [6, 7, 8])
     func conformance(interop: Int) async throws {
@@ -69,19 +86,12 @@ struct RUFHUploaderTests {
     func creationWithUpload(interop: Int) async throws {
         let server = try await RUFHTestServer.make(interop: interop)
         let sandbox = try sandbox(endpoint: server.endpoint, interop: interop, extra: "creation_with_upload = true")
-        let running = try RunningQueue(sandbox)
-        let small = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/small.jpg", size: 100_000, seed: 71),
-                                              to: "rufh")
-        let smallJob = try await running.settled(small)
-        let afterSmall = try await server.requests()
-        let large = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/large.raw", size: 600_000, seed: 72),
-                                              to: "rufh")
-        let largeJob = try await running.settled(large)
-        await running.stop()
-        #expect(smallJob.state == .uploaded, "\(smallJob.lastError ?? "")")
-        #expect(largeJob.state == .uploaded, "\(largeJob.lastError ?? "")")
+        let settled = try await uploadInTurn([("small.jpg", 100_000, 71), ("large.raw", 600_000, 72)],
+                                             sandbox: sandbox, server: server)
+        let (smallJob, largeJob) = (settled[0].job, settled[1].job)
+        let requests = try await server.requests()
         // The small file: one POST with the whole file, and nothing else but the OPTIONS that reads the limits.
-        let sent = afterSmall.filter { $0["method"] as? String != "OPTIONS" }
+        let sent = requests.prefix(settled[0].requestsSeen).filter { $0["method"] as? String != "OPTIONS" }
         #expect(sent.count == 1, "\(sent.map { $0["method"] ?? "" })")
         let creation = try #require(sent.first)
         #expect(creation["method"] as? String == "POST" && creation["body_bytes"] as? Int == 100_000)
@@ -90,9 +100,8 @@ struct RUFHUploaderTests {
         // Its upload, named by the 104 (the final answer names none), holds the file, complete.
         let upload = try #require(try await server.uploads()[try Self.uploadID(smallJob)], "\(smallJob.remoteURL ?? "")")
         #expect(upload["complete"] as? Bool == true && upload["sha256"] as? String == smallJob.sha256)
-        #expect(try running.attempts(small).map(\.outcome) == ["uploaded"])
         // The large file: the careful creation, then appends.
-        let later = try await server.requests().dropFirst(afterSmall.count)
+        let later = requests.dropFirst(settled[0].requestsSeen)
         #expect(later.filter { $0["method"] as? String == "POST" }.map { Self.header($0, "Upload-Complete") } == ["?0"])
         #expect(later.filter { $0["method"] as? String == "PATCH" }.count == 3)
         #expect(try await server.uploads()[try Self.uploadID(largeJob)]?["sha256"] as? String == largeJob.sha256)
@@ -102,17 +111,9 @@ struct RUFHUploaderTests {
     func creationWithUploadRefused() async throws {
         let server = try await RUFHTestServer.make(interop: 8, ["body_cap": 50_000, "send_104": false])
         let sandbox = try sandbox(endpoint: server.endpoint, interop: 8, extra: "creation_with_upload = true")
-        let running = try RunningQueue(sandbox)
-        let refused = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/a.jpg", size: 100_000, seed: 73),
-                                                to: "rufh")
-        let refusedJob = try await running.settled(refused)
-        let afterRefused = try await server.requests().count
-        let fits = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/b.jpg", size: 40_000, seed: 74),
-                                             to: "rufh")
-        let fitsJob = try await running.settled(fits)
-        await running.stop()
-        #expect(refusedJob.state == .uploaded, "\(refusedJob.lastError ?? "")")
-        #expect(fitsJob.state == .uploaded, "\(fitsJob.lastError ?? "")")
+        let settled = try await uploadInTurn([("a.jpg", 100_000, 73), ("b.jpg", 40_000, 74)], sandbox: sandbox,
+                                             server: server)
+        let (refusedJob, fitsJob, afterRefused) = (settled[0].job, settled[1].job, settled[0].requestsSeen)
         let requests = try await server.requests()
         let first = requests.prefix(afterRefused).filter { $0["method"] as? String != "OPTIONS" }
         #expect(first.map { "\($0["method"] ?? "") \($0["status"] ?? "")" }
@@ -123,6 +124,21 @@ struct RUFHUploaderTests {
         #expect(second.map { "\($0["method"] ?? "") \($0["status"] ?? "")" } == ["POST 200"])
         #expect(fitsJob.remoteURL == server.endpoint)
         #expect(try await server.uploads().values.contains { $0["sha256"] as? String == fitsJob.sha256 && $0["complete"] as? Bool == true })
+    }
+
+    @Test("creation_with_upload at interop 6: a 2xx that names no upload and carries no field of the draft proves nothing")
+    func creationWithUploadUnnamed() async throws {
+        let server = try await RUFHTestServer.make(interop: 6, ["send_104": false])
+        let sandbox = try sandbox(endpoint: server.endpoint, interop: 6, extra: "creation_with_upload = true")
+        let running = try RunningQueue(sandbox)
+        let id = try await running.enqueue(try sandbox.makeFile(sandbox.root + "/c.jpg", size: 20_000, seed: 75),
+                                           to: "rufh")
+        let job = try await running.wait(id) { $0.attempts >= 1 && $0.state != .uploading }
+        let attempts = try running.attempts(id)
+        await running.stop()
+        #expect(job.state != .uploaded, "a 200 with nothing of the draft in it is no proof")
+        #expect(attempts.first?.outcome == "unverified", "\(attempts)")
+        #expect(attempts.first?.error?.contains("creation_with_upload off") == true, "\(attempts)")
     }
 
     @Test("below min-append-size, chunk_size grows to the server's minimum; an empty file is created complete")

@@ -87,6 +87,15 @@ struct TransferEngineTests {
         #expect(stall.destinationFault && stall.message.contains("resumes from the confirmed offset") && stall.code == "stall")
     }
 
+    @Test("a status line's code, for HTTP/1.1 and HTTP/2, interim or final; none in anything else")
+    func statusLines() {
+        func code(_ line: String) -> Int { Array(line.utf8).withUnsafeBytes { EasyTransfer.statusCode($0[...]) } }
+        #expect(code("HTTP/1.1 104 Upload Resumption Supported") == 104)
+        #expect(code("HTTP/2 200") == 200)
+        #expect(code("HTTP/1.1 201") == 201)
+        #expect(code("HTTP/1.1 20") == 0 && code("HTTP/1.1 2x0 OK") == 0 && code("HTTP/1.1") == 0 && code("") == 0)
+    }
+
     @Test("URL templates fill job values as single safe segments and find their fixed prefix")
     func urlTemplates() throws {
         let template = try URLTemplate("https://dav.example/p/{meta.album}/{job_id}-{name}")

@@ -84,14 +84,16 @@ struct LocalCheckup: Sendable {
                     return ([DoctorFinding("database", .failure, "\(path) fails PRAGMA quick_check: "
                         + problems.prefix(3).joined(separator: "; "), fix: recover)], nil)
                 }
-                // From the tally the triggers keep: no walk of the jobs, however long the history. Its `pending`
-                // counts the jobs uploading too (a claim writes no tally row).
-                let counts = try Row.fetchAll(db, sql: """
+                // From the tally the triggers keep: no walk of the jobs, however long the history. Since migration
+                // v18 its `pending` counts the jobs uploading too (a claim writes no tally row); a queue a daemon
+                // has not migrated yet (the doctor only reads) still has rows of its own for them.
+                let rows = try Row.fetchAll(db, sql: """
                     SELECT state, SUM(jobs) AS n FROM job_tally GROUP BY state HAVING SUM(jobs) > 0 ORDER BY state
-                    """).map { row -> String in
-                        let state: String = row["state"]
-                        return "\(row["n"] as Int64) \(state == JobState.pending.rawValue ? "pending or uploading" : state)"
-                    }
+                    """).map { ($0["state"] as String, $0["n"] as Int64) }
+                let merged = !rows.contains { $0.0 == JobState.uploading.rawValue }
+                let counts = rows.map { state, jobs in
+                    "\(jobs) \(merged && state == JobState.pending.rawValue ? "pending or uploading" : state)"
+                }
                 let override = try String.fetchOne(db, sql: "SELECT value FROM setting WHERE key = ?",
                                                    arguments: [LinkMonitor.overrideSetting])
                 return ([DoctorFinding("database", .ok, "\(path): quick_check ok; jobs: "

@@ -322,8 +322,9 @@ struct RUFHUploader: Uploader {
     }
 
     /// With `creation_with_upload`: the whole file in its creation request, marked complete, proven by the answer as
-    /// a completing append is (interop 7 and 8: `Upload-Complete: ?1`, or a `HEAD` of the upload showing it complete;
-    /// interop 6: the 2xx, never an HTML page, the resource's own). Nil when the file is empty or larger than one
+    /// a completing append is (interop 7 and 8: `Upload-Complete: ?1`, or a `HEAD` of the upload it names showing it
+    /// complete; interop 6: its 2xx, never an HTML page, naming the upload or carrying `Upload-Offset`). Nil when the
+    /// file is empty or larger than one
     /// append (`chunk_size`, the server's `max-append-size`, what a 413 taught), or when a 413 refuses it now:
     /// the careful creation follows. The upload's URL is the answer's `Location`, or the `104`'s.
     private func createComplete(job: Job, source: SourceFile, context: TransferContext)
@@ -345,7 +346,7 @@ struct RUFHUploader: Uploader {
         switch response.status {
         case 200..<300:
             break
-        case 413:
+        case 413 where job.size > Self.minimumAppendSize:
             if let maximum = UploadLimit(response)?.maximumSize, job.size > maximum { throw tooLarge(job, maximum: maximum) }
             // The body cap refused the file whole: learnt, and the careful creation sends it in smaller appends.
             bodyLimit.capChunks(at: max(Self.minimumAppendSize, job.size / 2))
@@ -359,20 +360,37 @@ struct RUFHUploader: Uploader {
             throw badReply("POST", endpoint, "the creation of a complete upload was answered HTTP \(response.status) "
                 + "without completing it (Upload-Complete: ?0 or Upload-Offset \(stated ?? -1) of \(job.size))")
         }
-        let uploadURL = response.location(resolvedAgainst: endpoint) ?? response.resumptionLocation(resolvedAgainst: endpoint)
-        if let uploadURL { try client.check(uploadURL) }
+        let named = response.location(resolvedAgainst: endpoint) ?? response.resumptionLocation(resolvedAgainst: endpoint)
+        // An upload URL that would take an https destination to plain http is neither asked nor kept (the file is
+        // on the server already: refusing the answer for it would only send the file again).
+        let uploadURL = named.flatMap { (try? client.check($0)) == nil ? nil : $0 }
         var state = RUFHResumeState(uploadURL: uploadURL ?? endpoint, interopVersion: settings.interopVersion)
-        if said == nil, settings.interopVersion >= 7 {
-            // Interop 7 and 8 say `Upload-Complete: ?1`; without it, the upload (when the answer named it) is asked.
-            guard uploadURL != nil, let found = try await locate(state, job: job, context: context), found.complete,
-                  found.offset == job.size else {
+        if said == nil {
+            // Interop 7 and 8 say `Upload-Complete: ?1`; without it, the upload the answer named is asked. Interop 6's
+            // answer is the resource's, but one that names no upload and carries no field of the draft could have
+            // come from anything that answers 2xx.
+            let proven: Bool
+            if settings.interopVersion >= 7 {
+                if let uploadURL, let found = try await locate(RUFHResumeState(uploadURL: uploadURL,
+                                                                               interopVersion: settings.interopVersion),
+                                                               job: job, context: context),
+                   found.complete, found.offset == job.size {
+                    state = found.state
+                    proven = true
+                } else {
+                    proven = false
+                }
+            } else {
+                proven = named != nil || stated != nil
+            }
+            guard proven else {
                 throw .unverified("""
                     POST \(redacted(endpoint)) answered HTTP \(response.status) to the creation of a complete upload \
-                    without Upload-Complete: ?1, and no upload it names shows complete: a proxy or a portal answered; \
-                    it is tried again later
+                    without Upload-Complete: ?1 or an upload it names that shows complete: a proxy or a portal answered, \
+                    or the server does not name its uploads (then turn creation_with_upload off for destination \
+                    "\(destination.name)"); it is tried again later
                     """)
             }
-            state = found.state
         }
         return try await finished(context, state: state, source: source)
     }
