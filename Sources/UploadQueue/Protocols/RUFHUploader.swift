@@ -324,9 +324,9 @@ struct RUFHUploader: Uploader {
     /// With `creation_with_upload`: the whole file in its creation request, marked complete, proven by the answer as
     /// a completing append is (interop 7 and 8: `Upload-Complete: ?1`, or a `HEAD` of the upload it names showing it
     /// complete; interop 6: its 2xx, never an HTML page, naming the upload or carrying `Upload-Offset`). Nil when the
-    /// file is empty or larger than one
-    /// append (`chunk_size`, the server's `max-append-size`, what a 413 taught), or when a 413 refuses it now:
-    /// the careful creation follows. The upload's URL is the answer's `Location`, or the `104`'s.
+    /// file is empty or larger than one append (`chunk_size`, the server's `max-append-size`, what a 413 taught), or
+    /// when a 413 refuses it now: the careful creation follows. The upload's URL is the answer's `Location`, or the
+    /// `104`'s.
     private func createComplete(job: Job, source: SourceFile, context: TransferContext)
         async throws(TransferFailure) -> UploadOutcome?
     {
