@@ -18,12 +18,12 @@ prefix=${1:-/usr/local}
 
 binary=${UPLOADQ_BINARY:-}
 if [ -z "$binary" ]; then
-    swift build -c release --static-swift-stdlib -Xlinker -z -Xlinker now --product uploadq >&2
+    contrib/build-release.sh >&2
     binary="$(swift build -c release --show-bin-path)/uploadq"
 fi
 manual=${GENERATE_MANUAL:-}
 if [ -z "$manual" ]; then
-    swift build -c release --product generate-manual >&2
+    contrib/build-release.sh --product generate-manual >&2
     manual="$(swift build -c release --show-bin-path)/generate-manual"
 fi
 

@@ -18,13 +18,12 @@ out="$(cd "$out" && pwd)"
 
 binary=${UPLOADQ_BINARY:-}
 if [ -z "$binary" ]; then
-    # Full RELRO (`-z now`): the GOT is read-only once the daemon runs.
-    swift build -c release --static-swift-stdlib -Xlinker -z -Xlinker now --product uploadq >&2
+    contrib/build-release.sh >&2
     binary="$(swift build -c release --show-bin-path)/uploadq"
 fi
 manual=${GENERATE_MANUAL:-}
 if [ -z "$manual" ]; then
-    swift build -c release --product generate-manual >&2
+    contrib/build-release.sh --product generate-manual >&2
     manual="$(swift build -c release --show-bin-path)/generate-manual"
 fi
 
@@ -71,6 +70,13 @@ install -d "$work/debian"
 printf 'Source: uploadq\n\nPackage: uploadq\nArchitecture: any\n' > "$work/debian/control"
 depends="$(cd "$work" && dpkg-shlibdeps -O --warnings=0 tree/usr/bin/uploadq | sed -n 's/^shlibs:Depends=//p')"
 [ -n "$depends" ] || { echo "package-deb: dpkg-shlibdeps found no dependencies" >&2; exit 1; }
+# The packed relocations of contrib/build-release.sh need glibc 2.36 (the version GLIBC_ABI_DT_RELR), which
+# dpkg-shlibdeps does not count.
+if readelf -V "$binary" | grep GLIBC_ABI_DT_RELR > /dev/null; then
+    depends="$(printf '%s' "$depends" | sed -E 's/libc6 \(>= 2\.([0-9]|[12][0-9]|3[0-5])(\.[0-9]+)?\)/libc6 (>= 2.36)/')"
+    [[ "$depends" == *"libc6 (>= 2.36)"* || "$depends" =~ libc6\ \(\>=\ 2\.(3[6-9]|[4-9][0-9]) ]] \
+        || { echo "package-deb: no libc6 dependency to raise to 2.36 in: $depends" >&2; exit 1; }
+fi
 
 install -m 0644 contrib/debian/conffiles "$tree/DEBIAN/conffiles"
 install -m 0755 contrib/debian/postinst contrib/debian/prerm contrib/debian/postrm "$tree/DEBIAN/"

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 contrib/setup.sh
-# The Swift runtime is linked in statically: one file to install, and less resident memory than shared libraries.
-# Full RELRO (`-z now`), as the Debian package builds it: the two share one release build.
-swift build -c release --static-swift-stdlib -Xlinker -z -Xlinker now --product uploadq
+# The release build the Debian package makes too (the Swift runtime linked in, full RELRO, the functions the daemon
+# runs placed together): the two share it.
+contrib/build-release.sh
 exec .build/release/uploadq daemon "$@"

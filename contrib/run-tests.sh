@@ -16,6 +16,8 @@ swift build --build-tests
 swift build --product generate-manual   # the man page test runs contrib/install-cli-extras.sh with it
 # The Debian package (a release build, about 4 minutes the first time) for DebianPackageTests.
 GENERATE_MANUAL="$PWD/.build/debug/generate-manual" contrib/package-deb.sh .build/deb
+# That release binary was linked with the function order, and the order still names most of its functions.
+contrib/release/check-order.sh
 test -x .build/debug/uploadq || { echo "run-tests: .build/debug/uploadq was not built" >&2; exit 1; }
 if [ "$#" -gt 0 ]; then
     contrib/test-servers/run.sh swift test --skip-build "$@"

@@ -42,6 +42,25 @@ struct DebianPackageTests {
         }
     }
 
+    @Test("the package's binary is the release build's (packed relocations, no exported symbol) and asks for glibc 2.36")
+    func releaseBuild() async throws {
+        let deb = try requirePackage()
+        // The binary out of the package, read by readelf: its dynamic section and the glibc versions it needs.
+        let script = "dpkg-deb --fsys-tarfile \"$1\" | tar -xOf - ./usr/bin/uploadq > \"$2\" && readelf -dV \"$2\""
+        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("uploadq-deb-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: binary) }
+        let elf = try await BinaryRunner.run(["bash", "-c", script, "bash", deb, binary], executable: "/bin/bash")
+        #expect(elf.status == 0, "\(elf.stderr)")
+        #expect(elf.stdout.contains("(RELR)"), "no packed relocations: not built by contrib/build-release.sh")
+        #expect(elf.stdout.contains("GLIBC_ABI_DT_RELR"))
+        let symbols = try await BinaryRunner.run(["readelf", "--dyn-syms", "-W", binary], executable: "/usr/bin/readelf")
+        let exported = symbols.stdout.split(separator: "\n").filter { $0.contains(" GLOBAL ") && !$0.contains(" UND ") }
+        #expect(exported.count < 20, "the binary exports \(exported.count) symbols: \(exported.prefix(5))")
+        // dpkg-shlibdeps does not count GLIBC_ABI_DT_RELR: the package says it.
+        let fields = try await BinaryRunner.run(["dpkg-deb", "-f", deb, "Depends"], executable: "/usr/bin/dpkg-deb")
+        #expect(fields.stdout.contains("libc6 (>= 2.36)"), "\(fields.stdout)")
+    }
+
     @Test("lintian: no error, warning or info that is not overridden with its reason")
     func lintian() async throws {
         let deb = try requirePackage()

@@ -6,4 +6,4 @@ cd "$(dirname "$0")/../.."
 contrib/setup.sh time hyperfine rclone wrk valgrind
 contrib/test-servers/setup.sh
 .build-venv/bin/pip install --quiet --disable-pip-version-check -r contrib/bench/requirements.txt
-swift build -c release --static-swift-stdlib --product uploadq >&2
+contrib/build-release.sh >&2

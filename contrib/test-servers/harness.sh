@@ -10,7 +10,7 @@ if [ -z "${UPLOADQ_TEST_PROXY_CONTROL:-}" ]; then
     contrib/setup.sh
     contrib/test-servers/setup.sh
     if [ -z "${UPLOADQ_BINARY:-}" ]; then
-        swift build -c release --static-swift-stdlib -Xlinker -z -Xlinker now --product uploadq >&2
+        contrib/build-release.sh >&2
         export UPLOADQ_BINARY="$root/.build/release/uploadq"
     fi
     exec contrib/test-servers/run.sh "$0" "$@"
