@@ -16,7 +16,12 @@ struct OriginTrustTests {
         #expect(URLOrigin(url: "http://user:pw@h/x") == URLOrigin(url: "http://h/"), "user info is not the origin")
         #expect(URLOrigin(url: "http://[::1]:9000/x")?.host == "[::1]")
         #expect(URLOrigin(url: "http://h/x") != URLOrigin(url: "https://h/x"))
-        for bad in ["ftp://h/", "h/x", "https://", "http://h:0/", "http://h:99999/", "http://h:8o/", "file:///tmp"] {
+        #expect(URLOrigin(url: "HTTPS://H:0443/x") == URLOrigin(url: "https://h/"), "scheme and host in any case")
+        #expect(URLOrigin(url: "http://a@b@h:81/x?u=http://c/")?.description == "http://h:81", "the last @ ends user info")
+        #expect(URLOrigin(url: "https://h?x=1")?.host == "h")
+        #expect(URLOrigin(url: "https://Ünï.example/")?.host == "ünï.example", "a Unicode host lowercased as Unicode")
+        for bad in ["ftp://h/", "h/x", "https://", "http://h:0/", "http://h:99999/", "http://h:8o/", "file:///tmp",
+                    "http://h:+80/", "http://h:000000080/", "http://[::1/", "http://[::1]x/", "http://@/", "ht tp://h/"] {
             #expect(URLOrigin(url: bad) == nil, "\(bad)")
         }
     }

@@ -189,6 +189,12 @@ struct QueueStoreTests {
         full.sourceAfterUpload = "move:/srv/done"
         full.resumeState = "{\"offset\":5}"
         full.cancelRequested = true
+        full.ownerUID = 1000
+        full.lane = "album-7"
+        full.laneSequence = 4
+        full.afterMode = .settled
+        full.blockedBy = JobID.generate(at: at)
+        full.group = "trip"
         var bare = Self.job(JobID.generate(at: at))
         bare.createdAt = at
         bare.updatedAt = at
@@ -196,11 +202,45 @@ struct QueueStoreTests {
         #expect(full.meteredBelow == Int64(1_048_576))
         #expect(try store.writer.read { db in try Job.fetchOne(db, key: full.id.rawValue) } == full)
         #expect(try store.writer.read { db in try Job.fetchOne(db, key: bare.id.rawValue) } == bare)
+        // Only the order writes blocked_kind; the claim and every end read jobs by position (`Job.selection`): the
+        // same job as by name, whatever order the table's migrations gave its columns.
+        try store.writer.write { db in
+            try db.execute(sql: "UPDATE job SET blocked_kind = 'lane' WHERE id = ?", arguments: [full.id.rawValue])
+        }
+        full.blockedKind = .lane
+        for job in [full, bare] {
+            let (named, selected) = try store.writer.read { db in
+                (try Job.fetchOne(db, key: job.id.rawValue),
+                 try Job.fetchOne(selected: db.cachedStatement(sql: QueueStore.jobByID), arguments: [job.id.rawValue]))
+            }
+            #expect(named == job)
+            #expect(selected == job)
+        }
+        #expect(try store.writer.read { db in
+            try Job.fetchOne(selected: db.cachedStatement(sql: QueueStore.jobByID), arguments: ["no such job"])
+        } == nil)
 
         try store.writer.write { db in
             try db.execute(sql: "UPDATE job SET state = 'teleported' WHERE id = ?", arguments: [bare.id.rawValue])
+            try db.execute(sql: "UPDATE job SET created_at = 'yesterday' WHERE id = ?", arguments: [full.id.rawValue])
         }
         #expect(throws: DatabaseError.self) { try store.writer.read { db in try Job.fetchOne(db, key: bare.id.rawValue) } }
+        // A value this version cannot read is the same error either way, naming its column.
+        for (id, column) in [(bare.id, "state"), (full.id, "created_at")] {
+            for selected in [false, true] {
+                do {
+                    _ = try store.writer.read { db in
+                        selected
+                            ? try Job.fetchOne(selected: db.cachedStatement(sql: QueueStore.jobByID), arguments: [id.rawValue])
+                            : try Job.fetchOne(db, key: id.rawValue)
+                    }
+                    Issue.record("\(column) read by \(selected ? "position" : "name") did not fail")
+                } catch let error as DatabaseError {
+                    #expect(error.resultCode == .SQLITE_MISMATCH && error.message?.contains("column \(column) ") == true,
+                            "\(error)")
+                }
+            }
+        }
     }
 
     @Test("dates are stored as the same text GRDB writes, to the millisecond")

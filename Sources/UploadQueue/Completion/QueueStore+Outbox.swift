@@ -89,11 +89,12 @@ extension QueueStore {
         try writer.read { db in
             let names = consumers.map(\.description).sorted()
             let list = Array(repeating: "?", count: names.count).joined(separator: ",")
-            let rows = try Row.fetchAll(db, sql: """
+            // Cached: a daemon's consumers, hence this text, stay the same, and the owed work asks after each end.
+            let rows = try Row.fetchAll(db.cachedStatement(sql: """
                 SELECT job_id, consumer, state, attempts, last_error, next_attempt_at FROM outbox INDEXED BY outbox_due
                 WHERE state = '\(OutboxState.pending.rawValue)' AND next_attempt_at <= ? AND consumer IN (\(list))
                 ORDER BY next_attempt_at LIMIT ?
-                """, arguments: StatementArguments([now] as [any DatabaseValueConvertible] + names + [limit]))
+                """), arguments: StatementArguments([now] as [any DatabaseValueConvertible] + names + [limit]))
             return try rows.compactMap { row -> (OutboxEntry, Job)? in
                 guard let entry = Self.entry(row), let job = try Job.fetchOne(db, key: entry.jobID.rawValue) else { return nil }
                 return (entry, job)
@@ -112,11 +113,11 @@ extension QueueStore {
                 let list = Array(repeating: "?", count: names.count).joined(separator: ",")
                 let skip = Set(busy.map { "\($0.0.rawValue) \($0.1)" })
                 // Read in due order through the index: at most one row past the busy ones.
-                let rows = try Row.fetchCursor(db, sql: """
+                let rows = try Row.fetchCursor(db.cachedStatement(sql: """
                     SELECT job_id, consumer, next_attempt_at FROM outbox INDEXED BY outbox_due
                     WHERE state = '\(OutboxState.pending.rawValue)' AND consumer IN (\(list))
                     ORDER BY next_attempt_at LIMIT ?
-                    """, arguments: StatementArguments(names) + [skip.count + 1])
+                    """), arguments: StatementArguments(names) + [skip.count + 1])
                 while let row = try rows.next() {
                     guard !skip.contains("\(row["job_id"] as String) \(row["consumer"] as String)") else { continue }
                     outbox = row["next_attempt_at"]

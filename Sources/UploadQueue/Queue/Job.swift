@@ -113,7 +113,7 @@ public struct Job: Sendable, Equatable, Codable {
         return job
     }
 
-    public enum CodingKeys: String, CodingKey, ColumnExpression {
+    public enum CodingKeys: String, CodingKey, ColumnExpression, CaseIterable {
         case id, state
         case waitingReason = "waiting_reason"
         case permanent, attempts, failures
@@ -156,14 +156,59 @@ extension Job: FetchableRecord, PersistableRecord {
     /// `Decodable` path cost more than the SQL around it (a profile of 5,000 small files put it at a quarter of
     /// the scheduler's time). Writes still go through `Encodable`; a test checks both ways agree.
     public init(row: Row) throws {
+        try self.init(row: row, selected: false)
+    }
+
+    /// The job's columns in the order `fetchOne(selected:arguments:)` reads them by position: what a statement
+    /// selects (`SELECT \(Job.selection) FROM job WHERE …`) in place of `*`, whose order is the table's, which its
+    /// migrations decide.
+    static let selection = (Columns.allCases.map(\.rawValue) + [blockedKindColumn]).map { "job.\"\($0)\"" }
+        .joined(separator: ", ")
+    /// `job.blocked_kind`, which only the order writes (`QueueStore.settleOrder`), last in `selection`.
+    private static let blockedKindColumn = "blocked_kind"
+    /// Each column's place in `selection`.
+    private static let selectedPositions = Dictionary(uniqueKeysWithValues: Columns.allCases.enumerated().map {
+        ($0.element, $0.offset)
+    })
+
+    /// The job `statement` finds, a statement of `selection`'s columns: read by position, where a row of `*` is
+    /// read by name (a lookup that lowercases the name, for each of 47 columns: the claim and the end of every
+    /// transfer read a job, and this was most of their cost).
+    static func fetchOne(selected statement: Statement, arguments: StatementArguments) throws -> Job? {
+        // A cursor's row reads the statement in place; `Row.fetchOne` would copy every value first.
+        let rows = try Row.fetchCursor(statement, arguments: arguments)
+        guard let row = try rows.next() else { return nil }
+        return try Job(row: row, selected: true)
+    }
+
+    /// `selected`: the row holds `selection`'s columns in that order (else it is read by column name).
+    private init(row: Row, selected: Bool) throws {
         /// A column's value; one of the wrong type is a bad row (`badColumn`), a column the table lacks is not.
         func decoded<Value: DatabaseValueConvertible>(_ column: Columns, as type: Value.Type = Value.self) throws
             -> Value
         {
             do {
+                if selected, let position = Self.selectedPositions[column] {
+                    return try row.decode(type, atIndex: position)
+                }
                 return try row.decode(type, forColumn: column)
             } catch {
-                guard row.hasColumn(column.rawValue) else { throw error }
+                guard selected || row.hasColumn(column.rawValue) else { throw error }
+                throw Self.badColumn(column, in: row)
+            }
+        }
+        /// The same for a type SQLite hands over directly (text, integers, booleans): GRDB's faster path, without
+        /// a `DatabaseValue` in between.
+        func decoded<Value: DatabaseValueConvertible & StatementColumnConvertible>(
+            _ column: Columns, as type: Value.Type = Value.self
+        ) throws -> Value {
+            do {
+                if selected, let position = Self.selectedPositions[column] {
+                    return try row.decode(type, atIndex: position)
+                }
+                return try row.decode(type, forColumn: column)
+            } catch {
+                guard selected || row.hasColumn(column.rawValue) else { throw error }
                 throw Self.badColumn(column, in: row)
             }
         }
@@ -233,7 +278,8 @@ extension Job: FetchableRecord, PersistableRecord {
             return mode
         }
         blockedBy = try decoded(.blockedBy, as: String?.self).map(JobID.init(trusted:))
-        blockedKind = (row["blocked_kind"] as String?).flatMap(PrerequisiteKind.init(rawValue:))
+        let storedKind: String? = selected ? row[Columns.allCases.count] : row[Self.blockedKindColumn]
+        blockedKind = storedKind.flatMap(PrerequisiteKind.init(rawValue:))
         group = try decoded(.group)
     }
 
