@@ -198,7 +198,9 @@ struct QueueStoreTests {
         var bare = Self.job(JobID.generate(at: at))
         bare.createdAt = at
         bare.updatedAt = at
-        let store = try Self.store(with: [full, bare])
+        let (counted, owned, flagged) = (Self.job(JobID.generate(at: at)), Self.job(JobID.generate(at: at)),
+                                         Self.job(JobID.generate(at: at)))
+        let store = try Self.store(with: [full, bare, counted, owned, flagged])
         #expect(full.meteredBelow == Int64(1_048_576))
         #expect(try store.writer.read { db in try Job.fetchOne(db, key: full.id.rawValue) } == full)
         #expect(try store.writer.read { db in try Job.fetchOne(db, key: bare.id.rawValue) } == bare)
@@ -210,29 +212,31 @@ struct QueueStoreTests {
         full.blockedKind = .lane
         for job in [full, bare] {
             let (named, selected) = try store.writer.read { db in
-                (try Job.fetchOne(db, key: job.id.rawValue),
-                 try Job.fetchOne(selected: db.cachedStatement(sql: QueueStore.jobByID), arguments: [job.id.rawValue]))
+                (try Job.fetchOne(db, key: job.id.rawValue), try Job.read(job.id, in: db))
             }
             #expect(named == job)
             #expect(selected == job)
         }
-        #expect(try store.writer.read { db in
-            try Job.fetchOne(selected: db.cachedStatement(sql: QueueStore.jobByID), arguments: ["no such job"])
-        } == nil)
+        #expect(try store.writer.read { db in try Job.read(JobID(trusted: "no such job"), in: db) } == nil)
 
         try store.writer.write { db in
             try db.execute(sql: "UPDATE job SET state = 'teleported' WHERE id = ?", arguments: [bare.id.rawValue])
             try db.execute(sql: "UPDATE job SET created_at = 'yesterday' WHERE id = ?", arguments: [full.id.rawValue])
         }
+        // Text where a number or a flag belongs: read as 0 or false, a damaged owner would be root's.
+        try store.writer.write { db in
+            try db.execute(sql: "UPDATE job SET attempts = 'many' WHERE id = ?", arguments: [counted.id.rawValue])
+            try db.execute(sql: "UPDATE job SET owner_uid = 'x' WHERE id = ?", arguments: [owned.id.rawValue])
+            try db.execute(sql: "UPDATE job SET cancel_requested = 'yes' WHERE id = ?", arguments: [flagged.id.rawValue])
+        }
         #expect(throws: DatabaseError.self) { try store.writer.read { db in try Job.fetchOne(db, key: bare.id.rawValue) } }
         // A value this version cannot read is the same error either way, naming its column.
-        for (id, column) in [(bare.id, "state"), (full.id, "created_at")] {
+        for (id, column) in [(bare.id, "state"), (full.id, "created_at"), (counted.id, "attempts"),
+                             (owned.id, "owner_uid"), (flagged.id, "cancel_requested")] {
             for selected in [false, true] {
                 do {
                     _ = try store.writer.read { db in
-                        selected
-                            ? try Job.fetchOne(selected: db.cachedStatement(sql: QueueStore.jobByID), arguments: [id.rawValue])
-                            : try Job.fetchOne(db, key: id.rawValue)
+                        selected ? try Job.read(id, in: db) : try Job.fetchOne(db, key: id.rawValue)
                     }
                     Issue.record("\(column) read by \(selected ? "position" : "name") did not fail")
                 } catch let error as DatabaseError {

@@ -2,8 +2,8 @@
 
     callgrind-order.py BINARY PROFILE...   > uploadq.order
 
-Prints, one per line, every function of BINARY that ran in any PROFILE (valgrind --tool=callgrind output, names
-not demangled). Names the binary does not define (libc, libcurl, SQLite) are left out.
+Prints, one per line, every function of BINARY that ran in any PROFILE (valgrind --tool=callgrind --demangle=no
+output: the names as the binary has them, C++'s mangled too). Names the binary does not define (libc, libcurl, SQLite) are left out.
 
 A daemon sends to one kind of server, so a profile whose file name starts with "daemon-" is one protocol's daemon:
 the functions every daemon ran come first, then those of fewer daemons, each set of daemons' functions together

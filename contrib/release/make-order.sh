@@ -21,7 +21,8 @@ if [ -z "${UPLOADQ_TEST_DAV_URL:-}" ]; then
 fi
 command -v valgrind > /dev/null || { echo "make-order: valgrind is missing (contrib/setup.sh valgrind)" >&2; exit 1; }
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+daemon=""
+trap 'if [ -n "$daemon" ]; then kill "$daemon" 2> /dev/null || true; fi; rm -rf "$work"' EXIT
 # valgrind cannot read the debug information of a binary this large: it runs a copy without it.
 binary="$work/uploadq"
 objcopy --strip-debug .build/release/uploadq "$binary"
@@ -74,7 +75,7 @@ quiet_period = \"1s\""
 profile() {
     local name=$1 destination=$2
     shift 2
-    (cd "$work" && valgrind --tool=callgrind --callgrind-out-file="$work/$name.callgrind" "$binary" "$@" \
+    (cd "$work" && valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/$name.callgrind" "$binary" "$@" \
         --config "$destination.toml" 2> "$work/$name.valgrind" > "$work/$name.out") \
         || { cat "$work/$name.valgrind" "$work/$name.out" >&2; echo "make-order: uploadq $* failed" >&2; exit 1; }
 }
@@ -91,15 +92,21 @@ for destination in put post tus rufh s3 dir; do
         # The default config's way: a daemon taking files from its spool, stopped by SIGTERM once all are sent
         # (--exit-when-idle does not wait for the spool).
         expected=11
-        (cd "$work" && exec valgrind --tool=callgrind --callgrind-out-file="$work/daemon-dir.callgrind" "$binary" \
-            daemon --log-level info --config dir.toml 2> "$work/daemon-dir.valgrind" > /dev/null) &
+        (cd "$work" && exec valgrind --tool=callgrind --demangle=no --callgrind-out-file="$work/daemon-dir.callgrind" \
+            "$binary" daemon --log-level info --config dir.toml 2> "$work/daemon-dir.valgrind" > /dev/null) &
         daemon=$!
         for _ in $(seq 1 600); do
-            [ "$(uploaded dir)" -lt "$expected" ] || break
+            count=$(uploaded dir) || count=0   # the queue may not exist yet
+            [ "$count" -lt "$expected" ] || break
             sleep 0.2
         done
         kill -TERM "$daemon"
-        wait "$daemon" || { cat "$work/daemon-dir.valgrind" >&2; echo "make-order: the spool's daemon failed" >&2; exit 1; }
+        if ! wait "$daemon"; then
+            cat "$work/daemon-dir.valgrind" >&2
+            echo "make-order: the spool's daemon failed" >&2
+            exit 1
+        fi
+        daemon=""
     else
         profile "daemon-$destination" "$destination" daemon --exit-when-idle --log-level info
     fi
@@ -116,8 +123,8 @@ profile show put show "$(cd "$work" && "$binary" list --json --config put.toml |
     'import json, sys; print(json.load(sys.stdin)[0]["id"])')"
 profile check put config check
 .build-venv/bin/python contrib/release/callgrind-order.py .build/release/uploadq "$work"/*.callgrind \
-    > contrib/release/uploadq.order
-# The build does not know the order as an input: without the binary, the next one links it again.
-rm -f .build/release/uploadq
+    > "$work/uploadq.order"
+# contrib/build-release.sh links again with a changed order.
+mv "$work/uploadq.order" contrib/release/uploadq.order
 echo "make-order: $(wc -l < contrib/release/uploadq.order) functions in contrib/release/uploadq.order;" \
     "contrib/build-release.sh links with it" >&2

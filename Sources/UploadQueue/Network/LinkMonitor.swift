@@ -7,16 +7,14 @@ import Synchronization
 ///
 /// Each look takes the routing table and NetworkManager's answer from caches, so the scheduler and the uploaders
 /// (before every chunk) never wait for D-Bus nor parse the kernel's tables per file. The monitor's own thread
-/// reads both again every two seconds and on netlink route, address and link changes; while it watches netlink,
-/// the table it read is the current one. Without netlink (the CLI, or a socket refused), a table older than
-/// `routeTableAge` is read again.
+/// reads both again every two seconds and on netlink route, address and link changes; without it (the CLI), a
+/// table older than `routeTableAge` is read again.
 final class LinkMonitor: Sendable {
     private struct State {
         var override: LinkOverride
         var networkManager: [String: (value: (global: NetworkManagerProbe.Metered, device: NetworkManagerProbe.Metered?), at: ContinuousClock.Instant)] = [:]
         var addresses: [String: (bytes: [UInt8]?, at: ContinuousClock.Instant)] = [:]
         var last: [String: LinkStatus] = [:]
-        /// The watch thread hears netlink's route, address and link changes: its table is never stale.
         var watching = false
         var routes: (table: RouteTable, at: ContinuousClock.Instant)?
         /// NetworkManager's `Connectivity` as last read (nil: not running, or not asked).
@@ -114,14 +112,6 @@ final class LinkMonitor: Sendable {
     /// otherwise, until `stop()`.
     func watch(_ onChange: @escaping @Sendable () -> Void) {
         let descriptor = uploadq_netlink_route_socket()
-        if descriptor >= 0 {
-            // The table is read before the first change can go unheard.
-            let table = RouteTable.current()
-            state.withLock {
-                $0.routes = (table, .now)
-                $0.watching = true
-            }
-        }
         let thread = Thread { [self] in
             var buffer = [UInt8](repeating: 0, count: 16 << 10)
             while !self.stopped.load(ordering: .relaxed) {
@@ -140,10 +130,7 @@ final class LinkMonitor: Sendable {
                     onChange()
                 }
             }
-            if descriptor >= 0 {
-                self.state.withLock { $0.watching = false }
-                close(descriptor)
-            }
+            if descriptor >= 0 { close(descriptor) }
         }
         thread.name = "uploadq.link-monitor"
         thread.start()
@@ -153,14 +140,10 @@ final class LinkMonitor: Sendable {
         stopped.store(true, ordering: .relaxed)
     }
 
-    /// The routing table as last read: the watch's while it hears netlink, else read again when older than
-    /// `routeTableAge`.
+    /// The routing table as last read, read again when older than `routeTableAge`.
     private func routeTable() -> RouteTable {
         let now = ContinuousClock.now
-        if let (cached, watching) = state.withLock({ state in state.routes.map { ($0, state.watching) } }),
-           watching || now - cached.at < Self.routeTableAge {
-            return cached.table
-        }
+        if let cached = state.withLock({ $0.routes }), now - cached.at < Self.routeTableAge { return cached.table }
         let table = RouteTable.current()
         // A fresher table (the watch's, read after a netlink event) is not replaced by this older read.
         state.withLock { state in

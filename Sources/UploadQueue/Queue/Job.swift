@@ -159,11 +159,11 @@ extension Job: FetchableRecord, PersistableRecord {
         try self.init(row: row, selected: false)
     }
 
-    /// The job's columns in the order `fetchOne(selected:arguments:)` reads them by position: what a statement
-    /// selects (`SELECT \(Job.selection) FROM job WHERE …`) in place of `*`, whose order is the table's, which its
-    /// migrations decide.
+    /// The job's columns in the order `read(_:in:)` reads them by position: what it selects in place of `*`,
+    /// whose order is the table's, which its migrations decide.
     static let selection = (Columns.allCases.map(\.rawValue) + [blockedKindColumn]).map { "job.\"\($0)\"" }
         .joined(separator: ", ")
+    private static let byID = "SELECT \(selection) FROM job WHERE id = ?"
     /// `job.blocked_kind`, which only the order writes (`QueueStore.settleOrder`), last in `selection`.
     private static let blockedKindColumn = "blocked_kind"
     /// Each column's place in `selection`.
@@ -171,37 +171,27 @@ extension Job: FetchableRecord, PersistableRecord {
         ($0.element, $0.offset)
     })
 
-    /// The job `statement` finds, a statement of `selection`'s columns: read by position, where a row of `*` is
-    /// read by name (a lookup that lowercases the name, for each of 47 columns: the claim and the end of every
-    /// transfer read a job, and this was most of their cost).
-    static func fetchOne(selected statement: Statement, arguments: StatementArguments) throws -> Job? {
-        // A cursor's row reads the statement in place; `Row.fetchOne` would copy every value first.
-        let rows = try Row.fetchCursor(statement, arguments: arguments)
-        guard let row = try rows.next() else { return nil }
-        return try Job(row: row, selected: true)
+    /// The job of `id`, read by position (`selection`), where `fetchOne(_:key:)` reads `*` by name: a lookup that
+    /// lowercases the name, for each of 47 columns. The claim and the end of every transfer read a job, and that
+    /// was most of their cost.
+    static func read(_ id: JobID, in db: Database) throws -> Job? {
+        // A cursor's row reads the statement in place (`Row.fetchOne` would copy every value first); the row is
+        // read before the cursor, which resets the statement when it goes.
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: byID), arguments: [id.rawValue])
+        return try withExtendedLifetime(rows) {
+            guard let row = try rows.next() else { return nil }
+            return try Job(row: row, selected: true)
+        }
     }
 
     /// `selected`: the row holds `selection`'s columns in that order (else it is read by column name).
     private init(row: Row, selected: Bool) throws {
         /// A column's value; one of the wrong type is a bad row (`badColumn`), a column the table lacks is not.
+        /// Through `DatabaseValue`, which checks the stored type (GRDB's faster path reads text `'x'` as the
+        /// integer 0, and an owner's uid must never come out of a damaged row).
         func decoded<Value: DatabaseValueConvertible>(_ column: Columns, as type: Value.Type = Value.self) throws
             -> Value
         {
-            do {
-                if selected, let position = Self.selectedPositions[column] {
-                    return try row.decode(type, atIndex: position)
-                }
-                return try row.decode(type, forColumn: column)
-            } catch {
-                guard selected || row.hasColumn(column.rawValue) else { throw error }
-                throw Self.badColumn(column, in: row)
-            }
-        }
-        /// The same for a type SQLite hands over directly (text, integers, booleans): GRDB's faster path, without
-        /// a `DatabaseValue` in between.
-        func decoded<Value: DatabaseValueConvertible & StatementColumnConvertible>(
-            _ column: Columns, as type: Value.Type = Value.self
-        ) throws -> Value {
             do {
                 if selected, let position = Self.selectedPositions[column] {
                     return try row.decode(type, atIndex: position)

@@ -101,12 +101,9 @@ package struct QueueStore: Sendable {
     package func jobs(_ ids: some Collection<JobID>, holdsInForce: Bool = true) throws -> [JobID: Job] {
         try writer.read { db in
             let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
-            let statement = try db.cachedStatement(sql: Self.jobByID)
             var found: [JobID: Job] = [:]
             for id in ids {
-                if let job = try Job.fetchOne(selected: statement, arguments: [id.rawValue]) {
-                    found[id] = holds.explained(job)
-                }
+                if let job = try Job.read(id, in: db) { found[id] = holds.explained(job) }
             }
             return found
         }
@@ -126,16 +123,12 @@ package struct QueueStore: Sendable {
         try writer.write { db in try Self.apply(event, to: id, in: db, now: now, change: change) }
     }
 
-    /// The job of one id, read by position (`Job.fetchOne(selected:arguments:)`).
-    static let jobByID = "SELECT \(Job.selection) FROM job WHERE id = ?"
-
     /// `settlesOrder`: whether the jobs that wait for this one learn of the change (`settleOrder`); the order's own
     /// changes to waiting jobs pass false, and settle those in its worklist.
     static func apply(_ event: JobLifecycle.Event, to id: JobID, in db: Database, now: Date, settlesOrder: Bool = true,
                       change: (inout Job) -> Void = { _ in }) throws -> Job? {
         // Cached statements on the paths every job takes: parsing SQL cost more than running it.
-        guard var job = try Job.fetchOne(selected: db.cachedStatement(sql: Self.jobByID), arguments: [id.rawValue])
-        else {
+        guard var job = try Job.read(id, in: db) else {
             throw UploadQueueError(.jobNotFound, "no job with id \(id); `uploadq list` shows the queue", job: id)
         }
         var lifecycle = job.lifecycle

@@ -100,7 +100,7 @@ extension QueueStore {
     /// it is.
     static func returnClaimedAhead(_ ids: [JobID], in db: Database, now: Date) throws {
         for id in ids {
-            guard let job = try Job.fetchOne(selected: db.cachedStatement(sql: jobByID), arguments: [id.rawValue]),
+            guard let job = try Job.read(id, in: db),
                   job.state == .uploading, job.waitingReason == .concurrency else { continue }
             _ = try apply(.interrupt, to: id, in: db, now: now)
         }
