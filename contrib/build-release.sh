@@ -26,7 +26,7 @@ if [ -x "$resources/../../bin/ld.lld" ] || command -v ld.lld > /dev/null; then
     flags+=(-Xswiftc -Xfrontend -Xswiftc -function-sections -Xcc -ffunction-sections -Xswiftc -use-ld=lld
         -Xlinker --no-export-dynamic
         -Xlinker "--symbol-ordering-file=$order" -Xlinker --no-warn-symbol-ordering)
-    glibc=$(getconf GNU_LIBC_VERSION | sed -n 's/^glibc 2\.\([0-9]*\).*/\1/p')
+    glibc=$(getconf GNU_LIBC_VERSION 2> /dev/null | sed -n 's/^glibc 2\.\([0-9]*\).*/\1/p') || glibc=0
     if [ "${glibc:-0}" -ge 36 ]; then flags+=(-Xlinker -z -Xlinker pack-relative-relocs); fi
     # SwiftPM does not know the order as an input: a binary linked with another order is linked again.
     stamp=".build/release-order.sha256"

@@ -47,11 +47,13 @@ struct DebianPackageTests {
         let deb = try requirePackage()
         // The binary out of the package, read by readelf: its dynamic section and the glibc versions it needs.
         let script = "dpkg-deb --fsys-tarfile \"$1\" | tar -xOf - ./usr/bin/uploadq > \"$2\" && readelf -dV \"$2\""
-        let binary = FileManager.default.temporaryDirectory.appendingPathComponent("uploadq-deb-\(UUID().uuidString)").path
+        let binary = FileManager.default.temporaryDirectory
+            .appendingPathComponent("uploadq-deb-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: binary) }
         let elf = try await BinaryRunner.run(["bash", "-c", script, "bash", deb, binary], executable: "/bin/bash")
         #expect(elf.status == 0, "\(elf.stderr)")
-        let symbols = try await BinaryRunner.run(["readelf", "--dyn-syms", "-W", binary], executable: "/usr/bin/readelf")
+        let symbols = try await BinaryRunner.run(["readelf", "--dyn-syms", "-W", binary],
+                                                 executable: "/usr/bin/readelf")
         let exported = symbols.stdout.split(separator: "\n").filter { $0.contains(" GLOBAL ") && !$0.contains(" UND ") }
         #expect(exported.count < 20, "the binary exports \(exported.count) symbols: \(exported.prefix(5))")
         // glibc 2.36 brought packed relocations; dpkg-shlibdeps does not count what they need, the package says it.

@@ -17,14 +17,17 @@ struct OriginTrustTests {
         #expect(URLOrigin(url: "http://[::1]:9000/x")?.host == "[::1]")
         #expect(URLOrigin(url: "http://h/x") != URLOrigin(url: "https://h/x"))
         #expect(URLOrigin(url: "HTTPS://H:0443/x") == URLOrigin(url: "https://h/"), "scheme and host in any case")
-        #expect(URLOrigin(url: "http://a@b@h:81/x?u=http://c/")?.description == "http://h:81", "the last @ ends user info")
+        #expect(URLOrigin(url: "http://a@b@h:81/x?u=http://c/")?.description == "http://h:81",
+                "the last @ ends user info")
         #expect(URLOrigin(url: "https://h?x=1")?.host == "h")
-        #expect(URLOrigin(url: "https://Ünï.example/")?.host == "ünï.example", "a Unicode host lowercased as Unicode")
+        #expect(URLOrigin(url: "https://Ünï.example/")?.host == "ünï.example",
+                "a Unicode host lowercased as Unicode")
         // A combining mark after the path's slash made one Character of the two: the origin was the user info's
         // host, where curl connects to the one before the slash.
         #expect(URLOrigin(url: "https://evil.example/\u{301}@trusted.example/")?.host == "evil.example")
         for bad in ["ftp://h/", "h/x", "https://", "http://h:0/", "http://h:99999/", "http://h:8o/", "file:///tmp",
-                    "http://h:+80/", "http://h:000000080/", "http://[::1/", "http://[::1]x/", "http://@/", "ht tp://h/"] {
+                    "http://h:+80/", "http://h:000000080/", "http://[::1/", "http://[::1]x/", "http://@/",
+                    "ht tp://h/"] {
             #expect(URLOrigin(url: bad) == nil, "\(bad)")
         }
     }

@@ -227,7 +227,8 @@ struct QueueStoreTests {
         try store.writer.write { db in
             try db.execute(sql: "UPDATE job SET attempts = 'many' WHERE id = ?", arguments: [counted.id.rawValue])
             try db.execute(sql: "UPDATE job SET owner_uid = 'x' WHERE id = ?", arguments: [owned.id.rawValue])
-            try db.execute(sql: "UPDATE job SET cancel_requested = 'yes' WHERE id = ?", arguments: [flagged.id.rawValue])
+            try db.execute(sql: "UPDATE job SET cancel_requested = 'yes' WHERE id = ?",
+                           arguments: [flagged.id.rawValue])
         }
         #expect(throws: DatabaseError.self) { try store.writer.read { db in try Job.fetchOne(db, key: bare.id.rawValue) } }
         // A value this version cannot read is the same error either way, naming its column.
@@ -240,8 +241,8 @@ struct QueueStoreTests {
                     }
                     Issue.record("\(column) read by \(selected ? "position" : "name") did not fail")
                 } catch let error as DatabaseError {
-                    #expect(error.resultCode == .SQLITE_MISMATCH && error.message?.contains("column \(column) ") == true,
-                            "\(error)")
+                    #expect(error.resultCode == .SQLITE_MISMATCH, "\(error)")
+                    #expect(error.message?.contains("column \(column) ") == true, "\(error)")
                 }
             }
         }

@@ -23,7 +23,9 @@ extension Destination {
             default: return nil
             }
             let rest = bytes[(separator + 3)...]
-            var authority = rest.prefix { $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#") }
+            var authority = rest.prefix {
+                $0 != UInt8(ascii: "/") && $0 != UInt8(ascii: "?") && $0 != UInt8(ascii: "#")
+            }
             if let at = authority.lastIndex(of: UInt8(ascii: "@")) { authority = authority[(at + 1)...] }
             let hostPart: ArraySlice<UInt8>
             let portPart: ArraySlice<UInt8>?
