@@ -200,39 +200,6 @@ struct EventTests {
         #expect(await daemon.terminate() < .seconds(5))
     }
 
-    @Test("live lines published after a read of the log began wait for the next take, and their bytes with them")
-    func liveLinesAfterTheRead() {
-        let id = JobID.generate(at: Date())
-        func line(_ confirmed: Int64) -> FeedEvent {
-            FeedEvent(.progress, job: id, fields: ["confirmed": .integer(confirmed)])
-        }
-        // Room for five lines (each the same size but for its time's last digits).
-        let size = line(1).jsonLine.utf8.count + 1
-        let live = LiveEvents(readerBuffer: 5 * size + 4)
-        let follower = live.subscribe()
-        live.publish(line(1))
-        let readStart = ContinuousClock.now
-        live.publish(line(2))  // during the read: its job's earlier events may not be in it
-        guard case .lines(let first) = follower.take(publishedBy: readStart) else {
-            Issue.record("dropped")
-            return
-        }
-        #expect(first.map { $0.fields["confirmed"] } == [.integer(1)], "line 2 waits")
-        let laterRead = ContinuousClock.now
-        guard case .lines(let second) = follower.take(publishedBy: laterRead) else {
-            Issue.record("dropped")
-            return
-        }
-        #expect(second.map { $0.fields["confirmed"] } == [.integer(2)])
-        // What waits counts against the buffer until taken, and no longer: four more fit once the two were taken.
-        for confirmed in 3...6 { live.publish(line(Int64(confirmed))) }
-        guard case .lines(let rest) = follower.take() else {
-            Issue.record("a follower that took its lines was dropped")
-            return
-        }
-        #expect(rest.count == 4)
-    }
-
     @Test("live lines: each subscriber gets them in order; one that falls behind its buffer is dropped with the count it lost, the others keep theirs")
     func liveSubscribers() {
         let live = LiveEvents(readerBuffer: 4096)

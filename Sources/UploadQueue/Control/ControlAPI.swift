@@ -663,18 +663,13 @@ package struct ControlAPI: Sendable {
                     // Live lines taken right after the log is read, and merged into place by time: a change logged
                     // by then is in this batch with every line published before it (its feeder publishes each as it
                     // happens). Taken before the read, a job's last progress line published between the take and
-                    // the read could follow its logged end, which the read saw, into the next batch. Only the lines
-                    // published before the read began: one published during it (a small file enqueued, started
-                    // and sent meanwhile) could name a job whose enqueue the read missed; it waits for the next
-                    // read, which sees what was logged before it. Not while catching up on old batches: they wait
-                    // for the batch of now.
+                    // the read could follow its logged end, which the read saw, into the next batch. Not while
+                    // catching up on old batches: they wait for the batch of now.
                     let after = since
-                    let readStart = ContinuousClock.now
                     let logged = try await BlockingWork.run {
                         try store.loggedEvents(after: after, owner: owner, limit: Self.streamBatch)
                     }
-                    let taken = logged.count == Self.streamBatch
-                        ? .lines([]) : subscription?.take(publishedBy: readStart) ?? .lines([])
+                    let taken = logged.count == Self.streamBatch ? .lines([]) : subscription?.take() ?? .lines([])
                     since = logged.last?.sequence ?? since
                     catchingUp = logged.count == Self.streamBatch
                     switch taken {

@@ -14,15 +14,14 @@ final class LiveEvents: Sendable {
 
     private struct Subscriber {
         let bell: ChangeBell
-        /// The lines kept, each with when it was published (the monotonic clock) and its size.
-        var lines: [(event: FeedEvent, at: ContinuousClock.Instant, size: Int)] = []
+        var lines: [FeedEvent] = []
         var bytes = 0
         /// Lines lost since it was dropped; nil while it keeps up.
         var lost: Int?
 
         /// Keeps `event`, unless the buffer would grow past `limit`: then everything kept is lost, and so is what
         /// comes after, until the subscriber takes its `dropped` notice and goes.
-        mutating func add(_ event: FeedEvent, at instant: ContinuousClock.Instant, size: Int, limit: Int) {
+        mutating func add(_ event: FeedEvent, size: Int, limit: Int) {
             if let lost {
                 self.lost = lost + 1
             } else if bytes + size > limit {
@@ -30,7 +29,7 @@ final class LiveEvents: Sendable {
                 lines.removeAll()
                 bytes = 0
             } else {
-                lines.append((event, instant, size))
+                lines.append(event)
                 bytes += size
             }
         }
@@ -55,11 +54,9 @@ final class LiveEvents: Sendable {
         guard subscribers.withLock({ !$0.isEmpty }) else { return }
         let size = event.jsonLine.utf8.count + 1
         let bells = subscribers.withLock { subscribers -> [ChangeBell] in
-            // Read under the lock: the lines' instants are in the order they were kept.
-            let now = ContinuousClock.now
             var bells: [ChangeBell] = []
             for id in Array(subscribers.keys) {
-                subscribers[id]!.add(event, at: now, size: size, limit: readerBuffer)
+                subscribers[id]!.add(event, size: size, limit: readerBuffer)
                 bells.append(subscribers[id]!.bell)
             }
             return bells
@@ -80,16 +77,16 @@ final class LiveEvents: Sendable {
         return Subscription(id: id, bell: bell, events: self)
     }
 
-    fileprivate func take(_ id: Int, publishedBy limit: ContinuousClock.Instant?) -> Taken {
+    fileprivate func take(_ id: Int) -> Taken {
         subscribers.withLock { subscribers in
             guard var subscriber = subscribers[id] else { return .lines([]) }
             if let lost = subscriber.lost { return .dropped(lost: lost) }
-            let count = limit.map { limit in subscriber.lines.prefix { $0.at <= limit }.count } ?? subscriber.lines.count
-            let taken = subscriber.lines.prefix(count)
-            subscriber.lines.removeFirst(count)
-            subscriber.bytes -= taken.reduce(0) { $0 + $1.size }
-            subscribers[id] = subscriber
-            return .lines(taken.map(\.event))
+            defer {
+                subscriber.lines.removeAll()
+                subscriber.bytes = 0
+                subscribers[id] = subscriber
+            }
+            return .lines(subscriber.lines)
         }
     }
 
@@ -112,10 +109,7 @@ final class LiveEvents: Sendable {
 
         /// The lines published since the last take, oldest first; or, once this subscriber fell behind, how many it
         /// lost.
-        func take() -> Taken { events.take(id, publishedBy: nil) }
-
-        /// The same, of the lines published by `instant` alone: the later ones wait for the next take.
-        func take(publishedBy instant: ContinuousClock.Instant) -> Taken { events.take(id, publishedBy: instant) }
+        func take() -> Taken { events.take(id) }
 
         deinit { events.unsubscribe(id) }
     }
