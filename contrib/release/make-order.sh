@@ -2,7 +2,7 @@
 # Makes contrib/release/uploadq.order, the order in which the linker places the functions the release binary runs
 # (contrib/build-release.sh): every function one run of the workload below calls, the most run first.
 #
-#   contrib/release/make-order.sh            # about 3 minutes after the release build
+#   contrib/release/make-order.sh            # about a minute after the release build
 #
 # The workload, against the test servers, under valgrind's callgrind (which counts each function's instructions),
 # for each protocol (PUT, POST, tus, RUFH, S3 by PutObject and by parts, a directory with the default config's

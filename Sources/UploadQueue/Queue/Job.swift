@@ -172,7 +172,7 @@ extension Job: FetchableRecord, PersistableRecord {
     })
 
     /// The job of `id`, read by position (`selection`), where `fetchOne(_:key:)` reads `*` by name: a lookup that
-    /// lowercases the name, for each of 47 columns. The claim and the end of every transfer read a job, and that
+    /// lowercases the name, for each of 41 columns. The claim and the end of every transfer read a job, and that
     /// was most of their cost.
     static func read(_ id: JobID, in db: Database) throws -> Job? {
         // A cursor's row reads the statement in place (`Row.fetchOne` would copy every value first); the row is
