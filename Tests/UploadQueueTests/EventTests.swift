@@ -200,6 +200,38 @@ struct EventTests {
         #expect(await daemon.terminate() < .seconds(5))
     }
 
+    @Test("live lines published after a read of the log began wait for the next read unless the read logged their job; lines of no job and older lines go at once")
+    func liveLinesAfterTheRead() {
+        let (old, new, ended) = (JobID.generate(at: Date()), JobID.generate(at: Date()), JobID.generate(at: Date()))
+        let before = ContinuousClock.now
+        let readBegan = before + .milliseconds(5)
+        let during = readBegan + .milliseconds(1)
+        func line(_ job: JobID?, _ at: ContinuousClock.Instant) -> LiveEvents.Line {
+            LiveEvents.Line(event: FeedEvent(job == nil ? .link : .progress, job: job), published: at)
+        }
+        // `new` was enqueued, started and sent during the read, which did not see it; `ended`'s end the read saw.
+        let live = [line(old, before), line(new, during), line(ended, during), line(nil, during), line(old, during)]
+        let logged = [FeedEvent(.uploaded, job: ended)]
+        let due = ControlAPI.liveLinesDue(live, readBegan: readBegan, logged: logged)
+        #expect(due.now.map(\.job) == [old, ended, nil], "the older line, the ended job's, the link's")
+        #expect(due.later == [live[1], live[4]], "the lines of jobs the read did not log wait, in order")
+        // The next read began after they were published: they go, whether it logged their jobs or not.
+        let next = ControlAPI.liveLinesDue(due.later, readBegan: during + .milliseconds(1), logged: [])
+        #expect(next.now.map(\.job) == [new, old])
+        #expect(next.later.isEmpty)
+        // A subscriber's lines carry the instant of their publishing, in order.
+        let events = LiveEvents(readerBuffer: 4096)
+        let follower = events.subscribe()
+        events.publish(FeedEvent(.progress, job: old))
+        events.publish(FeedEvent(.progress, job: new))
+        guard case .lines(let taken) = follower.take(), taken.count == 2 else {
+            Issue.record("the subscriber did not get its two lines")
+            return
+        }
+        #expect(taken[0].published <= taken[1].published && taken[0].published >= before)
+        #expect(taken.map(\.event.job) == [old, new])
+    }
+
     @Test("live lines: each subscriber gets them in order; one that falls behind its buffer is dropped with the count it lost, the others keep theirs")
     func liveSubscribers() {
         let live = LiveEvents(readerBuffer: 4096)
@@ -210,7 +242,7 @@ struct EventTests {
         var taken: [FeedEvent] = []
         for confirmed in 1...100 {
             live.publish(FeedEvent(.progress, job: id, fields: ["confirmed": .integer(Int64(confirmed))]))
-            if case .lines(let lines)? = fast?.take() { taken += lines }
+            if case .lines(let lines)? = fast?.take() { taken += lines.map(\.event) }
         }
         #expect(taken.map { $0.fields["confirmed"] } == (1...100).map { FeedEvent.Value.integer(Int64($0)) })
         // 100 lines of about 130 bytes do not fit in 4 KiB: the slow one lost every one of them, and is told so.

@@ -657,6 +657,8 @@ package struct ControlAPI: Sendable {
             var since = start
             var owners = JobOwners(store: store)
             var catchingUp = false
+            // Live lines held back for the next read (`liveLinesDue`).
+            var waiting: [LiveEvents.Line] = []
             while true {
                 var lines: [FeedEvent]
                 do {
@@ -666,6 +668,7 @@ package struct ControlAPI: Sendable {
                     // the read could follow its logged end, which the read saw, into the next batch. Not while
                     // catching up on old batches: they wait for the batch of now.
                     let after = since
+                    let readBegan = ContinuousClock.now
                     let logged = try await BlockingWork.run {
                         try store.loggedEvents(after: after, owner: owner, limit: Self.streamBatch)
                     }
@@ -674,8 +677,11 @@ package struct ControlAPI: Sendable {
                     catchingUp = logged.count == Self.streamBatch
                     switch taken {
                     case .lines(let current):
-                        lines = Self.merged(logged: logged, live: try await owners.visible(current, to: owner))
-                    case .dropped(let lost):
+                        let due = Self.liveLinesDue(waiting + current, readBegan: readBegan, logged: logged)
+                        waiting = due.later
+                        lines = Self.merged(logged: logged, live: try await owners.visible(due.now, to: owner))
+                    case .dropped(var lost):
+                        lost += waiting.count
                         queue.logger.notice("""
                             events: a follower (uid \(peer.uid)) fell \(readerBuffer) bytes behind on live lines and \
                             was dropped (\(lost) lost)
@@ -699,8 +705,9 @@ package struct ControlAPI: Sendable {
                     return
                 }
                 if !lines.isEmpty { try await sink.send(encode(lines)) }
-                // More of the log to read at once; else until something changes (or a second, for other processes).
-                if catchingUp { continue }
+                // More of the log to read at once (or lines waiting for the read); else until something changes (or a
+                // second, for other processes).
+                if catchingUp || !waiting.isEmpty { continue }
                 await (subscription?.bell ?? bell).wait(upTo: .seconds(1))
                 try Task.checkCancellation()
             }
@@ -737,6 +744,30 @@ package struct ControlAPI: Sendable {
             }
         }
         return merged + left + right
+    }
+
+    /// The live lines a batch of the log takes now, and those that wait for the next read (in the order taken).
+    ///
+    /// A line published after the read began may belong to a job whose earlier changes the read did not see: a
+    /// small file enqueued, started and sent during the read had its progress line printed before its `enqueued`.
+    /// Such a line waits, unless the batch logs an event of its job (its end among them: the line must go now, before
+    /// it) or it names no job. A line published before the read began always goes: its job's earlier changes were
+    /// committed before it was published, so the read saw them; a line that waited goes at the next read.
+    static func liveLinesDue(_ live: [LiveEvents.Line], readBegan: ContinuousClock.Instant, logged: [FeedEvent])
+        -> (now: [FeedEvent], later: [LiveEvents.Line])
+    {
+        guard live.contains(where: { $0.published > readBegan }) else { return (live.map(\.event), []) }
+        let loggedJobs = Set(logged.compactMap(\.job))
+        var now: [FeedEvent] = []
+        var later: [LiveEvents.Line] = []
+        for line in live {
+            if let job = line.event.job, line.published > readBegan, !loggedJobs.contains(job) {
+                later.append(line)
+            } else {
+                now.append(line.event)
+            }
+        }
+        return (now, later)
     }
 
     /// The most logged events the stream reads at once.

@@ -14,14 +14,14 @@ final class LiveEvents: Sendable {
 
     private struct Subscriber {
         let bell: ChangeBell
-        var lines: [FeedEvent] = []
+        var lines: [Line] = []
         var bytes = 0
         /// Lines lost since it was dropped; nil while it keeps up.
         var lost: Int?
 
         /// Keeps `event`, unless the buffer would grow past `limit`: then everything kept is lost, and so is what
         /// comes after, until the subscriber takes its `dropped` notice and goes.
-        mutating func add(_ event: FeedEvent, size: Int, limit: Int) {
+        mutating func add(_ line: Line, size: Int, limit: Int) {
             if let lost {
                 self.lost = lost + 1
             } else if bytes + size > limit {
@@ -29,15 +29,23 @@ final class LiveEvents: Sendable {
                 lines.removeAll()
                 bytes = 0
             } else {
-                lines.append(event)
+                lines.append(line)
                 bytes += size
             }
         }
     }
 
+    /// A line as a subscriber takes it: the event, and when it was published.
+    struct Line: Sendable, Equatable {
+        let event: FeedEvent
+        /// The monotonic instant of its publishing: a follower tells by it whether the line came before or after
+        /// it began a read of the durable log.
+        let published: ContinuousClock.Instant
+    }
+
     /// What a subscriber takes at once: the lines since its last take, or how many it lost.
     enum Taken: Equatable {
-        case lines([FeedEvent])
+        case lines([Line])
         case dropped(lost: Int)
     }
 
@@ -54,9 +62,11 @@ final class LiveEvents: Sendable {
         guard subscribers.withLock({ !$0.isEmpty }) else { return }
         let size = event.jsonLine.utf8.count + 1
         let bells = subscribers.withLock { subscribers -> [ChangeBell] in
+            // Stamped under the lock: lines reach every buffer in the order of their instants.
+            let line = Line(event: event, published: .now)
             var bells: [ChangeBell] = []
             for id in Array(subscribers.keys) {
-                subscribers[id]!.add(event, size: size, limit: readerBuffer)
+                subscribers[id]!.add(line, size: size, limit: readerBuffer)
                 bells.append(subscribers[id]!.bell)
             }
             return bells
