@@ -128,13 +128,25 @@ final class QueueRuntime: Sendable {
         // control API's live followers.
         let live = LiveEvents(readerBuffer: Int(configuration.events.readerBuffer))
         let feeder = EventFeeder(live: live, store: store)
-        hub.attachFeed { event in live.publish(event) }
-        hub.attachTap { event in feeder.take(event) }
         let owed = OwedWork(configuration: configuration, store: store, deliveries: deliveries, logger: logger) { entry, outcome in
             live.publish(OutboxDispatcher.feedEvent(entry, outcome))
         }
         // Rung at every change: the long polls and the followers of the event stream look again.
         let bell = ChangeBell(alsoRinging: live.ringSubscribers)
+        hub.attachFeed { event in live.publish(event) }
+        // Attached now, before the scheduler runs: no event of this run is missed. Called where each event is
+        // emitted (a task woken per event to do the same cost two thread hops per small file).
+        hub.attachTap { event in
+            feeder.take(event)
+            switch event {
+            case .progress: return
+            // A job that becomes uploaded may owe a patch and hooks, and owes the release of its copy; one that
+            // failed may owe a hook: the owed work looks at once.
+            case .stateChanged(_, .uploaded), .stateChanged(_, .failed): owed.wake.signal()
+            default: break
+            }
+            bell.ring()
+        }
         do {
             wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, owed, bell] in
                 wake.signal()
@@ -157,17 +169,6 @@ final class QueueRuntime: Sendable {
             logger.warning("no control API: \(error)")
             control = nil
         }
-        // Subscribed now, before the scheduler runs: no event of this run is missed.
-        let ends = hub.subscribe { event in
-            switch event {
-            case .stateChanged(_, .uploaded), .stateChanged(_, .failed): true
-            default: false
-            }
-        }
-        let changes = hub.subscribe { event in
-            if case .progress = event { return false }
-            return true
-        }
         var parts: [Part] = []
         if let path = configuration.metrics.textfile {
             parts.append(Part(name: "metrics") {
@@ -183,14 +184,6 @@ final class QueueRuntime: Sendable {
                                             first: firstCheck)
             })
         }
-        parts.append(Part(name: "change bell") {
-            for await _ in changes { bell.ring() }
-        })
-        // A job that becomes uploaded may owe a patch and hooks, and owes the release of its copy; one that failed
-        // may owe a hook: the owed work looks at once.
-        parts.append(Part(name: "owed-work wake-ups") {
-            for await _ in ends { owed.wake.signal() }
-        })
         // A batch run that ran out of work leaves no patch behind that could be sent now, and then no copy that could
         // be released (a stop asked for does not wait for them).
         parts.append(Part(name: "owed work", loop: { await owed.run() }, finally: {
