@@ -36,6 +36,8 @@ let package = Package(
                 "CMagic",
                 "CUploadQueueSystem",
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // SQLite's own API: the claim and the end of every transfer read a job straight from its statement.
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "RawStructuredFieldValues", package: "swift-http-structured-headers"),

@@ -647,7 +647,7 @@ final class PowerCutDisk: @unchecked Sendable {
             let died = try await Self.drainThroughLogCut(k, disk: disk, config: config)
             #expect(died == "file:state/queue.sqlite-wal", "the power never went at log fsync \(k)")
             let database = try DatabaseQueue(path: disk.mount + "/state/queue.sqlite")
-            let rows = try await database.read { db in
+            let rows = try database.read { db in
                 try Row.fetchAll(db, sql: """
                     SELECT j.id, j.state, j.attempts, j.waiting_reason,
                         (SELECT COUNT(*) FROM job_attempt a WHERE a.job_id = j.id) AS attempt_rows,
@@ -657,7 +657,7 @@ final class PowerCutDisk: @unchecked Sendable {
                     FROM job j
                     """)
             }
-            try await database.close()
+            try database.close()
             #expect(rows.count == 12, "cut at log fsync \(k)")
             for row in rows {
                 let state: String = row["state"], attempts: Int = row["attempts"]

@@ -102,13 +102,13 @@ extension QueueStore {
         if let id {
             if let row = try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT state, permanent, owner_uid FROM job WHERE id = ?
-                """), arguments: [id]), (row["owner_uid"] as Int64?) == owner.map { Int64($0) },
+                """), arguments: [id]), (row["owner_uid"] as Int64?) == owner.map({ Int64($0) }),
                let state = JobState(rawValue: row["state"]) {
                 return (id, .live(state, permanent: row["permanent"]))
             }
             if let row = try Row.fetchOne(db.cachedStatement(sql: """
                 SELECT outcome, owner_uid FROM settled_job WHERE id = ?
-                """), arguments: [id]), (row["owner_uid"] as Int64?) == owner.map { Int64($0) } {
+                """), arguments: [id]), (row["owner_uid"] as Int64?) == owner.map({ Int64($0) }) {
                 return (id, .gone(outcome: row["outcome"]))
             }
         }

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// One file in the queue: where it is, where it goes, how far it got and why it waits or failed.
 ///
@@ -156,7 +157,9 @@ extension Job: FetchableRecord, PersistableRecord {
     /// `Decodable` path cost more than the SQL around it (a profile of 5,000 small files put it at a quarter of
     /// the scheduler's time). Writes still go through `Encodable`; a test checks both ways agree.
     public init(row: Row) throws {
-        try self.init(row: row, selected: false)
+        try self.init(stored: { column in
+            row.hasColumn(column.rawValue) ? row[column.rawValue] as DatabaseValue : nil
+        }, blockedKind: row.hasColumn(Self.blockedKindColumn) ? row[Self.blockedKindColumn] as DatabaseValue : nil)
     }
 
     /// The job's columns in the order `read(_:in:)` reads them by position: what it selects in place of `*`,
@@ -166,47 +169,51 @@ extension Job: FetchableRecord, PersistableRecord {
     private static let byID = "SELECT \(selection) FROM job WHERE id = ?"
     /// `job.blocked_kind`, which only the order writes (`QueueStore.settleOrder`), last in `selection`.
     private static let blockedKindColumn = "blocked_kind"
-    /// Each column's place in `selection`.
+    /// Each column's place in `selection`, by the order of `Columns.allCases`.
     private static let selectedPositions = Dictionary(uniqueKeysWithValues: Columns.allCases.enumerated().map {
-        ($0.element, $0.offset)
+        ($0.element, CInt($0.offset))
     })
 
-    /// The job of `id`, read by position (`selection`), where `fetchOne(_:key:)` reads `*` by name: a lookup that
-    /// lowercases the name, for each of 41 columns. The claim and the end of every transfer read a job, and that
-    /// was most of their cost.
+    /// The job of `id`, read by position (`selection`) straight from SQLite's statement, where `fetchOne(_:key:)`
+    /// reads `*` by name: GRDB's row lowercases each of 41 names, and its cursor makes a dictionary of them. The
+    /// claim and the end of every transfer read a job: that was a tenth of the scheduler's time.
     static func read(_ id: JobID, in db: Database) throws -> Job? {
-        // A cursor's row reads the statement in place (`Row.fetchOne` would copy every value first); the row is
-        // read before the cursor, which resets the statement when it goes.
-        let rows = try Row.fetchCursor(db.cachedStatement(sql: byID), arguments: [id.rawValue])
-        return try withExtendedLifetime(rows) {
-            guard let row = try rows.next() else { return nil }
-            return try Job(row: row, selected: true)
+        let statement = try db.cachedStatement(sql: byID)
+        try statement.setArguments([id.rawValue])
+        let sqlite = statement.sqliteStatement
+        defer { sqlite3_reset(sqlite) }
+        switch sqlite3_step(sqlite) {
+        case SQLITE_ROW:
+            return try Job(stored: { column in
+                selectedPositions[column].map { DatabaseValue(sqliteStatement: sqlite, index: $0) }
+            }, blockedKind: DatabaseValue(sqliteStatement: sqlite, index: CInt(Columns.allCases.count)))
+        case SQLITE_DONE:
+            return nil
+        default:
+            // GRDB's own read says what went wrong, with the statement and its arguments.
+            sqlite3_reset(sqlite)
+            return try Row.fetchOne(db, sql: byID, arguments: [id.rawValue]).map(Job.init(row:))
         }
     }
 
-    /// `selected`: the row holds `selection`'s columns in that order (else it is read by column name).
-    private init(row: Row, selected: Bool) throws {
-        /// A column's value; one of the wrong type is a bad row (`badColumn`), a column the table lacks is not.
-        /// Through `DatabaseValue`, which checks the stored type (GRDB's faster path reads text `'x'` as the
-        /// integer 0, and an owner's uid must never come out of a damaged row).
+    /// A job from its stored values: `read(column)` gives a column's (nil: the row lacks it), `blockedKind` that
+    /// of `blocked_kind`. Each goes through `DatabaseValue`, which checks the stored type (GRDB's faster path
+    /// reads text `'x'` as the integer 0, and an owner's uid must never come out of a damaged row).
+    private init(stored read: (Columns) -> DatabaseValue?, blockedKind storedKind: DatabaseValue?) throws {
+        let storedID = read(.id).flatMap(String.fromDatabaseValue)
+        /// A column's value; one of the wrong type is a bad row (`badColumn`), and so is a column the row lacks.
         func decoded<Value: DatabaseValueConvertible>(_ column: Columns, as type: Value.Type = Value.self) throws
             -> Value
         {
-            do {
-                if selected, let position = Self.selectedPositions[column] {
-                    return try row.decode(type, atIndex: position)
-                }
-                return try row.decode(type, forColumn: column)
-            } catch {
-                guard selected || row.hasColumn(column.rawValue) else { throw error }
-                throw Self.badColumn(column, in: row)
-            }
+            guard let stored = read(column) else { throw Self.missingColumn(column, id: storedID) }
+            guard let decoded = Value.fromDatabaseValue(stored) else { throw Self.badColumn(column, id: storedID) }
+            return decoded
         }
         func text(_ column: Columns) throws -> String {
             try decoded(column)
         }
         func value<Value: RawRepresentable<String>>(_ column: Columns, as: Value.Type) throws -> Value {
-            guard let value = Value(rawValue: try text(column)) else { throw Self.badColumn(column, in: row) }
+            guard let value = Value(rawValue: try text(column)) else { throw Self.badColumn(column, id: storedID) }
             return value
         }
         func json<Value: Decodable>(_ column: Columns, as type: Value.Type) throws -> Value? {
@@ -214,13 +221,13 @@ extension Job: FetchableRecord, PersistableRecord {
             do {
                 return try JSONDecoder().decode(type, from: Data(stored.utf8))
             } catch {
-                throw Self.badColumn(column, in: row)
+                throw Self.badColumn(column, id: storedID)
             }
         }
         id = JobID(trusted: try text(.id))
         state = try value(.state, as: JobState.self)
         waitingReason = try decoded(.waitingReason, as: String?.self).map { stored in
-            guard let reason = WaitingReason(rawValue: stored) else { throw Self.badColumn(.waitingReason, in: row) }
+            guard let reason = WaitingReason(rawValue: stored) else { throw Self.badColumn(.waitingReason, id: storedID) }
             return reason
         }
         permanent = try decoded(.permanent)
@@ -258,27 +265,32 @@ extension Job: FetchableRecord, PersistableRecord {
         updatedAt = try decoded(.updatedAt)
         ownerUID = try decoded(.ownerUID, as: Int64?.self).map { stored in
             // A value no uid can have is a damaged row, never another user's job.
-            guard let uid = UInt32(exactly: stored) else { throw Self.badColumn(.ownerUID, in: row) }
+            guard let uid = UInt32(exactly: stored) else { throw Self.badColumn(.ownerUID, id: storedID) }
             return uid
         }
         lane = try decoded(.lane)
         laneSequence = try decoded(.laneSequence)
         afterMode = try decoded(.afterMode, as: String?.self).map { stored in
-            guard let mode = AfterMode(rawValue: stored) else { throw Self.badColumn(.afterMode, in: row) }
+            guard let mode = AfterMode(rawValue: stored) else { throw Self.badColumn(.afterMode, id: storedID) }
             return mode
         }
         blockedBy = try decoded(.blockedBy, as: String?.self).map(JobID.init(trusted:))
-        let storedKind: String? = selected ? row[Columns.allCases.count] : row[Self.blockedKindColumn]
-        blockedKind = storedKind.flatMap(PrerequisiteKind.init(rawValue:))
+        blockedKind = storedKind.flatMap(String.fromDatabaseValue).flatMap(PrerequisiteKind.init(rawValue:))
         group = try decoded(.group)
     }
 
     /// The error for a stored value this version cannot read (a newer version's state, a damaged row).
-    private static func badColumn(_ column: Columns, in row: Row) -> DatabaseError {
+    private static func badColumn(_ column: Columns, id: String?) -> DatabaseError {
         DatabaseError(resultCode: .SQLITE_MISMATCH, message: """
-            job \((try? row.decode(String.self, forColumn: Columns.id)) ?? "?"): column \(column.rawValue) holds a value \
+            job \(id ?? "?"): column \(column.rawValue) holds a value \
             this version cannot read (a newer version's, or a damaged row); run the version of uploadq that wrote it
             """)
+    }
+
+    /// The error for a row that lacks one of the job's columns (a query that selected part of them).
+    private static func missingColumn(_ column: Columns, id: String?) -> DatabaseError {
+        DatabaseError(resultCode: .SQLITE_ERROR, message: "job \(id ?? "?"): the row read has no column \(column.rawValue) "
+            + "(a query that selects only some of the job's columns)")
     }
 }
 
