@@ -42,6 +42,28 @@ struct TransferEngineTests {
         #expect(short.failure?.contains("shrank") == true)
     }
 
+    @Test("the engine's inbox: a request handed over while its thread waits wakes it, one handed over while it runs does not, and a thread about to wait goes round again for one that came")
+    func inboxWakeUps() {
+        let inbox = EngineInbox()
+        func transfer() -> EasyTransfer {
+            EasyTransfer(request: HTTPRequest(method: "HEAD", url: "http://127.0.0.1:9/x"), progress: nil)
+        }
+        // Running (it has taken what waited): nothing to wake.
+        _ = inbox.take()
+        #expect(inbox.submit(transfer()) == .awake)
+        #expect(!inbox.goingToWait(), "a request came since the take: the thread goes round at once")
+        #expect(inbox.take().transfers.count == 1)
+        #expect(inbox.goingToWait())
+        #expect(inbox.submit(transfer()) == .asleep, "the thread waits: it must be woken up")
+        #expect(inbox.submit(transfer()) == .asleep)
+        #expect(inbox.take().transfers.count == 2)
+        #expect(inbox.submit(transfer()) == .awake)
+        inbox.close()
+        #expect(inbox.submit(transfer()) == .closed)
+        #expect(!inbox.goingToWait(), "a closed engine does not wait: it stops")
+        #expect(inbox.take().closed)
+    }
+
     @Test("Retry-After takes seconds or an HTTP date, and is capped at a day")
     func retryAfter() {
         let now = Date(timeIntervalSince1970: 1_784_000_000)

@@ -41,9 +41,14 @@ final class TransferEngine: Sendable {
         let result = await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Result<HTTPResponse, TransferError>, Never>) in
                 transfer.continuation = continuation
-                if inbox.submit(transfer) {
+                switch inbox.submit(transfer) {
+                case .asleep:
                     multi.wakeUp()
-                } else {
+                case .awake:
+                    // The engine takes it at its next turn, before it waits again: no wake-up (a write to
+                    // libcurl's socket pair, and a read and a turn more of the loop) is needed.
+                    break
+                case .closed:
                     transfer.continuation = nil
                     continuation.resume(returning: .failure(TransferError(code: .cancelled,
                         message: "the transfer engine has stopped", curlCode: nil)))
@@ -106,6 +111,19 @@ final class EngineInbox: Sendable {
     private struct State {
         var waiting: [EasyTransfer] = []
         var closed = false
+        /// The engine thread found nothing waiting and waits in `curl_multi_poll` (or is about to): a new request
+        /// must wake it.
+        var asleep = false
+    }
+
+    /// What became of a request handed over.
+    enum Submitted {
+        /// Queued; the engine thread waits, and must be woken up.
+        case asleep
+        /// Queued; the engine thread is running and takes it before it waits again.
+        case awake
+        /// Refused: the engine is shutting down.
+        case closed
     }
 
     private let state = Mutex(State())
@@ -114,12 +132,21 @@ final class EngineInbox: Sendable {
     /// least once a second.
     let heartbeat = Atomic<Int64>(monotonicMilliseconds())
 
-    /// Queues a transfer; false once the engine is shutting down.
-    func submit(_ transfer: EasyTransfer) -> Bool {
+    /// Queues a transfer, unless the engine is shutting down; says whether its thread must be woken up.
+    func submit(_ transfer: EasyTransfer) -> Submitted {
         state.withLock { state in
-            guard !state.closed else { return false }
+            guard !state.closed else { return .closed }
             state.waiting.append(transfer)
-            return true
+            return state.asleep ? .asleep : .awake
+        }
+    }
+
+    /// Called by the engine thread before it waits: true when nothing waits, and from now on a request handed
+    /// over wakes it (`submit` says so); false when a request came meanwhile (it goes round at once instead).
+    func goingToWait() -> Bool {
+        state.withLock { state in
+            state.asleep = state.waiting.isEmpty && !state.closed
+            return state.asleep
         }
     }
 
@@ -131,6 +158,7 @@ final class EngineInbox: Sendable {
     func take() -> (transfers: [EasyTransfer], closed: Bool) {
         state.withLock { state in
             defer { state.waiting.removeAll() }
+            state.asleep = false
             return (state.waiting, state.closed)
         }
     }
@@ -187,7 +215,8 @@ final class EngineLoop: @unchecked Sendable {
             }
             var ready: Int32 = 0
             inbox.heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
-            _ = curl_multi_poll(multi.pointer, nil, 0, timeout, &ready)
+            // (A request that came since the take goes at once.)
+            if inbox.goingToWait() { _ = curl_multi_poll(multi.pointer, nil, 0, timeout, &ready) }
         }
     }
 
