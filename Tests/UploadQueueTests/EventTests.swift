@@ -71,6 +71,9 @@ struct EventTests {
             let started = kinds.firstIndex(of: "started") ?? .max
             let done = kinds.firstIndex(of: "uploaded") ?? -1
             #expect(enqueued < started && started < done, "\(job.id): \(kinds)")
+            // Its progress between its start and its end (a slot handed on records its start a commit later).
+            let progress = kinds.indices.filter { kinds[$0] == "progress" }
+            #expect(progress.allSatisfy { started < $0 && $0 < done }, "\(job.id): \(kinds)")
             let first = try #require(mine.first?.element)
             #expect(first["name"] as? String == job.originalName)
             #expect(mine.last?.element["remote_url"] as? String == job.remoteURL.map(URLRedaction.redact),
@@ -200,36 +203,63 @@ struct EventTests {
         #expect(await daemon.terminate() < .seconds(5))
     }
 
-    @Test("live lines published after a read of the log began wait for the next read unless the read logged their job; lines of no job and older lines go at once")
-    func liveLinesAfterTheRead() {
-        let (old, new, ended) = (JobID.generate(at: Date()), JobID.generate(at: Date()), JobID.generate(at: Date()))
-        let before = ContinuousClock.now
-        let readBegan = before + .milliseconds(5)
-        let during = readBegan + .milliseconds(1)
-        func line(_ job: JobID?, _ at: ContinuousClock.Instant) -> LiveEvents.Line {
-            LiveEvents.Line(event: FeedEvent(job == nil ? .link : .progress, job: job), published: at)
+    @Test("a follower holds a progress line back until the log shows its job started (or ended), at most a second; other lines go at once")
+    func liveLineHold() {
+        let at = Date()
+        let (handed, fresh, before, ended) = (JobID.generate(at: at), JobID.generate(at: at), JobID.generate(at: at),
+                                              JobID.generate(at: at))
+        let start = ContinuousClock.now
+        func line(_ job: JobID?, _ kind: FeedEvent.Kind = .progress, after: Duration = .zero) -> LiveEvents.Line {
+            LiveEvents.Line(event: FeedEvent(kind, job: job), published: start + after, size: 100)
         }
-        // `new` was enqueued, started and sent during the read, which did not see it; `ended`'s end the read saw.
-        let live = [line(old, before), line(new, during), line(ended, during), line(nil, during), line(old, during)]
-        let logged = [FeedEvent(.uploaded, job: ended)]
-        let due = ControlAPI.liveLinesDue(live, readBegan: readBegan, logged: logged)
-        #expect(due.now.map(\.job) == [old, ended, nil], "the older line, the ended job's, the link's")
-        #expect(due.later == [live[1], live[4]], "the lines of jobs the read did not log wait, in order")
-        // The next read began after they were published: they go, whether it logged their jobs or not.
-        let next = ControlAPI.liveLinesDue(due.later, readBegan: during + .milliseconds(1), logged: [])
-        #expect(next.now.map(\.job) == [new, old])
-        #expect(next.later.isEmpty)
-        // A subscriber's lines carry the instant of their publishing, in order.
+        func logged(_ kind: FeedEvent.Kind, _ job: JobID) -> FeedEvent { FeedEvent(kind, job: job) }
+        var hold = LiveLineHold(buffer: 10_000)
+        // `handed` was enqueued; its slot was handed on and it sent its bytes before its start reached the log.
+        // `fresh` was enqueued, started and sent during the read (the read saw none of it). `before` was running
+        // before the follower came. `ended`'s end is in the batch: its last line goes before it.
+        var due = hold.release(logged: [logged(.enqueued, handed), logged(.uploaded, ended)],
+                               taken: [line(handed), line(fresh), line(before), line(ended), line(nil, .link),
+                                       line(fresh, .unverified)],
+                               readBegan: start + .milliseconds(5), complete: true)
+        #expect(due.map(\.job) == [ended, nil, fresh], "the ended job's line, the link's, a line of another kind")
+        #expect(hold.waiting.map(\.event.job) == [handed, fresh, before])
+        // The next batch logs `handed`'s start and `fresh`'s enqueue and start: their lines go, merged after them.
+        due = hold.release(logged: [logged(.started, handed), logged(.enqueued, fresh), logged(.started, fresh)],
+                           taken: [], readBegan: start + .milliseconds(40), complete: true)
+        #expect(due.map(\.job) == [handed, fresh])
+        #expect(hold.waiting.map(\.event.job) == [before])
+        // From then on their lines go at once; an unknown job's line goes once it waited a second, and so do the
+        // lines after it.
+        due = hold.release(logged: [], taken: [line(handed, after: .seconds(1))],
+                           readBegan: start + .milliseconds(999), complete: true)
+        #expect(due.map(\.job) == [handed])
+        due = hold.release(logged: [], taken: [], readBegan: start + .seconds(1), complete: false)
+        #expect(due.isEmpty, "a batch that did not reach the end of the log may not hold the job's start yet")
+        due = hold.release(logged: [], taken: [line(before, after: .seconds(1))], readBegan: start + .seconds(1),
+                           complete: true)
+        #expect(due.map(\.job) == [before, before])
+        #expect(hold.waiting.isEmpty)
+        // A job that failed waits for its next start again.
+        due = hold.release(logged: [logged(.failed, handed)], taken: [], readBegan: start + .seconds(2), complete: true)
+        due = hold.release(logged: [], taken: [line(handed, after: .seconds(2))], readBegan: start + .seconds(2),
+                           complete: true)
+        #expect(due.isEmpty)
+        // Held lines past the follower's buffer all go, out of place rather than piling up.
+        var small = LiveLineHold(buffer: 250)
+        #expect(small.release(logged: [], taken: [line(fresh), line(handed)], readBegan: start, complete: true).isEmpty)
+        #expect(small.release(logged: [], taken: [line(before)], readBegan: start, complete: true).count == 3)
+        // A subscriber's lines carry the instant of their publishing, in order, and their size.
         let events = LiveEvents(readerBuffer: 4096)
         let follower = events.subscribe()
-        events.publish(FeedEvent(.progress, job: old))
-        events.publish(FeedEvent(.progress, job: new))
+        events.publish(FeedEvent(.progress, job: handed))
+        events.publish(FeedEvent(.progress, job: fresh))
         guard case .lines(let taken) = follower.take(), taken.count == 2 else {
             Issue.record("the subscriber did not get its two lines")
             return
         }
-        #expect(taken[0].published <= taken[1].published && taken[0].published >= before)
-        #expect(taken.map(\.event.job) == [old, new])
+        #expect(taken[0].published <= taken[1].published && taken[0].published >= start)
+        #expect(taken.map(\.event.job) == [handed, fresh])
+        #expect(taken[0].size == taken[0].event.jsonLine.utf8.count + 1)
     }
 
     @Test("live lines: each subscriber gets them in order; one that falls behind its buffer is dropped with the count it lost, the others keep theirs")

@@ -218,6 +218,17 @@ struct QueueStoreTests {
             #expect(selected == job)
         }
         #expect(try store.writer.read { db in try Job.read(JobID(trusted: "no such job"), in: db) } == nil)
+        // Read by name, a column the query left out is nil where the job may lack it, and an error where it may not.
+        let partial = try store.writer.read { db in
+            try Row.fetchOne(db, sql: "SELECT id, state FROM job WHERE id = ?", arguments: [full.id.rawValue])
+        }
+        #expect(throws: DatabaseError.self) { try Job(row: try #require(partial)) }
+        let lacking = try store.writer.read { db -> Job? in
+            let columns = Job.Columns.allCases.filter { $0 != .lane && $0 != .group }.map { "\"\($0.rawValue)\"" }
+            return try Row.fetchOne(db, sql: "SELECT \(columns.joined(separator: ", ")) FROM job WHERE id = ?",
+                                    arguments: [full.id.rawValue]).map(Job.init(row:))
+        }
+        #expect(lacking?.lane == nil && lacking?.group == nil && lacking?.id == full.id)
 
         try store.writer.write { db in
             try db.execute(sql: "UPDATE job SET state = 'teleported' WHERE id = ?", arguments: [bare.id.rawValue])

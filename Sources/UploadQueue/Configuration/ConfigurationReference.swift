@@ -385,7 +385,8 @@ package enum ConfigurationReference {
             """),
         .init("events", "reader_buffer", .size, .value(#""256KiB""#), example: #""1MiB""#, """
             How far a follower's live lines (progress, patch, hook, link) may pile up before it is dropped (with \
-            a last `dropped` line; it follows again with `since=` and loses nothing logged); at least 4096.
+            a last `dropped` line; it follows again with `since=` and loses nothing logged); at least 4096. A \
+            follower also holds up to as much of progress lines back until the log shows their job started.
             """),
     ]
 

@@ -657,8 +657,8 @@ package struct ControlAPI: Sendable {
             var since = start
             var owners = JobOwners(store: store)
             var catchingUp = false
-            // Live lines held back for the next read (`liveLinesDue`).
-            var waiting: [LiveEvents.Line] = []
+            // Progress lines wait there until the log shows their job started.
+            var hold = LiveLineHold(buffer: Int(readerBuffer))
             while true {
                 var lines: [FeedEvent]
                 do {
@@ -677,11 +677,11 @@ package struct ControlAPI: Sendable {
                     catchingUp = logged.count == Self.streamBatch
                     switch taken {
                     case .lines(let current):
-                        let due = Self.liveLinesDue(waiting + current, readBegan: readBegan, logged: logged)
-                        waiting = due.later
-                        lines = Self.merged(logged: logged, live: try await owners.visible(due.now, to: owner))
+                        let due = hold.release(logged: logged, taken: try await owners.visible(current, to: owner),
+                                               readBegan: readBegan, complete: !catchingUp)
+                        lines = Self.merged(logged: logged, live: due)
                     case .dropped(var lost):
-                        lost += waiting.count
+                        lost += hold.waiting.count
                         queue.logger.notice("""
                             events: a follower (uid \(peer.uid)) fell \(readerBuffer) bytes behind on live lines and \
                             was dropped (\(lost) lost)
@@ -705,10 +705,11 @@ package struct ControlAPI: Sendable {
                     return
                 }
                 if !lines.isEmpty { try await sink.send(encode(lines)) }
-                // More of the log to read at once (or lines waiting for the read); else until something changes (or a
-                // second, for other processes).
-                if catchingUp || !waiting.isEmpty { continue }
-                await (subscription?.bell ?? bell).wait(upTo: .seconds(1))
+                try Task.checkCancellation()
+                // More of the log to read at once; else until something changes (or a second, for other processes;
+                // a tenth while lines wait for their job's start, which a commit of another process does not ring).
+                if catchingUp { continue }
+                await (subscription?.bell ?? bell).wait(upTo: hold.waiting.isEmpty ? .seconds(1) : .milliseconds(100))
                 try Task.checkCancellation()
             }
         }
@@ -746,30 +747,6 @@ package struct ControlAPI: Sendable {
         return merged + left + right
     }
 
-    /// The live lines a batch of the log takes now, and those that wait for the next read (in the order taken).
-    ///
-    /// A line published after the read began may belong to a job whose earlier changes the read did not see: a
-    /// small file enqueued, started and sent during the read had its progress line printed before its `enqueued`.
-    /// Such a line waits, unless the batch logs an event of its job (its end among them: the line must go now, before
-    /// it) or it names no job. A line published before the read began always goes: its job's earlier changes were
-    /// committed before it was published, so the read saw them; a line that waited goes at the next read.
-    static func liveLinesDue(_ live: [LiveEvents.Line], readBegan: ContinuousClock.Instant, logged: [FeedEvent])
-        -> (now: [FeedEvent], later: [LiveEvents.Line])
-    {
-        guard live.contains(where: { $0.published > readBegan }) else { return (live.map(\.event), []) }
-        let loggedJobs = Set(logged.compactMap(\.job))
-        var now: [FeedEvent] = []
-        var later: [LiveEvents.Line] = []
-        for line in live {
-            if let job = line.event.job, line.published > readBegan, !loggedJobs.contains(job) {
-                later.append(line)
-            } else {
-                now.append(line.event)
-            }
-        }
-        return (now, later)
-    }
-
     /// The most logged events the stream reads at once.
     static let streamBatch = 1000
 
@@ -790,12 +767,12 @@ package struct ControlAPI: Sendable {
             self.store = store
         }
 
-        mutating func visible(_ events: [FeedEvent], to owner: UInt32?) async throws -> [FeedEvent] {
-            guard let owner else { return events }
-            var shown: [FeedEvent] = []
-            for event in events {
-                guard let id = event.job else {
-                    shown.append(event)
+        mutating func visible(_ lines: [LiveEvents.Line], to owner: UInt32?) async throws -> [LiveEvents.Line] {
+            guard let owner else { return lines }
+            var shown: [LiveEvents.Line] = []
+            for line in lines {
+                guard let id = line.event.job else {
+                    shown.append(line)
                     continue
                 }
                 if known[id] == nil {
@@ -804,7 +781,7 @@ package struct ControlAPI: Sendable {
                     let found = try await BlockingWork.run { (try? store.job(id, holdsInForce: false))??.ownerUID }
                     known[id] = found.map { Int64($0) } ?? -1
                 }
-                if known[id] == Int64(owner) { shown.append(event) }
+                if known[id] == Int64(owner) { shown.append(line) }
             }
             return shown
         }

@@ -41,6 +41,8 @@ final class LiveEvents: Sendable {
         /// The monotonic instant of its publishing: a follower tells by it whether the line came before or after
         /// it began a read of the durable log.
         let published: ContinuousClock.Instant
+        /// Its bytes as a JSON line, newline included (what it costs a follower's buffer).
+        let size: Int
     }
 
     /// What a subscriber takes at once: the lines since its last take, or how many it lost.
@@ -63,7 +65,7 @@ final class LiveEvents: Sendable {
         let size = event.jsonLine.utf8.count + 1
         let bells = subscribers.withLock { subscribers -> [ChangeBell] in
             // Stamped under the lock: lines reach every buffer in the order of their instants.
-            let line = Line(event: event, published: .now)
+            let line = Line(event: event, published: .now, size: size)
             var bells: [ChangeBell] = []
             for id in Array(subscribers.keys) {
                 subscribers[id]!.add(line, size: size, limit: readerBuffer)

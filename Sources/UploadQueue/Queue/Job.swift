@@ -157,9 +157,11 @@ extension Job: FetchableRecord, PersistableRecord {
     /// `Decodable` path cost more than the SQL around it (a profile of 5,000 small files put it at a quarter of
     /// the scheduler's time). Writes still go through `Encodable`; a test checks both ways agree.
     public init(row: Row) throws {
-        try self.init(stored: { column in
-            row.hasColumn(column.rawValue) ? row[column.rawValue] as DatabaseValue : nil
-        }, blockedKind: row.hasColumn(Self.blockedKindColumn) ? row[Self.blockedKindColumn] as DatabaseValue : nil)
+        func stored(_ name: String) -> DatabaseValue? {
+            // (`row[name] as DatabaseValue?` is nil for NULL too.)
+            row.hasColumn(name) ? row[name] as DatabaseValue : nil
+        }
+        try self.init(stored: { stored($0.rawValue) }, blockedKind: stored(Self.blockedKindColumn))
     }
 
     /// The job's columns in the order `read(_:in:)` reads them by position: what it selects in place of `*`,
@@ -180,6 +182,9 @@ extension Job: FetchableRecord, PersistableRecord {
     static func read(_ id: JobID, in db: Database) throws -> Job? {
         let statement = try db.cachedStatement(sql: byID)
         try statement.setArguments([id.rawValue])
+        // Stepped here, GRDB's checks around a statement (an aborted transaction, its cancel, the regions a
+        // `ValueObservation` tracks) do not run: none applies to this read of one row, within the caller's
+        // transaction. The statement stays cached, and is reset whatever happens.
         let sqlite = statement.sqliteStatement
         defer { sqlite3_reset(sqlite) }
         switch sqlite3_step(sqlite) {
@@ -201,11 +206,15 @@ extension Job: FetchableRecord, PersistableRecord {
     /// reads text `'x'` as the integer 0, and an owner's uid must never come out of a damaged row).
     private init(stored read: (Columns) -> DatabaseValue?, blockedKind storedKind: DatabaseValue?) throws {
         let storedID = read(.id).flatMap(String.fromDatabaseValue)
-        /// A column's value; one of the wrong type is a bad row (`badColumn`), and so is a column the row lacks.
+        /// A column's value; one of the wrong type is a bad row (`badColumn`), and so is a column the row lacks,
+        /// unless the value is optional (nil, as GRDB reads a missing column).
         func decoded<Value: DatabaseValueConvertible>(_ column: Columns, as type: Value.Type = Value.self) throws
             -> Value
         {
-            guard let stored = read(column) else { throw Self.missingColumn(column, id: storedID) }
+            guard let stored = read(column) else {
+                guard let missing = Value.fromMissingColumn() else { throw Self.missingColumn(column, id: storedID) }
+                return missing
+            }
             guard let decoded = Value.fromDatabaseValue(stored) else { throw Self.badColumn(column, id: storedID) }
             return decoded
         }

@@ -1,0 +1,76 @@
+/// The progress lines one follower of the event stream holds back until the durable log shows where they belong:
+/// after their job's `started`, before its end.
+///
+/// A progress line is published as bytes move; its job's `started` reaches the log when the transaction that
+/// records it commits, which for a slot handed on at once (`Scheduler.handOn`) is the next one, up to tens of
+/// milliseconds later, and a read of the log that began before a commit does not see it. A line of a job the
+/// log has not shown starting waits: it goes with the batch that logs the job's start or end, merged into place by
+/// time, or once it has waited `limit` (a job that was running before the follower came, or whose start the log
+/// took long to record). The decisions are pure: the stream's loop feeds each batch in.
+struct LiveLineHold {
+    /// The longest a progress line waits for its job's start to reach the log.
+    static let limit: Duration = .seconds(1)
+    /// The most jobs whose place (started or not) is kept; past it they are forgotten, and a running one's next
+    /// line waits for `limit` once.
+    static let jobsKept = 10_000
+
+    /// Lines held back, in the order they were published.
+    private(set) var waiting: [LiveEvents.Line] = []
+    private var waitingBytes = 0
+    /// Jobs the log showed: true from their `started` to their end, false while they wait to start.
+    private var running: [JobID: Bool] = [:]
+    /// The most bytes held back: past it every held line goes (out of place rather than lost or piling up).
+    let buffer: Int
+
+    init(buffer: Int) {
+        self.buffer = buffer
+    }
+
+    /// The live lines due with a batch of the log, in the order they were published: those held back before and
+    /// `taken` since. `logged` is the batch (in order); `readBegan`, when its read began; `complete`, whether it
+    /// reached the end of the log (a full batch while catching up did not: a job's start may lie past it).
+    mutating func release(logged: [FeedEvent], taken: [LiveEvents.Line], readBegan: ContinuousClock.Instant,
+                          complete: Bool) -> [FeedEvent] {
+        var placed = Set<JobID>()
+        for event in logged {
+            guard let job = event.job else { continue }
+            switch event.kind {
+            case .started, .uploaded, .failed, .cancelled: placed.insert(job)
+            default: break
+            }
+        }
+        let lines = waiting + taken
+        waitingBytes += taken.reduce(0) { $0 + $1.size }
+        let overflowing = waitingBytes > buffer
+        waiting = []
+        waitingBytes = 0
+        var due: [FeedEvent] = []
+        for line in lines {
+            guard line.event.kind == .progress, let job = line.event.job, !overflowing, !placed.contains(job),
+                  running[job] != true else {
+                due.append(line.event)
+                continue
+            }
+            if complete, line.published + Self.limit <= readBegan {
+                // Running since before the follower came (its lines go from now on), or its start took that long
+                // to record.
+                if running[job] == nil { running[job] = true }
+                due.append(line.event)
+                continue
+            }
+            waiting.append(line)
+            waitingBytes += line.size
+        }
+        if running.count > Self.jobsKept { running.removeAll() }
+        for event in logged {
+            guard let job = event.job else { continue }
+            switch event.kind {
+            case .enqueued: running[job] = false
+            case .started: running[job] = true
+            case .uploaded, .failed, .cancelled: running[job] = nil
+            default: break
+            }
+        }
+        return due
+    }
+}
