@@ -717,7 +717,10 @@ package struct ControlAPI: Sendable {
     }
 
     /// Logged and live events in the order they happened: each list keeps its own order, and the two are merged
-    /// by time. In the same millisecond a job's start comes before its live lines, and its end after them.
+    /// by time. In the same millisecond a job's start comes before its live lines, and its end after them; and a
+    /// job's live lines never come before its `enqueued` or `started` in the batch, whatever their times (the log's
+    /// order is its commits': a slot handed on has its start, stamped when it began, committed after changes stamped
+    /// later).
     ///
     /// Times are compared as the log keeps them, to the nearest millisecond: a live line is stamped to the
     /// nanosecond, and an end a fraction of a millisecond after it can be logged at the millisecond before it (a
@@ -732,16 +735,23 @@ package struct ControlAPI: Sendable {
             default: 1
             }
         }
+        // How many `enqueued` and `started` of each job are still to come in the batch.
+        var beginnings: [JobID: Int] = [:]
+        for event in logged where rank(event) == 0 {
+            if let job = event.job { beginnings[job, default: 0] += 1 }
+        }
         var merged: [FeedEvent] = []
         merged.reserveCapacity(logged.count + live.count)
         var (left, right) = (logged[...], live[...])
         while let next = left.first, let other = right.first {
-            if (millisecond(other), rank(other)) < (millisecond(next), rank(next)) {
+            let waitsForItsStart = other.job.map { beginnings[$0, default: 0] > 0 } ?? false
+            if !waitsForItsStart, (millisecond(other), rank(other)) < (millisecond(next), rank(next)) {
                 merged.append(other)
                 right = right.dropFirst()
             } else {
                 merged.append(next)
                 left = left.dropFirst()
+                if rank(next) == 0, let job = next.job { beginnings[job, default: 0] -= 1 }
             }
         }
         return merged + left + right

@@ -6,7 +6,9 @@
 /// milliseconds later, and a read of the log that began before a commit does not see it. A line of a job the
 /// log has not shown starting waits: it goes with the batch that logs the job's start or end, merged into place by
 /// time, or once it has waited `limit` (a job that was running before the follower came, or whose start the log
-/// took long to record). The decisions are pure: the stream's loop feeds each batch in.
+/// took long to record). A line taken after its job's upload or cancel went out (a follower catching up takes no
+/// live lines until it reaches the end of the log) is dropped: progress is the lossy part of the stream, its order
+/// is not. The decisions are pure: the stream's loop feeds each batch in.
 struct LiveLineHold {
     /// The longest a progress line waits for its job's start to reach the log.
     static let limit: Duration = .seconds(1)
@@ -16,9 +18,11 @@ struct LiveLineHold {
 
     /// Lines held back, in the order they were published.
     private(set) var waiting: [LiveEvents.Line] = []
-    private var waitingBytes = 0
     /// Jobs the log showed: true from their `started` to their end, false while they wait to start.
     private var running: [JobID: Bool] = [:]
+    /// Jobs whose upload or cancel went out in an earlier batch: a line of theirs taken later (published before
+    /// that end, taken after a catch-up) would come after it, and is dropped.
+    private var done = Set<JobID>()
     /// The most bytes held back: past it every held line goes (out of place rather than lost or piling up).
     let buffer: Int
 
@@ -39,35 +43,52 @@ struct LiveLineHold {
             default: break
             }
         }
+        enum Decision { case send, hold, drop }
         let lines = waiting + taken
-        waitingBytes += taken.reduce(0) { $0 + $1.size }
-        let overflowing = waitingBytes > buffer
-        waiting = []
-        waitingBytes = 0
-        var due: [FeedEvent] = []
+        var decisions: [Decision] = []
+        decisions.reserveCapacity(lines.count)
+        var heldBytes = 0
         for line in lines {
-            guard line.event.kind == .progress, let job = line.event.job, !overflowing, !placed.contains(job),
-                  running[job] != true else {
-                due.append(line.event)
+            guard line.event.kind == .progress, let job = line.event.job, !placed.contains(job), running[job] != true
+            else {
+                decisions.append(.send)
                 continue
             }
-            if complete, line.published + Self.limit <= readBegan {
+            if done.contains(job) {
+                decisions.append(.drop)
+            } else if complete, line.published + Self.limit <= readBegan {
                 // Running since before the follower came (its lines go from now on), or its start took that long
                 // to record.
                 if running[job] == nil { running[job] = true }
-                due.append(line.event)
-                continue
+                decisions.append(.send)
+            } else {
+                decisions.append(.hold)
+                heldBytes += line.size
             }
-            waiting.append(line)
-            waitingBytes += line.size
+        }
+        // Held lines past the buffer all go, in order.
+        let overflowing = heldBytes > buffer
+        waiting = []
+        var due: [FeedEvent] = []
+        for (line, decision) in zip(lines, decisions) {
+            switch decision {
+            case .send: due.append(line.event)
+            case .hold where overflowing: due.append(line.event)
+            case .hold: waiting.append(line)
+            case .drop: break
+            }
         }
         if running.count > Self.jobsKept { running.removeAll() }
+        if done.count > Self.jobsKept { done.removeAll() }
         for event in logged {
             guard let job = event.job else { continue }
             switch event.kind {
             case .enqueued: running[job] = false
             case .started: running[job] = true
-            case .uploaded, .failed, .cancelled: running[job] = nil
+            case .failed: running[job] = nil
+            case .uploaded, .cancelled:
+                running[job] = nil
+                done.insert(job)
             default: break
             }
         }
