@@ -215,50 +215,53 @@ struct EventTests {
             LiveEvents.Line(event: FeedEvent(kind, job: job), published: start + after, size: 100)
         }
         func logged(_ kind: FeedEvent.Kind, _ job: JobID) -> FeedEvent { FeedEvent(kind, job: job) }
-        var hold = LiveLineHold(buffer: 10_000)
+        func release(_ hold: inout LiveLineHold, _ logged: [FeedEvent], _ taken: [LiveEvents.Line], at: Duration,
+                     complete: Bool = true) -> [JobID?] {
+            hold.release(logged: logged, taken: taken, readBegan: start + at, readEnded: start + at + .milliseconds(1),
+                         complete: complete).map(\.job)
+        }
+        var hold = LiveLineHold(buffer: 10_000, subscribed: at)
         // `handed` was enqueued; its slot was handed on and it sent its bytes before its start reached the log.
         // `fresh` was enqueued, started and sent during the read (the read saw none of it). `before` was running
         // before the follower came. `ended`'s end is in the batch: its last line goes before it.
-        var due = hold.release(logged: [logged(.enqueued, handed), logged(.uploaded, ended)],
-                               taken: [line(handed), line(fresh), line(before), line(ended), line(nil, .link),
-                                       line(fresh, .unverified)],
-                               readBegan: start + .milliseconds(5), complete: true)
-        #expect(due.map(\.job) == [ended, nil, fresh], "the ended job's line, the link's, a line of another kind")
+        var due = release(&hold, [logged(.enqueued, handed), logged(.uploaded, ended)],
+                          [line(handed), line(fresh), line(before), line(ended), line(nil, .link),
+                           line(fresh, .unverified)], at: .milliseconds(5))
+        #expect(due == [ended, nil, fresh], "the ended job's line, the link's, a line of another kind")
         #expect(hold.waiting.map(\.event.job) == [handed, fresh, before])
         // The next batch logs `handed`'s start and `fresh`'s enqueue and start: their lines go, merged after them.
-        due = hold.release(logged: [logged(.started, handed), logged(.enqueued, fresh), logged(.started, fresh)],
-                           taken: [], readBegan: start + .milliseconds(40), complete: true)
-        #expect(due.map(\.job) == [handed, fresh])
+        due = release(&hold, [logged(.started, handed), logged(.enqueued, fresh), logged(.started, fresh)], [],
+                      at: .milliseconds(40))
+        #expect(due == [handed, fresh])
         #expect(hold.waiting.map(\.event.job) == [before])
-        // From then on their lines go at once; an unknown job's line goes once it waited a second, and so do the
-        // lines after it.
-        due = hold.release(logged: [], taken: [line(handed, after: .seconds(1))],
-                           readBegan: start + .milliseconds(999), complete: true)
-        #expect(due.map(\.job) == [handed])
-        due = hold.release(logged: [], taken: [], readBegan: start + .seconds(1), complete: false)
-        #expect(due.isEmpty, "a batch that did not reach the end of the log may not hold the job's start yet")
-        due = hold.release(logged: [], taken: [line(before, after: .seconds(1))], readBegan: start + .seconds(1),
-                           complete: true)
-        #expect(due.map(\.job) == [before, before])
+        // From then on their lines go at once. A batch that did not reach the end of the log releases nothing by
+        // time; an unknown job's line goes once it waited a second, and so do the lines after it.
+        due = release(&hold, [], [line(handed, after: .seconds(1))], at: .milliseconds(999))
+        #expect(due == [handed])
+        #expect(release(&hold, [], [], at: .seconds(1), complete: false).isEmpty)
+        due = release(&hold, [], [line(before, after: .seconds(1))], at: .seconds(1))
+        #expect(due == [before, before])
         #expect(hold.waiting.isEmpty)
-        // A job that failed waits for its next start again.
-        due = hold.release(logged: [logged(.failed, handed)], taken: [], readBegan: start + .seconds(2), complete: true)
-        due = hold.release(logged: [], taken: [line(handed, after: .seconds(2))], readBegan: start + .seconds(2),
-                           complete: true)
-        #expect(due.isEmpty)
-        // A line of a job whose upload went out in an earlier batch (taken after a catch-up) is dropped.
-        due = hold.release(logged: [logged(.uploaded, before)], taken: [], readBegan: start + .seconds(3),
-                           complete: true)
-        due = hold.release(logged: [], taken: [line(before, after: .seconds(3))], readBegan: start + .seconds(5),
-                           complete: true)
-        #expect(due.isEmpty && hold.waiting.isEmpty)
+        // A job that failed waits for its next start again (its line is fresh: not released by time).
+        due = release(&hold, [logged(.failed, handed)], [], at: .seconds(2))
+        due = release(&hold, [], [line(handed, after: .seconds(2))], at: .seconds(2))
+        #expect(due.isEmpty && hold.waiting.map(\.event.job) == [handed])
+        due = release(&hold, [logged(.started, handed)], [], at: .seconds(2) + .milliseconds(10))
+        #expect(due == [handed])
+        // Catching up: an end found by a batch that took no live lines drops its job's lines published before
+        // that read ended; a retry's line published after goes its way.
+        due = release(&hold, [logged(.failed, fresh)], [], at: .seconds(3), complete: false)
+        due = release(&hold, [logged(.started, fresh)],
+                      [line(fresh, after: .seconds(2)), line(fresh, after: .seconds(3) + .milliseconds(5))],
+                      at: .seconds(4))
+        #expect(due == [fresh], "the retry's line")
         // Held lines past the follower's buffer all go, out of place rather than piling up; lines that go at once
         // do not count.
-        var small = LiveLineHold(buffer: 250)
-        #expect(small.release(logged: [], taken: [line(fresh), line(handed), line(nil, .link), line(nil, .link)],
-                              readBegan: start, complete: true).count == 2)
+        var small = LiveLineHold(buffer: 250, subscribed: at)
+        #expect(release(&small, [], [line(fresh), line(handed), line(nil, .link), line(nil, .link)], at: .zero)
+                    .count == 2)
         #expect(small.waiting.count == 2)
-        #expect(small.release(logged: [], taken: [line(before)], readBegan: start, complete: true).count == 3)
+        #expect(release(&small, [], [line(before)], at: .zero).count == 3)
         // A subscriber's lines carry the instant of their publishing, in order, and their size.
         let events = LiveEvents(readerBuffer: 4096)
         let follower = events.subscribe()
@@ -395,6 +398,17 @@ struct EventTests {
         let handedOn = [FeedEvent(.enqueued, job: ids[1], time: at + 0.005), FeedEvent(.started, job: ids[0], time: at)]
         let sent = [FeedEvent(.progress, job: ids[0], time: at + 0.002)]
         #expect(ControlAPI.merged(logged: handedOn, live: sent).map(\.kind) == [.enqueued, .started, .progress])
+        // A line held behind its job's start holds no other job's line past that job's end.
+        let (held, other) = (ids[0], ids[1])
+        let cancelledFirst = [FeedEvent(.cancelled, job: other, time: at + 0.004), FeedEvent(.started, job: held, time: at)]
+        let both = [FeedEvent(.progress, job: held, time: at + 0.002), FeedEvent(.progress, job: other, time: at + 0.003)]
+        let placed = ControlAPI.merged(logged: cancelledFirst, live: both).map { "\($0.kind.rawValue) \($0.job == held ? "held" : "other")" }
+        #expect(placed == ["progress other", "cancelled other", "started held", "progress held"], "\(placed)")
+        // An attempt's line stays before its end: a later attempt's start in the batch does not hold it.
+        let retried = [FeedEvent(.started, job: held, time: at), FeedEvent(.failed, job: held, time: at + 0.002),
+                       FeedEvent(.started, job: held, time: at + 0.005)]
+        let firstTry = [FeedEvent(.progress, job: held, time: at + 0.001)]
+        #expect(ControlAPI.merged(logged: retried, live: firstTry).map(\.kind) == [.started, .progress, .failed, .started])
         // The stream's two forms: a JSON line, or a server-sent event whose id is the logged event's seq.
         #expect(ControlAPI.streamed(event, serverSent: false) == event.jsonLine + "\n")
         #expect(ControlAPI.streamed(event, serverSent: true) == "id: 42\nevent: failed\ndata: \(event.jsonLine)\n\n")

@@ -644,6 +644,7 @@ package struct ControlAPI: Sendable {
         let (start, gap) = try await eventStart(request.lastEventID ?? request.query["since"], peer: peer)
         // Subscribed before the first read of the log: no live line between the two is missed.
         let subscription = withLive ? live.subscribe() : nil
+        let subscribed = Date()
         let owner = peer.isAdmin ? nil : peer.uid
         let store = queue.store
         let encode = { @Sendable (events: [FeedEvent]) in
@@ -658,7 +659,7 @@ package struct ControlAPI: Sendable {
             var owners = JobOwners(store: store)
             var catchingUp = false
             // Progress lines wait there until the log shows their job started.
-            var hold = LiveLineHold(buffer: Int(readerBuffer))
+            var hold = LiveLineHold(buffer: Int(readerBuffer), subscribed: subscribed)
             while true {
                 var lines: [FeedEvent]
                 do {
@@ -672,13 +673,14 @@ package struct ControlAPI: Sendable {
                     let logged = try await BlockingWork.run {
                         try store.loggedEvents(after: after, owner: owner, limit: Self.streamBatch)
                     }
+                    let readEnded = ContinuousClock.now
                     let taken = logged.count == Self.streamBatch ? .lines([]) : subscription?.take() ?? .lines([])
                     since = logged.last?.sequence ?? since
                     catchingUp = logged.count == Self.streamBatch
                     switch taken {
                     case .lines(let current):
                         let due = hold.release(logged: logged, taken: try await owners.visible(current, to: owner),
-                                               readBegan: readBegan, complete: !catchingUp)
+                                               readBegan: readBegan, readEnded: readEnded, complete: !catchingUp)
                         lines = Self.merged(logged: logged, live: due)
                     case .dropped(var lost):
                         lost += hold.waiting.count
@@ -716,11 +718,13 @@ package struct ControlAPI: Sendable {
         return reply
     }
 
-    /// Logged and live events in the order they happened: each list keeps its own order, and the two are merged
-    /// by time. In the same millisecond a job's start comes before its live lines, and its end after them; and a
-    /// job's live lines never come before its `enqueued` or `started` in the batch, whatever their times (the log's
-    /// order is its commits': a slot handed on has its start, stamped when it began, committed after changes stamped
-    /// later).
+    /// Logged and live events in the order they happened: the logged keep their order, and each live line goes by
+    /// its time (in the same millisecond a job's start before its live lines, and its end after them), after the
+    /// line before it. A progress line also goes after its job's `enqueued` and `started` in the batch stamped no
+    /// later than itself, and before its job's end that follows them, whatever the times of other jobs' changes
+    /// between them: the log's order is its commits', and a slot handed on has its start, stamped when it began,
+    /// committed after changes stamped later. Live lines of different jobs may then change places, never two of
+    /// one job.
     ///
     /// Times are compared as the log keeps them, to the nearest millisecond: a live line is stamped to the
     /// nanosecond, and an end a fraction of a millisecond after it can be logged at the millisecond before it (a
@@ -735,26 +739,39 @@ package struct ControlAPI: Sendable {
             default: 1
             }
         }
-        // How many `enqueued` and `started` of each job are still to come in the batch.
-        var beginnings: [JobID: Int] = [:]
-        for event in logged where rank(event) == 0 {
-            if let job = event.job { beginnings[job, default: 0] += 1 }
+        func key(_ event: FeedEvent) -> (Double, Int) { (millisecond(event), rank(event)) }
+        var ofJob: [JobID: [Int]] = [:]
+        for (index, event) in logged.enumerated() {
+            if let job = event.job { ofJob[job, default: []].append(index) }
         }
+        // Each live line goes before `logged[place]` (after them all at `logged.count`).
+        var places: [Int] = []
+        places.reserveCapacity(live.count)
+        var byTime = 0
+        for line in live {
+            while byTime < logged.count, key(logged[byTime]) <= key(line) { byTime += 1 }
+            var place = byTime
+            if line.kind == .progress, let job = line.job, let indices = ofJob[job] {
+                let begun = indices.last { rank(logged[$0]) == 0 && millisecond(logged[$0]) <= millisecond(line) }
+                let after = begun.map { $0 + 1 } ?? 0
+                let end = indices.first { $0 >= after && rank(logged[$0]) == 2 } ?? logged.count
+                place = min(max(place, after), end)
+            }
+            places.append(place)
+        }
+        // By place, and in their own order at one place (a job's places never go back, so its lines keep theirs).
+        let order = live.indices.sorted { (places[$0], $0) < (places[$1], $1) }
         var merged: [FeedEvent] = []
         merged.reserveCapacity(logged.count + live.count)
-        var (left, right) = (logged[...], live[...])
-        while let next = left.first, let other = right.first {
-            let waitsForItsStart = other.job.map { beginnings[$0, default: 0] > 0 } ?? false
-            if !waitsForItsStart, (millisecond(other), rank(other)) < (millisecond(next), rank(next)) {
-                merged.append(other)
-                right = right.dropFirst()
-            } else {
-                merged.append(next)
-                left = left.dropFirst()
-                if rank(next) == 0, let job = next.job { beginnings[job, default: 0] -= 1 }
+        var next = 0
+        for (index, event) in logged.enumerated() {
+            while next < order.count, places[order[next]] <= index {
+                merged.append(live[order[next]])
+                next += 1
             }
+            merged.append(event)
         }
-        return merged + left + right
+        return merged + order[next...].map { live[$0] }
     }
 
     /// The most logged events the stream reads at once.

@@ -1,3 +1,5 @@
+import Foundation
+
 /// The progress lines one follower of the event stream holds back until the durable log shows where they belong:
 /// after their job's `started`, before its end.
 ///
@@ -6,9 +8,9 @@
 /// milliseconds later, and a read of the log that began before a commit does not see it. A line of a job the
 /// log has not shown starting waits: it goes with the batch that logs the job's start or end, merged into place by
 /// time, or once it has waited `limit` (a job that was running before the follower came, or whose start the log
-/// took long to record). A line taken after its job's upload or cancel went out (a follower catching up takes no
-/// live lines until it reaches the end of the log) is dropped: progress is the lossy part of the stream, its order
-/// is not. The decisions are pure: the stream's loop feeds each batch in.
+/// took long to record). A line published before its job's end went out, but taken after (a follower catching up
+/// takes no live lines until it reaches the end of the log), is dropped: progress is the lossy part of the stream,
+/// its order is not. The decisions are pure: the stream's loop feeds each batch in.
 struct LiveLineHold {
     /// The longest a progress line waits for its job's start to reach the log.
     static let limit: Duration = .seconds(1)
@@ -20,21 +22,27 @@ struct LiveLineHold {
     private(set) var waiting: [LiveEvents.Line] = []
     /// Jobs the log showed: true from their `started` to their end, false while they wait to start.
     private var running: [JobID: Bool] = [:]
-    /// Jobs whose upload or cancel went out in an earlier batch: a line of theirs taken later (published before
-    /// that end, taken after a catch-up) would come after it, and is dropped.
-    private var done = Set<JobID>()
+    /// The jobs whose end went out while catching up, and when the read that found it ended: a line of theirs
+    /// published before then comes after its end, and is dropped (one published after is a retry's). Kept from
+    /// the first batch that takes no live lines to the first that does, which takes every line published meanwhile.
+    private var ended: [JobID: ContinuousClock.Instant] = [:]
     /// The most bytes held back: past it every held line goes (out of place rather than lost or piling up).
     let buffer: Int
+    /// When the follower subscribed to the live lines: an end logged before it has none of its job's lines after
+    /// it (a catch-up from an old `since` does not keep them).
+    let subscribed: Date
 
-    init(buffer: Int) {
+    init(buffer: Int, subscribed: Date) {
         self.buffer = buffer
+        self.subscribed = subscribed
     }
 
     /// The live lines due with a batch of the log, in the order they were published: those held back before and
-    /// `taken` since. `logged` is the batch (in order); `readBegan`, when its read began; `complete`, whether it
-    /// reached the end of the log (a full batch while catching up did not: a job's start may lie past it).
+    /// `taken` since. `logged` is the batch (in order); `readBegan` and `readEnded`, when its read began and ended;
+    /// `complete`, whether it reached the end of the log (a full batch while catching up did not, and took no live
+    /// lines: a job's start may lie past it).
     mutating func release(logged: [FeedEvent], taken: [LiveEvents.Line], readBegan: ContinuousClock.Instant,
-                          complete: Bool) -> [FeedEvent] {
+                          readEnded: ContinuousClock.Instant, complete: Bool) -> [FeedEvent] {
         var placed = Set<JobID>()
         for event in logged {
             guard let job = event.job else { continue }
@@ -49,13 +57,14 @@ struct LiveLineHold {
         decisions.reserveCapacity(lines.count)
         var heldBytes = 0
         for line in lines {
-            guard line.event.kind == .progress, let job = line.event.job, !placed.contains(job), running[job] != true
-            else {
+            guard line.event.kind == .progress, let job = line.event.job else {
                 decisions.append(.send)
                 continue
             }
-            if done.contains(job) {
+            if let end = ended[job], line.published < end {
                 decisions.append(.drop)
+            } else if placed.contains(job) || running[job] == true {
+                decisions.append(.send)
             } else if complete, line.published + Self.limit <= readBegan {
                 // Running since before the follower came (its lines go from now on), or its start took that long
                 // to record.
@@ -79,16 +88,18 @@ struct LiveLineHold {
             }
         }
         if running.count > Self.jobsKept { running.removeAll() }
-        if done.count > Self.jobsKept { done.removeAll() }
+        // A batch that took the live lines took every line published before its read: none comes after an end
+        // it or an earlier batch sent.
+        if complete { ended.removeAll() }
+        let recent = subscribed.addingTimeInterval(-5)
         for event in logged {
             guard let job = event.job else { continue }
             switch event.kind {
             case .enqueued: running[job] = false
             case .started: running[job] = true
-            case .failed: running[job] = nil
-            case .uploaded, .cancelled:
+            case .uploaded, .failed, .cancelled:
                 running[job] = nil
-                done.insert(job)
+                if !complete, event.time >= recent { ended[job] = readEnded }
             default: break
             }
         }
