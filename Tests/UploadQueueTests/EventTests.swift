@@ -409,6 +409,10 @@ struct EventTests {
                        FeedEvent(.started, job: held, time: at + 0.005)]
         let firstTry = [FeedEvent(.progress, job: held, time: at + 0.001)]
         #expect(ControlAPI.merged(logged: retried, live: firstTry).map(\.kind) == [.started, .progress, .failed, .started])
+        // A line of another kind keeps its place after its job's start too, and after the job's progress.
+        let unverified = [FeedEvent(.progress, job: held, time: at + 0.002), FeedEvent(.unverified, job: held, time: at + 0.003)]
+        #expect(ControlAPI.merged(logged: handedOn, live: unverified).map(\.kind)
+                == [.enqueued, .started, .progress, .unverified])
         // The stream's two forms: a JSON line, or a server-sent event whose id is the logged event's seq.
         #expect(ControlAPI.streamed(event, serverSent: false) == event.jsonLine + "\n")
         #expect(ControlAPI.streamed(event, serverSent: true) == "id: 42\nevent: failed\ndata: \(event.jsonLine)\n\n")

@@ -720,9 +720,9 @@ package struct ControlAPI: Sendable {
 
     /// Logged and live events in the order they happened: the logged keep their order, and each live line goes by
     /// its time (in the same millisecond a job's start before its live lines, and its end after them), after the
-    /// line before it. A progress line also goes after its job's `enqueued` and `started` in the batch stamped no
-    /// later than itself, and before its job's end that follows them, whatever the times of other jobs' changes
-    /// between them: the log's order is its commits', and a slot handed on has its start, stamped when it began,
+    /// line before it. A line of a job also goes after the job's `enqueued` and `started` in the batch stamped no
+    /// later than itself, and a progress line before the job's end that follows them, whatever the times of other
+    /// jobs' changes between them: the log's order is its commits', and a slot handed on has its start, stamped when it began,
     /// committed after changes stamped later. Live lines of different jobs may then change places, never two of
     /// one job.
     ///
@@ -751,11 +751,13 @@ package struct ControlAPI: Sendable {
         for line in live {
             while byTime < logged.count, key(logged[byTime]) <= key(line) { byTime += 1 }
             var place = byTime
-            if line.kind == .progress, let job = line.job, let indices = ofJob[job] {
+            if let job = line.job, let indices = ofJob[job] {
                 let begun = indices.last { rank(logged[$0]) == 0 && millisecond(logged[$0]) <= millisecond(line) }
                 let after = begun.map { $0 + 1 } ?? 0
-                let end = indices.first { $0 >= after && rank(logged[$0]) == 2 } ?? logged.count
-                place = min(max(place, after), end)
+                place = max(place, after)
+                if line.kind == .progress {
+                    place = min(place, indices.first { $0 >= after && rank(logged[$0]) == 2 } ?? logged.count)
+                }
             }
             places.append(place)
         }
