@@ -19,18 +19,18 @@ final class LiveEvents: Sendable {
         /// Lines lost since it was dropped; nil while it keeps up.
         var lost: Int?
 
-        /// Keeps `event`, unless the buffer would grow past `limit`: then everything kept is lost, and so is what
+        /// Keeps `line`, unless the buffer would grow past `limit`: then everything kept is lost, and so is what
         /// comes after, until the subscriber takes its `dropped` notice and goes.
-        mutating func add(_ line: Line, size: Int, limit: Int) {
+        mutating func add(_ line: Line, limit: Int) {
             if let lost {
                 self.lost = lost + 1
-            } else if bytes + size > limit {
+            } else if bytes + line.size > limit {
                 lost = lines.count + 1
                 lines.removeAll()
                 bytes = 0
             } else {
                 lines.append(line)
-                bytes += size
+                bytes += line.size
             }
         }
     }
@@ -68,7 +68,7 @@ final class LiveEvents: Sendable {
             let line = Line(event: event, published: .now, size: size)
             var bells: [ChangeBell] = []
             for id in Array(subscribers.keys) {
-                subscribers[id]!.add(line, size: size, limit: readerBuffer)
+                subscribers[id]!.add(line, limit: readerBuffer)
                 bells.append(subscribers[id]!.bell)
             }
             return bells
