@@ -73,7 +73,7 @@ struct FewerWritesMigrationTests {
         }
         let started = Date(timeIntervalSince1970: 1_800_000_000)
         try database.write { db in
-            for job in jobs { try job.insert(db) }
+            for job in jobs { try job.insert(intoEarlierSchemaOf: db) }
             for (index, outcome) in [(1, nil), (3, "failed"), (4, "uploaded")] as [(Int, String?)] {
                 try Job.Attempt(jobID: jobs[index].id, number: 1, startedAt: started, endedAt: outcome.map { _ in started },
                                 startOffset: 0, endOffset: outcome.map { _ in 7 }, outcome: outcome, error: nil).insert(db)
@@ -120,5 +120,17 @@ struct FewerWritesMigrationTests {
         #expect(after.failedAttempts == 6)
         try store.writer.write { db in _ = try Job.deleteOne(db, key: jobs[3].id.rawValue) }
         #expect(try store.attempts(of: jobs[3].id).isEmpty)
+    }
+}
+
+extension Job {
+    /// Inserts the job into a database migrated up to an earlier version: the columns its table had then.
+    func insert(intoEarlierSchemaOf db: Database) throws {
+        let columns = Set(try db.columns(in: "job").map(\.name))
+        let values = try databaseDictionary.filter { columns.contains($0.key) }
+        try db.execute(sql: """
+            INSERT INTO job (\(values.keys.map { "\"\($0)\"" }.joined(separator: ", "))) \
+            VALUES (\(values.keys.map { _ in "?" }.joined(separator: ", ")))
+            """, arguments: StatementArguments(Array(values.values)))
     }
 }

@@ -367,7 +367,7 @@ struct Intake: Sendable {
                         } else {
                             // A job with a place in an order or a group is its own: the same content elsewhere in
                             // the queue has another place, or none.
-                            try jobs[index].insert(db)
+                            try QueueStore.insertTakingTurn(jobs[index], in: db)
                             try QueueStore.joinGroup(jobs[index], in: db, now: jobs[index].createdAt)
                             if !order.isEmpty {
                                 try QueueStore.placeInOrder(jobs[index], order, in: db, now: jobs[index].createdAt)
@@ -403,7 +403,7 @@ struct Intake: Sendable {
             // Hashed while sending: no live job of its size goes to the destination (unless one came since the
             // digests were taken), so none can be its duplicate.
             try ContentIdentity.checkNoneOfItsSize(job, in: db)
-            try job.insert(db)
+            try QueueStore.insertTakingTurn(job, in: db)
             return nil
         }
         // The jobs of its content, and those of its size without a digest yet, in one seek. A cached statement:
@@ -419,7 +419,7 @@ struct Intake: Sendable {
             // user's: a dropper's file never rides on a stranger's job (who could cancel it), nor learns of it.
             .first { $0.sha256 == job.sha256 && $0.patch == job.patch && $0.ownerUID == job.ownerUID }
         if let existing { return existing }
-        try job.insert(db)
+        try QueueStore.insertTakingTurn(job, in: db)
         return nil
     }
 

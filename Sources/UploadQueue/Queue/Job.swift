@@ -79,6 +79,9 @@ public struct Job: Sendable, Equatable, Codable {
     /// The group the job is a member of (`enqueue --group`): once the group is closed and every member uploaded,
     /// one completion carries them all. nil: none. A group is its owner's, as a lane is.
     public internal(set) var group: String? = nil
+    /// The turn the job took among its owner's and the others' at its priority (`FairShare`), given at enqueue
+    /// (nil only in a row no intake wrote; such rows go first among their priority, oldest first).
+    var fairKey: Int64? = nil
 
     /// The state-machine view of this job.
     var lifecycle: JobLifecycle {
@@ -146,6 +149,7 @@ public struct Job: Sendable, Equatable, Codable {
         case afterMode = "after_mode"
         case blockedBy = "blocked_by"
         case group = "group_name"
+        case fairKey = "fair_key"
     }
 }
 
@@ -286,6 +290,7 @@ extension Job: FetchableRecord, PersistableRecord {
         blockedBy = try decoded(.blockedBy, as: String?.self).map(JobID.init(trusted:))
         blockedKind = storedKind.flatMap(String.fromDatabaseValue).flatMap(PrerequisiteKind.init(rawValue:))
         group = try decoded(.group)
+        fairKey = try decoded(.fairKey, as: Int64?.self)
     }
 
     /// The error for a stored value this version cannot read (a newer version's state, a damaged row).

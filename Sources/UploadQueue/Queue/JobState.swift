@@ -22,6 +22,9 @@ extension Job {
         /// show it holds the bytes. Nothing fails for good; one job at a time tries again, on a doubling interval.
         case unverifiedAnswer = "unverified-answer"
         case concurrency
+        /// Every slot is busy, and other owners' jobs take their turn before this one (`FairShare`: within a
+        /// priority, owners take turns job by job).
+        case fairShare = "fair-share"
         case sourceUnstable = "source-unstable"
         /// The device's power does not meet the destination's `power` requirement (on battery, battery low).
         case power

@@ -294,6 +294,9 @@ package struct QueueDatabase: Sendable {
         migrator.registerMigration("v18-fewer-writes") { db in
             try QueueDatabase.migrateToFewerWrites(db)
         }
+        migrator.registerMigration("v19-fair-share") { db in
+            try QueueDatabase.migrateToFairShare(db)
+        }
         return migrator
     }
 }

@@ -37,7 +37,7 @@ package struct QueueStore: Sendable {
     /// false, when no runner is up, the holds a killed one left are not read).
     package func job(_ id: JobID, holdsInForce: Bool = true) throws -> Job? {
         try writer.read { db in
-            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
+            let holds = holdsInForce ? try Self.displayHolds(db) : QueueHolds()
             return try Job.fetchOne(db, key: id.rawValue).map(holds.explained)
         }
     }
@@ -61,7 +61,7 @@ package struct QueueStore: Sendable {
     /// `listing(state:limit:holdsInForce:)` of one owner's jobs alone (`owner`: a uid; nil: everyone's).
     func listing(state: JobState?, limit: Int?, owner: UInt32?, holdsInForce: Bool) throws -> JobListing {
         try writer.read { db in
-            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
+            let holds = holdsInForce ? try Self.displayHolds(db) : QueueHolds()
             var sql = "SELECT * FROM job"
             var conditions: [String] = []
             var arguments: StatementArguments = []
@@ -100,7 +100,7 @@ package struct QueueStore: Sendable {
     /// `job(_:holdsInForce:)`).
     package func jobs(_ ids: some Collection<JobID>, holdsInForce: Bool = true) throws -> [JobID: Job] {
         try writer.read { db in
-            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
+            let holds = holdsInForce ? try Self.displayHolds(db) : QueueHolds()
             var found: [JobID: Job] = [:]
             for id in ids {
                 if let job = try Job.read(id, in: db) { found[id] = holds.explained(job) }

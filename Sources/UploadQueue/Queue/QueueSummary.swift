@@ -64,7 +64,7 @@ extension QueueStore {
                 if let patch = PatchState(rawValue: row["patch_state"]), patch != .none { patches[patch, default: 0] += jobs }
                 if state == .pending { pendingByDestination[row["destination"], default: 0] += jobs }
             }
-            let holds = holdsInForce ? try Self.holds(db) : QueueHolds()
+            let holds = holdsInForce ? try Self.displayHolds(db) : QueueHolds()
             let uploading = try Self.unfinishedJobs(in: .uploading).order(Job.Columns.id).fetchAll(db)
             for job in uploading { pendingByDestination[job.destination, default: 0] -= 1 }
             var waiting = try Self.waitingCounts(db, holds: holds, pending: pendingByDestination)
@@ -159,6 +159,10 @@ extension QueueStore {
                 waiting[.concurrency, default: 0] += left
             }
         }
+        // Of those waiting for a slot, the ones other owners' turns come before.
+        let waitingForTurns = min(FairShare.waitingForTurns(among: holds.turns), waiting[.concurrency, default: 0])
+        waiting[.concurrency, default: 0] -= waitingForTurns
+        waiting[.fairShare, default: 0] += waitingForTurns
         return waiting.filter { $0.value > 0 }
     }
 }

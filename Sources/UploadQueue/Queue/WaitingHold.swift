@@ -43,6 +43,7 @@ extension Job {
             case .unverifiedAnswer:
                 return "unverified answer (one upload tries again now and then)" + (detail.map { ": \($0)" } ?? "")
             case .concurrency: return "every transfer slot busy"
+            case .fairShare: return "every transfer slot busy; other owners' files take their turn first"
             case .backoff: return "retry later"
             case .sourceUnstable: return "file still changing"
             case .lane: return "behind an earlier job of its lane" + (detail.map { " (\($0))" } ?? "")

@@ -32,9 +32,14 @@ struct QueueHolds: Sendable, Equatable {
     static let wholeQueue = ""
 
     private(set) var entries: Set<Hold>
+    /// Every owner's turns with runnable jobs, where reasons are shown (`QueueStore.displayHolds`): a job that
+    /// would wait for a free slot waits for its turn (`fair-share`) when another owner's job of an earlier turn
+    /// goes first.
+    var turns: [FairShare.Turns] = []
 
-    init(_ entries: some Sequence<Hold> = []) {
+    init(_ entries: some Sequence<Hold> = [], turns: [FairShare.Turns] = []) {
         self.entries = Set(entries)
+        self.turns = turns
     }
 
     /// The holds the scheduler's view makes, and `concurrency` when every slot is busy.
@@ -94,7 +99,8 @@ struct QueueHolds: Sendable, Equatable {
     /// Everything that keeps a pending job from starting, the strongest cause first: its link is offline or
     /// behind a captive portal, the power, the metered link does not let it go (or its budget is spent), it is outside its windows, its
     /// destination's circuit is open, its storage is full, every slot is busy. Empty for a job that is not pending
-    /// or that nothing holds (no row carries a reason of its own since migration v7).
+    /// or that nothing holds (no row carries a reason of its own since migration v7). Every slot busy is
+    /// `fair-share` for a job other owners' turns come before.
     func holds(for job: Job) -> [Hold] {
         guard job.state == .pending else { return [] }
         var found: [Hold] = []
@@ -123,7 +129,9 @@ struct QueueHolds: Sendable, Equatable {
         if let hold = hold(.quotaFull, on: scope) { found.append(hold) }
         if let hold = hold(.unverifiedAnswer, on: scope) { found.append(hold) }
         if found.isEmpty, let hold = hold(.concurrency, on: Self.wholeQueue), job.intakeComplete, !job.cancelRequested {
-            found.append(hold)
+            let waitsForTurn = FairShare.waitsForTurn(turn: job.fairKey ?? 0, owner: FairShare.owner(job.ownerUID),
+                                                      priority: job.priority, among: turns)
+            found.append(waitsForTurn ? Hold(scope: Self.wholeQueue, reason: .fairShare) : hold)
         }
         return found
     }

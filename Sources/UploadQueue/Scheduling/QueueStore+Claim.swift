@@ -3,7 +3,8 @@ import GRDB
 
 extension QueueStore {
     /// Claims up to `limit` runnable jobs the gate lets through, in one write transaction (retryable failures whose
-    /// time has come first become pending): highest priority first, then oldest, across destinations. Each claim
+    /// time has come first become pending): highest priority first, then the earliest turn (`FairShare`: owners
+    /// take turns), then oldest, across destinations. Each claim moves its priority's fair clock on. Each claim
     /// opens an attempt. Each pick is one indexed query (`claimQuery`): its cost does not grow with the queue.
     ///
     /// A nil gate lets any destination through (tests, and hosts without a scheduler view).
@@ -31,6 +32,7 @@ extension QueueStore {
             else { break }
             let id: String = row[0]
             if let largest = aheadUpTo, (row[1] as Int64?) ?? .max > largest { break }
+            let (priority, turn): (Int, Int64) = (row[2], row[3] ?? 0)
             let picked: Job?
             do {
                 picked = try apply(ahead ? .claimAhead : .claim, to: JobID(trusted: id), in: db, now: now,
@@ -42,6 +44,7 @@ extension QueueStore {
                 continue
             }
             guard var job = picked else { break }
+            try advanceFairClock(priority: priority, claimed: turn, in: db)
             if ahead {
                 // As it will be when it starts (`recordStart` writes it then).
                 var lifecycle = job.lifecycle
@@ -124,9 +127,9 @@ extension QueueStore {
             let largestFilter = largest == nil ? "" : " AND size <= ?"
             let priorityFilter = door.minimumPriority == nil ? "" : " AND priority >= ?"
             picks.append("""
-                SELECT * FROM (SELECT id, priority, size FROM job INDEXED BY \(index)
+                SELECT * FROM (SELECT id, size, priority, fair_key FROM job INDEXED BY \(index)
                 WHERE \(condition) AND destination = ?\(sizeFilter)\(largestFilter)\(priorityFilter)
-                ORDER BY priority DESC, id LIMIT 1)
+                ORDER BY priority DESC, fair_key, id LIMIT 1)
                 """)
             _ = arguments.append(contentsOf: [destination])
             if let limit { _ = arguments.append(contentsOf: [limit]) }
@@ -162,7 +165,12 @@ extension QueueStore {
             }
         }
         guard !picks.isEmpty else { return nil }
-        let sql = "SELECT id, size FROM (\(picks.joined(separator: " UNION ALL "))) ORDER BY priority DESC, id LIMIT 1"
+        // `-priority`, not `priority DESC`: ordered by plain columns, SQLite sorts each pick on its own and merges
+        // them (a sorter per pick); by an expression, the few picks are sorted once.
+        let sql = """
+            SELECT id, size, priority, fair_key FROM (\(picks.joined(separator: " UNION ALL ")))
+            ORDER BY -priority, fair_key, id LIMIT 1
+            """
         return (sql, arguments)
     }
 
@@ -266,6 +274,13 @@ extension QueueStore {
     /// The holds in force, as recorded by the runner.
     func holds() throws -> QueueHolds {
         try writer.read { db in try Self.holds(db) }
+    }
+
+    /// The holds with every owner's turns: what a job's waiting reasons are derived from where they are shown.
+    static func displayHolds(_ db: Database) throws -> QueueHolds {
+        var holds = try Self.holds(db)
+        holds.turns = try fairTurns(db)
+        return holds
     }
 
     static func holds(_ db: Database) throws -> QueueHolds {
