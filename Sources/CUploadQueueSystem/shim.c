@@ -13,6 +13,7 @@
 #include <linux/rtnetlink.h>
 #include <sys/socket.h>
 #include <sys/vfs.h>
+#include <sys/xattr.h>
 #include <sys/stat.h>
 #include <dirent.h>
 #include <limits.h>
@@ -254,4 +255,144 @@ int uploadq_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
 int uploadq_so_peercred(void) {
     _Static_assert(sizeof(struct uploadq_peer_credentials) == sizeof(struct ucred), "struct ucred's layout");
     return SO_PEERCRED;
+}
+
+int uploadq_so_peergroups(void) { return SO_PEERGROUPS; }
+
+// proc, sysfs, debugfs, tracefs, securityfs, cgroup, cgroup2, bpf, configfs, efivarfs, pstore, selinuxfs, smackfs,
+// binfmt_misc, nsfs, fusectl, devpts, mqueue, autofs.
+int uploadq_is_pseudo_fs(int fd) {
+    static const unsigned long types[] = {
+        0x9fa0UL, 0x62656572UL, 0x64626720UL, 0x74726163UL, 0x73636673UL, 0x27e0ebUL, 0x63677270UL, 0xcafe4a11UL,
+        0x62656570UL, 0xde5e81e4UL, 0x6165676cUL, 0xf97cff8cUL, 0x43415d53UL, 0x42494e4dUL, 0x6e736673UL,
+        0x65735543UL, 0x1cd1UL, 0x19800202UL, 0x0187UL,
+    };
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0) return -1;
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+        if ((unsigned long)fs.f_type == types[i]) return 1;
+    }
+    return 0;
+}
+
+static int in_groups(gid_t wanted, gid_t gid, const gid_t *groups, int count) {
+    if (wanted == gid) return 1;
+    for (int i = 0; i < count; i++) {
+        if (groups[i] == wanted) return 1;
+    }
+    return 0;
+}
+
+// The permission bits (4 read, 2 write, 1 search) user `uid` has on the inode open as `fd` (an O_PATH descriptor):
+// its owner's, else its POSIX access ACL's (a named user's or the groups', under the mask), else its group's or
+// others' mode bits, as the kernel decides (acl_permission_check and posix_acl_permission).
+static int permissions(int fd, const struct stat *info, uid_t uid, gid_t gid, const gid_t *groups, int count) {
+    if (info->st_uid == uid) return (info->st_mode >> 6) & 7;
+    unsigned char acl[4 + 8 * 64];
+    char name[64];
+    snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
+    ssize_t length = getxattr(name, "system.posix_acl_access", acl, sizeof(acl));
+    if (length < 0 && errno == ERANGE) return 0;  // An ACL too long to read: nothing is granted.
+    if (length >= 4 && (length - 4) % 8 == 0) {
+        int mask = 7, group_matched = 0, group_perms = 0, user_perms = -1, other = 0;
+        for (ssize_t at = 4; at < length; at += 8) {
+            unsigned tag = acl[at] | (acl[at + 1] << 8);
+            unsigned perm = acl[at + 2] | (acl[at + 3] << 8);
+            uint32_t id = (uint32_t)acl[at + 4] | ((uint32_t)acl[at + 5] << 8) | ((uint32_t)acl[at + 6] << 16)
+                | ((uint32_t)acl[at + 7] << 24);
+            switch (tag) {
+            case 0x02: if (id == uid) user_perms = (int)perm; break;
+            case 0x04:
+                if (in_groups(info->st_gid, gid, groups, count)) { group_matched = 1; group_perms |= (int)perm; }
+                break;
+            case 0x08:
+                if (in_groups((gid_t)id, gid, groups, count)) { group_matched = 1; group_perms |= (int)perm; }
+                break;
+            case 0x10: mask = (int)perm; break;
+            case 0x20: other = (int)perm; break;
+            default: break;
+            }
+        }
+        if (user_perms >= 0) return user_perms & mask & 7;
+        if (group_matched) return group_perms & mask & 7;
+        return other & 7;
+    }
+    if (in_groups(info->st_gid, gid, groups, count)) return (info->st_mode >> 3) & 7;
+    return info->st_mode & 7;
+}
+
+int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int group_count) {
+    if (path[0] != '/') { errno = EINVAL; return -1; }
+    char rest[PATH_MAX * 2];
+    if (strlen(path) >= sizeof(rest)) { errno = ENAMETOOLONG; return -1; }
+    strcpy(rest, path);
+    int links = 0;
+    int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) return -1;
+    char *cursor = rest;
+    for (;;) {
+        while (*cursor == '/') cursor++;
+        if (*cursor == '\0') { close(dir); errno = EISDIR; return -1; }
+        struct stat here;
+        if (fstat(dir, &here) != 0) { int saved = errno; close(dir); errno = saved; return -1; }
+        if (!(permissions(dir, &here, uid, gid, groups, group_count) & 1)) { close(dir); errno = EACCES; return -1; }
+        char *end = strchr(cursor, '/');
+        char component[NAME_MAX + 1];
+        size_t length = end ? (size_t)(end - cursor) : strlen(cursor);
+        if (length > NAME_MAX) { close(dir); errno = ENAMETOOLONG; return -1; }
+        memcpy(component, cursor, length);
+        component[length] = '\0';
+        const char *after = end ? end : cursor + length;
+        while (*after == '/') after++;
+        int last = *after == '\0';
+        int next = openat(dir, component, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0) { int saved = errno; close(dir); errno = saved; return -1; }
+        struct stat info;
+        if (fstat(next, &info) != 0) { int saved = errno; close(next); close(dir); errno = saved; return -1; }
+        if (S_ISLNK(info.st_mode)) {
+            if (last || ++links > 40) { close(next); close(dir); errno = ELOOP; return -1; }
+            char target[PATH_MAX];
+            ssize_t size = readlinkat(next, "", target, sizeof(target) - 1);
+            close(next);
+            if (size < 0) { int saved = errno; close(dir); errno = saved; return -1; }
+            target[size] = '\0';
+            // The link's target, then what followed it.
+            char spliced[PATH_MAX * 2];
+            if ((size_t)size + strlen(after) + 2 >= sizeof(spliced)) { close(dir); errno = ENAMETOOLONG; return -1; }
+            snprintf(spliced, sizeof(spliced), "%s/%s", target, after);
+            strcpy(rest, spliced);
+            cursor = rest;
+            if (target[0] == '/') {
+                close(dir);
+                dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+                if (dir < 0) return -1;
+            }
+            continue;
+        }
+        if (last) {
+            if (!S_ISREG(info.st_mode) || !(permissions(next, &info, uid, gid, groups, group_count) & 4)) {
+                close(next);
+                close(dir);
+                errno = S_ISREG(info.st_mode) ? EACCES : EINVAL;
+                return -1;
+            }
+            int file = openat(dir, component, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+            int saved = errno;
+            struct stat opened;
+            // The file opened is the one checked, not one renamed in between.
+            if (file >= 0 && (fstat(file, &opened) != 0 || opened.st_ino != info.st_ino || opened.st_dev != info.st_dev)) {
+                close(file);
+                file = -1;
+                saved = EAGAIN;
+            }
+            close(next);
+            close(dir);
+            errno = saved;
+            return file;
+        }
+        if (!S_ISDIR(info.st_mode)) { close(next); close(dir); errno = ENOTDIR; return -1; }
+        close(dir);
+        dir = next;
+        cursor = (char *)after;
+    }
 }

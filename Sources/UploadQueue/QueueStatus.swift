@@ -25,6 +25,11 @@ public struct QueueStatus: Sendable, Equatable {
     /// The lanes: how many have work, how many a failed job holds, and how long the oldest head has been at its
     /// lane's front.
     public var lanes = LaneReport()
+    /// Spool files left where they are for a reason of their owner's (over its quota, another user's sidecar beside
+    /// it), oldest first: the first few of `spoolHeldFiles`.
+    public var spoolHolds: [SpoolHold] = []
+    /// How many spool files are held (recorded up to 1,000).
+    public var spoolHeldFiles = 0
 
     /// The lanes at a glance (from at most 1,000 lanes with work).
     public struct LaneReport: Sendable, Equatable {

@@ -159,6 +159,10 @@ public actor UploadQueue {
             if case .hook(let event) = consumer { status.hooks[event] = counts }
         }
         status.lanes = try store.laneGauges()
+        if configuration.spool != nil {
+            status.spoolHolds = try store.spoolHolds(owner: nil, limit: 20)
+            status.spoolHeldFiles = try store.spoolHoldCount()
+        }
         return status
     }
 

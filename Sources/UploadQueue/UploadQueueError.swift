@@ -54,6 +54,10 @@ public struct UploadQueueError: Error, Sendable, Equatable, CustomStringConverti
         public static let groupClosed = Code(rawValue: "group-closed")
         /// No group of the caller's has this name.
         public static let groupNotFound = Code(rawValue: "group-not-found")
+        /// The caller (a dropper) holds as many jobs or bytes in the queue as `[limits] owner_pending_jobs` and
+        /// `owner_pending_bytes` let one user hold: nothing was taken; send it again once some of them are
+        /// uploaded.
+        public static let ownerQuota = Code(rawValue: "owner-quota")
     }
 
     public var code: Code

@@ -78,7 +78,7 @@ struct StatusCommand: AsyncParsableCommand {
                 + "(min_free_space \(TextOutput.bytes(disk.minimum)))")
             if let low = disk.low {
                 lines.append("intake:   paused: \(low); spool files wait and copies are refused until there is room "
-                    + "(uploads and released copies free it; reference jobs still run)")
+                    + "(uploads and released copies free it)")
             }
         }
         if let power = status.power {
@@ -93,6 +93,13 @@ struct StatusCommand: AsyncParsableCommand {
         if let budget = status.meteredBudget {
             lines.append("budget:   \(TextOutput.bytes(budget.used)) of \(budget.budget) used on metered links, "
                 + "\(TextOutput.bytes(budget.left)) left; resets \(WaitingHold.clock(budget.resetsAt, timeZone: zone, now: Date()))")
+        }
+        if status.spoolHeldFiles > 0 {
+            lines.append("spool:    \(status.spoolHeldFiles) file\(status.spoolHeldFiles == 1 ? "" : "s") left in the "
+                + "spool for a reason of their owner's (GET /v1/spool lists them):")
+            for hold in status.spoolHolds {
+                lines.append("          \(hold.reason.rawValue) (uid \(hold.ownerUID)): \(hold.message)")
+            }
         }
         if summary.nextAttemptAt != nil {
             lines.append("next try: \(TextOutput.time(summary.nextAttemptAt))")

@@ -47,7 +47,7 @@ struct ClaimAheadTests {
                 job.modifiedNanoseconds = fingerprint.modifiedNanoseconds
                 let descriptor = open(file, O_RDONLY)
                 defer { close(descriptor) }
-                job.sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: file)
+                job.sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: file, size: fingerprint.size)
                 jobs.append(job)
             }
             ids = jobs.map(\.id)

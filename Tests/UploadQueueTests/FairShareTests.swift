@@ -39,7 +39,7 @@ struct FairShareTests {
         var job = QueueHoldsTests.job(serial: serial)
         job.ownerUID = owner
         job.priority = priority
-        try store.writer.write { db in try QueueStore.insertTakingTurn(job, in: db) }
+        try store.writer.write { db in try QueueStore.insertJob(job, in: db) }
         return job.id
     }
 
@@ -133,7 +133,7 @@ struct FairShareTests {
                 for serial in 0..<pending {
                     var job = QueueHoldsTests.job(serial: serial)
                     job.ownerUID = UInt32(2000 + serial % owners)
-                    try QueueStore.insertTakingTurn(job, in: db)
+                    try QueueStore.insertJob(job, in: db)
                 }
             }
             // The gate a scheduler's round passes (without one, a claim first lists the destinations).

@@ -33,7 +33,7 @@ import Testing
     }
 
     static func events(_ queue: Queue, owner: UInt32? = nil) throws -> [FeedEvent] {
-        try queue.store.loggedEvents(after: 0, owner: owner, limit: 10_000)
+        try queue.store.loggedEvents(after: 0, owner: owner, limit: 10_000).events
     }
 
     @Test("the tallies: a closed group completes once every member is uploaded; a failure for good makes it incomplete until retried")

@@ -141,7 +141,7 @@ struct OrderDaemonTests {
         #expect(body["group"] as? String == "survey-42" && body["remote_urls"] as? [String] == urls)
         let made = Int64((group.createdAt.timeIntervalSince1970 * 1000).rounded())
         #expect((patch["headers"] as? [String: String])?["idempotency-key"] == "group:-:survey-42:\(made)")
-        let logged = try store.loggedEvents(after: 0, owner: nil, limit: 1000).filter { $0.kind == .groupUploaded }
+        let logged = try store.loggedEvents(after: 0, owner: nil, limit: 1000).events.filter { $0.kind == .groupUploaded }
         #expect(logged.count == 1 && logged.first?.fields["members"] == .integer(3))
         let listed = try await BinaryRunner.run(["groups", "survey-42", "--json", "--config", sandbox.configPath])
         let shown = try #require(try listed.json() as? [String: Any])

@@ -499,9 +499,10 @@ struct SpoolTrustTests {
         try drop("outside.jpg", sidecar: { try JSONSerialization.data(withJSONObject: outside).write(to: URL(fileURLWithPath: $0)) },
                  seed: 4)
         try drop("plain.jpg", sidecar: { _ in }, seed: 6)
-        // A hard link to a file of another user (and group): it could be one its dropper cannot read.
+        // A hard link to a file of another user (and group), readable by that group alone: it could be one its
+        // dropper cannot read.
         let foreign = try sandbox.makeFile(sandbox.root + "/foreign.jpg", size: 1000, seed: 7)
-        #expect(chown(foreign, 65_534, 65_534) == 0)
+        #expect(chown(foreign, 65_534, 65_534) == 0 && chmod(foreign, 0o640) == 0)
         #expect(link(foreign, spool + "/foreign.jpg") == 0)
         // And to a private file of the spool's owner (the daemon's user: its token file, say).
         let secret = try sandbox.makeFile(sandbox.root + "/token.txt", size: 100, seed: 8)

@@ -126,7 +126,8 @@ func sha256(ofFile path: String) throws -> String {
     let descriptor = open(path, O_RDONLY)
     guard descriptor >= 0 else { throw UploadQueueError.system("open", path: path) }
     defer { close(descriptor) }
-    return try SHA256Digest.ofFile(descriptor: descriptor, path: path)
+    return try SHA256Digest.ofFile(descriptor: descriptor, path: path,
+                                   size: try FileFingerprint.of(descriptor: descriptor, path: path).size)
 }
 
 /// A TCP socket listening on a free loopback port (not accepting: the caller does, or leaves connections waiting).

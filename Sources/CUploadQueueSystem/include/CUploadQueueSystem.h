@@ -110,6 +110,28 @@ struct uploadq_peer_credentials {
 /// SO_PEERCRED's option number, a macro under _GNU_SOURCE.
 int uploadq_so_peercred(void);
 
+/// The answer of getsockopt(SO_PEERGROUPS): the peer's supplementary groups, in ascending order (the kernel keeps
+/// them sorted), the rest of the array zero. A peer with more groups than fit gets ERANGE.
+struct uploadq_peer_groups {
+    gid_t groups[256];
+};
+
+/// SO_PEERGROUPS's option number (Linux 4.13).
+int uploadq_so_peergroups(void);
+
+/// Whether the file open as `fd` lies on a pseudo file system whose files are not data (proc, sysfs, debugfs,
+/// tracefs, securityfs, cgroup, bpf, configfs, efivarfs, pstore, selinuxfs, and the like): 1 or 0; -1 when
+/// fstatfs fails. Such a "regular" file can say it is empty and read for ever, or hold what its reader alone may see.
+int uploadq_is_pseudo_fs(int fd);
+
+/// Opens `path` (absolute) for reading the way user `uid` (group `gid`, supplementary `groups`) would reach it:
+/// each directory on the way must let that user search it, and the file must be one it may read, by the mode bits
+/// and POSIX ACLs the kernel would apply; symbolic links on the way are followed (at most 40), a final one is not.
+/// Every step holds the directory it checked, so nothing swapped in between is reached. The descriptor
+/// (O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), or -1 with errno: EACCES (that user may not reach or read it),
+/// ELOOP (the file is a symbolic link, or too many on the way), ENOENT, ENOTDIR, or the error of a step.
+int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int group_count);
+
 /// HMAC-SHA256 of `data` under `key` (SigV4 signing keys and signatures); writes 32 bytes to `mac`, returns 0.
 int uploadq_hmac_sha256(const void *key, size_t key_length, const void *data, size_t data_length, unsigned char *mac);
 

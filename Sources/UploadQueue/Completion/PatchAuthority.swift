@@ -12,6 +12,23 @@ enum PatchAuthority {
     /// Refuses a patch target now rather than at delivery: an http(s) URL, a method token, a body template with
     /// known placeholders, one-line headers.
     static func check(_ patch: PatchTarget) throws(UploadQueueError) {
+        let limits = StoredValueLimits.self
+        guard patch.url.utf8.count <= limits.patchURLBytes else {
+            throw UploadQueueError(.invalidArgument, "the patch URL is \(patch.url.utf8.count) bytes; at most "
+                + "\(limits.patchURLBytes / 1024) KiB")
+        }
+        guard (patch.headers ?? [:]).count <= limits.patchHeaders,
+              (patch.headers ?? [:]).allSatisfy({ $0.key.utf8.count + $0.value.utf8.count <= limits.patchHeaderBytes }) else {
+            throw UploadQueueError(.invalidArgument, "the patch has more than \(limits.patchHeaders) headers, or one of "
+                + "more than \(limits.patchHeaderBytes / 1024) KiB")
+        }
+        if let body = patch.body, body.utf8.count > limits.patchBodyBytes {
+            throw UploadQueueError(.invalidArgument, "the patch body template is \(body.utf8.count) bytes; at most "
+                + "\(limits.patchBodyBytes / 1024) KiB")
+        }
+        if let method = patch.method, method.utf8.count > 32 {
+            throw UploadQueueError(.invalidArgument, "the patch method is \(method.utf8.count) bytes; at most 32")
+        }
         let lowered = patch.url.lowercased()
         guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://"), URL(string: patch.url)?.host != nil else {
             throw UploadQueueError(.invalidArgument, "patch URL \"\(URLRedaction.redact(patch.url))\" is not an "

@@ -140,11 +140,24 @@ public struct Configuration: Sendable, Equatable {
         public var concurrency: Int
         /// `min_free_space`: below it the intake pauses (see `FreeSpaceGuard`).
         public var minFreeSpace: FreeSpaceThreshold
+        /// `owner_pending_jobs`: the jobs one dropper may have in the queue, not uploaded yet (0: no limit).
+        public var ownerPendingJobs: Int
+        /// `owner_pending_bytes`: the bytes of those jobs, or a share of the state directory's disk (0: no limit).
+        public var ownerPendingBytes: FreeSpaceThreshold
+
+        /// The default of `owner_pending_jobs`.
+        public static let standardOwnerPendingJobs = 10_000
+        /// The default of `owner_pending_bytes`: a quarter of the state disk.
+        public static let standardOwnerPendingBytes = FreeSpaceThreshold.percent(25)
 
         /// Limits with `concurrency` transfers at once and `minFreeSpace` left free.
-        public init(concurrency: Int = 4, minFreeSpace: FreeSpaceThreshold = .standard) {
+        public init(concurrency: Int = 4, minFreeSpace: FreeSpaceThreshold = .standard,
+                    ownerPendingJobs: Int = Limits.standardOwnerPendingJobs,
+                    ownerPendingBytes: FreeSpaceThreshold = Limits.standardOwnerPendingBytes) {
             self.concurrency = concurrency
             self.minFreeSpace = minFreeSpace
+            self.ownerPendingJobs = ownerPendingJobs
+            self.ownerPendingBytes = ownerPendingBytes
         }
     }
 
@@ -182,6 +195,15 @@ public struct Configuration: Sendable, Equatable {
             self.metered = metered
             self.unmetered = unmetered
         }
+    }
+
+    /// The destination a file goes to when none is named (nor the spool's): `default`, or the only destination
+    /// there is; nil when there are several and none is `default`.
+    public var implicitDestination: String? { Self.implicitDestination(among: Set(destinations.keys)) }
+
+    /// `implicitDestination` among `names`.
+    static func implicitDestination(among names: Set<String>) -> String? {
+        names.contains("default") ? "default" : names.count == 1 ? names.first : nil
     }
 
     /// The queue's database file.

@@ -53,6 +53,9 @@ extension Configuration {
             if var table = try root.table("limits") {
                 limits.concurrency = Int(try table.integer("concurrency", range: 1...256) ?? 4)
                 limits.minFreeSpace = try table.freeSpaceThreshold("min_free_space") ?? limits.minFreeSpace
+                limits.ownerPendingJobs = Int(try table.integer("owner_pending_jobs", range: 0...100_000_000)
+                    ?? Int64(limits.ownerPendingJobs))
+                limits.ownerPendingBytes = try table.freeSpaceThreshold("owner_pending_bytes") ?? limits.ownerPendingBytes
                 try table.rejectUnknownKeys()
             }
 
@@ -184,9 +187,13 @@ extension Configuration {
                         throw table.error("destination", "no destination named \"\(name)\" (define [destinations.\(name)])")
                     }
                     value.destination = name
-                } else if destinations[value.destination] == nil {
-                    throw ConfigurationError(file: file, line: table.table.line, key: "spool.destination",
-                                             message: "not set, and there is no destination named \"default\"")
+                } else if let implicit = Configuration.implicitDestination(among: Set(destinations.keys)) {
+                    value.destination = implicit
+                } else {
+                    throw ConfigurationError(file: file, line: table.table.line, key: "spool.destination", message: """
+                        not set, and there is no destination named "default" to take its place: name one of \
+                        \(destinations.keys.sorted().map { "\"\($0)\"" }.joined(separator: ", "))
+                        """)
                 }
                 value.quietPeriod = try table.duration("quiet_period") ?? value.quietPeriod
                 value.rescanInterval = try table.duration("rescan_interval", minimum: .milliseconds(100)) ?? value.rescanInterval
@@ -300,6 +307,17 @@ extension Configuration {
             var api = ControlSettings()
             if var table = try root.table("api") {
                 (api.socket, api.group) = try socketKeys(&table, base: baseDirectory)
+                api.maxConnections = Int(try table.integer("max_connections", range: 2...4096) ?? Int64(api.maxConnections))
+                api.adminConnections = Int(try table.integer("admin_connections", range: 1...4095)
+                    ?? Int64(min(api.adminConnections, api.maxConnections / 2)))
+                guard api.adminConnections < api.maxConnections else {
+                    throw table.error("admin_connections", "must leave droppers some of max_connections "
+                        + "(\(api.maxConnections)): at most \(api.maxConnections - 1)")
+                }
+                api.maxConnectionsPerUser = Int(try table.integer("max_connections_per_user", range: 1...4096)
+                    ?? Int64(api.maxConnectionsPerUser))
+                api.requestTimeout = try table.duration("request_timeout", minimum: .milliseconds(100)) ?? api.requestTimeout
+                api.idleTimeout = try table.duration("idle_timeout", minimum: .milliseconds(100)) ?? api.idleTimeout
                 try table.rejectUnknownKeys()
             }
             api.socket = api.socket ?? (stateDirectory as NSString).appendingPathComponent("api.sock")

@@ -121,6 +121,12 @@ package enum ConfigurationReference {
             into the queue are refused with a clear error, and the daemon says so; a size, a percentage of the \
             disk, or 0 for no floor.
             """),
+        .init("limits", "owner_pending_jobs", .integer(0...100_000_000), .value("10000"), example: "2000", """
+            How many jobs one dropper (another user, through the spool or the control API) may have in the queue             not uploaded yet, failed ones included; 0 for no limit. Past it the dropper's next file waits: the spool             leaves it where it is (`owner-quota`), the API answers 429. The queue's own user and root have none.             Ten thousand is more than a day of photos taken offline, and bounds what one dropper adds to the             database and to every listing.
+            """),
+        .init("limits", "owner_pending_bytes", .sizeOrPercent, .value(#""25%""#), example: #""4GiB""#, """
+            How many bytes of files one dropper may have in the queue not uploaded yet: a size, a percentage of the             state directory's disk, or 0 for no limit. A quarter leaves room for three droppers more and for the             queue's own user's files, whatever the card; `min_free_space` still keeps the disk from filling.
+            """),
     ]
 
     private static let retry: [ConfigurationKey] = [
@@ -230,8 +236,10 @@ package enum ConfigurationReference {
             The watched directory (inotify, with a rescan timer). Write a file elsewhere and rename it in, or \
             write it in place and close it.
             """),
-        .init("spool", "destination", .text, .value(#""default""#), example: #""photos""#, """
-            The destination of files without a sidecar naming another. It must be defined.
+        .init("spool", "destination", .text, .computed(#""default", or the only destination"#), example: #""photos""#, """
+            The destination of files without a sidecar naming another. It must be defined; unset, it is the \
+            destination named `default`, or the only one there is (several, none of them `default`: name one). \
+            `uploadq enqueue` without `--destination` goes there too.
             """),
         .init("spool", "quiet_period", .duration, .value(#""1s""#), example: #""2s""#, """
             How long a file must be closed and unchanged before it is taken.
@@ -399,6 +407,25 @@ package enum ConfigurationReference {
             own user sees and steers its own jobs alone, hands over its own files by copy, and chooses only what \
             the spool's trust rules let a sidecar choose.
             """),
+        .init("api", "max_connections", .integer(2...4096), .value("256"), example: "512", """
+            Connections open at once, in all. One more is closed as soon as it is accepted (said in the log at \
+            most once a minute).
+            """),
+        .init("api", "admin_connections", .integer(1...4095), .value("16"), example: "8", """
+            Of `max_connections`, how many only the queue's own user and root may take: however many connections \
+            droppers hold open, the admin's `status` is answered.
+            """),
+        .init("api", "max_connections_per_user", .integer(1...4096), .value("32"), example: "8", """
+            Connections one dropper may have open at once (its long polls and event streams count).
+            """),
+        .init("api", "request_timeout", .duration, .value(#""10s""#), example: #""30s""#, """
+            How long a request may take to arrive whole, head and body, from its first byte: a client that sends \
+            a byte a second is closed, not waited for. At least 100ms.
+            """),
+        .init("api", "idle_timeout", .duration, .value(#""1m""#), example: #""5m""#, """
+            How long a kept-alive connection may wait with no request under way before it is closed (an answer \
+            being written, a long poll or an event stream is not idle). At least 100ms.
+            """),
     ]
 
     // MARK: Connection keys
@@ -487,6 +514,11 @@ package enum ConfigurationReference {
             .init(d, "name_template", .text, .value(#""{job_id}-{name}""#), example: #""{date}/{job_id}-{name}""#,
                   variants: [.file], """
                 The file's path under the directory; the placeholders of `url`, sanitised so no value leaves it.
+                """),
+            .init(d, "file_mode", .text, .computed("the source's mode, less write for group and others"),
+                  example: #""0640""#, variants: [.file], """
+                The permission bits of a delivered file (octal), within those of its source: a file never leaves \
+                readable by more than its source was, whatever this says.
                 """),
             .init(d, "chunk_size", .size, .value(#""8MiB""#), example: #""4MiB""#, variants: [.file, .tus, .rufh], """
                 How much goes between two durable checkpoints: a chunk per request for tus and rufh, a fsync of \

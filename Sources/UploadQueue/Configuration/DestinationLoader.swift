@@ -68,8 +68,15 @@ enum DestinationLoader {
             }
         }
         let checkpointSize = try table.byteCount("chunk_size", minimum: 4096) ?? (8 << 20)
+        var fileMode: UInt32?
+        if let text = try table.string("file_mode") {
+            guard (3...4).contains(text.count), let mode = UInt32(text, radix: 8), mode <= 0o777 else {
+                throw table.error("file_mode", "\"\(text)\" is not a mode of permission bits in octal, such as \"0640\"")
+            }
+            fileMode = mode
+        }
         let settings = LocalDirectorySettings(directory: ConfigurationLoader.absolutePath(path, base: baseDirectory),
-                                              nameTemplate: template, checkpointSize: checkpointSize)
+                                              nameTemplate: template, checkpointSize: checkpointSize, fileMode: fileMode)
         // The URL of the directory in force, as `Destination.localDirectory` makes it: a relative one resolved.
         var destination = Destination(name: name, url: "file://" + settings.directory, settings: .localDirectory(settings))
         destination.hashTiming = try hashTiming(&table, templates: [("name_template", template.usesSHA256)])

@@ -170,6 +170,11 @@ private struct Builder {
         var api = Table()
         api.set("socket", .string(configuration.apiSocketPath))
         api.set("group", configuration.api.group.map(Value.string))
+        api.set("max_connections", .integer(Int64(configuration.api.maxConnections)))
+        api.set("admin_connections", .integer(Int64(configuration.api.adminConnections)))
+        api.set("max_connections_per_user", .integer(Int64(configuration.api.maxConnectionsPerUser)))
+        api.set("request_timeout", Self.duration(configuration.api.requestTimeout))
+        api.set("idle_timeout", Self.duration(configuration.api.idleTimeout))
         root.set("api", .table(api))
         var destinations = Table()
         for name in configuration.destinations.keys.sorted() {
@@ -183,10 +188,13 @@ private struct Builder {
     private func limits(_ limits: Configuration.Limits) -> Table {
         var table = Table()
         table.set("concurrency", .integer(Int64(limits.concurrency)))
-        switch limits.minFreeSpace {
-        case .bytes(let bytes): table.set("min_free_space", Self.size(bytes))
-        case .percent: table.set("min_free_space", .string(limits.minFreeSpace.description))
+        for (key, value) in [("min_free_space", limits.minFreeSpace), ("owner_pending_bytes", limits.ownerPendingBytes)] {
+            switch value {
+            case .bytes(let bytes): table.set(key, Self.size(bytes))
+            case .percent: table.set(key, .string(value.description))
+            }
         }
+        table.set("owner_pending_jobs", .integer(Int64(limits.ownerPendingJobs)))
         return table
     }
 
@@ -317,6 +325,7 @@ private struct Builder {
             table.set("url", .string("file://" + local.directory))
             table.set("name_template", .string(local.nameTemplate.description))
             table.set("chunk_size", Self.size(local.checkpointSize))
+            if let mode = local.fileMode { table.set("file_mode", .string("0" + String(mode, radix: 8))) }
         case .tus(let tus):
             table.set("url", url(tus.endpoint))
             table.set("chunk_size", Self.size(tus.chunkSize))

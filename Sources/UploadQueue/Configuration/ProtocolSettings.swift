@@ -53,12 +53,22 @@ extension Destination {
         public var nameTemplate: PathTemplate
         /// Bytes copied between two durable checkpoints (`chunk_size`): a crash copies at most this much again.
         public var checkpointSize: Int64
+        /// `file_mode`: the permission bits a delivered file gets, within its source's (nil: its source's).
+        public var fileMode: UInt32?
 
-        /// Files named by `nameTemplate` under `directory`, a checkpoint every 8 MiB.
-        public init(directory: String, nameTemplate: PathTemplate = .defaultFileName, checkpointSize: Int64 = 8 << 20) {
+        /// Files named by `nameTemplate` under `directory`, a checkpoint every 8 MiB, with their source's mode.
+        public init(directory: String, nameTemplate: PathTemplate = .defaultFileName, checkpointSize: Int64 = 8 << 20,
+                    fileMode: UInt32? = nil) {
             self.directory = directory
             self.nameTemplate = nameTemplate
             self.checkpointSize = checkpointSize
+            self.fileMode = fileMode
+        }
+
+        /// The mode of a delivered file whose source's bits, kept in its own group, are `kept`
+        /// (`FileFingerprint.modeKept`): narrowed to `fileMode` when set; never wider than the source's.
+        public func deliveredMode(kept: UInt32) -> UInt32 {
+            kept & (fileMode ?? 0o777)
         }
     }
 }

@@ -149,7 +149,14 @@ package enum ContractJSON {
             }),
             "lanes": ["active": status.lanes.active, "blocked": status.lanes.blocked,
                       "oldest_head_age_seconds": Int(status.lanes.oldestHeadAge)],
+            "spool": ["held": status.spoolHeldFiles, "files": status.spoolHolds.map(spoolHold)] as [String: Any],
         ]
+    }
+
+    /// A spool file held where it is (`GET /v1/spool`, the status's `spool.files`).
+    package static func spoolHold(_ hold: QueueStatus.SpoolHold) -> [String: Any] {
+        ["name": hold.name, "owner_uid": Int(hold.ownerUID), "reason": hold.reason.rawValue, "message": hold.message,
+         "since": rfc3339(hold.since)]
     }
 
     /// The queue's disk: room, the `min_free_space` floor, whether the intake is paused and why.

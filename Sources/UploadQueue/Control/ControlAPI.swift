@@ -12,13 +12,13 @@ package struct ControlAPI: Sendable {
     let bell: ChangeBell
     /// The lines the durable log does not keep, for the event stream's `live=true` followers.
     let live: LiveEvents
-    /// Enqueues being read now, per uid: each reads a file on a thread of its own.
-    private let enqueuing = EnqueueCounts()
+    /// Enqueues being read now, per dropper: each reads a file on a thread of its own.
+    private let enqueues = PerUserSlots(limit: ControlAPI.enqueuesPerUser, what: "enqueues")
+    /// The idempotency keys of enqueues being answered now, per uid: a second request with one waits for none and is
+    /// told to send it again (two at once could otherwise make two jobs for one key).
+    private let keysAnswered = KeysAnswered()
 
-    private final class EnqueueCounts: Sendable {
-        let counts = Mutex<[uid_t: Int]>([:])
-        /// The idempotency keys of enqueues being answered now, per uid: a second request with one waits for none
-        /// and is told to send it again (two at once could otherwise make two jobs for one key).
+    private final class KeysAnswered: Sendable {
         let keys = Mutex<Set<String>>([])
     }
 
@@ -26,6 +26,14 @@ package struct ControlAPI: Sendable {
     static let longestWait: Duration = .seconds(300)
     /// The enqueues one uid may have in flight at once; more answer 429.
     static let enqueuesPerUser = 4
+    /// The most jobs a page of `GET /v1/jobs` holds.
+    static let pageLimit = 1000
+    /// The most bytes of what they carry a page of jobs, completions or events holds: what one request can add to
+    /// the daemon's memory stays a few MiB, whatever the jobs carry.
+    static let pageBytes = 1 << 20
+    /// Listings (jobs, completions, events) being built now per dropper: at most two at once, more answer 429, so
+    /// that no dropper's requests can make the daemon's memory grow by more than a few pages.
+    private let reads = PerUserSlots(limit: 2, what: "listings")
 
     init(queue: UploadQueue, bell: ChangeBell, live: LiveEvents) {
         self.queue = queue
@@ -93,12 +101,22 @@ package struct ControlAPI: Sendable {
                 }
                 return state
             }
-            let limit = try integer(request.query["limit"], name: "limit", range: 1...100_000) ?? 1000
-            let runnerUp = await queue.runnerIsUp
-            let listing = try await BlockingWork.run {
-                try store.listing(state: state, limit: limit, owner: peer.isAdmin ? nil : peer.uid, holdsInForce: runnerUp)
+            // A page at a time: at most `pageLimit` jobs (a larger limit is read as it) and `pageBytes` of what
+            // they carry; `next` is where the next page begins.
+            let limit = min(Self.pageLimit, try integer(request.query["limit"], name: "limit", range: 1...100_000) ?? 1000)
+            let before = try request.query["before"].map { text in
+                guard let id = JobID(text) else {
+                    throw ControlAPIError(400, "bad-request", "before must be the next of an earlier page (a job id)")
+                }
+                return id
             }
-            return .json(200, ["jobs": listing.jobs.map(ContractJSON.job)])
+            let runnerUp = await queue.runnerIsUp
+            let listing = try await page(peer) {
+                try store.listing(state: state, limit: limit, owner: peer.isAdmin ? nil : peer.uid, holdsInForce: runnerUp,
+                                  before: before, byteBudget: Self.pageBytes)
+            }
+            return .json(200, ["jobs": listing.jobs.map(ContractJSON.job),
+                               "next": listing.next.map { $0.rawValue as Any } ?? NSNull()])
         case .job(let id):
             return .json(200, ContractJSON.job(try await reachable(id, peer: peer)))
         case .cancel(let id):
@@ -149,6 +167,12 @@ package struct ControlAPI: Sendable {
             // A dropper's acknowledgement is its own mark: the host's stays the host's to give.
             try await BlockingWork.run { try store.acknowledgeGroup(name, owner: owner, byOwner: !peer.isAdmin) }
             return .json(200, ["group": name, "acknowledged": true])
+        case .spool:
+            // Files left in the spool for a reason of their owner's: a dropper's own; every user's to the admin.
+            let held = try await BlockingWork.run {
+                try store.spoolHolds(owner: peer.isAdmin ? nil : peer.uid, limit: QueueStore.spoolHoldRows)
+            }
+            return .json(200, ["held": held.map(ContractJSON.spoolHold)])
         case .events:
             return try await events(request, peer: peer)
         case .followEvents:
@@ -186,6 +210,14 @@ package struct ControlAPI: Sendable {
             }
             return .noContent
         }
+    }
+
+    /// A page read for `peer` (a listing of jobs, completions, events): one of a dropper's listing slots is held
+    /// while it is read, not while a long poll waits.
+    private func page<T: Sendable>(_ peer: ControlPeer, _ read: @escaping @Sendable () throws -> T) async throws -> T {
+        try reads.take(peer)
+        defer { reads.give(peer) }
+        return try await BlockingWork.run(read)
     }
 
     /// Refuses a dropper what is the queue's own user's and root's alone.
@@ -255,18 +287,18 @@ package struct ControlAPI: Sendable {
         let enqueue = try parse(fields, peer: peer)
         let keyName = key.map { "\(peer.uid) \($0)" }
         if let keyName {
-            guard enqueuing.keys.withLock({ $0.insert(keyName).inserted }) else {
+            guard keysAnswered.keys.withLock({ $0.insert(keyName).inserted }) else {
                 throw ControlAPIError(409, "conflict", "a request with this Idempotency-Key is being answered; send "
                     + "it again once that one is")
             }
         }
-        defer { if let keyName { _ = enqueuing.keys.withLock { $0.remove(keyName) } } }
+        defer { if let keyName { _ = keysAnswered.keys.withLock { $0.remove(keyName) } } }
         // Between the look-up and the claim, the other request may have finished.
         if let key, let earlier = try await BlockingWork.run({ try store.idempotentJob(owner: peer.uid, key: key) }) {
             return .json(200, ["id": earlier.rawValue, "deduplicated": true, "replayed": true])
         }
-        try admit(peer)
-        defer { release(peer) }
+        try enqueues.take(peer)
+        defer { enqueues.give(peer) }
         var keyed = enqueue
         // Remembered with the job, in one transaction. The job is this peer's own (de-duplication keeps owners
         // apart); a replay checks so again all the same.
@@ -294,8 +326,8 @@ package struct ControlAPI: Sendable {
             throw ControlAPIError(400, "bad-request", "the body must be {\"jobs\": [...]} with 1 to "
                 + "\(Self.batchLimit) enqueue requests")
         }
-        try admit(peer)
-        defer { release(peer) }
+        try enqueues.take(peer)
+        defer { enqueues.give(peer) }
         var results = [[String: Any]?](repeating: nil, count: items.count)
         var parsed: [(index: Int, request: EnqueueRequest)] = []
         for (index, item) in items.enumerated() {
@@ -368,6 +400,7 @@ package struct ControlAPI: Sendable {
         }
         // The queue's own user may send its own patch body template, as the CLI and the library may.
         var patchBody: String?
+        var examined: FileFingerprint?
         if peer.isAdmin, var patch = fields["patch"] as? [String: Any], let body = patch.removeValue(forKey: "body") {
             guard let text = body as? String else {
                 throw ControlAPIError(400, "bad-request", "\"patch.body\" must be a string")
@@ -392,10 +425,12 @@ package struct ControlAPI: Sendable {
                 throw ControlAPIError(403, "forbidden", "this queue takes files from its own user alone: the admin "
                     + "set no [spool], whose trust rules say what other users may choose")
             }
-            if let why = SidecarPolicy(configuration: queue.configuration, spool: spool).refusal(of: sidecar) {
-                throw ControlAPIError(403, "forbidden", "the request \(why)")
+            let rules = DropperRules(configuration: queue.configuration, spool: spool)
+            let file = try Self.examineOwnFile(path, peer: peer)
+            if let why = rules.refusal(of: file, name: SafeText.escaped(path), choices: sidecar) {
+                throw ControlAPIError(403, "forbidden", why)
             }
-            try Self.checkOwnFile(path, peer: peer)
+            examined = file
         }
         var enqueue = EnqueueRequest(
             path: path,
@@ -407,27 +442,9 @@ package struct ControlAPI: Sendable {
         // A dropper's job is its own (the queue's own user's and root's are everyone's to the admin).
         enqueue.owner = peer.isAdmin ? nil : peer.uid
         enqueue.ownedFileOnly = !peer.isAdmin
+        // What the rules looked at is what is taken, and no more of it.
+        enqueue.examined = examined
         return enqueue
-    }
-
-    /// Counts an enqueue (or a batch) of a dropper's in, unless it has `enqueuesPerUser` being read already (the
-    /// queue's own user and root are not held to it: their enqueues are the admin's, as in the CLI and the library).
-    private func admit(_ peer: ControlPeer) throws {
-        guard !peer.isAdmin else { return }
-        let admitted = enqueuing.counts.withLock { counts -> Bool in
-            guard counts[peer.uid, default: 0] < Self.enqueuesPerUser else { return false }
-            counts[peer.uid, default: 0] += 1
-            return true
-        }
-        guard admitted else {
-            throw ControlAPIError(429, "too-many-requests", "\(Self.enqueuesPerUser) of your enqueues are being read "
-                + "already; send the next once one is answered")
-        }
-    }
-
-    private func release(_ peer: ControlPeer) {
-        guard !peer.isAdmin else { return }
-        enqueuing.counts.withLock { $0[peer.uid, default: 1] -= 1 }
     }
 
     /// Takes one file in as the peer's, its refusal said as the API says it. The intake (a large file is read for
@@ -474,14 +491,16 @@ package struct ControlAPI: Sendable {
         return ["error": ["code": code, "message": message]]
     }
 
-    /// For a dropper: the path must name a regular file of its own, seen without following a final link, before
-    /// the daemon opens it (a device, a FIFO or a terminal is never opened on its behalf). Whatever else is there,
-    /// or nothing, gets the same answer: the daemon's view of paths the peer cannot see tells it nothing.
-    static func checkOwnFile(_ path: String, peer: ControlPeer) throws {
-        var info = stat()
-        guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_uid == peer.uid else {
+    /// For a dropper: the path must name a regular file of its own that it could open itself (every folder on the
+    /// way searchable by it, the file readable by it: `DropperRules.openAsUser`), seen without following a final
+    /// link, before the daemon reads it (a device, a FIFO or a terminal is never opened on its behalf). Whatever
+    /// else is there, or nothing, gets the same answer: the daemon's view of paths the peer cannot see tells it
+    /// nothing.
+    static func examineOwnFile(_ path: String, peer: ControlPeer) throws -> FileFingerprint {
+        guard let file = try? DropperRules.openAsUser(path, peer: peer), file.owner == peer.uid else {
             throw notYourFile(path)
         }
+        return file
     }
 
     /// Whether a refusal of the intake is about what is at the path (which a dropper gets as `notYourFile`).
@@ -548,7 +567,7 @@ package struct ControlAPI: Sendable {
         let store = queue.store
         let owner = peer.isAdmin ? nil : peer.uid
         if let since {
-            let last = try await BlockingWork.run { try store.eventLogBounds().last }
+            let last = try await BlockingWork.run { try store.eventLogBounds(owner: owner).last }
             guard since <= last else {
                 throw ControlAPIError(400, "bad-request", "since=\(since) lies past the last event (\(last)): it is "
                     + "another queue's number, or this queue was restored from a backup; read again without it")
@@ -559,12 +578,13 @@ package struct ControlAPI: Sendable {
         if peer.isAdmin { try await BlockingWork.run { try store.noteCompletionConsumer() } }
         while true {
             // By the upload's event number (commit order) after `since`; else in time order, after `after`.
-            let (jobs, seq) = try await BlockingWork.run { () -> ([(job: Job, seq: Int64?)], Int64) in
+            let (jobs, seq) = try await page(peer) { () -> ([(job: Job, seq: Int64?)], Int64) in
                 if let since {
-                    let read = try store.completions(since: since, owner: owner, limit: limit)
+                    let read = try store.completions(since: since, owner: owner, limit: limit, byteBudget: Self.pageBytes)
                     return (read.jobs.map { ($0.job, $0.seq) }, read.seq)
                 }
-                let read = try store.unacknowledgedCompletionsAndSeq(owner: owner, after: after, limit: limit)
+                let read = try store.unacknowledgedCompletionsAndSeq(owner: owner, after: after, limit: limit,
+                                                                     byteBudget: Self.pageBytes)
                 return (read.jobs.map { ($0, nil) }, read.seq)
             }
             if !jobs.isEmpty || ContinuousClock.now >= deadline {
@@ -593,7 +613,9 @@ package struct ControlAPI: Sendable {
         let owner = peer.isAdmin ? nil : peer.uid
         while true {
             let after = since
-            let events = try await BlockingWork.run { try store.loggedEvents(after: after, owner: owner, limit: limit) }
+            let events = try await page(peer) {
+                try store.loggedEvents(after: after, owner: owner, limit: limit, byteBudget: Self.pageBytes).events
+            }
             lines += events.map(\.jsonLine)
             since = events.last?.sequence ?? since
             if !lines.isEmpty || ContinuousClock.now >= deadline {
@@ -612,7 +634,9 @@ package struct ControlAPI: Sendable {
     /// ever given out is refused: the reader's number is from another queue (or this one restored from a backup).
     private func eventStart(_ text: String?, peer: ControlPeer) async throws -> (since: Int64, gap: FeedEvent?) {
         let store = queue.store
-        let bounds = try await BlockingWork.run { try store.eventLogBounds() }
+        // A dropper's numbers are its own sequence's.
+        let owner = peer.isAdmin ? nil : peer.uid
+        let bounds = try await BlockingWork.run { try store.eventLogBounds(owner: owner) }
         guard let text else { return (bounds.last, nil) }
         guard let since = Int64(text), since >= 0 else {
             throw ControlAPIError(400, "bad-request", "since must be a sequence number (0: from the first kept)")
@@ -670,13 +694,13 @@ package struct ControlAPI: Sendable {
                     // catching up on old batches: they wait for the batch of now.
                     let after = since
                     let readBegan = ContinuousClock.now
-                    let logged = try await BlockingWork.run {
-                        try store.loggedEvents(after: after, owner: owner, limit: Self.streamBatch)
+                    let (logged, more) = try await BlockingWork.run {
+                        try store.loggedEvents(after: after, owner: owner, limit: Self.streamBatch, byteBudget: Self.pageBytes)
                     }
                     let readEnded = ContinuousClock.now
-                    let taken = logged.count == Self.streamBatch ? .lines([]) : subscription?.take() ?? .lines([])
+                    let taken = more ? .lines([]) : subscription?.take() ?? .lines([])
                     since = logged.last?.sequence ?? since
-                    catchingUp = logged.count == Self.streamBatch
+                    catchingUp = more
                     switch taken {
                     case .lines(let current):
                         let due = hold.release(logged: logged, taken: try await owners.visible(current, to: owner),

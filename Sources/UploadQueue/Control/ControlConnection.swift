@@ -45,6 +45,7 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
         case .end:
             guard let head else { return }
             self.head = nil
+            context.triggerUserOutboundEvent(ControlDeadlineHandler.Event.requestComplete, promise: nil)
             let keepAlive = head.isKeepAlive
             if tooLarge {
                 write(.error(413, "payload-too-large", "a request body may be at most 1 MiB"), keepAlive: false,
@@ -166,9 +167,14 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
         }
         let written = context.eventLoop.makePromise(of: Void.self)
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
-        if !keepAlive {
-            let channel = context.channel
-            written.futureResult.whenComplete { _ in channel.close(promise: nil) }
+        let channel = context.channel
+        written.futureResult.whenComplete { _ in
+            if keepAlive {
+                // Idle again: the next request has `idle_timeout` to begin.
+                channel.triggerUserOutboundEvent(ControlDeadlineHandler.Event.answered, promise: nil)
+            } else {
+                channel.close(promise: nil)
+            }
         }
     }
 }

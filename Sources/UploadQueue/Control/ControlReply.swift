@@ -86,6 +86,7 @@ package struct ControlReply: Sendable, Equatable {
         case .groupNotFound: 404
         case .sourceUnstable, .interrupted: 409
         case .diskLow: 507
+        case .ownerQuota: 429
         case .forbidden: 403
         default: 500
         }

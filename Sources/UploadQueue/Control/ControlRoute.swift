@@ -24,6 +24,7 @@ package enum ControlRoute: Equatable, Sendable {
     case group(String)
     case closeGroup(String)
     case acknowledgeGroup(String)
+    case spool
 
     /// How a route is made from its path: as is, or from the job id in it.
     private enum Builder: Sendable {
@@ -58,6 +59,7 @@ package enum ControlRoute: Equatable, Sendable {
         ("GET", "/v1/groups/{name}", .name { .group($0) }),
         ("POST", "/v1/groups/{name}/close", .name { .closeGroup($0) }),
         ("POST", "/v1/groups/{name}/ack", .name { .acknowledgeGroup($0) }),
+        ("GET", "/v1/spool", .fixed(.spool)),
     ]
 
     /// Every route as the OpenAPI document (`docs/api/openapi.yaml`) names it: a test checks the two agree.

@@ -24,31 +24,60 @@ final class ControlServer: Sendable {
 
     /// The largest request body read.
     static let bodyLimit = 1 << 20
-    /// Connections open at once, in all and per uid: more are closed at once (a group member cannot take every
-    /// descriptor the daemon has).
-    static let maximumConnections = 256
-    static let maximumConnectionsPerUser = 32
 
     /// The open connections and the requests being answered, so that stopping closes the first and waits for the
-    /// second before the event loop goes.
+    /// second before the event loop goes; and who may open one more (`[api] max_connections`,
+    /// `max_connections_per_user`, `admin_connections`): a dropper cannot take every descriptor the daemon has, nor
+    /// the admin's last connections.
     final class Registry: Sendable {
         private struct State {
             var channels: [ObjectIdentifier: any Channel] = [:]
             var perUser: [uid_t: Int] = [:]
             var answering = 0
+            /// Connections refused since the last warning, by uid, and when that warning was.
+            var refused: [uid_t: Int] = [:]
+            var lastWarning: ContinuousClock.Instant?
         }
 
         private let state = Mutex(State())
+        private let settings: Configuration.ControlSettings
+        private let logger: Logger
 
-        /// Takes a new connection of `uid` in, unless there are too many.
-        func admit(_ channel: any Channel, uid: uid_t) -> Bool {
-            let admitted = state.withLock { state -> Bool in
-                guard state.channels.count < ControlServer.maximumConnections,
-                      state.perUser[uid, default: 0] < ControlServer.maximumConnectionsPerUser else { return false }
-                state.channels[ObjectIdentifier(channel)] = channel
-                state.perUser[uid, default: 0] += 1
-                return true
+        init(settings: Configuration.ControlSettings, logger: Logger) {
+            self.settings = settings
+            self.logger = logger
+        }
+
+        /// Whether a peer that has `own` connections open, with `open` open in all, may open one more: an admin up to
+        /// `maxConnections`; a dropper up to `maxConnectionsPerUser` of its own, leaving `adminConnections` free.
+        static func mayOpen(admin: Bool, own: Int, open: Int, settings: Configuration.ControlSettings) -> Bool {
+            if admin { return open < settings.maxConnections }
+            return own < settings.maxConnectionsPerUser && open < settings.maxConnections - settings.adminConnections
+        }
+
+        /// Takes a new connection of `peer` in, unless it may not open one more (said in the log at most once a
+        /// minute, with how many were refused and whose).
+        func admit(_ channel: any Channel, peer: ControlPeer) -> Bool {
+            let uid = peer.uid
+            let (admitted, warning) = state.withLock { state -> (Bool, String?) in
+                if Self.mayOpen(admin: peer.isAdmin, own: state.perUser[uid, default: 0], open: state.channels.count,
+                                settings: settings) {
+                    state.channels[ObjectIdentifier(channel)] = channel
+                    state.perUser[uid, default: 0] += 1
+                    return (true, nil)
+                }
+                state.refused[uid, default: 0] += 1
+                let now = ContinuousClock.now
+                guard state.lastWarning.map({ now - $0 >= .seconds(60) }) ?? true else { return (false, nil) }
+                state.lastWarning = now
+                let whose = state.refused.sorted { $0.value > $1.value }.prefix(5)
+                    .map { "uid \($0.key): \($0.value)" }.joined(separator: ", ")
+                let total = state.refused.values.reduce(0, +)
+                state.refused = [:]
+                return (false, "control API: \(total) connection(s) refused since the last word on it, too many open "
+                    + "(\(whose)); [api] max_connections, max_connections_per_user and admin_connections set how many")
             }
+            if let warning { logger.warning("\(warning)") }
             if admitted {
                 channel.closeFuture.whenComplete { [self] _ in
                     state.withLock { state in
@@ -75,10 +104,11 @@ final class ControlServer: Sendable {
     }
 
     /// Binds the socket (replacing a stale one: the caller holds the daemon lock) and starts serving `api`.
-    init(path: String, group: String?, api: ControlAPI, logger: Logger) async throws(UploadQueueError) {
-        let listener = try UnixListener(path: path, group: group, table: "api", backlog: 64)
+    init(path: String, settings: Configuration.ControlSettings, api: ControlAPI,
+         logger: Logger) async throws(UploadQueueError) {
+        let listener = try UnixListener(path: path, group: settings.group, table: "api", backlog: 64)
         let loops = MultiThreadedEventLoopGroup(numberOfThreads: 1)
-        let registry = Registry()
+        let registry = Registry(settings: settings, logger: logger)
         let bootstrap = ServerBootstrap(group: loops)
             .childChannelInitializer { channel in
                 // The peer's credentials, read once from the kernel; a socket that has none is not served.
@@ -87,13 +117,20 @@ final class ControlServer: Sendable {
                 }
                 let credentials: EventLoopFuture<uploadq_peer_credentials> = provider.unsafeGetSocketOption(
                     level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(uploadq_so_peercred()))
-                return credentials.flatMapThrowing { credentials in
-                    let peer = ControlPeer(uid: credentials.uid, gid: credentials.gid, pid: credentials.pid)
-                    guard registry.admit(channel, uid: peer.uid) else {
-                        logger.warning("control API: too many connections (of uid \(peer.uid), or in all); one closed")
+                // A peer with more groups than the answer holds is checked with none of them.
+                let groups: EventLoopFuture<[gid_t]> = provider.unsafeGetSocketOption(
+                    level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(uploadq_so_peergroups())
+                ).map { (answer: uploadq_peer_groups) in ControlPeer.groups(in: answer) }.recover { _ in [] }
+                return credentials.and(groups).flatMapThrowing { credentials, groups in
+                    let peer = ControlPeer(uid: credentials.uid, gid: credentials.gid, pid: credentials.pid,
+                                           supplementaryGroups: groups)
+                    guard registry.admit(channel, peer: peer) else {
                         throw ChannelError.inappropriateOperationForState
                     }
                     try channel.pipeline.syncOperations.configureHTTPServerPipeline(withErrorHandling: true)
+                    try channel.pipeline.syncOperations.addHandler(
+                        ControlDeadlineHandler(requestTimeout: settings.requestTimeout, idleTimeout: settings.idleTimeout),
+                        position: .first)
                     try channel.pipeline.syncOperations.addHandler(
                         ControlConnection(api: api, peer: peer, registry: registry, logger: logger))
                 }.flatMapErrorThrowing { error in

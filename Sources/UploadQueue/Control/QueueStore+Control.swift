@@ -34,49 +34,63 @@ extension QueueStore {
     /// completions it has not acknowledged yet is not sent them again and again; a job no longer uploaded there
     /// (pruned) continues from the first.
     func unacknowledgedCompletions(owner: UInt32?, after: JobID? = nil, limit: Int) throws -> [Job] {
-        try writer.read { db in try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, in: db) }
+        try writer.read { db in
+            try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, byteBudget: .max, in: db)
+        }
     }
 
     /// `unacknowledgedCompletions`, and the event log's last sequence number in the same read: a reader that goes
-    /// on with `completions(since:)` from it misses no completion committed after this read.
-    func unacknowledgedCompletionsAndSeq(owner: UInt32?, after: JobID? = nil, limit: Int) throws
-        -> (jobs: [Job], seq: Int64)
-    {
+    /// on with `completions(since:)` from it misses no completion committed after this read. At most `byteBudget`
+    /// bytes of what the jobs carry, at least one.
+    func unacknowledgedCompletionsAndSeq(owner: UInt32?, after: JobID? = nil, limit: Int,
+                                         byteBudget: Int = .max) throws -> (jobs: [Job], seq: Int64) {
         try writer.read { db in
-            let seq = try Self.lastEventSeq(in: db)
-            return (try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, in: db), seq)
+            let seq = try Self.lastEventSeq(owner: owner, in: db)
+            return (try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, byteBudget: byteBudget,
+                                                       in: db), seq)
         }
     }
 
     /// Unacknowledged completions whose upload was logged after `since` (an event sequence number), in the order
     /// the uploads were committed, at most `limit`, each with its event's number; and where the next read goes on
     /// from. Commit order, not time order: an upload committed later with an earlier time is never passed over.
-    func completions(since: Int64, owner: UInt32?, limit: Int) throws -> (jobs: [(job: Job, seq: Int64)], seq: Int64) {
+    /// At most `byteBudget` bytes of what the jobs carry (`listedBytes`), at least one: a page is built in bounded
+    /// memory, and one cut short goes on from its last.
+    func completions(since: Int64, owner: UInt32?, limit: Int,
+                     byteBudget: Int = .max) throws -> (jobs: [(job: Job, seq: Int64)], seq: Int64) {
         try writer.read { db in
-            let last = try Self.lastEventSeq(in: db)
+            let last = try Self.lastEventSeq(owner: owner, in: db)
             let rows = if let owner {
-                try Row.fetchAll(db, sql: """
-                    SELECT job.*, event.seq AS completion_seq FROM event INDEXED BY event_owner
+                try Row.fetchCursor(db, sql: """
+                    SELECT job.*, event.owner_seq AS completion_seq FROM event INDEXED BY event_owner_seq
                     JOIN job ON job.id = event.job_id
-                    WHERE event.owner_uid = ? AND event.seq > ? AND event.kind = 'uploaded' AND job.state = 'uploaded'
-                    AND job.id NOT IN (SELECT job_id FROM owner_ack) ORDER BY event.seq LIMIT ?
+                    WHERE event.owner_uid = ? AND event.owner_seq > ? AND event.kind = 'uploaded' AND job.state = 'uploaded'
+                    AND job.id NOT IN (SELECT job_id FROM owner_ack) ORDER BY event.owner_seq LIMIT ?
                     """, arguments: [Int64(owner), since, limit])
             } else {
-                try Row.fetchAll(db, sql: """
+                try Row.fetchCursor(db, sql: """
                     SELECT job.*, event.seq AS completion_seq FROM event JOIN job ON job.id = event.job_id
                     WHERE event.seq > ? AND event.kind = 'uploaded' AND job.state = 'uploaded'
                     AND job.id NOT IN (SELECT job_id FROM completion_ack) ORDER BY event.seq LIMIT ?
                     """, arguments: [since, limit])
             }
-            let jobs = try rows.map { (job: try Job(row: $0), seq: $0["completion_seq"] as Int64) }
+            var jobs: [(job: Job, seq: Int64)] = []
+            var (bytes, cut) = (0, false)
+            while let row = try rows.next() {
+                bytes += Self.listedBytes(row)
+                if bytes > byteBudget, !jobs.isEmpty {
+                    cut = true
+                    break
+                }
+                jobs.append((job: try Job(row: row), seq: row["completion_seq"] as Int64))
+            }
             // A full page goes on from its last; otherwise from the last number given out (nothing after it yet).
-            return (jobs, jobs.count == limit ? jobs.last?.seq ?? since : max(since, last))
+            return (jobs, cut || jobs.count == limit ? jobs.last?.seq ?? since : max(since, last))
         }
     }
 
-    private static func unacknowledgedCompletions(owner: UInt32?, after: JobID?, limit: Int, in db: Database) throws
-        -> [Job]
-    {
+    private static func unacknowledgedCompletions(owner: UInt32?, after: JobID?, limit: Int, byteBudget: Int,
+                                                  in db: Database) throws -> [Job] {
         var from = ""
         var arguments: StatementArguments = []
         // The cursor only from a job this reader may see: another user's job tells a dropper nothing.
@@ -86,16 +100,25 @@ extension QueueStore {
             from = "AND (updated_at, id) > (?, ?)"
             arguments = [updated, after.rawValue]
         }
-        guard let owner else {
-            return try Job.fetchAll(db, sql: """
+        let rows = if let owner {
+            try Row.fetchCursor(db, sql: """
+                SELECT * FROM job INDEXED BY job_owner WHERE owner_uid = ? AND state = 'uploaded' \(from)
+                AND id NOT IN (SELECT job_id FROM owner_ack) ORDER BY updated_at, id LIMIT ?
+                """, arguments: [Int64(owner)] + arguments + [limit])
+        } else {
+            try Row.fetchCursor(db, sql: """
                 SELECT * FROM job INDEXED BY job_uploaded WHERE state = 'uploaded' \(from)
                 AND id NOT IN (SELECT job_id FROM completion_ack) ORDER BY updated_at, id LIMIT ?
                 """, arguments: arguments + [limit])
         }
-        return try Job.fetchAll(db, sql: """
-            SELECT * FROM job INDEXED BY job_owner WHERE owner_uid = ? AND state = 'uploaded' \(from)
-            AND id NOT IN (SELECT job_id FROM owner_ack) ORDER BY updated_at, id LIMIT ?
-            """, arguments: [Int64(owner)] + arguments + [limit])
+        var jobs: [Job] = []
+        var bytes = 0
+        while let row = try rows.next() {
+            bytes += listedBytes(row)
+            if bytes > byteBudget, !jobs.isEmpty { break }
+            jobs.append(try Job(row: row))
+        }
+        return jobs
     }
 
     /// Records that `owner` handled the completion of its own job `id`: not delivered to it again.

@@ -56,15 +56,21 @@ struct BlobStore: Sendable {
 
     /// Copies the open file to a temporary name in `blobs/`, hashing as it goes; returns the pending copy and the
     /// SHA-256 of what was written. Nothing is durable until `commit`; `stop` ends the copy between blocks.
-    func beginCopy(descriptor: Int32, sourcePath: String, to id: JobID, stop: IntakeStop? = nil) throws(UploadQueueError)
-        -> (PendingCopy, String)
+    func beginCopy(descriptor: Int32, sourcePath: String, size: Int64, to id: JobID,
+                   stop: IntakeStop? = nil) throws(UploadQueueError) -> (PendingCopy, String)
     {
         let temporary = temporaryPath(for: id)
         let output = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw .system("open", path: temporary, job: id) }
         let pending = PendingCopy(id: id, temporary: temporary, descriptor: output)
+        // The copy keeps its original's permission bits (what a `file` destination delivers it with), within its
+        // own group's; `blobs/` is the daemon's alone (0700) whatever they are.
+        var source = stat(), copy = stat()
+        if fstat(descriptor, &source) == 0, fstat(output, &copy) == 0 {
+            _ = fchmod(output, mode_t(FileFingerprint(source).modeKept(inGroup: copy.st_gid)))
+        }
         let window = Self.writeBehindWindow
-        let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: sourcePath, job: id,
+        let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: sourcePath, size: size, job: id,
                                              stop: stop) { block, offset throws(UploadQueueError) in
             try Self.writeAll(output, block, at: offset, path: temporary)
             // A large copy goes to disk as it is written: its dirty pages would otherwise make every other
@@ -103,8 +109,8 @@ struct BlobStore: Sendable {
 
     /// Copies the open file into `blobs/` as the job's blob, hashing as it goes; returns the SHA-256 of what
     /// was written. The copy is fsynced and renamed into place only when complete.
-    func copy(descriptor: Int32, sourcePath: String, to id: JobID) throws(UploadQueueError) -> String {
-        let (pending, sha256) = try beginCopy(descriptor: descriptor, sourcePath: sourcePath, to: id)
+    func copy(descriptor: Int32, sourcePath: String, size: Int64, to id: JobID) throws(UploadQueueError) -> String {
+        let (pending, sha256) = try beginCopy(descriptor: descriptor, sourcePath: sourcePath, size: size, to: id)
         try commit([pending])
         return sha256
     }
@@ -136,7 +142,7 @@ struct BlobStore: Sendable {
                 throw UploadQueueError(.sourceUnstable, "the file was replaced or changed while it was taken into the "
                     + "queue; it is looked at again", job: id, path: source)
             }
-            _ = try copy(descriptor: input, sourcePath: source, to: id)
+            _ = try copy(descriptor: input, sourcePath: source, size: expected.size, to: id)
             if try FileFingerprint.of(descriptor: input, path: source).contentMayDiffer(from: expected) {
                 unlink(destination)
                 throw UploadQueueError(.sourceUnstable, "the file changed while it was copied into the queue; it is "

@@ -126,7 +126,7 @@ enum ContentIdentity {
         let before = try FileFingerprint.of(descriptor: descriptor, path: path)
         guard before.size == job.size, before.inode == job.inode, before.device == job.device,
               before.modifiedNanoseconds == job.modifiedNanoseconds else { return nil }
-        let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: path, job: job.id)
+        let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: path, size: job.size, job: job.id)
         let after = try FileFingerprint.of(descriptor: descriptor, path: path)
         return after.contentMayDiffer(from: before) ? nil : sha256
     }

@@ -72,6 +72,13 @@ struct FileFingerprint: Sendable, Equatable {
     /// Compressing file systems store a photo or a video at about its size; only holes go this far below it.
     var isSparse: Bool { size >= 1 << 20 && allocatedBytes < size / 32 }
 
+    /// The permission bits a copy of this file (into `blobs/`, or delivered to a `file` destination) keeps when its
+    /// group is `group`: the owner's and others' bits less write, and the group's only while it is the same group
+    /// (another group's members must not gain what this group had). Never wider than this file's.
+    func modeKept(inGroup group: UInt32) -> UInt32 {
+        (mode & 0o705) | (group == self.group ? mode & 0o050 : 0)
+    }
+
     /// True when the content may differ: size, modification or change time moved.
     func contentMayDiffer(from other: FileFingerprint) -> Bool {
         size != other.size || modifiedNanoseconds != other.modifiedNanoseconds

@@ -20,6 +20,8 @@ struct Intake: Sendable {
         var path: String
         var idempotencyKey: EnqueueRequest.IdempotencyKey?
         var order = QueueStore.OrderRequest()
+        /// The dropper's quota, checked again in the insert's transaction (nil: the queue's own user, root).
+        var quota: OwnerQuota?
     }
 
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`); `stop` ends the
@@ -133,7 +135,8 @@ struct Intake: Sendable {
                 for position in prepared.indices { try adoptCopiedFingerprint(&prepared[position].item) }
                 let outcomes = try insertUnlessDuplicate(prepared.map(\.item.job),
                                                          keys: prepared.map(\.item.idempotencyKey),
-                                                         orders: prepared.map(\.item.order))
+                                                         orders: prepared.map(\.item.order),
+                                                         quotas: prepared.map(\.item.quota))
                 for (position, existing) in outcomes.enumerated() {
                     let (index, item) = prepared[position]
                     if let existing {
@@ -160,7 +163,8 @@ struct Intake: Sendable {
         do {
             if let copy = item.copy { try blobs.commit([copy]) }
             try adoptCopiedFingerprint(&item)
-            if let existing = try insertUnlessDuplicate([item.job], keys: [item.idempotencyKey], orders: [item.order])[0] {
+            if let existing = try insertUnlessDuplicate([item.job], keys: [item.idempotencyKey], orders: [item.order],
+                                                        quotas: [item.quota])[0] {
                 if item.copy != nil { unlink(blobs.path(for: item.job.id)) }
                 return EnqueueResult(id: existing.id, deduplicated: true)
             }
@@ -188,8 +192,11 @@ struct Intake: Sendable {
             throw UploadQueueError(.invalidArgument, "group \"\(SafeText.escaped(group))\" is not a group's name: 1 to "
                 + "128 characters, none of them a control character or `/`")
         }
-        if request.after.count > 1000 {
-            throw UploadQueueError(.invalidArgument, "after names \(request.after.count) jobs; at most 1000")
+        try StoredValueLimits.check(meta: request.meta)
+        try StoredValueLimits.check(after: request.after)
+        guard request.path.utf8.count <= StoredValueLimits.pathBytes else {
+            throw UploadQueueError(.invalidArgument, "the path is \(request.path.utf8.count) bytes; at most "
+                + "\(StoredValueLimits.pathBytes)")
         }
         // Resolved now, for good: a destination switched to `delete` later never deletes a file enqueued before.
         var sourceAfterUpload = request.mode == .reference
@@ -223,13 +230,39 @@ struct Intake: Sendable {
         guard before.isRegularFile else {
             throw UploadQueueError(.notRegularFile, "is a \(before.typeName), not a regular file", path: path)
         }
+        // A "regular" file of /proc or /sys may say it is empty and read for ever, or hold what only its reader may
+        // see (the daemon's, as root): refused before a byte is read.
+        guard uploadq_is_pseudo_fs(descriptor) != 1 else {
+            throw UploadQueueError(.notRegularFile, "lies on a pseudo file system (/proc, /sys and the like), whose "
+                + "files are not data", path: path)
+        }
         if request.ownedFileOnly, before.owner != request.owner {
             throw UploadQueueError(.forbidden, "is not your file (its owner is uid \(before.owner)): hand over your own "
                 + "files only, or copy it into one of yours first", path: path)
         }
-        if let examined = request.examined, examined.inode != before.inode || examined.device != before.device {
-            // Replaced (a writer that renames a new version over it): looked at again, as one still being written.
-            throw UploadQueueError(.sourceUnstable, "was replaced by another file while it was being taken", path: path)
+        if let examined = request.examined {
+            if examined.inode != before.inode || examined.device != before.device {
+                // Replaced (a writer that renames a new version over it): looked at again, as one still being written.
+                throw UploadQueueError(.sourceUnstable, "was replaced by another file while it was being taken", path: path)
+            }
+            // What the caller's checks (its size, sparse or not) looked at is what is read, and no more.
+            if before.contentMayDiffer(from: examined) {
+                throw UploadQueueError(.sourceUnstable, "changed after it was examined; it is looked at again once it "
+                    + "stops changing", path: path)
+            }
+        }
+        let quota = dropperQuota(request.owner)
+        if let quota, let owner = request.owner {
+            let holding: OwnerQuota.Holding
+            do {
+                holding = try store.holding(of: owner)
+            } catch {
+                throw .database("cannot read what you hold in the queue", error, path: path,
+                                databasePath: configuration.databasePath)
+            }
+            if let why = quota.refusal(holding: holding, adding: before.size) {
+                throw UploadQueueError(.ownerQuota, "not taken: \(why)", path: path)
+            }
         }
 
         let id = JobID.generate(at: now)
@@ -238,18 +271,20 @@ struct Intake: Sendable {
         // daemon's own (0600, in `blobs/`). So is a file with several names, which others may still write.
         let copies = request.mode == .copy
             || (request.mode == .move && (before.links > 1 || before.owner != geteuid()))
-        // A copy (or a move across file systems, which is one) needs room: below `min_free_space` it is refused
-        // before a byte is written. A rename or a `reference` job writes only its row.
+        // A copy (or a move across file systems, which is one) needs room, and every job its row: below
+        // `min_free_space` it is refused before a byte is written.
         let crossesDisks = request.mode == .move && !copies
             && (try? FileFingerprint.of(path: blobs.directory)).map { $0.device != before.device } ?? false
-        if copies || crossesDisks, let low = configuration.freeSpaceGuard.check(needing: before.size) {
+        let rowBytes = StoredValueLimits.rowBytes(meta: request.meta, patch: request.patch, path: path,
+                                                  after: request.after)
+        if let low = configuration.freeSpaceGuard.check(needing: (copies || crossesDisks ? before.size : 0) + rowBytes) {
             throw UploadQueueError(.diskLow, "not taken: \(low); the queue takes files again once there is room "
                 + "(uploads free it), or lower [limits] min_free_space", path: path)
         }
         var copy: BlobStore.PendingCopy?
         let sha256: String
         if copies {
-            let begun = try blobs.beginCopy(descriptor: descriptor, sourcePath: path, to: id, stop: stop)
+            let begun = try blobs.beginCopy(descriptor: descriptor, sourcePath: path, size: before.size, to: id, stop: stop)
             copy = begun.0
             sha256 = begun.1
         } else if configuration.destinations[destination]?.hashTiming == .whileSending {
@@ -257,7 +292,7 @@ struct Intake: Sendable {
             // after all when a job of the same size goes to the destination (`insertUnlessDuplicate`).
             sha256 = ""
         } else {
-            sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: path, stop: stop)
+            sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: path, size: before.size, stop: stop)
         }
         let after = try FileFingerprint.of(descriptor: descriptor, path: path)
         if after.contentMayDiffer(from: before) {
@@ -285,7 +320,7 @@ struct Intake: Sendable {
             after: request.after, afterMode: request.afterMode,
             keyOwner: request.keyOwner ?? request.idempotencyKey?.owner ?? request.owner ?? UInt32(geteuid()))
         return Prepared(job: job, copy: copy, before: before, path: path, idempotencyKey: request.idempotencyKey,
-                        order: order)
+                        order: order, quota: quota)
     }
 
     /// A copied job records its blob's inode, device and mtime (what the uploaders check), once it is in place.
@@ -347,7 +382,7 @@ struct Intake: Sendable {
     /// holds no lock, and the whole is done again. Each job's idempotency key in `keys` (if any) is remembered in the
     /// same transaction, naming the job inserted or the duplicate found.
     private func insertUnlessDuplicate(_ jobs: [Job], keys: [EnqueueRequest.IdempotencyKey?] = [],
-                                       orders: [QueueStore.OrderRequest] = [])
+                                       orders: [QueueStore.OrderRequest] = [], quotas: [OwnerQuota?] = [])
         throws(UploadQueueError) -> [Job?]
     {
         guard !jobs.isEmpty else { return [] }
@@ -361,13 +396,15 @@ struct Intake: Sendable {
                 return try store.writer.write { db -> [Job?] in
                     try jobs.indices.map { index in
                         let order = index < orders.count ? orders[index] : QueueStore.OrderRequest()
+                        let quota = index < quotas.count ? quotas[index] : nil
                         let existing: Job?
                         if order.isEmpty, jobs[index].group == nil {
-                            existing = try Self.insertUnlessDuplicate(jobs[index], examined: examined, in: db)
+                            existing = try Self.insertUnlessDuplicate(jobs[index], quota: quota, examined: examined,
+                                                                      in: db)
                         } else {
                             // A job with a place in an order or a group is its own: the same content elsewhere in
                             // the queue has another place, or none.
-                            try QueueStore.insertTakingTurn(jobs[index], in: db)
+                            try QueueStore.insertJob(jobs[index], quota: quota, in: db)
                             try QueueStore.joinGroup(jobs[index], in: db, now: jobs[index].createdAt)
                             if !order.isEmpty {
                                 try QueueStore.placeInOrder(jobs[index], order, in: db, now: jobs[index].createdAt)
@@ -396,14 +433,14 @@ struct Intake: Sendable {
             """, path: jobs.first?.sourcePath)
     }
 
-    private static func insertUnlessDuplicate(_ job: Job, examined: ContentIdentity.Examined, in db: Database)
-        throws -> Job?
+    private static func insertUnlessDuplicate(_ job: Job, quota: OwnerQuota?, examined: ContentIdentity.Examined,
+                                              in db: Database) throws -> Job?
     {
         if job.sha256.isEmpty {
             // Hashed while sending: no live job of its size goes to the destination (unless one came since the
             // digests were taken), so none can be its duplicate.
             try ContentIdentity.checkNoneOfItsSize(job, in: db)
-            try QueueStore.insertTakingTurn(job, in: db)
+            try QueueStore.insertJob(job, quota: quota, in: db)
             return nil
         }
         // The jobs of its content, and those of its size without a digest yet, in one seek. A cached statement:
@@ -419,7 +456,7 @@ struct Intake: Sendable {
             // user's: a dropper's file never rides on a stranger's job (who could cancel it), nor learns of it.
             .first { $0.sha256 == job.sha256 && $0.patch == job.patch && $0.ownerUID == job.ownerUID }
         if let existing { return existing }
-        try QueueStore.insertTakingTurn(job, in: db)
+        try QueueStore.insertJob(job, quota: quota, in: db)
         return nil
     }
 
@@ -511,11 +548,22 @@ struct Intake: Sendable {
         }
     }
 
-    /// The destination for a request: the given name, else the spool's, else `default`; it must exist.
+    /// The quota of a dropper's job (`owner`: not the queue's own user, nor root), on the state disk as it is now.
+    private func dropperQuota(_ owner: UInt32?) -> OwnerQuota? {
+        guard let owner, owner != 0 else { return nil }
+        let quota = OwnerQuota(configuration.limits, diskBytes: DiskSpace.of(path: configuration.stateDirectory)?.total)
+        return quota.jobs == nil && quota.bytes == nil ? nil : quota
+    }
+
+    /// The destination for a request: the given name, else the spool's, else `default` or the only one there is;
+    /// it must exist.
     func destinationName(_ requested: String?) throws(UploadQueueError) -> String {
-        let name = requested ?? configuration.spool?.destination ?? "default"
+        let known = configuration.destinations.keys.sorted().joined(separator: ", ")
+        guard let name = requested ?? configuration.spool?.destination ?? configuration.implicitDestination else {
+            throw UploadQueueError(.unknownDestination, "no destination named: this config has several (\(known)) and "
+                + "none is called \"default\"; name one of them")
+        }
         guard configuration.destinations[name] != nil else {
-            let known = configuration.destinations.keys.sorted().joined(separator: ", ")
             throw UploadQueueError(.unknownDestination, "no destination named \"\(name)\" (configured: \(known))")
         }
         return name

@@ -29,10 +29,14 @@ struct SHA256Digest: ~Copyable {
         uploadq_sha256_free(context)
     }
 
-    /// Hex SHA-256 of a whole file read from `descriptor` at offset 0, in 1 MiB blocks; `eachBlock` sees every
-    /// block with its offset (so a copy can be written in the same pass). `stop` ends the read between blocks.
+    /// Hex SHA-256 of a file of `size` bytes read from `descriptor` at offset 0, in 1 MiB blocks; `eachBlock` sees
+    /// every block with its offset (so a copy can be written in the same pass). `stop` ends the read between blocks.
+    ///
+    /// Reads at most one byte past `size`, to notice growth: a file that turns out longer or shorter than the size
+    /// it was admitted with is refused as changed (`sourceUnstable`), so no dropper can make the daemon read (and
+    /// copy) more than what its checks looked at, nor a file of `/proc` that says it is empty.
     static func ofFile(
-        descriptor: Int32, path: String, job: JobID? = nil, stop: IntakeStop? = nil,
+        descriptor: Int32, path: String, size: Int64, job: JobID? = nil, stop: IntakeStop? = nil,
         eachBlock: (UnsafeRawBufferPointer, off_t) throws(UploadQueueError) -> Void = { _, _ in }
     ) throws(UploadQueueError) -> String {
         var digest = SHA256Digest()
@@ -41,16 +45,29 @@ struct SHA256Digest: ~Copyable {
         var offset: off_t = 0
         while true {
             try stop?.check(path: path, job: job)
-            let count = pread(descriptor, buffer.baseAddress, buffer.count, offset)
+            let wanted = Int(min(Int64(buffer.count), max(0, size + 1 - Int64(offset))))
+            let count = pread(descriptor, buffer.baseAddress, wanted, offset)
             if count < 0 {
                 if errno == EINTR { continue }
                 throw .system("read", path: path, job: job)
             }
             if count == 0 { break }
+            guard Int64(offset) + Int64(count) <= size else {
+                throw UploadQueueError(.sourceUnstable, """
+                    grew while it was read: it is longer than the \(size) bytes it was taken with; it is looked at \
+                    again once it stops changing
+                    """, job: job, path: path)
+            }
             let block = UnsafeRawBufferPointer(rebasing: buffer[0..<count])
             digest.update(block)
             try eachBlock(block, offset)
             offset += off_t(count)
+        }
+        guard Int64(offset) == size else {
+            throw UploadQueueError(.sourceUnstable, """
+                shrank while it was read: \(offset) of the \(size) bytes it was taken with; it is looked at again once \
+                it stops changing
+                """, job: job, path: path)
         }
         return digest.finish()
     }

@@ -31,8 +31,8 @@ package actor SpoolWatcher: Service {
     }
 
     private let spool: Configuration.Spool
-    /// What the spool's sidecars may choose.
-    private let policy: SidecarPolicy
+    /// What a dropper's file, and what its sidecar chooses, must be (the API's enqueue applies the same).
+    private let rules: DropperRules
     private let queue: UploadQueue
     private let logger: Logger
     private var candidates: [String: Candidate] = [:]
@@ -53,6 +53,11 @@ package actor SpoolWatcher: Service {
     private var unmovable: Set<[UInt8]> = []
     /// Which files are being taken, and whose turn is next.
     private var turns = IntakeTurns()
+    /// Files left where they are for a reason of their owner's, by name (recorded in `spool_hold` for `status`
+    /// and the API; said in the log once each).
+    private var held: [String: QueueStatus.SpoolHold] = [:]
+    /// How often a held file is looked at again.
+    static let holdRecheck = Duration.seconds(5)
     /// The intakes under way, by name.
     private var running: [String: Task<Void, Never>] = [:]
     /// Stops the reading of files under way when the watch ends.
@@ -63,7 +68,7 @@ package actor SpoolWatcher: Service {
 
     package init(spool: Configuration.Spool, queue: UploadQueue, logger: Logger) {
         self.spool = spool
-        policy = SidecarPolicy(configuration: queue.configuration, spool: spool)
+        rules = DropperRules(configuration: queue.configuration, spool: spool)
         self.queue = queue
         self.logger = logger
     }
@@ -95,6 +100,8 @@ package actor SpoolWatcher: Service {
         }
         try BlobStore.makeDirectory(spool.directory)
         try makeRejectedDirectory()
+        // What an earlier run held is found again, or not.
+        try? queue.store.releaseSpoolFile(nil)
         onNetworkFileSystem = uploadq_is_network_fs(spool.directory) == 1
         if onNetworkFileSystem {
             logger.notice("""
@@ -314,6 +321,7 @@ package actor SpoolWatcher: Service {
             let path = (spool.directory as NSString).appendingPathComponent(name)
             guard let fingerprint = try? FileFingerprint.of(path: path) else {
                 candidates[name] = nil
+                release(name)
                 continue
             }
             if candidate.fingerprint == nil || fingerprint.contentMayDiffer(from: candidate.fingerprint!) {
@@ -351,31 +359,8 @@ package actor SpoolWatcher: Service {
     }
 
     private func take(_ name: String, path: String, fingerprint: FileFingerprint) async {
-        guard fingerprint.isRegularFile else {
-            let advice = fingerprint.isSymbolicLink ? "put the file itself in the spool, not a link to it"
-                : "only regular files are uploaded"
-            reject(name, reason: "\(name) is a \(fingerprint.typeName); \(advice)")
-            return
-        }
-        if let why = hardLinkRefusal(name, fingerprint) {
+        if let why = rules.refusal(of: fingerprint, name: name) ?? hardLinkRefusal(name, fingerprint) {
             reject(name, reason: why)
-            return
-        }
-        if fingerprint.size > spool.maxFileSize {
-            reject(name, reason: """
-                \(name) is \(ConfigurationValues.sizeText(fingerprint.size)), larger than [spool] max_file_size \
-                (\(ConfigurationValues.sizeText(spool.maxFileSize))); the admin may raise it, or enqueue the file with \
-                `uploadq enqueue`
-                """)
-            return
-        }
-        if fingerprint.isSparse {
-            reject(name, reason: """
-                \(name) is sparse: \(ConfigurationValues.sizeText(fingerprint.size)) long with only \
-                \(ConfigurationValues.sizeText(fingerprint.allocatedBytes)) of it on disk (a file of holes, as `truncate` \
-                makes); a photo or a recording is stored whole. Write the file's bytes, or enqueue it with \
-                `uploadq enqueue`
-                """)
             return
         }
         let sidecarPath = path + Sidecar.suffix
@@ -384,33 +369,35 @@ package actor SpoolWatcher: Service {
         // Nothing there, or a name too long for a sidecar to exist (a file name within 13 bytes of 255): none.
         if let found = try? FileFingerprint.of(path: sidecarPath) {
             if found.owner != fingerprint.owner || found.links > 1 {
-                // Another user's sidecar steers nothing: set aside, and the file goes as if it had none. So does one
-                // with several names: a hard link keeps its owner, and anyone may make one where the kernel lets
-                // them link files of others (fs.protected_hardlinks = 0).
+                // Another user's sidecar steers nothing, and its file is not taken without its own options either
+                // (another user may have made the name first): it waits, said, until that sidecar is gone. So does
+                // one with several names: a hard link keeps its owner, and anyone may make one where the kernel
+                // lets them link files of others (fs.protected_hardlinks = 0).
                 let why = found.links > 1
                     ? "has \(found.links) hard links (a link keeps its owner: it may be another's file)"
-                    : "belongs to user \(found.owner), and the file \(name) to user \(fingerprint.owner)"
-                rejectSidecar(of: name, reason: """
-                    the sidecar \(name)\(Sidecar.suffix) \(why): a sidecar applies only to a file of its own owner's. \
-                    The file was taken without it
+                    : "belongs to user \(found.owner), and the file to user \(fingerprint.owner)"
+                hold(name, owner: fingerprint.owner, .foreignSidecar, """
+                    \(name) waits: its sidecar \(name)\(Sidecar.suffix) \(why), and a sidecar applies only to a file \
+                    of its own owner's. Taken now, the file would go without its own options. Rename the file (and \
+                    write its sidecar under the new name), or have the sidecar removed (its owner, or the admin)
                     """)
-            } else {
-                do throws(SidecarError) {
-                    if let read = try Sidecar.readExamined(at: sidecarPath) {
-                        guard read.file.inode == found.inode, read.file.device == found.device else {
-                            // Replaced between the two looks: both are looked at again shortly.
-                            candidates[name]?.notBefore = .now + Self.recheckInterval
-                            return
-                        }
-                        if let why = policy.refusal(of: read.sidecar) { throw SidecarError(message: why) }
-                        sidecar = read.sidecar
-                        sidecarFile = read.file
+                return
+            }
+            do throws(SidecarError) {
+                if let read = try Sidecar.readExamined(at: sidecarPath) {
+                    guard read.file.inode == found.inode, read.file.device == found.device else {
+                        // Replaced between the two looks: both are looked at again shortly.
+                        candidates[name]?.notBefore = .now + Self.recheckInterval
+                        return
                     }
-                } catch {
-                    reject(name, reason: "its sidecar \(name)\(Sidecar.suffix) \(error.message); fix the sidecar and put "
-                        + "both files back")
-                    return
+                    if let why = rules.options.refusal(of: read.sidecar) { throw SidecarError(message: why) }
+                    sidecar = read.sidecar
+                    sidecarFile = read.file
                 }
+            } catch {
+                reject(name, reason: "its sidecar \(name)\(Sidecar.suffix) \(error.message); fix the sidecar and put "
+                    + "both files back")
+                return
             }
         }
         var request = EnqueueRequest(path: path, destination: sidecar?.destination ?? spool.destination,
@@ -428,6 +415,7 @@ package actor SpoolWatcher: Service {
         do {
             let result = try await queue.accept(request, noFollow: true, stop: stop)
             candidates[name] = nil
+            release(name)
             if result.deduplicated {
                 reject(name, reason: "same content as job \(result.id), already queued or uploaded to "
                     + "\(request.destination ?? spool.destination); nothing more to do")
@@ -442,6 +430,9 @@ package actor SpoolWatcher: Service {
                 logger.info("spool: \(name) is still changing; waiting")
             case .fileNotFound:
                 candidates[name] = nil
+                release(name)
+            case .ownerQuota:
+                hold(name, owner: fingerprint.owner, .ownerQuota, "\(name) waits: \(error.message)")
             case .interrupted:
                 // The daemon is stopping: the file stays where it is, for the next start.
                 logger.info("spool: stopped reading \(name); it is taken at the next start")
@@ -453,7 +444,8 @@ package actor SpoolWatcher: Service {
                 }
                 candidates[name]?.waitingForRoom = true
                 candidates[name]?.notBefore = .now + .seconds(5)
-            case .symbolicLink, .notRegularFile, .unknownDestination, .invalidArgument, .sourceChanged:
+            case .symbolicLink, .notRegularFile, .unknownDestination, .invalidArgument, .sourceChanged,
+                 .unknownPrerequisite, .groupClosed:
                 reject(name, reason: error.message)
             default:
                 backOff(name, error: error)
@@ -464,26 +456,24 @@ package actor SpoolWatcher: Service {
     }
 
     /// Why a file with several hard links may not be taken, or nil. Such a file is copied, not moved, and only
-    /// when it belongs to the spool's owner or to its group: a dropper could otherwise link in a file it cannot
-    /// read itself, and have the daemon send it.
+    /// when others, or the spool's group, may read it: a dropper could otherwise link in a file it cannot read
+    /// itself, and have the daemon send it.
     private func hardLinkRefusal(_ name: String, _ fingerprint: FileFingerprint) -> String? {
         guard fingerprint.links > 1 else { return nil }
         var spoolInfo = stat()
         guard stat(spool.directory, &spoolInfo) == 0 else {
             return "\(name) has \(fingerprint.links) hard links, and the spool's owner cannot be read to check it"
         }
-        // The spool's owner is often the daemon's user: one of its private files (a token file, 0600) is no
-        // dropper's to send. Taken: a file of the owner's that others may read, or a group-readable one of the
-        // spool's group.
-        let readableByOthers = fingerprint.mode & UInt32(S_IRGRP | S_IROTH) != 0
-        if fingerprint.owner == spoolInfo.st_uid && readableByOthers { return nil }
+        // Whoever made the link may be any user who can write the spool: taken only a file every such user may
+        // read anyway, one readable by others or by the spool's group. A group-readable file of another group (root's
+        // /etc/shadow, group shadow) is not: readable by its group, not by the dropper.
+        if fingerprint.mode & UInt32(S_IROTH) != 0 { return nil }
         if fingerprint.group == spoolInfo.st_gid && fingerprint.mode & UInt32(S_IRGRP) != 0 { return nil }
         return """
             \(name) has \(fingerprint.links) hard links, belongs to user \(fingerprint.owner), group \
-            \(fingerprint.group) (mode \(String(fingerprint.mode & 0o777, radix: 8))): not a file of the spool's \
-            owner (\(spoolInfo.st_uid)) that others may read, nor a group-readable one of its group \
-            (\(spoolInfo.st_gid)). A hard link could bring in a file its dropper cannot read; copy the file into \
-            the spool instead
+            \(fingerprint.group) (mode \(String(fingerprint.mode & 0o777, radix: 8))): not a file others may read, \
+            nor a group-readable one of the spool's group (\(spoolInfo.st_gid)). A hard link could bring in a file \
+            its dropper cannot read; copy the file into the spool instead
             """
     }
 
@@ -507,7 +497,30 @@ package actor SpoolWatcher: Service {
     /// Moves `name` (and its sidecar) to `.rejected/` with a reason file beside it; never overwrites.
     private func reject(_ name: String, reason: String) {
         candidates[name] = nil
+        release(name)
         reject(Array(name.utf8), shown: name, reason: reason)
+    }
+
+    /// Leaves `name` where it is for a reason of its owner's, looked at again every `holdRecheck`; recorded for
+    /// `status` and the API, and said in the log when the reason is new.
+    private func hold(_ name: String, owner: UInt32, _ reason: QueueStatus.SpoolHold.Reason, _ message: String) {
+        candidates[name]?.notBefore = .now + Self.holdRecheck
+        let known = held[name]
+        guard known?.reason != reason || known?.message != message else { return }
+        let entry = QueueStatus.SpoolHold(name: name, ownerUID: owner, reason: reason, message: message,
+                                          since: known?.since ?? Date())
+        held[name] = entry
+        let recorded = (try? queue.store.holdSpoolFile(entry)) ?? false
+        if known?.reason != reason {
+            logger.warning("spool: \(message)\(recorded ? "" : " (not shown in status: too many files held)")",
+                           metadata: ["uploadq.reason": "\(reason.rawValue)"])
+        }
+    }
+
+    /// `name` is no longer held (taken, rejected, gone).
+    private func release(_ name: String) {
+        guard held.removeValue(forKey: name) != nil else { return }
+        try? queue.store.releaseSpoolFile(name)
     }
 
     /// Moves an entry whose name is not valid UTF-8 to `.rejected/` with a reason file beside it. Such a name

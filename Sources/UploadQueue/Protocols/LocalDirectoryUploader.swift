@@ -55,7 +55,7 @@ struct LocalDirectoryUploader: Uploader {
         }
 
         let temporary = temporaryPath(for: job)
-        let output = open(temporary, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o644)
+        let output = open(temporary, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
         guard output >= 0 else { throw .system("open", path: temporary, errno: errno) }
         defer { close(output) }
         var info = stat()
@@ -106,7 +106,7 @@ struct LocalDirectoryUploader: Uploader {
 
         let written: String
         do {
-            written = try SHA256Digest.ofFile(descriptor: output, path: temporary)
+            written = try SHA256Digest.ofFile(descriptor: output, path: temporary, size: job.size)
         } catch {
             throw .transient("io", "re-reading \(temporary): \(error.message)")
         }
@@ -116,6 +116,12 @@ struct LocalDirectoryUploader: Uploader {
                 + "it was discarded and will be written again")
         }
         try source.verifyUnchanged()
+        // Its source's mode in the group it now has, never wider (the temporary was made 0600, so nobody else could
+        // open it meanwhile).
+        var delivered = stat()
+        guard fstat(output, &delivered) == 0 else { throw .system("fstat", path: temporary, errno: errno) }
+        let mode = settings.deliveredMode(kept: try source.fingerprint().modeKept(inGroup: delivered.st_gid))
+        guard fchmod(output, mode_t(mode)) == 0 else { throw .system("fchmod", path: temporary, errno: errno) }
         if uploadq_rename_noreplace(AT_FDCWD, temporary, AT_FDCWD, target) != 0 {
             let code = errno
             guard code == EEXIST else { throw .system("rename", path: target, errno: code) }
@@ -140,7 +146,7 @@ struct LocalDirectoryUploader: Uploader {
         guard fstat(descriptor, &info) == 0, Int64(info.st_size) == job.size else { return false }
         let expected = try await source.sentDigest()
         do {
-            return try SHA256Digest.ofFile(descriptor: descriptor, path: target) == expected
+            return try SHA256Digest.ofFile(descriptor: descriptor, path: target, size: job.size) == expected
         } catch {
             throw .transient("io", "reading \(target): \(error.message)")
         }

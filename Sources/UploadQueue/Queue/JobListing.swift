@@ -13,4 +13,7 @@ public struct JobListing: Sendable {
     public var jobs: [Job] = []
     /// The rows left out, newest first.
     public var unreadable: [UnreadableJob] = []
+    /// When the listing was cut short (its limit, or a page's bound in bytes): the last job listed, from which the
+    /// next page goes on (older ones). nil: nothing more.
+    public var next: JobID?
 }

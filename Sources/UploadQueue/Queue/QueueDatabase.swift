@@ -297,6 +297,12 @@ package struct QueueDatabase: Sendable {
         migrator.registerMigration("v19-fair-share") { db in
             try QueueDatabase.migrateToFairShare(db)
         }
+        migrator.registerMigration("v20-owner-bounds") { db in
+            try QueueDatabase.migrateToOwnerBounds(db)
+        }
+        migrator.registerMigration("v21-owner-events") { db in
+            try QueueDatabase.migrateToOwnerEvents(db)
+        }
         return migrator
     }
 }

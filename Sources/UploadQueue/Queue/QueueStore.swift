@@ -58,8 +58,12 @@ package struct QueueStore: Sendable {
         try listing(state: state, limit: limit, owner: nil, holdsInForce: holdsInForce)
     }
 
-    /// `listing(state:limit:holdsInForce:)` of one owner's jobs alone (`owner`: a uid; nil: everyone's).
-    func listing(state: JobState?, limit: Int?, owner: UInt32?, holdsInForce: Bool) throws -> JobListing {
+    /// `listing(state:limit:holdsInForce:)` of one owner's jobs alone (`owner`: a uid; nil: everyone's), older than
+    /// `before` when given; at most `byteBudget` bytes of what the jobs hold (their metadata, patch, names and error,
+    /// about what their JSON takes), so a page is built in bounded memory whatever its jobs carry. A page cut short by
+    /// `limit` or the budget says where the next one begins (`next`).
+    func listing(state: JobState?, limit: Int?, owner: UInt32?, holdsInForce: Bool, before: JobID? = nil,
+                 byteBudget: Int? = nil) throws -> JobListing {
         try writer.read { db in
             let holds = holdsInForce ? try Self.displayHolds(db) : QueueHolds()
             var sql = "SELECT * FROM job"
@@ -76,24 +80,47 @@ package struct QueueStore: Sendable {
                 conditions.append("owner_uid = ?")
                 _ = arguments.append(contentsOf: [Int64(owner)])
             }
+            if let before {
+                conditions.append("id < ?")
+                _ = arguments.append(contentsOf: [before.rawValue])
+            }
             if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
             sql += " ORDER BY id DESC"
             if let limit {
+                // One more than the page, to tell whether another follows.
                 sql += " LIMIT ?"
-                _ = arguments.append(contentsOf: [limit])
+                _ = arguments.append(contentsOf: [limit + 1])
             }
             var listing = JobListing()
+            var bytes = 0
             let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
             while let row = try rows.next() {
+                let id = JobID(trusted: row["id"] as String? ?? "?")
+                let size = Self.listedBytes(row)
+                if let limit, listing.jobs.count + listing.unreadable.count == limit
+                    || byteBudget.map({ bytes + size > $0 && bytes > 0 }) == true {
+                    listing.next = listing.jobs.last?.id ?? listing.unreadable.last?.id
+                    break
+                }
+                bytes += size
                 do {
                     listing.jobs.append(holds.explained(try Job(row: row)))
                 } catch {
                     guard let reason = Self.unreadableRow(error) else { throw error }
-                    listing.unreadable.append(.init(id: JobID(trusted: row["id"] as String? ?? "?"), reason: reason))
+                    listing.unreadable.append(.init(id: id, reason: reason))
                 }
             }
             return listing
         }
+    }
+
+    /// About what a job's row takes as JSON: its texts that callers choose or servers answer, and the rest.
+    static func listedBytes(_ row: Row) -> Int {
+        var bytes = 700
+        for column in ["meta", "patch", "file", "source_path", "original_name", "last_error", "remote_url", "resume_state"] {
+            if let text = row[column] as String? { bytes += text.utf8.count }
+        }
+        return bytes
     }
 
     /// The jobs of `ids` that exist, by id, read in one transaction; pending ones say why they wait (see

@@ -265,8 +265,8 @@ struct FileReleaser: Sendable {
             let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW)
             guard descriptor >= 0 else { throw .system("open", path: path) }
             defer { close(descriptor) }
-            return (try FileFingerprint.of(descriptor: descriptor, path: path).size,
-                    try SHA256Digest.ofFile(descriptor: descriptor, path: path))
+            let size = try FileFingerprint.of(descriptor: descriptor, path: path).size
+            return (size, try SHA256Digest.ofFile(descriptor: descriptor, path: path, size: size))
         }
         return try digest(first) == digest(second)
     }
@@ -285,7 +285,8 @@ struct FileReleaser: Sendable {
             close(output)
             if !keep { unlink(temporary) }
         }
-        _ = try SHA256Digest.ofFile(descriptor: input, path: source) { block, offset throws(UploadQueueError) in
+        let size = try FileFingerprint.of(descriptor: input, path: source).size
+        _ = try SHA256Digest.ofFile(descriptor: input, path: source, size: size) { block, offset throws(UploadQueueError) in
             try BlobStore.writeAll(output, block, at: offset, path: temporary)
         }
         guard fsync(output) == 0 else { throw .system("fsync", path: temporary) }

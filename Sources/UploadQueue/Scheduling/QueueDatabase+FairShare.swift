@@ -40,7 +40,7 @@ extension QueueDatabase {
             CREATE TABLE fair_clock (
                 priority INTEGER NOT NULL PRIMARY KEY,
                 turn INTEGER NOT NULL
-            );
+            ) WITHOUT ROWID;
             INSERT INTO fair_turn (owner_key, priority, next_key, runnable)
                 SELECT \(owner("job")), priority, 0, COUNT(*) FROM job WHERE \(condition) GROUP BY 1, 2;
             CREATE TRIGGER fair_turn_insert AFTER INSERT ON job WHEN \(runnable("NEW")) BEGIN \(add) END;

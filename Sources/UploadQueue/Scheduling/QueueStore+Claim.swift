@@ -48,7 +48,7 @@ extension QueueStore {
             if ahead {
                 // As it will be when it starts (`recordStart` writes it then).
                 var lifecycle = job.lifecycle
-                try? lifecycle.apply(.start)
+                _ = try? lifecycle.apply(.start)
                 job.lifecycle = lifecycle
             }
             let attempt = JobAttempt(jobID: job.id, number: job.attempts, startedAt: now, endedAt: nil,

@@ -18,8 +18,14 @@ extension QueueStore {
             """).execute(arguments: [owner, job.priority, taken.ownerNext])
     }
 
-    /// Inserts a job with its turn.
-    static func insertTakingTurn(_ job: Job, in db: Database) throws {
+    /// Inserts a new job: within its owner's quota (nil: none; checked again here, in the insert's transaction,
+    /// so that two enqueues at once cannot both take the last place), with its turn.
+    static func insertJob(_ job: Job, quota: OwnerQuota? = nil, in db: Database) throws {
+        if let quota, let owner = job.ownerUID {
+            if let why = quota.refusal(holding: try holding(of: owner, in: db), adding: job.size) {
+                throw UploadQueueError(.ownerQuota, "not taken: \(why)", path: job.sourcePath)
+            }
+        }
         var job = job
         try takeTurn(&job, in: db)
         try job.insert(db)

@@ -163,7 +163,7 @@ final class QueueRuntime: Sendable {
         let control: ControlServer?
         let stopAsked = StopAsked()
         do {
-            control = try await ControlServer(path: configuration.apiSocketPath, group: configuration.api.group,
+            control = try await ControlServer(path: configuration.apiSocketPath, settings: configuration.api,
                                               api: ControlAPI(queue: queue, bell: bell, live: live), logger: logger)
         } catch {
             logger.warning("no control API: \(error)")

@@ -51,6 +51,13 @@ final class SourceFile: Sendable {
         }
     }
 
+    /// What `fstat` says of the file now (its mode: a copy in `blobs/` carries its original's).
+    func fingerprint() throws(TransferFailure) -> FileFingerprint {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { throw .system("fstat", path: path, errno: errno) }
+        return FileFingerprint(info)
+    }
+
     /// Reads up to `buffer.count` bytes at `offset` (taken into the digest); returns how many
     /// were read.
     func read(into buffer: UnsafeMutableRawBufferPointer, at offset: Int64) throws(TransferFailure) -> Int {

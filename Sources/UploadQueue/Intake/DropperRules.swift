@@ -1,0 +1,65 @@
+import CUploadQueueSystem
+import Foundation
+
+/// What a dropper may hand over, whichever door it uses (the spool, the control API): one set of rules.
+///
+/// A dropper's file must be a regular file of at most `[spool] max_file_size`, stored whole (not sparse), and what
+/// comes with it (a sidecar, or the API's equivalent keys) may only narrow what the config allows
+/// (`SidecarPolicy`). The door adds what only it can check: the spool, that a file with several names is not
+/// another's; the API, that the dropper owns the file and could open it itself (`openAsUser`).
+struct DropperRules: Sendable {
+    let spool: Configuration.Spool
+    let options: SidecarPolicy
+
+    init(configuration: Configuration, spool: Configuration.Spool) {
+        self.spool = spool
+        options = SidecarPolicy(configuration: configuration, spool: spool)
+    }
+
+    /// Why the file `name`, as examined, may not come in with `choices`, said of the file (`photo.jpg is …`), or
+    /// nil when it may.
+    func refusal(of file: FileFingerprint, name: String, choices: Sidecar) -> String? {
+        if let why = refusal(of: file, name: name) { return why }
+        return options.refusal(of: choices).map { "\(name)'s options \($0)" }
+    }
+
+    /// Why the file `name`, as examined, may not come in whatever comes with it, or nil.
+    func refusal(of file: FileFingerprint, name: String) -> String? {
+        guard file.isRegularFile else {
+            let advice = file.isSymbolicLink ? "hand over the file itself, not a link to it" : "only regular files are uploaded"
+            return "\(name) is a \(file.typeName); \(advice)"
+        }
+        if file.size > spool.maxFileSize {
+            return """
+                \(name) is \(ConfigurationValues.sizeText(file.size)), larger than [spool] max_file_size \
+                (\(ConfigurationValues.sizeText(spool.maxFileSize))) that other users' files may have; the admin may \
+                raise it
+                """
+        }
+        if file.isSparse {
+            return """
+                \(name) is sparse: \(ConfigurationValues.sizeText(file.size)) long with only \
+                \(ConfigurationValues.sizeText(file.allocatedBytes)) of it on disk (a file of holes, as `truncate` \
+                makes); a photo or a recording is stored whole. Write the file's bytes and hand it over again
+                """
+        }
+        return nil
+    }
+
+    /// Opens `path` as `peer` would (`uploadq_open_as_user`: every directory on the way searchable by it, the file
+    /// readable by it, by the modes and ACLs the kernel applies), and examines it. The daemon's own view of the path
+    /// counts for nothing: a file of the peer's in a folder it cannot enter is not its to hand over.
+    static func openAsUser(_ path: String, peer: ControlPeer) throws(UploadQueueError) -> FileFingerprint {
+        let descriptor = peer.supplementaryGroups.withUnsafeBufferPointer { groups in
+            uploadq_open_as_user(path, peer.uid, peer.gid, groups.baseAddress, Int32(groups.count))
+        }
+        guard descriptor >= 0 else {
+            let code = errno
+            let reason = code == EACCES ? "you may not open it yourself (a folder on the way, or the file, is closed "
+                + "to you)" : String(cString: strerror(code))
+            throw UploadQueueError(.forbidden, "is not a file you can open: \(reason)", path: path, cause: reason)
+        }
+        defer { close(descriptor) }
+        return try FileFingerprint.of(descriptor: descriptor, path: path)
+    }
+}

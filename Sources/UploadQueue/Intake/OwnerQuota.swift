@@ -1,0 +1,58 @@
+import GRDB
+
+/// `[limits] owner_pending_jobs` and `owner_pending_bytes`: how much of the queue one dropper may hold (jobs not
+/// uploaded yet, failed ones included), so that no dropper can fill the disk or the database others share. The queue's
+/// own user and root are held to none.
+struct OwnerQuota: Sendable, Equatable {
+    /// At most this many jobs (nil: no limit).
+    var jobs: Int?
+    /// At most this many bytes (nil: no limit).
+    var bytes: Int64?
+
+    /// What one dropper holds now.
+    struct Holding: Sendable, Equatable {
+        var jobs: Int
+        var bytes: Int64
+    }
+
+    /// The quota of `limits` on a state disk of `diskBytes` (a percentage is of it).
+    init(_ limits: Configuration.Limits, diskBytes: Int64?) {
+        jobs = limits.ownerPendingJobs > 0 ? limits.ownerPendingJobs : nil
+        let bytes = diskBytes.map { limits.ownerPendingBytes.bytes(ofTotal: $0) }
+            ?? { if case .bytes(let bytes) = limits.ownerPendingBytes { return bytes } else { return 0 } }()
+        self.bytes = bytes > 0 ? bytes : nil
+    }
+
+    init(jobs: Int?, bytes: Int64?) {
+        self.jobs = jobs
+        self.bytes = bytes
+    }
+
+    /// Why a dropper holding `holding` may not add a file of `size` bytes, or nil when it may.
+    func refusal(holding: Holding, adding size: Int64) -> String? {
+        if let jobs, holding.jobs + 1 > jobs {
+            return "you have \(holding.jobs) jobs in the queue not uploaded yet, the most [limits] owner_pending_jobs "
+                + "lets one user have (\(jobs)); more are taken as yours are uploaded, or cancelled"
+        }
+        if let bytes, holding.bytes + size > bytes {
+            return "your jobs not uploaded yet hold \(ByteCountText.text(holding.bytes)), and this file "
+                + "(\(ByteCountText.text(size))) would take them past [limits] owner_pending_bytes "
+                + "(\(ByteCountText.text(bytes))); it is taken as yours are uploaded, or cancelled"
+        }
+        return nil
+    }
+}
+
+extension QueueStore {
+    /// What dropper `owner` holds of the queue (`owner_tally`).
+    static func holding(of owner: UInt32, in db: Database) throws -> OwnerQuota.Holding {
+        let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT jobs, bytes FROM owner_tally WHERE owner_uid = ?"),
+                                   arguments: [Int64(owner)])
+        return OwnerQuota.Holding(jobs: row?["jobs"] ?? 0, bytes: row?["bytes"] ?? 0)
+    }
+
+    /// `holding(of:in:)` in a read of its own.
+    func holding(of owner: UInt32) throws -> OwnerQuota.Holding {
+        try writer.read { db in try Self.holding(of: owner, in: db) }
+    }
+}
