@@ -26,7 +26,7 @@ else
     # uploads timed against a stalled event reader; daemons running hooks that hang or flood; the doctor's probes;
     # droppers hashing gigabytes; power cuts swept fsync by fsync on FUSE) run on their own after the others, so that
     # neither skews the timing of the other.
-    heavy="DebianPackageTests|EventTests|HookTests|DoctorTests|DropperTests|PowerCut"
+    heavy="DebianPackageTests|EventTests|HookTests|DoctorTests|DropperTests|DropperLimitsTests|PowerCut"
     # At most 6 tests at once: unbounded, all ~360 start together on 2 cores, writing and deleting hundreds of MiB
     # at once, and now and then the whole test process stood still for tens of seconds, past the timing tests'
     # bounds. Six keeps the run about as short (170-185 s against 145 s).

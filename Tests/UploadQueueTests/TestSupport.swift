@@ -21,7 +21,7 @@ final class Sandbox: @unchecked Sendable {
             state_dir = "state"
             [spool]
             dir = "spool"
-            destination = "default"
+            \(spoolKeys.contains("destination =") ? "" : #"destination = "default""#)
             quiet_period = "\(quietPeriod)"
             rescan_interval = "2s"
             \(spoolKeys)
@@ -121,13 +121,23 @@ struct SeededGenerator: RandomNumberGenerator {
     }
 }
 
-/// SHA-256 of a file, through the same code intake uses (checked against a known vector in IntakeTests).
+/// SHA-256 of a file as it is now, to its end, through the digest intake uses (checked against a known vector in
+/// IntakeTests). A file still being written (a server's upload of another test) is hashed as far as it goes.
 func sha256(ofFile path: String) throws -> String {
     let descriptor = open(path, O_RDONLY)
     guard descriptor >= 0 else { throw UploadQueueError.system("open", path: path) }
     defer { close(descriptor) }
-    return try SHA256Digest.ofFile(descriptor: descriptor, path: path,
-                                   size: try FileFingerprint.of(descriptor: descriptor, path: path).size)
+    var digest = SHA256Digest()
+    var buffer = [UInt8](repeating: 0, count: 1 << 20)
+    while true {
+        let count = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+        guard count > 0 else {
+            if count < 0 { throw UploadQueueError.system("read", path: path) }
+            break
+        }
+        buffer.withUnsafeBytes { digest.update(UnsafeRawBufferPointer(rebasing: $0[0..<count])) }
+    }
+    return digest.finish()
 }
 
 /// A TCP socket listening on a free loopback port (not accepting: the caller does, or leaves connections waiting).

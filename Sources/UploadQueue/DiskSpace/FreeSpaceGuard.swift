@@ -4,9 +4,10 @@ extension QueueStatus {
     /// The free-space guard: intake that writes into the queue's file system waits while it is below
     /// `[limits] min_free_space`, so a full disk never stops the queue from recording what it finishes.
     ///
-    /// Uploads, releases and pruning go on while the intake is paused: they are what gives the room back.
-    /// `reference` jobs and same-disk moves are accepted (they write no copy); a copy, a move across file systems and
-    /// the spool wait. `verdict` is the decision, free of I/O; `check` measures and decides.
+    /// Uploads, releases and pruning go on while the intake is paused: they are what gives the room back. Every
+    /// enqueue counts what it adds, its copy (if any) and its row, so a `reference` job or a same-disk move waits too:
+    /// the database's growth counts as a copy does. `verdict` is the decision, free of I/O; `check` measures and
+    /// decides.
     public struct FreeSpaceGuard: Sendable, Equatable {
         /// The room to leave free.
         public var threshold: Configuration.FreeSpaceThreshold

@@ -63,12 +63,6 @@ struct BlobStore: Sendable {
         let output = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard output >= 0 else { throw .system("open", path: temporary, job: id) }
         let pending = PendingCopy(id: id, temporary: temporary, descriptor: output)
-        // The copy keeps its original's permission bits (what a `file` destination delivers it with), within its
-        // own group's; `blobs/` is the daemon's alone (0700) whatever they are.
-        var source = stat(), copy = stat()
-        if fstat(descriptor, &source) == 0, fstat(output, &copy) == 0 {
-            _ = fchmod(output, mode_t(FileFingerprint(source).modeKept(inGroup: copy.st_gid)))
-        }
         let window = Self.writeBehindWindow
         let sha256 = try SHA256Digest.ofFile(descriptor: descriptor, path: sourcePath, size: size, job: id,
                                              stop: stop) { block, offset throws(UploadQueueError) in

@@ -314,7 +314,7 @@ struct Intake: Sendable {
             sourceAfterUpload: sourceAfterUpload?.description, resumeState: nil,
             intakeComplete: request.mode != .move || copies, cancelRequested: false, createdAt: now, updatedAt: now,
             ownerUID: request.owner, lane: request.lane, afterMode: request.after.isEmpty ? nil : request.afterMode,
-            group: request.group)
+            group: request.group, sourceMode: before.modeKept(inGroup: getegid()))
         let order = QueueStore.OrderRequest(
             lane: request.lane, lanePolicy: request.lane.map(configuration.lanes.policy(for:)) ?? .hold,
             after: request.after, afterMode: request.afterMode,

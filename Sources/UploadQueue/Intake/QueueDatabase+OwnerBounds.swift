@@ -5,6 +5,8 @@ extension QueueDatabase {
     /// - `owner_tally`: per dropper (a job's `owner_uid`, not root's 0), its jobs not uploaded yet and their bytes,
     ///   kept by triggers as `job_tally` is: what `[limits] owner_pending_jobs` and `owner_pending_bytes` are
     ///   checked against, one row read per enqueue.
+    /// - `job.source_mode`: the permission bits a copy of the file keeps (`FileFingerprint.modeKept`), recorded at
+    ///   intake: what a `file` destination delivers it with, the queue's own copy staying 0600.
     /// - `spool_hold`: the spool files left where they are for a reason of their owner's (over its quota, a
     ///   sidecar another user owns), so that `status` and the API can say so; written by the spool watcher, at
     ///   most a bounded number of rows.
@@ -26,6 +28,7 @@ extension QueueDatabase {
                 WHERE \(counted("OLD")) AND owner_uid = OLD.owner_uid;
             """
         try db.execute(sql: """
+            ALTER TABLE job ADD COLUMN source_mode INTEGER;
             CREATE TABLE owner_tally (
                 owner_uid INTEGER NOT NULL PRIMARY KEY,
                 jobs INTEGER NOT NULL,

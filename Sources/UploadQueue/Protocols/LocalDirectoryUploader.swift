@@ -120,7 +120,15 @@ struct LocalDirectoryUploader: Uploader {
         // open it meanwhile).
         var delivered = stat()
         guard fstat(output, &delivered) == 0 else { throw .system("fstat", path: temporary, errno: errno) }
-        let mode = settings.deliveredMode(kept: try source.fingerprint().modeKept(inGroup: delivered.st_gid))
+        // What intake recorded, kept in the daemon's group (a setgid folder gives the file another: not the group's
+        // bits then); a job from before, its file's own.
+        let kept: UInt32
+        if let recorded = job.sourceMode {
+            kept = delivered.st_gid == getegid() ? recorded : recorded & 0o705
+        } else {
+            kept = try source.fingerprint().modeKept(inGroup: delivered.st_gid)
+        }
+        let mode = settings.deliveredMode(kept: kept)
         guard fchmod(output, mode_t(mode)) == 0 else { throw .system("fchmod", path: temporary, errno: errno) }
         if uploadq_rename_noreplace(AT_FDCWD, temporary, AT_FDCWD, target) != 0 {
             let code = errno

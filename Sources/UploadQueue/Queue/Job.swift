@@ -79,6 +79,9 @@ public struct Job: Sendable, Equatable, Codable {
     /// The group the job is a member of (`enqueue --group`): once the group is closed and every member uploaded,
     /// one completion carries them all. nil: none. A group is its owner's, as a lane is.
     public internal(set) var group: String? = nil
+    /// The permission bits a copy of the file keeps, in the daemon's own group (`FileFingerprint.modeKept`), as
+    /// intake found them: what a `file` destination delivers it with. nil in a row from before they were recorded.
+    var sourceMode: UInt32? = nil
     /// The turn the job took among its owner's and the others' at its priority (`FairShare`), given at enqueue
     /// (nil only in a row no intake wrote; such rows go first among their priority, oldest first).
     var fairKey: Int64? = nil
@@ -150,6 +153,7 @@ public struct Job: Sendable, Equatable, Codable {
         case blockedBy = "blocked_by"
         case group = "group_name"
         case fairKey = "fair_key"
+        case sourceMode = "source_mode"
     }
 }
 
@@ -291,6 +295,7 @@ extension Job: FetchableRecord, PersistableRecord {
         blockedKind = storedKind.flatMap(String.fromDatabaseValue).flatMap(PrerequisiteKind.init(rawValue:))
         group = try decoded(.group)
         fairKey = try decoded(.fairKey, as: Int64?.self)
+        sourceMode = try decoded(.sourceMode, as: Int64?.self).flatMap { UInt32(exactly: $0) }.map { $0 & 0o777 }
     }
 
     /// The error for a stored value this version cannot read (a newer version's state, a damaged row).

@@ -1,0 +1,252 @@
+import CUploadQueueSystem
+import Foundation
+import Testing
+@testable import UploadQueue
+
+/// The rules that keep what droppers share bounded, each tested on its own: the API's connection limits, a
+/// dropper's quota, the bounds of stored values, the intake's bounded read, what a copy's mode keeps, and opening a
+/// file as its dropper would.
+struct SharingRulesTests {
+    @Test("a connection: a request has request_timeout from its first byte, an idle one idle_timeout, an answer none")
+    func connectionDeadline() {
+        var deadline = ConnectionDeadline(requestTimeout: .seconds(10), idleTimeout: .seconds(60))
+        #expect(deadline.opened() == .start(.seconds(60)))
+        #expect(deadline.received() == .start(.seconds(10)), "the first byte of a request")
+        #expect(deadline.received() == .none, "more bytes of it: the same deadline")
+        #expect(deadline.requestComplete() == .cancel && deadline.state == .answering)
+        #expect(deadline.received() == .none, "a pipelined request while one is answered")
+        #expect(deadline.requestComplete() == .cancel)
+        #expect(deadline.answered() == .none, "one answer written, one still owed")
+        #expect(deadline.answered() == .start(.seconds(60)) && deadline.state == .idle)
+        #expect(deadline.received() == .start(.seconds(10)))
+    }
+
+    @Test("connections: a dropper up to its own cap and never into the admin's; the admin up to the total")
+    func connectionCaps() {
+        var settings = Configuration.ControlSettings()
+        settings.maxConnections = 10
+        settings.adminConnections = 4
+        settings.maxConnectionsPerUser = 4
+        let mayOpen = ControlServer.Registry.mayOpen
+        #expect(mayOpen(false, 3, 5, settings) && !mayOpen(false, 4, 5, settings), "its own cap")
+        #expect(!mayOpen(false, 0, 6, settings), "the last four are the admin's")
+        #expect(mayOpen(true, 9, 9, settings) && !mayOpen(true, 0, 10, settings), "the admin, up to the total")
+    }
+
+    @Test("a dropper's quota: jobs and bytes, a percentage of the state disk, 0 for none")
+    func ownerQuota() {
+        var limits = Configuration.Limits()
+        limits.ownerPendingJobs = 3
+        limits.ownerPendingBytes = .percent(25)
+        let quota = OwnerQuota(limits, diskBytes: 4 << 30)
+        #expect(quota.bytes == 1 << 30)
+        #expect(quota.refusal(holding: .init(jobs: 2, bytes: 0), adding: 10) == nil)
+        let full = quota.refusal(holding: .init(jobs: 3, bytes: 0), adding: 10)
+        #expect(full?.contains("owner_pending_jobs") == true && full?.contains("(3)") == true, "\(full ?? "")")
+        let heavy = quota.refusal(holding: .init(jobs: 0, bytes: (1 << 30) - 5), adding: 10)
+        #expect(heavy?.contains("owner_pending_bytes") == true, "\(heavy ?? "")")
+        limits.ownerPendingJobs = 0
+        limits.ownerPendingBytes = .bytes(0)
+        let none = OwnerQuota(limits, diskBytes: 4 << 30)
+        #expect(none.jobs == nil && none.bytes == nil)
+        #expect(none.refusal(holding: .init(jobs: 1_000_000, bytes: 1 << 40), adding: 1 << 30) == nil)
+    }
+
+    @Test("stored values: meta, after and patches are bounded, whichever door they come through")
+    func storedValues() throws {
+        let big = String(repeating: "x", count: 4096)
+        #expect(throws: Never.self) { try StoredValueLimits.check(meta: ["a": big, "b": big, "c": big]) }
+        for (meta, bound) in [(["a": big + "x"], "4 KiB"), (["": "x"], "1 to 128"),
+                              ([String(repeating: "k", count: 129): "x"], "1 to 128"),
+                              (Dictionary(uniqueKeysWithValues: (0..<65).map { ("k\($0)", "v") }), "at most 64"),
+                              (Dictionary(uniqueKeysWithValues: (0..<5).map { ("k\($0)", big) }), "16 KiB in all")] {
+            #expect {
+                try StoredValueLimits.check(meta: meta)
+            } throws: { error in
+                (error as? UploadQueueError)?.code == .invalidArgument && "\(error)".contains(bound)
+            }
+        }
+        #expect(throws: UploadQueueError.self) {
+            try StoredValueLimits.check(after: [String(repeating: "k", count: 256)])
+        }
+        #expect(throws: UploadQueueError.self) {
+            try StoredValueLimits.check(after: (0..<1001).map { "\($0)" })
+        }
+        let longURL = "https://api.example.com/" + String(repeating: "p", count: 2048)
+        #expect(throws: UploadQueueError.self) { try PatchAuthority.check(PatchTarget(url: longURL)) }
+        let headers = Dictionary(uniqueKeysWithValues: (0..<33).map { ("X-H\($0)", "v") })
+        #expect(throws: UploadQueueError.self) {
+            try PatchAuthority.check(PatchTarget(url: "https://api.example.com/r", headers: headers))
+        }
+        #expect(throws: Never.self) { try PatchAuthority.check(PatchTarget(url: "https://api.example.com/r")) }
+    }
+
+    @Test("the intake's read: at most one byte past the size it checked; a file that grew or shrank is refused")
+    func boundedRead() throws {
+        let sandbox = try Sandbox()
+        let path = try sandbox.makeFile(sandbox.root + "/grown.jpg", size: 3 << 20, seed: 40)
+        let descriptor = open(path, O_RDONLY)
+        defer { close(descriptor) }
+        var passed: Int64 = 0
+        #expect {
+            // Admitted at 1 MiB + 5 bytes; the file holds 3 MiB.
+            _ = try SHA256Digest.ofFile(descriptor: descriptor, path: path, size: (1 << 20) + 5) { block, _ in
+                passed += Int64(block.count)
+            }
+        } throws: { error in
+            (error as? UploadQueueError)?.code == .sourceUnstable && "\(error)".contains("grew")
+        }
+        #expect(passed <= (1 << 20) + 5, "copied past the admitted size: \(passed)")
+        #expect {
+            _ = try SHA256Digest.ofFile(descriptor: descriptor, path: path, size: 4 << 20)
+        } throws: { error in
+            (error as? UploadQueueError)?.code == .sourceUnstable && "\(error)".contains("shrank")
+        }
+        let whole = try SHA256Digest.ofFile(descriptor: descriptor, path: path, size: 3 << 20)
+        #expect(whole == (try sha256(ofFile: path)))
+    }
+
+    @Test("a file of /proc or /sys is refused before a byte is read, through the library as through any door")
+    func pseudoFileSystems() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        for path in ["/proc/self/status", "/proc/self/pagemap", "/sys/kernel/mm/transparent_hugepage/enabled"] {
+            guard FileManager.default.fileExists(atPath: path) else { continue }
+            await #expect {
+                try await queue.enqueue(path)
+            } throws: { error in
+                (error as? UploadQueueError)?.code == .notRegularFile && "\(error)".contains("pseudo file system")
+            }
+        }
+        #expect(try queue.store.jobs().isEmpty)
+        let blobs = (try? FileManager.default.contentsOfDirectory(atPath: sandbox.state + "/blobs")) ?? []
+        #expect(blobs.isEmpty, "nothing was copied: \(blobs)")
+    }
+
+    @Test("a copy keeps its source's bits less write, the group's only in the same group; file_mode narrows")
+    func modes() {
+        var info = stat()
+        info.st_mode = S_IFREG | 0o664
+        info.st_gid = 100
+        let file = FileFingerprint(info)
+        #expect(file.modeKept(inGroup: 100) == 0o644)
+        #expect(file.modeKept(inGroup: 200) == 0o604, "another group gains nothing")
+        info.st_mode = S_IFREG | 0o600
+        #expect(FileFingerprint(info).modeKept(inGroup: 100) == 0o600)
+        let narrowed = Destination.LocalDirectorySettings(directory: "/srv", fileMode: 0o640)
+        #expect(narrowed.deliveredMode(kept: 0o644) == 0o640 && narrowed.deliveredMode(kept: 0o600) == 0o600)
+        #expect(Destination.LocalDirectorySettings(directory: "/srv").deliveredMode(kept: 0o604) == 0o604)
+    }
+
+    /// A POSIX access ACL as the kernel stores it (`system.posix_acl_access`): version 2, then (tag, perm, id).
+    static func acl(_ entries: [(tag: UInt16, perm: UInt16, id: UInt32)]) -> [UInt8] {
+        var bytes: [UInt8] = [2, 0, 0, 0]
+        for entry in entries {
+            bytes += withUnsafeBytes(of: entry.tag.littleEndian, Array.init)
+            bytes += withUnsafeBytes(of: entry.perm.littleEndian, Array.init)
+            bytes += withUnsafeBytes(of: entry.id.littleEndian, Array.init)
+        }
+        return bytes
+    }
+
+    @Test("a file opened as its dropper: every folder searchable and the file readable by it, by modes and ACLs")
+    func openAsUser() throws {
+        let alice = try Dropper.alice, bob = try Dropper.bob
+        let sandbox = try Sandbox()
+        #expect(chmod(sandbox.root, 0o711) == 0)
+        let folder = sandbox.root + "/box"
+        let path = try sandbox.makeFile(folder + "/photo.jpg", size: 1000, seed: 41)
+        #expect(chown(path, alice.uid, 0) == 0 && chmod(path, 0o600) == 0)
+        let peer = { (dropper: Dropper) in ControlPeer(uid: dropper.uid, gid: 65_534, pid: 1, queueOwner: 0) }
+        #expect(chmod(folder, 0o755) == 0)
+        #expect(try DropperRules.openAsUser(path, peer: peer(alice)).owner == alice.uid)
+        #expect(throws: UploadQueueError.self, "bob may not read alice's 0600 file") {
+            try DropperRules.openAsUser(path, peer: peer(bob))
+        }
+        // The daemon (root) reaches the folder; alice does not.
+        #expect(chmod(folder, 0o700) == 0)
+        #expect {
+            try DropperRules.openAsUser(path, peer: peer(alice))
+        } throws: { error in
+            (error as? UploadQueueError)?.code == .forbidden && "\(error)".contains("you may not open it yourself")
+        }
+        // An ACL that lets alice search it: she does; bob, named with nothing, does not.
+        let acl = Self.acl([(0x01, 7, 0), (0x02, 1, alice.uid), (0x02, 0, bob.uid), (0x04, 0, 0), (0x10, 7, 0),
+                            (0x20, 1, 0)])
+        let hex = acl.map { String(format: "%02x", $0) }.joined()
+        let set = try ChildProcess.runBlocking(["python3", "-c", """
+            import os, sys; os.setxattr(sys.argv[1], "system.posix_acl_access", bytes.fromhex(sys.argv[2]))
+            """, folder, hex], executable: "/usr/bin/python3", environment: ["PATH": "/usr/bin:/bin"])
+        #expect(set.status == 0, "ACLs on the test's disk: \(String(decoding: set.stderr, as: UTF8.self))")
+        #expect(try DropperRules.openAsUser(path, peer: peer(alice)).owner == alice.uid)
+        #expect(chmod(path, 0o644) == 0)
+        #expect(throws: UploadQueueError.self, "bob's entry gives him nothing, though others may search") {
+            try DropperRules.openAsUser(path, peer: peer(bob))
+        }
+        // A symbolic link on the way is followed as the kernel would; a final one is not.
+        #expect(symlink(folder, sandbox.root + "/link") == 0 && symlink(path, sandbox.root + "/final.jpg") == 0)
+        #expect(try DropperRules.openAsUser(sandbox.root + "/link/photo.jpg", peer: peer(alice)).owner == alice.uid)
+        #expect(throws: UploadQueueError.self) { try DropperRules.openAsUser(sandbox.root + "/final.jpg", peer: peer(alice)) }
+        #expect(throws: UploadQueueError.self, "a FIFO is not opened") {
+            #expect(mkfifo(folder + "/fifo", 0o666) == 0)
+            try DropperRules.openAsUser(folder + "/fifo", peer: peer(alice))
+        }
+    }
+
+    @Test("SO_PEERGROUPS' answer: ascending groups then zeros; group 0 alone cannot be told from none")
+    func peerGroups() {
+        var answer = uploadq_peer_groups()
+        withUnsafeMutableBytes(of: &answer.groups) { raw in
+            let groups = raw.bindMemory(to: gid_t.self)
+            groups[0] = 0
+            groups[1] = 27
+            groups[2] = 1002
+        }
+        #expect(ControlPeer.groups(in: answer) == [0, 27, 1002])
+        withUnsafeMutableBytes(of: &answer.groups) { raw in raw.bindMemory(to: gid_t.self)[0] = 5 }
+        #expect(ControlPeer.groups(in: answer) == [5, 27, 1002])
+        #expect(ControlPeer.groups(in: uploadq_peer_groups()) == [])
+    }
+
+    @Test("no destination named: `default`, else the only one; several and no default: say which to name")
+    func implicitDestination() async throws {
+        let sandbox = try Sandbox()
+        let path = try sandbox.makeFile(sandbox.root + "/photo.jpg", size: 1000, seed: 42)
+        let one = try ConfigurationLoader.parse("""
+            state_dir = "state"
+            [destinations.photos]
+            protocol = "file"
+            url = "file://photos"
+            """, file: sandbox.configPath, baseDirectory: sandbox.root)
+        let queue = try UploadQueue(configuration: one)
+        let id = try await queue.enqueue(path)
+        #expect(try await queue.job(id)?.destination == "photos")
+        let two = try ConfigurationLoader.parse("""
+            state_dir = "state2"
+            [destinations.photos]
+            protocol = "file"
+            url = "file://photos"
+            [destinations.archive]
+            protocol = "file"
+            url = "file://archive"
+            """, file: sandbox.configPath, baseDirectory: sandbox.root)
+        await #expect {
+            try await UploadQueue(configuration: two).enqueue(path)
+        } throws: { error in
+            (error as? UploadQueueError)?.code == .unknownDestination && "\(error)".contains("archive, photos")
+                && "\(error)".contains("name one")
+        }
+        #expect(throws: ConfigurationError.self, "a spool without a destination, and none to take its place") {
+            try ConfigurationLoader.parse("""
+                [spool]
+                dir = "spool"
+                [destinations.photos]
+                protocol = "file"
+                url = "file://photos"
+                [destinations.archive]
+                protocol = "file"
+                url = "file://archive"
+                """, file: sandbox.configPath, baseDirectory: sandbox.root)
+        }
+    }
+}
