@@ -576,7 +576,8 @@ import Testing
             follower.join(30)
             logged, since = queue.events(since=0)
             print(json.dumps({"results": results, "seen": seen, "logged": logged, "since": since,
-                              "link": queue.link(), "retried": queue.retry_failed()}))
+                              "link": queue.link(), "retried": queue.retry_failed(), "listed": len(queue.jobs()),
+                              "first": len(queue.jobs(limit=1)), "held": queue.spool()}))
             """
         let (status, out, err) = try await ChildProcess.run(["/usr/bin/python3", "-c", script, socket] + photos,
                                                             executable: "/usr/bin/python3",
@@ -597,6 +598,8 @@ import Testing
                 "\(seen)")
         let logged = answer["logged"] as? [[String: Any]] ?? []
         #expect(logged.count == 6 && answer["since"] as? Int == logged.last?["seq"] as? Int, "\(logged)")
+        #expect(answer["listed"] as? Int == 2 && answer["first"] as? Int == 1 && (answer["held"] as? [Any])?.isEmpty == true,
+                "the listing, page by page, and the spool's held files: \(answer)")
         #expect((answer["link"] as? [String: Any])?["class"] != nil && (answer["retried"] as? [Any])?.isEmpty == true,
                 "\(answer)")
         _ = await daemon.terminate()

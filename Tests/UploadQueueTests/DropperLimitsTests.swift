@@ -166,6 +166,9 @@ import Testing
         let unreachable = try await ControlAPITests.curl(socket, "POST", "/v1/jobs",
                                                          body: #"{"path": "\#(closed)/hers.jpg"}"#, as: alice)
         #expect(unreachable.status == 403, "\(unreachable)")
+        // Root's own enqueue of a /proc file (its stack, which the dropper itself could not read): refused unread.
+        let proc = try await ControlAPITests.curl(socket, "POST", "/v1/jobs", body: #"{"path": "/proc/1/stack"}"#)
+        #expect(proc.status == 422 && ControlAPITests.errorCode(proc.body) == "not-regular-file", "\(proc)")
         let fine = try await ControlAPITests.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(home)/fine.jpg"}"#,
                                                   as: alice)
         #expect(fine.status == 201, "\(fine)")

@@ -123,6 +123,30 @@ struct SharingRulesTests {
         #expect(blobs.isEmpty, "nothing was copied: \(blobs)")
     }
 
+    @Test("a file adopted by move and later found larger than admitted is refused as changed: nothing more is sent")
+    func adoptedFileGrows() async throws {
+        // The file grows before the queue runs: its upload finds it larger than the size recorded.
+        let sandbox = try Sandbox()
+        let path = try sandbox.makeFile(sandbox.root + "/in/moved.jpg", size: 100_000, seed: 43)
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let id = try await queue.enqueue(path, mode: .move)
+        let blob = try #require(try await queue.job(id)).file
+        #expect(!FileManager.default.fileExists(atPath: path) && FileManager.default.fileExists(atPath: blob))
+        let handle = try #require(FileHandle(forWritingAtPath: blob))
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(repeating: 7, count: 50_000))
+        try handle.close()
+        let runner = Task { try await queue.run() }
+        defer { runner.cancel() }
+        let failed = try await eventually(timeout: .seconds(30)) {
+            try queue.store.job(id).map { $0.state == .failed && $0.permanent } ?? false
+        }
+        let job = try queue.store.job(id)
+        #expect(failed, "\(String(describing: job))")
+        #expect(try queue.store.job(id)?.lastError?.contains("size 100000 → 150000") == true)
+        #expect(sandbox.deliveredFiles().isEmpty, "nothing delivered: \(sandbox.deliveredFiles())")
+    }
+
     @Test("a copy keeps its source's bits less write, the group's only in the same group; file_mode narrows")
     func modes() {
         var info = stat()

@@ -261,7 +261,7 @@ struct Intake: Sendable {
                                 databasePath: configuration.databasePath)
             }
             if let why = quota.refusal(holding: holding, adding: before.size) {
-                throw UploadQueueError(.ownerQuota, "not taken: \(why)", path: path)
+                throw UploadQueueError(.ownerQuota, why, path: path)
             }
         }
 

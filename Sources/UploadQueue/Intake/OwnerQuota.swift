@@ -51,6 +51,19 @@ extension QueueStore {
         return OwnerQuota.Holding(jobs: row?["jobs"] ?? 0, bytes: row?["bytes"] ?? 0)
     }
 
+    /// Inserts a new job: within its owner's quota (nil: none; checked again here, in the insert's transaction,
+    /// so that two enqueues at once cannot both take the last place), with its turn.
+    static func insertJob(_ job: Job, quota: OwnerQuota? = nil, in db: Database) throws {
+        if let quota, let owner = job.ownerUID {
+            if let why = quota.refusal(holding: try holding(of: owner, in: db), adding: job.size) {
+                throw UploadQueueError(.ownerQuota, why, path: job.sourcePath)
+            }
+        }
+        var job = job
+        try takeTurn(&job, in: db)
+        try job.insert(db)
+    }
+
     /// `holding(of:in:)` in a read of its own.
     func holding(of owner: UInt32) throws -> OwnerQuota.Holding {
         try writer.read { db in try Self.holding(of: owner, in: db) }

@@ -552,14 +552,6 @@ package actor SpoolWatcher: Service {
         logger.warning("spool: rejected \(shown): \(reason)")
     }
 
-    /// Moves the sidecar of `name` alone to `.rejected/` with its reason: its file is taken without it.
-    private func rejectSidecar(of name: String, reason: String) {
-        let shown = name + Sidecar.suffix
-        guard setAside(Array(shown.utf8), shown: shown, reason: reason) != nil else { return }
-        syncRejection()
-        logger.warning("spool: set aside \(shown): \(reason)")
-    }
-
     /// The longest suffix that follows a name set aside in `.rejected/` (a sidecar's).
     private static let companionRoom = max(Sidecar.suffix.utf8.count, reasonSuffix.count)
     private static let reasonSuffix = Array(".reason.txt".utf8)

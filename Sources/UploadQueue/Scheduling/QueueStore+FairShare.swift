@@ -18,19 +18,6 @@ extension QueueStore {
             """).execute(arguments: [owner, job.priority, taken.ownerNext])
     }
 
-    /// Inserts a new job: within its owner's quota (nil: none; checked again here, in the insert's transaction,
-    /// so that two enqueues at once cannot both take the last place), with its turn.
-    static func insertJob(_ job: Job, quota: OwnerQuota? = nil, in db: Database) throws {
-        if let quota, let owner = job.ownerUID {
-            if let why = quota.refusal(holding: try holding(of: owner, in: db), adding: job.size) {
-                throw UploadQueueError(.ownerQuota, "not taken: \(why)", path: job.sourcePath)
-            }
-        }
-        var job = job
-        try takeTurn(&job, in: db)
-        try job.insert(db)
-    }
-
     /// Moves the clock of `priority` to a job of turn `turn` just claimed (`FairShare.clock`).
     static func advanceFairClock(priority: Int, claimed turn: Int64, in db: Database) throws {
         try db.cachedStatement(sql: """

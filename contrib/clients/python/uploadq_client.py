@@ -73,7 +73,21 @@ class UploadQueue:
         return self.request("GET", f"/v1/jobs/{job_id}")
 
     def jobs(self, state=None, limit=1000):
-        return self.request("GET", "/v1/jobs", query={"limit": limit, **({"state": state} if state else {})})["jobs"]
+        """Jobs newest first, up to `limit`, read page by page (a page holds at most 1,000 and about 1 MiB)."""
+        jobs, before = [], None
+        while len(jobs) < limit:
+            query = {"limit": min(1000, limit - len(jobs)), **({"state": state} if state else {}),
+                     **({"before": before} if before else {})}
+            page = self.request("GET", "/v1/jobs", query=query)
+            jobs += page["jobs"]
+            before = page.get("next")
+            if not before:
+                break
+        return jobs
+
+    def spool(self):
+        """Spool files left where they are for a reason of their owner's: [{"name", "reason", "message", ...}]."""
+        return self.request("GET", "/v1/spool")["held"]
 
     def wait(self, job_id, states=("uploaded", "failed"), timeout=30.0):
         """The job once it is in one of `states`, or as it is after `timeout` seconds (see its "reached")."""
