@@ -150,6 +150,12 @@ int uploadq_is_network_fs(const char *path) {
     return is_network_type((unsigned long)fs.f_type);
 }
 
+int uploadq_is_network_fs_fd(int fd) {
+    struct statfs fs;
+    if (fstatfs(fd, &fs) != 0) return -1;
+    return is_network_type((unsigned long)fs.f_type);
+}
+
 int uploadq_open_for_writing(const char *path) {
     // A writer opening the file while we hold the lease makes the kernel signal us (SIGIO, whose default action
     // ends the process): the daemon has no use for SIGIO, so it is ignored.
@@ -292,8 +298,11 @@ static int permissions(int fd, const struct stat *info, uid_t uid, gid_t gid, co
     char name[64];
     snprintf(name, sizeof(name), "/proc/self/fd/%d", fd);
     ssize_t length = getxattr(name, "system.posix_acl_access", acl, sizeof(acl));
-    if (length < 0 && errno == ERANGE) return 0;  // An ACL too long to read: nothing is granted.
-    if (length >= 4 && (length - 4) % 8 == 0) {
+    // No ACL (none set, or a file system without them): the mode bits decide. An ACL that cannot be read (too
+    // long, /proc missing, anything else) grants nothing: a check may refuse more, never allow more.
+    if (length < 0 && errno != ENODATA && errno != ENOTSUP) return 0;
+    if (length >= 0 && (length < 4 || (length - 4) % 8 != 0 || acl[0] != 2 || acl[1] || acl[2] || acl[3])) return 0;
+    if (length >= 4) {
         int mask = 7, group_matched = 0, group_perms = 0, user_perms = -1, other = 0;
         for (ssize_t at = 4; at < length; at += 8) {
             unsigned tag = acl[at] | (acl[at + 1] << 8);
@@ -343,8 +352,10 @@ int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *gr
         memcpy(component, cursor, length);
         component[length] = '\0';
         const char *after = end ? end : cursor + length;
+        int slashed = *after == '/';
         while (*after == '/') after++;
         int last = *after == '\0';
+        if (last && slashed) { close(dir); errno = ENOTDIR; return -1; }
         int next = openat(dir, component, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0) { int saved = errno; close(dir); errno = saved; return -1; }
         struct stat info;
@@ -376,10 +387,13 @@ int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *gr
                 errno = S_ISREG(info.st_mode) ? EACCES : EINVAL;
                 return -1;
             }
-            int file = openat(dir, component, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC);
+            // The inode checked is the one opened, through the descriptor that holds it: no name is looked up again,
+            // so nothing renamed or linked in between is reached.
+            char held[64];
+            snprintf(held, sizeof(held), "/proc/self/fd/%d", next);
+            int file = open(held, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
             int saved = errno;
             struct stat opened;
-            // The file opened is the one checked, not one renamed in between.
             if (file >= 0 && (fstat(file, &opened) != 0 || opened.st_ino != info.st_ino || opened.st_dev != info.st_dev)) {
                 close(file);
                 file = -1;

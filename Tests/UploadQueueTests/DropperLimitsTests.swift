@@ -98,7 +98,7 @@ import Testing
         let sandbox = try Sandbox(config: Self.apiKeys(), limits: #"min_free_space = "16MiB""#,
                                   spool: #"max_file_size = "64MiB""#)
         try Dropper.openSpool(of: sandbox)
-        let disk = try await TmpfsMount(at: sandbox.state, size: "48m")
+        let disk = try await TmpfsMount(at: sandbox.state, size: "64m")
         let alice = try Dropper.alice
         let (daemon, socket) = try await ControlAPITests.daemon(sandbox, socket: sandbox.root + "/api.sock")
         let home = try Self.home(of: alice, in: sandbox)
@@ -133,8 +133,9 @@ import Testing
         let (lowest, largest) = await watching.value
         #expect(largest <= 4 << 20, "a blob grew past the 4 MiB checked: \(largest)")
         #expect(lowest >= 16 << 20, "the state disk went below min_free_space: \(lowest) bytes free")
-        // Each refused as changed (409), too large or sparse (403), or taken at the 4 MiB examined (201, 200).
-        #expect(answers.allSatisfy { [200, 201, 403, 409].contains($0) }, "\(answers)")
+        // Each refused as changed (409), too large or sparse (422), for room (507), or taken at the 4 MiB examined
+        // (201, 200).
+        #expect(answers.allSatisfy { [200, 201, 409, 422, 507].contains($0) }, "\(answers)")
         for job in try store(sandbox).jobs() { #expect(job.size == 4 << 20, "\(job.id): \(job.size)") }
         #expect(FileManager.default.fileExists(atPath: home + "/grows.jpg"), "the file is kept")
         #expect(daemon.isRunning)
@@ -155,7 +156,7 @@ import Testing
         for (name, words) in [("large.jpg", "max_file_size"), ("sparse.jpg", "sparse")] {
             let answer = try await ControlAPITests.curl(socket, "POST", "/v1/jobs", body: #"{"path": "\#(home)/\#(name)"}"#,
                                                         as: alice)
-            #expect(answer.status == 403 && answer.body.contains(words), "\(name): \(answer)")
+            #expect(answer.status == 422 && answer.body.contains(words), "\(name): \(answer)")
         }
         // Her own file, in a folder only root may enter: the daemon could read it, she could not.
         let closed = sandbox.root + "/closed"
@@ -197,7 +198,7 @@ import Testing
     @Test("oversized meta is refused at every door; a dropper's largest listing is paged and grows the RSS by under 8 MiB")
     func boundedValuesAndListings() async throws {
         let keys = (0..<4).map { "\"k\($0)\"" }.joined(separator: ", ")
-        let sandbox = try Sandbox(config: Self.apiKeys(), spool: "sidecar_meta_keys = [\(keys)]")
+        let sandbox = try Sandbox(config: Self.apiKeys(#"idle_timeout = "3s""#), spool: "sidecar_meta_keys = [\(keys)]")
         try Dropper.openSpool(of: sandbox)
         let alice = try Dropper.alice
         let (daemon, socket) = try await ControlAPITests.daemon(sandbox, socket: sandbox.root + "/api.sock")
@@ -238,6 +239,28 @@ import Testing
         #expect(listed == 300 && pages > 1, "\(listed) jobs in \(pages) pages")
         let grown = try Self.peakKiB(daemon.pid) - before
         #expect(grown < 8 << 10, "the listing grew the daemon's peak RSS by \(grown) KiB")
+        // Thirty listings pipelined on one connection, none read: one answer at a time waits for her, and the
+        // connection is closed once she has taken nothing for idle_timeout.
+        let pipelined = try await alice.run("""
+            python3 -c "
+            import socket, time
+            s = socket.socket(socket.AF_UNIX); s.connect('\(socket)')
+            s.sendall(b'GET /v1/jobs?limit=1000 HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' * 30)
+            time.sleep(8); s.setblocking(False)
+            got = 0
+            try:
+                while True:
+                    data = s.recv(1 << 20)
+                    if not data: break
+                    got += len(data)
+            except BlockingIOError:
+                print('open'); raise SystemExit
+            print('closed', got)
+            "
+            """)
+        #expect(pipelined.1.hasPrefix("closed"), "\(pipelined.1)")
+        let afterPipeline = try Self.peakKiB(daemon.pid) - before
+        #expect(afterPipeline < 8 << 10, "thirty unread listings grew the daemon's peak RSS by \(afterPipeline) KiB")
         _ = await daemon.terminate()
     }
 
@@ -308,6 +331,10 @@ import Testing
         // The refusals are said once, not once each.
         let warnings = daemon.log.components(separatedBy: "connection(s) refused").count - 1
         #expect(warnings == 1, "daemon log:\n\(daemon.log.suffix(3000))")
+        // A long poll outlives request_timeout: the request came whole, and its answer takes the time it asks for.
+        let started = ContinuousClock.now
+        let poll = try await ControlAPITests.curl(socket, "GET", "/v1/completions?timeout=2.5")
+        #expect(poll.status == 200 && ContinuousClock.now - started >= .seconds(2), "\(poll)")
         // An idle connection is closed after idle_timeout.
         let idle = try await alice.run("""
             python3 -c "import socket, time; s = socket.socket(socket.AF_UNIX); s.connect('\(socket)'); \
@@ -364,13 +391,38 @@ import Testing
         try await Task.sleep(for: .seconds(6))
         let said = daemon.log.components(separatedBy: "photo.jpg waits").count - 1
         #expect(said == 1, "said once, not at every look: \(said)")
-        // Alice takes hers away; bob writes his own; his photo is taken with it.
+        // Alice takes hers away: bob's photo waits on (his options may have gone into her file) until he writes his
+        // own sidecar again; then it is taken with it.
         try await alice.run("rm '\(sandbox.spool)/photo.jpg.uploadq.json'")
+        try await Task.sleep(for: .seconds(6))
+        #expect(try store.jobs().isEmpty && (try store.spoolHoldCount()) == 1, "taken without bob's options")
         try await bob.run("cd '\(sandbox.spool)' && printf '{\"meta\": {\"who\": \"bob\"}}' > .s && mv .s photo.jpg.uploadq.json")
         let taken = try await eventually(timeout: .seconds(30)) {
             try store.jobs().first?.meta == ["who": "bob"] && (try store.spoolHoldCount()) == 0
         }
         #expect(taken, "daemon log:\n\(daemon.log.suffix(3000))")
+        _ = await daemon.terminate()
+    }
+
+    @Test("another user's sidecar that came after its file is set aside, and the file taken as it is")
+    func lateForeignSidecar() async throws {
+        let sandbox = try Sandbox()
+        try Dropper.openSpool(of: sandbox)
+        let alice = try Dropper.alice, bob = try Dropper.bob
+        // Bob's photo first, alice's sidecar for it after, before any daemon looked.
+        try FileManager.default.createDirectory(atPath: sandbox.spool + "/.rejected", withIntermediateDirectories: true)
+        try await bob.drop("late.jpg", size: 3000, into: sandbox.spool)
+        try await Task.sleep(for: .milliseconds(20))
+        try await alice.run("printf '{}' > '\(sandbox.spool)/late.jpg.uploadq.json'")
+        let daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        let store = try store(sandbox)
+        let taken = try await eventually(timeout: .seconds(20)) { try store.jobs(state: .uploaded).count == 1 }
+        #expect(taken, "daemon log:\n\(daemon.log.suffix(3000))")
+        let reason = (try? String(contentsOfFile: sandbox.spool + "/.rejected/late.jpg.uploadq.json.reason.txt",
+                                  encoding: .utf8)) ?? ""
+        #expect(reason.contains("came after its file"), "\(reason)")
+        #expect(try store.spoolHoldCount() == 0)
         _ = await daemon.terminate()
     }
 
@@ -396,6 +448,10 @@ import Testing
         let all = seqs + more
         #expect(all.count == 6, "enqueued, started, uploaded, twice: \(all)")
         #expect(zip(all, all.dropFirst()).allSatisfy { $1 == $0 + 1 }, "a gap in bob's numbers: \(all)")
+        // The header of an empty read says where his own sequence is.
+        let (_, headers) = try await bob.run("curl -s -D - -o /dev/null --unix-socket '\(socket)' "
+            + "'http://localhost/v1/events?since=\(all.last ?? 0)'")
+        #expect(headers.lowercased().contains("uploadq-seq: \(all.last ?? 0)"), "\(headers)")
         // The completions' seq, and the stream's first number, are of the same sequence.
         let completions = ControlAPITests.object(try await ControlAPITests.curl(socket, "GET", "/v1/completions?since=0",
                                                                                 as: bob).body)
@@ -467,7 +523,8 @@ import Testing
         // Bob is not held by alice's quota.
         try await bob.drop("b.jpg", size: 2000, into: sandbox.spool)
         #expect(try await eventually { try store.jobs().contains { $0.ownerUID == bob.uid } })
-        #expect(daemon.log.components(separatedBy: "a4.jpg waits").count - 1 == 1, "said once")
+        let said = daemon.log.components(separatedBy: " waits: you have 3 jobs").count - 1
+        #expect(said == 2, "each held file said once: \(said)\n\(daemon.log.suffix(2000))")
         // The link comes back: alice's go, and the two waiting are taken.
         #expect(try await BinaryRunner.run(["link", "unmetered", "--config", sandbox.configPath]).status == 0)
         let drained = try await eventually(timeout: .seconds(60)) {

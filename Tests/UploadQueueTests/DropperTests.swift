@@ -101,8 +101,12 @@ struct Dropper {
         #expect(holds.first?.message.contains("belongs to user \(alice.uid)") == true, "\(holds)")
         let rejected = sandbox.spool + "/.rejected"
         #expect(try FileManager.default.contentsOfDirectory(atPath: rejected).isEmpty, "nothing of bob's rejected")
-        // Alice's sidecars gone, bob's files go, steered by nothing of hers.
+        // Alice's sidecars gone, bob's files still wait for him (his options may have gone into hers); he touches
+        // them, and they go, steered by nothing of hers.
         try await alice.run("rm '\(sandbox.spool)'/IMG_0001.jpg.uploadq.json '\(sandbox.spool)'/IMG_0002.jpg.uploadq.json")
+        try await Task.sleep(for: .seconds(6))
+        #expect(try store.spoolHoldCount() == 2 && (try store.jobs().count) == 1, "taken before bob acted")
+        try await bob.run("touch '\(sandbox.spool)'/IMG_0001.jpg '\(sandbox.spool)'/IMG_0002.jpg")
         let settled = try await eventually(timeout: .seconds(30)) {
             try store.jobs().filter { $0.state == .uploaded }.count == 3 && (try store.spoolHoldCount()) == 0
         }

@@ -6,12 +6,17 @@ import Testing
 /// Fair share of the slots between owners (`FairShare`): the turns, the claim order they make, the waiting reason
 /// they give, and a claim that costs the same with many owners and many jobs.
 struct FairShareTests {
-    @Test("a turn is the later of the owner's next and the clock; the clock never goes back",
-          arguments: [(Int64(0), Int64(7), Int64(7), Int64(8)), (12, 7, 12, 13), (5, 7, 7, 8)])
-    func turnTable(next: Int64, clock: Int64, turn: Int64, after: Int64) {
-        let taken = FairShare.turn(ownerNext: next, clock: clock)
+    @Test("a turn is the later of the owner's next and the clock, the clock for an owner away; the clock never goes back",
+          arguments: [(Int64(0), false, Int64(7), Int64(7), Int64(8)), (12, true, 7, 12, 13), (5, true, 7, 7, 8),
+                      (9000, false, 7, 7, 8)])
+    func turnTable(next: Int64, waiting: Bool, clock: Int64, turn: Int64, after: Int64) {
+        let taken = FairShare.turn(ownerNext: next, waiting: waiting, clock: clock)
         #expect(taken.turn == turn && taken.ownerNext == after)
         #expect(FairShare.clock(9, afterClaiming: 4) == 9 && FairShare.clock(9, afterClaiming: 11) == 11)
+        // A destination with nothing waiting starts from the priority's latest clock; one with a backlog keeps its own.
+        #expect(FairShare.clock(own: 3, latest: 50, anyWaiting: false) == 50)
+        #expect(FairShare.clock(own: 3, latest: 50, anyWaiting: true) == 3)
+        #expect(FairShare.clock(own: nil, latest: 50, anyWaiting: false) == 50)
     }
 
     @Test("the queue's own user and root are one owner; each dropper is one")
@@ -23,20 +28,26 @@ struct FairShareTests {
     @Test("a job waits for its turn only when another owner surely has an earlier one runnable at its priority")
     func waitsForTurn() {
         // alice: 297 runnable, turns 3...299; bob: one runnable, turn 2; carol: nothing runnable.
-        let turns = [FairShare.Turns(owner: 1001, priority: 0, next: 300, runnable: 297),
-                     FairShare.Turns(owner: 1002, priority: 0, next: 3, runnable: 1),
-                     FairShare.Turns(owner: 1003, priority: 0, next: 900, runnable: 0)]
-        #expect(FairShare.waitsForTurn(turn: 3, owner: 1001, priority: 0, among: turns), "bob's turn 2 goes first")
-        #expect(!FairShare.waitsForTurn(turn: 2, owner: 1002, priority: 0, among: turns), "bob's is next")
-        #expect(!FairShare.waitsForTurn(turn: 3, owner: 1001, priority: 5, among: turns), "another priority")
-        #expect(!FairShare.waitsForTurn(turn: 3, owner: 1001, priority: 0, among: [turns[0], turns[2]]), "alone")
+        let turns = [FairShare.Turns(destination: "dav", priority: 0, owner: 1001, next: 300, runnable: 297),
+                     FairShare.Turns(destination: "dav", priority: 0, owner: 1002, next: 3, runnable: 1),
+                     FairShare.Turns(destination: "dav", priority: 0, owner: 1003, next: 900, runnable: 0)]
+        func waits(_ turn: Int64, _ owner: Int64, priority: Int = 0, destination: String = "dav",
+                   among: [FairShare.Turns] = turns) -> Bool {
+            FairShare.waitsForTurn(turn: turn, owner: owner, destination: destination, priority: priority, among: among)
+        }
+        #expect(waits(3, 1001), "bob's turn 2 goes first")
+        #expect(!waits(2, 1002), "bob's is next")
+        #expect(!waits(3, 1001, priority: 5), "another priority")
+        #expect(!waits(3, 1001, destination: "s3"), "another destination")
+        #expect(!waits(3, 1001, among: [turns[0], turns[2]]), "alone")
         #expect(FairShare.waitingForTurns(among: turns) == 297)
         #expect(FairShare.waitingForTurns(among: [turns[0]]) == 0)
     }
 
     /// A job of `owner` (nil: the queue's own user) inserted with its turn, as the intake inserts it.
-    static func enqueue(_ store: QueueStore, owner: UInt32?, serial: Int, priority: Int = 0) throws -> JobID {
-        var job = QueueHoldsTests.job(serial: serial)
+    static func enqueue(_ store: QueueStore, owner: UInt32?, serial: Int, priority: Int = 0,
+                        destination: String = "dav") throws -> JobID {
+        var job = QueueHoldsTests.job(destination, serial: serial)
         job.ownerUID = owner
         job.priority = priority
         try store.writer.write { db in try QueueStore.insertJob(job, in: db) }
@@ -54,10 +65,28 @@ struct FairShareTests {
         let next = try store.claim(limit: 4).map(\.0.id)
         // Bob's first takes the turn of the clock; then owners alternate, oldest first within a turn.
         #expect(next == [bob, alice[3], second, alice[4]], "claimed: \(next)")
-        // Once bob has nothing left, alice's go one after another, and the queue's own user's new one takes its turn
-        // at the clock, not behind her backlog.
-        let own = try Self.enqueue(store, owner: nil, serial: 200)
-        #expect(try store.claim(limit: 2).map(\.0.id) == [own, alice[5]])
+        // Alice cancels her backlog and starts again: she is not held behind what she cancelled.
+        for id in alice[5...] { _ = try store.removeCancelled(id) }
+        let again = try Self.enqueue(store, owner: 1001, serial: 300)
+        let bobs = try Self.enqueue(store, owner: 1002, serial: 301)
+        #expect(try store.claim(limit: 2).map(\.0.id) == [again, bobs])
+    }
+
+    @Test("turns are kept per destination: a backlog held at one destination holds up no one at another")
+    func perDestination() throws {
+        let store = QueueStore(database: try QueueDatabase.inMemory())
+        // Alice's 20 wait for "held" (its door is shut); bob's 10 go to "dav", claimed one after another.
+        let held = try (0..<20).map { try Self.enqueue(store, owner: 1001, serial: $0, destination: "held") }
+        let bobs = try (0..<10).map { try Self.enqueue(store, owner: 1002, serial: 100 + $0) }
+        let dav = ClaimGate(doors: ["dav": .open])
+        #expect(try store.claim(limit: 10, gate: dav).map(\.0.id) == bobs)
+        // Alice's first photo to "dav" goes at once, not behind her 20 held elsewhere; carol's first to "held", after
+        // alice's first there, not behind all of them.
+        let photo = try Self.enqueue(store, owner: 1001, serial: 200)
+        let carol = try Self.enqueue(store, owner: 1003, serial: 201, destination: "held")
+        #expect(try store.claim(limit: 1, gate: dav).map(\.0.id) == [photo])
+        #expect(try store.claim(limit: 3, gate: ClaimGate(doors: ["held": .open])).map(\.0.id)
+                == [held[0], carol, held[1]])
     }
 
     @Test("priority first: a higher one goes before every turn; turns are kept per priority")

@@ -134,3 +134,51 @@ extension Job {
             """, arguments: StatementArguments(Array(values.values)))
     }
 }
+
+/// Migrations v19–v21 (fair share, what droppers hold, their own event numbers) on a queue in use.
+struct SharedBoundsMigrationTests {
+    @Test("v19–v21 number a backlog in turn per owner, tally what droppers hold, and keep a dropper's numbers valid")
+    func migratesAQueueInUse() throws {
+        let sandbox = try Sandbox()
+        try FileManager.default.createDirectory(atPath: sandbox.state, withIntermediateDirectories: true)
+        let path = sandbox.state + "/queue.sqlite"
+        let database = try DatabaseQueue(path: path)
+        try QueueDatabase.migrator.migrate(database, upTo: "v18-fewer-writes")
+        let owners: [UInt32?] = [1001, 1001, 1002, 1001, nil, 1002]
+        let jobs = owners.enumerated().map { serial, owner in
+            var job = QueueHoldsTests.job(size: 1000, state: serial == 5 ? .uploaded : .pending, serial: serial)
+            job.ownerUID = owner
+            return job
+        }
+        try database.write { db in for job in jobs { try job.insert(intoEarlierSchemaOf: db) } }
+        // Bob reads his events by the global numbers, as before: he has the last one given out.
+        let globalLast = try database.read { db in try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'event'") } ?? 0
+        try database.close()
+
+        let store = QueueStore(database: try QueueDatabase.open(path: path))
+        let turns = try store.writer.read { db in
+            Dictionary(uniqueKeysWithValues: try Row.fetchAll(db, sql: "SELECT id, fair_key FROM job").map {
+                ($0["id"] as String, $0["fair_key"] as Int64)
+            })
+        }
+        #expect([0, 1, 2].map { turns[jobs[[0, 1, 3][$0]].id.rawValue] } == [0, 1, 2], "alice's, in turn: \(turns)")
+        #expect(turns[jobs[2].id.rawValue] == 0 && turns[jobs[4].id.rawValue] == 0, "bob's and the queue's own first")
+        let fair = try store.writer.read { db in try QueueStore.fairTurns(db) }
+        #expect(fair.first { $0.owner == 1001 }.map { ($0.next, $0.runnable) } ?? (0, 0) == (3, 3), "\(fair)")
+        // A new photo of bob's goes before alice's backlog, not after it.
+        let newer = try FairShareTests.enqueue(store, owner: 1002, serial: 50, destination: "dav")
+        #expect(try store.claim(limit: 3, gate: ClaimGate(doors: ["dav": .open])).map(\.0.id).prefix(3)
+                == [jobs[0].id, jobs[2].id, jobs[4].id], "by turn 0, oldest first")
+        #expect(try store.claim(limit: 2, gate: ClaimGate(doors: ["dav": .open])).map(\.0.id) == [jobs[1].id, newer])
+        #expect(try store.holding(of: 1001) == OwnerQuota.Holding(jobs: 3, bytes: 3000))
+        // Bob's from before (1,000 bytes) and his new one (10), not his uploaded one.
+        #expect(try store.holding(of: 1002) == OwnerQuota.Holding(jobs: 2, bytes: 1010))
+        // Bob's own numbers go on after the last global one: what he kept still lies within his sequence.
+        let bobs = try store.loggedEvents(after: globalLast, owner: 1002, limit: 100).events
+        #expect(!bobs.isEmpty && bobs.allSatisfy { ($0.sequence ?? 0) > globalLast }, "\(bobs.map(\.sequence))")
+        let numbers = bobs.compactMap(\.sequence)
+        #expect(numbers == Array((globalLast + 1)...(globalLast + Int64(numbers.count))), "no gaps: \(numbers)")
+        #expect(try store.eventLogBounds(owner: 1002).last == numbers.last)
+        #expect(try store.eventLogBounds(owner: 1003).last == globalLast, "a new dropper starts at the floor")
+    }
+}

@@ -21,6 +21,47 @@ struct SharingRulesTests {
         #expect(deadline.received() == .start(.seconds(10)))
     }
 
+    @Test("intakes at once count what the others under way admitted, against the room and the quota, until they go")
+    func reservations() throws {
+        let ledger = IntakeReservations()
+        var first: IntakeReservations.Reservation? = try ledger.admit(bytes: 500, size: 400, owner: 1001) { bytes, own in
+            #expect(bytes == 0 && own == OwnerQuota.Holding(jobs: 0, bytes: 0))
+            return nil
+        }
+        let second = try ledger.admit(bytes: 300, size: 300, owner: 1002) { bytes, own in
+            #expect(bytes == 500 && own.jobs == 0, "another owner's bytes count for the disk, not for its quota")
+            return nil
+        }
+        #expect {
+            _ = try ledger.admit(bytes: 10, size: 10, owner: 1001) { bytes, own in
+                #expect(bytes == 800 && own == OwnerQuota.Holding(jobs: 1, bytes: 400))
+                return UploadQueueError(.ownerQuota, "over")
+            }
+        } throws: { ($0 as? UploadQueueError)?.code == .ownerQuota }
+        #expect(first?.size == 400)
+        first = nil
+        _ = try ledger.admit(bytes: 1, size: 1, owner: 1001) { bytes, own in
+            #expect(bytes == 300 && own.jobs == 0, "the first went: only the second is under way")
+            return nil
+        }
+        withExtendedLifetime(second) {}
+    }
+
+    @Test("a dropper's slots: a few at once, the next refused with 429; a slot goes back once, the admin takes none")
+    func perUserSlots() throws {
+        let slots = PerUserSlots(limit: 2, what: "listings")
+        let alice = ControlPeer(uid: 1001, gid: 1001, pid: 1, queueOwner: 0)
+        let first = try slots.slot(alice)
+        _ = try slots.slot(alice)
+        #expect { try slots.take(alice) } throws: { ($0 as? ControlAPIError)?.status == 429 }
+        first.give()
+        first.give()
+        _ = try slots.slot(alice)
+        #expect { try slots.take(alice) } throws: { ($0 as? ControlAPIError)?.status == 429 }
+        let root = ControlPeer(uid: 0, gid: 0, pid: 1, queueOwner: 999)
+        for _ in 0..<10 { try slots.take(root) }
+    }
+
     @Test("connections: a dropper up to its own cap and never into the admin's; the admin up to the total")
     func connectionCaps() {
         var settings = Configuration.ControlSettings()
@@ -173,6 +214,13 @@ struct SharingRulesTests {
         return bytes
     }
 
+    /// Opens `path` as `access` would, and gives the owner of what it opened.
+    static func openAs(_ path: String, peer access: DropperAccess) throws -> UInt32 {
+        let descriptor = try DropperRules.open(path, as: access)
+        defer { close(descriptor) }
+        return try FileFingerprint.of(descriptor: descriptor, path: path).owner
+    }
+
     @Test("a file opened as its dropper: every folder searchable and the file readable by it, by modes and ACLs")
     func openAsUser() throws {
         let alice = try Dropper.alice, bob = try Dropper.bob
@@ -181,16 +229,18 @@ struct SharingRulesTests {
         let folder = sandbox.root + "/box"
         let path = try sandbox.makeFile(folder + "/photo.jpg", size: 1000, seed: 41)
         #expect(chown(path, alice.uid, 0) == 0 && chmod(path, 0o600) == 0)
-        let peer = { (dropper: Dropper) in ControlPeer(uid: dropper.uid, gid: 65_534, pid: 1, queueOwner: 0) }
+        let sandboxConfiguration = try sandbox.configuration()
+        let rules = DropperRules(configuration: sandboxConfiguration, spool: try #require(sandboxConfiguration.spool))
+        let peer = { (dropper: Dropper) in DropperAccess(uid: dropper.uid, gid: 65_534, groups: [], rules: rules) }
         #expect(chmod(folder, 0o755) == 0)
-        #expect(try DropperRules.openAsUser(path, peer: peer(alice)).owner == alice.uid)
+        #expect(try Self.openAs(path, peer: peer(alice)) == alice.uid)
         #expect(throws: UploadQueueError.self, "bob may not read alice's 0600 file") {
-            try DropperRules.openAsUser(path, peer: peer(bob))
+            try Self.openAs(path, peer: peer(bob))
         }
         // The daemon (root) reaches the folder; alice does not.
         #expect(chmod(folder, 0o700) == 0)
         #expect {
-            try DropperRules.openAsUser(path, peer: peer(alice))
+            try Self.openAs(path, peer: peer(alice))
         } throws: { error in
             (error as? UploadQueueError)?.code == .forbidden && "\(error)".contains("you may not open it yourself")
         }
@@ -202,18 +252,18 @@ struct SharingRulesTests {
             import os, sys; os.setxattr(sys.argv[1], "system.posix_acl_access", bytes.fromhex(sys.argv[2]))
             """, folder, hex], executable: "/usr/bin/python3", environment: ["PATH": "/usr/bin:/bin"])
         #expect(set.status == 0, "ACLs on the test's disk: \(String(decoding: set.stderr, as: UTF8.self))")
-        #expect(try DropperRules.openAsUser(path, peer: peer(alice)).owner == alice.uid)
+        #expect(try Self.openAs(path, peer: peer(alice)) == alice.uid)
         #expect(chmod(path, 0o644) == 0)
         #expect(throws: UploadQueueError.self, "bob's entry gives him nothing, though others may search") {
-            try DropperRules.openAsUser(path, peer: peer(bob))
+            try Self.openAs(path, peer: peer(bob))
         }
         // A symbolic link on the way is followed as the kernel would; a final one is not.
         #expect(symlink(folder, sandbox.root + "/link") == 0 && symlink(path, sandbox.root + "/final.jpg") == 0)
-        #expect(try DropperRules.openAsUser(sandbox.root + "/link/photo.jpg", peer: peer(alice)).owner == alice.uid)
-        #expect(throws: UploadQueueError.self) { try DropperRules.openAsUser(sandbox.root + "/final.jpg", peer: peer(alice)) }
+        #expect(try Self.openAs(sandbox.root + "/link/photo.jpg", peer: peer(alice)) == alice.uid)
+        #expect(throws: UploadQueueError.self) { try Self.openAs(sandbox.root + "/final.jpg", peer: peer(alice)) }
         #expect(throws: UploadQueueError.self, "a FIFO is not opened") {
             #expect(mkfifo(folder + "/fifo", 0o666) == 0)
-            try DropperRules.openAsUser(folder + "/fifo", peer: peer(alice))
+            try Self.openAs(folder + "/fifo", peer: peer(alice))
         }
     }
 

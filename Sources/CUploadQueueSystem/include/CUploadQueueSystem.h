@@ -59,6 +59,9 @@ int uploadq_open_for_writing(const char *path);
 /// statfs fails.
 int uploadq_is_network_fs(const char *path);
 
+/// `uploadq_is_network_fs` of the file open as `fd`.
+int uploadq_is_network_fs_fd(int fd);
+
 /// Looks through /proc for a process holding `path` open for writing, for when leases give no answer: 1 when one
 /// does, 0 when none does and every process could be looked at, 2 when none was found but some processes (other
 /// users') could not be looked at, -1 when `path` or /proc cannot be read.

@@ -355,20 +355,20 @@ public struct UploadQueueClient: Sendable {
                     var page: JobID?
                     var first = true
                     repeat {
-                        let (batch, seq) = try await read(exchange, route: "after", page?.rawValue, timeout: 0)
+                        let (batch, seq, more) = try await read(exchange, route: "after", page?.rawValue, timeout: 0)
                         if first { (cursor, first) = (seq, false) }
                         for completion in batch {
                             seen.insert(completion.jobID)
                             if delivered.insert(completion.jobID).inserted { yield(completion) }
                         }
                         page = batch.last?.jobID ?? page
-                        if batch.count < pageSize { break }
+                        if !more { break }
                     } while !Task.isCancelled
                     delivered.formIntersection(seen)
                     lastRescan = ContinuousClock.now
                     continue
                 }
-                let (batch, seq) = try await read(exchange, route: "since", "\(cursor)", timeout: 30)
+                let (batch, seq, _) = try await read(exchange, route: "since", "\(cursor)", timeout: 30)
                 var fresh = 0
                 for completion in batch where delivered.insert(completion.jobID).inserted {
                     fresh += 1
@@ -384,6 +384,9 @@ public struct UploadQueueClient: Sendable {
             } catch let error as UploadQueueError where error.code == .daemonUnreachable {
                 // The daemon restarts, or is not up yet: wait for it.
                 try await Task.sleep(for: .milliseconds(200))
+            } catch let error as UploadQueueError where error.code == .tooManyRequests {
+                // This user's other listings are being answered: the next read waits a moment.
+                try await Task.sleep(for: .milliseconds(200))
             }
         }
         throw CancellationError()
@@ -392,15 +395,17 @@ public struct UploadQueueClient: Sendable {
     private static let pageSize = 100
 
     /// One read of the completions, on from `cursor` (`after=` a completion, or `since=` an event number; none:
-    /// from the first): the completions, and the `seq` a `since` read goes on from.
+    /// from the first): the completions, the `seq` a `since` read goes on from, and whether more follow at once
+    /// (a page is cut by its limit or its size; a daemon from before `more` cuts by the limit alone).
     private static func read(_ exchange: ControlExchange, route cursorName: String, _ cursor: String?,
-                             timeout: Int) async throws -> (completions: [Completion], seq: Int64) {
+                             timeout: Int) async throws -> (completions: [Completion], seq: Int64, more: Bool) {
         let route = "/v1/completions?timeout=\(timeout)&limit=\(pageSize)" + (cursor.map { "&\(cursorName)=\($0)" } ?? "")
         let answer = try await exchange.send(.GET, route, deadline: .seconds(Int64(timeout) + 15))
         guard answer.status == 200 else { throw answer.error("GET /v1/completions") }
         let object = try answer.object("GET /v1/completions")
         let items = object["completions"] as? [[String: Any]] ?? []
-        return (items.compactMap(Completion.init(api:)), (object["seq"] as? NSNumber)?.int64Value ?? 0)
+        return (items.compactMap(Completion.init(api:)), (object["seq"] as? NSNumber)?.int64Value ?? 0,
+                object["more"] as? Bool ?? (items.count == pageSize))
     }
 
     /// A request as the body of `POST /v1/jobs`.

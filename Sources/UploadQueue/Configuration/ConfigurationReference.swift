@@ -122,10 +122,16 @@ package enum ConfigurationReference {
             disk, or 0 for no floor.
             """),
         .init("limits", "owner_pending_jobs", .integer(0...100_000_000), .value("10000"), example: "2000", """
-            How many jobs one dropper (another user, through the spool or the control API) may have in the queue             not uploaded yet, failed ones included; 0 for no limit. Past it the dropper's next file waits: the spool             leaves it where it is (`owner-quota`), the API answers 429. The queue's own user and root have none.             Ten thousand is more than a day of photos taken offline, and bounds what one dropper adds to the             database and to every listing.
+            How many jobs one dropper (another user, through the spool or the control API) may have in the queue \
+            not uploaded yet, failed ones included; 0 for no limit. Past it the dropper's next file waits: the spool \
+            leaves it where it is (`owner-quota`), the API answers 429. The queue's own user and root have none. \
+            Ten thousand is more than a day of photos taken offline, and bounds what one dropper adds to the \
+            database and to every listing.
             """),
         .init("limits", "owner_pending_bytes", .sizeOrPercent, .value(#""25%""#), example: #""4GiB""#, """
-            How many bytes of files one dropper may have in the queue not uploaded yet: a size, a percentage of the             state directory's disk, or 0 for no limit. A quarter leaves room for three droppers more and for the             queue's own user's files, whatever the card; `min_free_space` still keeps the disk from filling.
+            How many bytes of files one dropper may have in the queue not uploaded yet: a size, a percentage of the \
+            state directory's disk, or 0 for no limit. A quarter leaves room for three droppers more and for the \
+            queue's own user's files, whatever the card; `min_free_space` still keeps the disk from filling.
             """),
     ]
 
@@ -515,7 +521,7 @@ package enum ConfigurationReference {
                   variants: [.file], """
                 The file's path under the directory; the placeholders of `url`, sanitised so no value leaves it.
                 """),
-            .init(d, "file_mode", .text, .computed("the source's mode, less write for group and others"),
+            .init(d, "file_mode", .text, .computed("the source's mode, less write for group and others, and the group's bits when the group differs"),
                   example: #""0640""#, variants: [.file], """
                 The permission bits of a delivered file (octal), within those of its source: a file never leaves \
                 readable by more than its source was, whatever this says.

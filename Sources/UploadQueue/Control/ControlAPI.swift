@@ -31,9 +31,9 @@ package struct ControlAPI: Sendable {
     /// The most bytes of what they carry a page of jobs, completions or events holds: what one request can add to
     /// the daemon's memory stays a few MiB, whatever the jobs carry.
     static let pageBytes = 1 << 20
-    /// Listings (jobs, completions, events) being built now per dropper: at most two at once, more answer 429, so
-    /// that no dropper's requests can make the daemon's memory grow by more than a few pages.
-    private let reads = PerUserSlots(limit: 2, what: "listings")
+    /// Listings (jobs, completions, events) being built or written now per dropper: at most four at once, more
+    /// answer 429, so that no dropper's requests can make the daemon's memory grow by more than a few pages.
+    private let reads = PerUserSlots(limit: 4, what: "listings")
 
     init(queue: UploadQueue, bell: ChangeBell, live: LiveEvents) {
         self.queue = queue
@@ -111,12 +111,14 @@ package struct ControlAPI: Sendable {
                 return id
             }
             let runnerUp = await queue.runnerIsUp
-            let listing = try await page(peer) {
+            let (listing, slot) = try await page(peer) {
                 try store.listing(state: state, limit: limit, owner: peer.isAdmin ? nil : peer.uid, holdsInForce: runnerUp,
                                   before: before, byteBudget: Self.pageBytes)
             }
-            return .json(200, ["jobs": listing.jobs.map(ContractJSON.job),
-                               "next": listing.next.map { $0.rawValue as Any } ?? NSNull()])
+            var reply = ControlReply.json(200, ["jobs": listing.jobs.map(ContractJSON.job),
+                                                "next": listing.next.map { $0.rawValue as Any } ?? NSNull()])
+            reply.written = slot.give
+            return reply
         case .job(let id):
             return .json(200, ContractJSON.job(try await reachable(id, peer: peer)))
         case .cancel(let id):
@@ -212,12 +214,19 @@ package struct ControlAPI: Sendable {
         }
     }
 
-    /// A page read for `peer` (a listing of jobs, completions, events): one of a dropper's listing slots is held
-    /// while it is read, not while a long poll waits.
-    private func page<T: Sendable>(_ peer: ControlPeer, _ read: @escaping @Sendable () throws -> T) async throws -> T {
-        try reads.take(peer)
-        defer { reads.give(peer) }
-        return try await BlockingWork.run(read)
+    /// A page read for `peer` (a listing of jobs, completions, events), with one of a dropper's listing slots: held
+    /// from the read until its reply has gone to the socket (`ControlReply.written`), so a dropper has at most
+    /// `reads.limit` pages in the daemon's memory; given back before a long poll waits, and on an error.
+    private func page<T: Sendable>(_ peer: ControlPeer, _ read: @escaping @Sendable () throws -> T) async throws
+        -> (T, PerUserSlots.Slot)
+    {
+        let slot = try reads.slot(peer)
+        do {
+            return (try await BlockingWork.run(read), slot)
+        } catch {
+            slot.give()
+            throw error
+        }
     }
 
     /// Refuses a dropper what is the queue's own user's and root's alone.
@@ -400,7 +409,7 @@ package struct ControlAPI: Sendable {
         }
         // The queue's own user may send its own patch body template, as the CLI and the library may.
         var patchBody: String?
-        var examined: FileFingerprint?
+        var dropper: DropperAccess?
         if peer.isAdmin, var patch = fields["patch"] as? [String: Any], let body = patch.removeValue(forKey: "body") {
             guard let text = body as? String else {
                 throw ControlAPIError(400, "bad-request", "\"patch.body\" must be a string")
@@ -426,11 +435,11 @@ package struct ControlAPI: Sendable {
                     + "set no [spool], whose trust rules say what other users may choose")
             }
             let rules = DropperRules(configuration: queue.configuration, spool: spool)
-            let file = try Self.examineOwnFile(path, peer: peer)
-            if let why = rules.refusal(of: file, name: SafeText.escaped(path), choices: sidecar) {
-                throw ControlAPIError(403, "forbidden", why)
+            if let why = rules.options.refusal(of: sidecar) {
+                throw ControlAPIError(403, "forbidden", "the request \(why)")
             }
-            examined = file
+            // The file itself is opened as the dropper would open it, and checked, by the intake.
+            dropper = DropperAccess(uid: peer.uid, gid: peer.gid, groups: peer.supplementaryGroups, rules: rules)
         }
         var enqueue = EnqueueRequest(
             path: path,
@@ -442,8 +451,7 @@ package struct ControlAPI: Sendable {
         // A dropper's job is its own (the queue's own user's and root's are everyone's to the admin).
         enqueue.owner = peer.isAdmin ? nil : peer.uid
         enqueue.ownedFileOnly = !peer.isAdmin
-        // What the rules looked at is what is taken, and no more of it.
-        enqueue.examined = examined
+        enqueue.dropper = dropper
         return enqueue
     }
 
@@ -489,18 +497,6 @@ package struct ControlAPI: Sendable {
         default: ("internal", "\(error)")
         }
         return ["error": ["code": code, "message": message]]
-    }
-
-    /// For a dropper: the path must name a regular file of its own that it could open itself (every folder on the
-    /// way searchable by it, the file readable by it: `DropperRules.openAsUser`), seen without following a final
-    /// link, before the daemon reads it (a device, a FIFO or a terminal is never opened on its behalf). Whatever
-    /// else is there, or nothing, gets the same answer: the daemon's view of paths the peer cannot see tells it
-    /// nothing.
-    static func examineOwnFile(_ path: String, peer: ControlPeer) throws -> FileFingerprint {
-        guard let file = try? DropperRules.openAsUser(path, peer: peer), file.owner == peer.uid else {
-            throw notYourFile(path)
-        }
-        return file
     }
 
     /// Whether a refusal of the intake is about what is at the path (which a dropper gets as `notYourFile`).
@@ -578,22 +574,25 @@ package struct ControlAPI: Sendable {
         if peer.isAdmin { try await BlockingWork.run { try store.noteCompletionConsumer() } }
         while true {
             // By the upload's event number (commit order) after `since`; else in time order, after `after`.
-            let (jobs, seq) = try await page(peer) { () -> ([(job: Job, seq: Int64?)], Int64) in
+            let ((jobs, seq, more), slot) = try await page(peer) { () -> ([(job: Job, seq: Int64?)], Int64, Bool) in
                 if let since {
                     let read = try store.completions(since: since, owner: owner, limit: limit, byteBudget: Self.pageBytes)
-                    return (read.jobs.map { ($0.job, $0.seq) }, read.seq)
+                    return (read.jobs.map { ($0.job, $0.seq) }, read.seq, read.more)
                 }
                 let read = try store.unacknowledgedCompletionsAndSeq(owner: owner, after: after, limit: limit,
                                                                      byteBudget: Self.pageBytes)
-                return (read.jobs.map { ($0, nil) }, read.seq)
+                return (read.jobs.map { ($0, nil) }, read.seq, read.more)
             }
             if !jobs.isEmpty || ContinuousClock.now >= deadline {
-                return .json(200, ["completions": jobs.map { job, seq in
+                var reply = ControlReply.json(200, ["completions": jobs.map { job, seq in
                     var completion = Self.completion(job)
                     if let seq { completion["seq"] = seq }
                     return completion
-                }, "seq": seq])
+                }, "seq": seq, "more": more])
+                reply.written = slot.give
+                return reply
             }
+            slot.give()
             await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()
         }
@@ -613,7 +612,7 @@ package struct ControlAPI: Sendable {
         let owner = peer.isAdmin ? nil : peer.uid
         while true {
             let after = since
-            let events = try await page(peer) {
+            let (events, slot) = try await page(peer) {
                 try store.loggedEvents(after: after, owner: owner, limit: limit, byteBudget: Self.pageBytes).events
             }
             lines += events.map(\.jsonLine)
@@ -622,8 +621,10 @@ package struct ControlAPI: Sendable {
                 var reply = ControlReply(status: 200, body: Data(lines.map { $0 + "\n" }.joined().utf8))
                 // Where the next read goes on from (`since`), also after an empty answer.
                 reply.headers = [("Content-Type", "application/x-ndjson"), ("Uploadq-Seq", "\(since)")]
+                reply.written = slot.give
                 return reply
             }
+            slot.give()
             await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()
         }

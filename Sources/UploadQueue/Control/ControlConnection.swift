@@ -5,8 +5,11 @@ import NIOHTTP1
 
 /// One connection to the control API: collects each request (head and body, at most `ControlServer.bodyLimit`),
 /// has `ControlAPI` answer it as the connection's peer, and writes the reply. Requests on one connection are
-/// answered in order (NIO's pipelining handler holds the next until the reply to this one is written). A streamed
-/// reply (the event stream) is written chunk by chunk as it comes, and ends its connection.
+/// answered in order, one at a time: NIO's pipelining handler holds the next until the reply to this one is handed
+/// to the socket, and the next is answered only once that reply has gone out, so a client that pipelines requests
+/// and reads nothing has one reply in the daemon's memory, not one per request. A reply the client does not take
+/// within `stallLimit` closes the connection. A streamed reply (the event stream) is written chunk by chunk as it
+/// comes, and ends its connection.
 final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
     typealias OutboundOut = HTTPServerResponsePart
@@ -15,6 +18,13 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     private let peer: ControlPeer
     private let registry: ControlServer.Registry
     private let logger: Logger
+    /// How long a reply (or a chunk of a streamed one) may wait for a client that does not read before its
+    /// connection is closed: `[api] idle_timeout`.
+    private let stallLimit: TimeAmount
+    /// A request that came whole while the reply before it was still going out: answered once it has.
+    private var waiting: (request: ControlRequest, keepAlive: Bool)?
+    /// A reply is going out (handed to the socket, not yet written).
+    private var replying = false
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
     /// The body grew past the limit: the rest is dropped, and the request refused.
@@ -22,11 +32,13 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     /// The task answering the request now; cancelled when the connection goes (a long poll's client left).
     private var answering: Task<Void, Never>?
 
-    init(api: ControlAPI, peer: ControlPeer, registry: ControlServer.Registry, logger: Logger) {
+    init(api: ControlAPI, peer: ControlPeer, registry: ControlServer.Registry, logger: Logger, stallLimit: Duration) {
         self.api = api
         self.peer = peer
         self.registry = registry
         self.logger = logger
+        self.stallLimit = .nanoseconds(Int64(stallLimit.components.seconds) * 1_000_000_000
+            + stallLimit.components.attoseconds / 1_000_000_000)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -58,42 +70,56 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
                                          lastEventID: head.headers.first(name: "Last-Event-ID"),
                                          body: Data(body.readableBytesView))
             body.clear()
-            let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-            let (api, peer, registry) = (self.api, self.peer, self.registry)
-            let eventLoop = context.eventLoop
-            // Counted until its reply is handed to the event loop: the server stops the loop only after.
-            registry.answerStarted()
-            answering = Task {
-                defer { registry.answerEnded() }
-                let reply = await api.respond(request, peer: peer)
-                guard let stream = reply.stream else {
-                    eventLoop.execute {
-                        let (handler, context) = bound.value
-                        handler.answering = nil
-                        handler.write(reply, keepAlive: keepAlive, context: context)
-                    }
+            if answering != nil || replying {
+                // NIO's pipelining handler gives no more than the next one; a client that gets more past it is closed.
+                guard waiting == nil else {
+                    context.close(promise: nil)
                     return
                 }
-                let sink = ControlStream.Sink { data in
-                    try await eventLoop.flatSubmit {
-                        let (handler, context) = bound.value
-                        return handler.writeChunk(data, context: context)
-                    }.get()
-                }
-                do {
-                    try await eventLoop.flatSubmit {
-                        let (handler, context) = bound.value
-                        return handler.writeStreamHead(reply, context: context)
-                    }.get()
-                    try await stream.body(sink)
-                } catch {
-                    // The client went, a write stalled, or the daemon stops: the connection is closed below.
-                }
+                waiting = (request, keepAlive)
+            } else {
+                answer(request, keepAlive: keepAlive, context: context)
+            }
+        }
+    }
+
+    /// Has the API answer `request`, then writes the reply (or streams it).
+    private func answer(_ request: ControlRequest, keepAlive: Bool, context: ChannelHandlerContext) {
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        let (api, peer, registry) = (self.api, self.peer, self.registry)
+        let eventLoop = context.eventLoop
+        // Counted until its reply is handed to the event loop: the server stops the loop only after.
+        registry.answerStarted()
+        answering = Task {
+            defer { registry.answerEnded() }
+            let reply = await api.respond(request, peer: peer)
+            guard let stream = reply.stream else {
                 eventLoop.execute {
                     let (handler, context) = bound.value
                     handler.answering = nil
-                    handler.endStream(context: context)
+                    handler.write(reply, keepAlive: keepAlive, context: context)
                 }
+                return
+            }
+            let sink = ControlStream.Sink { data in
+                try await eventLoop.flatSubmit {
+                    let (handler, context) = bound.value
+                    return handler.writeChunk(data, context: context)
+                }.get()
+            }
+            do {
+                try await eventLoop.flatSubmit {
+                    let (handler, context) = bound.value
+                    return handler.writeStreamHead(reply, context: context)
+                }.get()
+                try await stream.body(sink)
+            } catch {
+                // The client went, a write stalled, or the daemon stops: the connection is closed below.
+            }
+            eventLoop.execute {
+                let (handler, context) = bound.value
+                handler.answering = nil
+                handler.endStream(context: context)
             }
         }
     }
@@ -101,6 +127,7 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     func channelInactive(context: ChannelHandlerContext) {
         answering?.cancel()
         answering = nil
+        waiting = nil
         context.fireChannelInactive()
     }
 
@@ -128,7 +155,7 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
         guard context.channel.isActive else { return context.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
         let written = context.eventLoop.makePromise(of: Void.self)
         let channel = context.channel
-        let stalled = context.eventLoop.scheduleTask(in: Self.stallLimit) { channel.close(promise: nil) }
+        let stalled = context.eventLoop.scheduleTask(in: stallLimit) { channel.close(promise: nil) }
         written.futureResult.whenComplete { _ in stalled.cancel() }
         // An empty chunk would end the chunked body: only the flush goes out.
         if data.isEmpty {
@@ -140,9 +167,6 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
         return written.futureResult
     }
 
-    /// How long a streamed reply's chunk may wait for a client that does not read before its connection is closed.
-    static let stallLimit: TimeAmount = .seconds(60)
-
     /// Ends a streamed reply and its connection.
     private func endStream(context: ChannelHandlerContext) {
         guard context.channel.isActive else { return }
@@ -151,7 +175,10 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func write(_ reply: ControlReply, keepAlive: Bool, context: ChannelHandlerContext) {
-        guard context.channel.isActive else { return }
+        guard context.channel.isActive else {
+            reply.written?()
+            return
+        }
         var headers = HTTPHeaders()
         if !reply.body.isEmpty, !reply.headers.contains(where: { $0.0 == "Content-Type" }) {
             headers.add(name: "Content-Type", value: "application/json")
@@ -166,14 +193,25 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
             context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: reply.body)))), promise: nil)
         }
         let written = context.eventLoop.makePromise(of: Void.self)
+        replying = true
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
         let channel = context.channel
-        written.futureResult.whenComplete { _ in
-            if keepAlive {
-                // Idle again: the next request has `idle_timeout` to begin.
-                channel.triggerUserOutboundEvent(ControlDeadlineHandler.Event.answered, promise: nil)
-            } else {
+        let stalled = context.eventLoop.scheduleTask(in: stallLimit) { channel.close(promise: nil) }
+        let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        written.futureResult.whenComplete { result in
+            stalled.cancel()
+            reply.written?()
+            let (handler, context) = bound.value
+            handler.replying = false
+            guard keepAlive, case .success = result else {
                 channel.close(promise: nil)
+                return
+            }
+            // Idle again: the next request has `idle_timeout` to begin, unless one came meanwhile.
+            channel.triggerUserOutboundEvent(ControlDeadlineHandler.Event.answered, promise: nil)
+            if let (request, keepAlive) = handler.waiting {
+                handler.waiting = nil
+                handler.answer(request, keepAlive: keepAlive, context: context)
             }
         }
     }

@@ -45,6 +45,9 @@ package struct ControlReply: Sendable, Equatable {
     package var headers: [(String, String)] = []
     /// A body written as it comes, after `body` (the event stream); nil for a whole reply.
     package var stream: ControlStream?
+    /// Called once the reply has gone to the socket, or the connection went before it could: what was held for it
+    /// (a dropper's listing slot) is given back then, not when it was built.
+    package var written: (@Sendable () -> Void)?
 
     package init(status: Int, body: Data, headers: [(String, String)] = [], stream: ControlStream? = nil) {
         self.status = status

@@ -132,7 +132,8 @@ final class ControlServer: Sendable {
                         ControlDeadlineHandler(requestTimeout: settings.requestTimeout, idleTimeout: settings.idleTimeout),
                         position: .first)
                     try channel.pipeline.syncOperations.addHandler(
-                        ControlConnection(api: api, peer: peer, registry: registry, logger: logger))
+                        ControlConnection(api: api, peer: peer, registry: registry, logger: logger,
+                                          stallLimit: settings.idleTimeout))
                 }.flatMapErrorThrowing { error in
                     // Said, so a client that saw its connection closed at once can be told why.
                     logger.debug("control API: a connection is not served: \(error)")

@@ -35,4 +35,28 @@ final class PerUserSlots: Sendable {
             if counts[peer.uid] == 0 { counts[peer.uid] = nil }
         }
     }
+
+    /// A slot taken for `peer`, given back once, by whichever comes first of its holders (the reply written, a wait
+    /// begun, an error).
+    final class Slot: Sendable {
+        private let slots: PerUserSlots
+        private let peer: ControlPeer
+        private let given = Atomic(false)
+
+        init(_ slots: PerUserSlots, _ peer: ControlPeer) {
+            self.slots = slots
+            self.peer = peer
+        }
+
+        func give() {
+            guard !given.exchange(true, ordering: .acquiringAndReleasing) else { return }
+            slots.give(peer)
+        }
+    }
+
+    /// `take`, as a slot that gives itself back once.
+    func slot(_ peer: ControlPeer) throws(ControlAPIError) -> Slot {
+        try take(peer)
+        return Slot(self, peer)
+    }
 }

@@ -35,19 +35,21 @@ extension QueueStore {
     /// (pruned) continues from the first.
     func unacknowledgedCompletions(owner: UInt32?, after: JobID? = nil, limit: Int) throws -> [Job] {
         try writer.read { db in
-            try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, byteBudget: .max, in: db)
+            try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, byteBudget: .max, in: db).jobs
         }
     }
 
     /// `unacknowledgedCompletions`, and the event log's last sequence number in the same read: a reader that goes
     /// on with `completions(since:)` from it misses no completion committed after this read. At most `byteBudget`
     /// bytes of what the jobs carry, at least one.
+    /// `more`: the page was cut short (its limit, or the budget): another read after its last goes on.
     func unacknowledgedCompletionsAndSeq(owner: UInt32?, after: JobID? = nil, limit: Int,
-                                         byteBudget: Int = .max) throws -> (jobs: [Job], seq: Int64) {
+                                         byteBudget: Int = .max) throws -> (jobs: [Job], seq: Int64, more: Bool) {
         try writer.read { db in
             let seq = try Self.lastEventSeq(owner: owner, in: db)
-            return (try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, byteBudget: byteBudget,
-                                                       in: db), seq)
+            let page = try Self.unacknowledgedCompletions(owner: owner, after: after, limit: limit, byteBudget: byteBudget,
+                                                          in: db)
+            return (page.jobs, seq, page.more)
         }
     }
 
@@ -57,7 +59,7 @@ extension QueueStore {
     /// At most `byteBudget` bytes of what the jobs carry (`listedBytes`), at least one: a page is built in bounded
     /// memory, and one cut short goes on from its last.
     func completions(since: Int64, owner: UInt32?, limit: Int,
-                     byteBudget: Int = .max) throws -> (jobs: [(job: Job, seq: Int64)], seq: Int64) {
+                     byteBudget: Int = .max) throws -> (jobs: [(job: Job, seq: Int64)], seq: Int64, more: Bool) {
         try writer.read { db in
             let last = try Self.lastEventSeq(owner: owner, in: db)
             let rows = if let owner {
@@ -85,12 +87,13 @@ extension QueueStore {
                 jobs.append((job: try Job(row: row), seq: row["completion_seq"] as Int64))
             }
             // A full page goes on from its last; otherwise from the last number given out (nothing after it yet).
-            return (jobs, cut || jobs.count == limit ? jobs.last?.seq ?? since : max(since, last))
+            let more = cut || jobs.count == limit
+            return (jobs, more ? jobs.last?.seq ?? since : max(since, last), more)
         }
     }
 
     private static func unacknowledgedCompletions(owner: UInt32?, after: JobID?, limit: Int, byteBudget: Int,
-                                                  in db: Database) throws -> [Job] {
+                                                  in db: Database) throws -> (jobs: [Job], more: Bool) {
         var from = ""
         var arguments: StatementArguments = []
         // The cursor only from a job this reader may see: another user's job tells a dropper nothing.
@@ -115,10 +118,10 @@ extension QueueStore {
         var bytes = 0
         while let row = try rows.next() {
             bytes += listedBytes(row)
-            if bytes > byteBudget, !jobs.isEmpty { break }
+            if bytes > byteBudget, !jobs.isEmpty { return (jobs, true) }
             jobs.append(try Job(row: row))
         }
-        return jobs
+        return (jobs, jobs.count == limit)
     }
 
     /// Records that `owner` handled the completion of its own job `id`: not delivered to it again.

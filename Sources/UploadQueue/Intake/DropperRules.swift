@@ -6,8 +6,9 @@ import Foundation
 /// A dropper's file must be a regular file of at most `[spool] max_file_size`, stored whole (not sparse), and what
 /// comes with it (a sidecar, or the API's equivalent keys) may only narrow what the config allows
 /// (`SidecarPolicy`). The door adds what only it can check: the spool, that a file with several names is not
-/// another's; the API, that the dropper owns the file and could open it itself (`openAsUser`).
-struct DropperRules: Sendable {
+/// another's; the API, that the dropper owns the file and could open it itself (`open(_:as:)`, in the intake, whose
+/// descriptor is the one read).
+struct DropperRules: Sendable, Equatable {
     let spool: Configuration.Spool
     let options: SidecarPolicy
 
@@ -46,12 +47,13 @@ struct DropperRules: Sendable {
         return nil
     }
 
-    /// Opens `path` as `peer` would (`uploadq_open_as_user`: every directory on the way searchable by it, the file
-    /// readable by it, by the modes and ACLs the kernel applies), and examines it. The daemon's own view of the path
-    /// counts for nothing: a file of the peer's in a folder it cannot enter is not its to hand over.
-    static func openAsUser(_ path: String, peer: ControlPeer) throws(UploadQueueError) -> FileFingerprint {
-        let descriptor = peer.supplementaryGroups.withUnsafeBufferPointer { groups in
-            uploadq_open_as_user(path, peer.uid, peer.gid, groups.baseAddress, Int32(groups.count))
+    /// Opens `path` for reading as `access` would reach it (`uploadq_open_as_user`: every directory on the way
+    /// searchable by it, the file readable by it, by the modes and ACLs the kernel applies). The daemon's own view
+    /// of the path counts for nothing: a file of the dropper's in a folder it cannot enter is not its to hand over.
+    /// The descriptor is the caller's to close.
+    static func open(_ path: String, as access: DropperAccess) throws(UploadQueueError) -> Int32 {
+        let descriptor = access.groups.withUnsafeBufferPointer { groups in
+            uploadq_open_as_user(path, access.uid, access.gid, groups.baseAddress, Int32(groups.count))
         }
         guard descriptor >= 0 else {
             let code = errno
@@ -59,7 +61,15 @@ struct DropperRules: Sendable {
                 + "to you)" : String(cString: strerror(code))
             throw UploadQueueError(.forbidden, "is not a file you can open: \(reason)", path: path, cause: reason)
         }
-        defer { close(descriptor) }
-        return try FileFingerprint.of(descriptor: descriptor, path: path)
+        return descriptor
     }
+}
+
+/// Who a dropper is, for the checks made as it, and the rules its files are held to.
+struct DropperAccess: Sendable, Equatable {
+    var uid: uid_t
+    var gid: gid_t
+    /// Its supplementary groups (group 0 alone left out: a check may refuse more, never allow more).
+    var groups: [gid_t]
+    var rules: DropperRules
 }

@@ -37,6 +37,9 @@ public struct EnqueueRequest: Sendable, Equatable {
     /// Take the file only if `owner` owns it: a client of the control API that is not the queue's own user can
     /// hand over its own files alone, never one it could not read itself.
     var ownedFileOnly = false
+    /// For a dropper through the control API: the file is opened as it would open it (`uploadq_open_as_user`, the
+    /// descriptor the intake then reads), and held to the spool's rules (`DropperRules`).
+    var dropper: DropperAccess?
     /// The control API client's `Idempotency-Key` with its uid: remembered in the transaction that makes the job
     /// (or finds its duplicate), so a crash between the two can never leave a job its key does not name.
     var idempotencyKey: IdempotencyKey?

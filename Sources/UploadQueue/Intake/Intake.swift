@@ -11,6 +11,8 @@ struct Intake: Sendable {
     let store: QueueStore
     let blobs: BlobStore
     let contentTypes: ContentTypeDetector
+    /// What the intakes under way hold of the disk and of each dropper's quota (shared by every intake of the queue).
+    let reservations = IntakeReservations()
 
     /// A file read, hashed and (for copies) written to a temporary blob, with its job row ready to insert.
     private struct Prepared {
@@ -22,6 +24,8 @@ struct Intake: Sendable {
         var order = QueueStore.OrderRequest()
         /// The dropper's quota, checked again in the insert's transaction (nil: the queue's own user, root).
         var quota: OwnerQuota?
+        /// Its room and its place in the quota, held until it is recorded or given up.
+        var reservation: IntakeReservations.Reservation?
     }
 
     /// Accepts one file. `noFollow` refuses symbolic links (always for the spool and for `move`); `stop` ends the
@@ -216,14 +220,20 @@ struct Intake: Sendable {
         }
         let path = ConfigurationLoader.absolutePath(request.path, base: FileManager.default.currentDirectoryPath)
         let refuseLinks = noFollow || request.mode == .move
-        // O_NOCTTY: a terminal named by mistake (or by a control API client) never becomes the daemon's own.
-        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (refuseLinks ? O_NOFOLLOW : 0))
-        guard descriptor >= 0 else {
-            if errno == ELOOP {
-                throw UploadQueueError(.symbolicLink, "is a symbolic link; enqueue the file it points to, or use --mode copy",
-                                       path: path)
+        let descriptor: Int32
+        if let dropper = request.dropper {
+            // As the dropper would open it: the descriptor checked is the one read, whatever is swapped in after.
+            descriptor = try DropperRules.open(path, as: dropper)
+        } else {
+            // O_NOCTTY: a terminal named by mistake never becomes the daemon's own.
+            descriptor = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC | (refuseLinks ? O_NOFOLLOW : 0))
+            guard descriptor >= 0 else {
+                if errno == ELOOP {
+                    throw UploadQueueError(.symbolicLink, "is a symbolic link; enqueue the file it points to, or use "
+                        + "--mode copy", path: path)
+                }
+                throw .system("open", path: path)
             }
-            throw .system("open", path: path)
         }
         defer { close(descriptor) }
         let before = try FileFingerprint.of(descriptor: descriptor, path: path)
@@ -240,6 +250,16 @@ struct Intake: Sendable {
             throw UploadQueueError(.forbidden, "is not your file (its owner is uid \(before.owner)): hand over your own "
                 + "files only, or copy it into one of yours first", path: path)
         }
+        if let dropper = request.dropper {
+            // A file system of another machine's, or a user's FUSE mount, may hold a read for ever.
+            guard uploadq_is_network_fs_fd(descriptor) != 1 else {
+                throw UploadQueueError(.invalidArgument, "lies on a network or FUSE file system; copy it to a local "
+                    + "disk and hand that over", path: path)
+            }
+            if let why = dropper.rules.refusal(of: before, name: SafeText.escaped(path)) {
+                throw UploadQueueError(.invalidArgument, why, path: path)
+            }
+        }
         if let examined = request.examined {
             if examined.inode != before.inode || examined.device != before.device {
                 // Replaced (a writer that renames a new version over it): looked at again, as one still being written.
@@ -252,16 +272,13 @@ struct Intake: Sendable {
             }
         }
         let quota = dropperQuota(request.owner)
-        if let quota, let owner = request.owner {
-            let holding: OwnerQuota.Holding
+        var holding = OwnerQuota.Holding(jobs: 0, bytes: 0)
+        if quota != nil, let owner = request.owner {
             do {
                 holding = try store.holding(of: owner)
             } catch {
                 throw .database("cannot read what you hold in the queue", error, path: path,
                                 databasePath: configuration.databasePath)
-            }
-            if let why = quota.refusal(holding: holding, adding: before.size) {
-                throw UploadQueueError(.ownerQuota, why, path: path)
             }
         }
 
@@ -277,9 +294,21 @@ struct Intake: Sendable {
             && (try? FileFingerprint.of(path: blobs.directory)).map { $0.device != before.device } ?? false
         let rowBytes = StoredValueLimits.rowBytes(meta: request.meta, patch: request.patch, path: path,
                                                   after: request.after)
-        if let low = configuration.freeSpaceGuard.check(needing: (copies || crossesDisks ? before.size : 0) + rowBytes) {
-            throw UploadQueueError(.diskLow, "not taken: \(low); the queue takes files again once there is room "
-                + "(uploads free it), or lower [limits] min_free_space", path: path)
+        // Counted with what the intakes under way admitted: together they stay within the room and the quota.
+        let reservation = try reservations.admit(bytes: (copies || crossesDisks ? before.size : 0) + rowBytes,
+                                                 size: before.size, owner: quota == nil ? nil : request.owner) {
+            underWay, ownUnderWay in
+            if let quota, let why = quota.refusal(holding: OwnerQuota.Holding(jobs: holding.jobs + ownUnderWay.jobs,
+                                                                               bytes: holding.bytes + ownUnderWay.bytes),
+                                                  adding: before.size) {
+                return UploadQueueError(.ownerQuota, why, path: path)
+            }
+            let needed = (copies || crossesDisks ? before.size : 0) + rowBytes + underWay
+            if let low = configuration.freeSpaceGuard.check(needing: needed) {
+                return UploadQueueError(.diskLow, "not taken: \(low); the queue takes files again once there is room "
+                    + "(uploads free it), or lower [limits] min_free_space", path: path)
+            }
+            return nil
         }
         var copy: BlobStore.PendingCopy?
         let sha256: String
@@ -320,7 +349,7 @@ struct Intake: Sendable {
             after: request.after, afterMode: request.afterMode,
             keyOwner: request.keyOwner ?? request.idempotencyKey?.owner ?? request.owner ?? UInt32(geteuid()))
         return Prepared(job: job, copy: copy, before: before, path: path, idempotencyKey: request.idempotencyKey,
-                        order: order, quota: quota)
+                        order: order, quota: quota, reservation: reservation)
     }
 
     /// A copied job records its blob's inode, device and mtime (what the uploaders check), once it is in place.
@@ -552,7 +581,7 @@ struct Intake: Sendable {
     private func dropperQuota(_ owner: UInt32?) -> OwnerQuota? {
         guard let owner, owner != 0 else { return nil }
         let quota = OwnerQuota(configuration.limits, diskBytes: DiskSpace.of(path: configuration.stateDirectory)?.total)
-        return quota.jobs == nil && quota.bytes == nil ? nil : quota
+        return quota.jobs == nil && quota.bytes == nil && !quota.unmeasured ? nil : quota
     }
 
     /// The destination for a request: the given name, else the spool's, else `default` or the only one there is;

@@ -8,6 +8,8 @@ struct OwnerQuota: Sendable, Equatable {
     var jobs: Int?
     /// At most this many bytes (nil: no limit).
     var bytes: Int64?
+    /// The bytes are a share of a disk whose size could not be read: nothing is taken (a quota fails closed).
+    var unmeasured = false
 
     /// What one dropper holds now.
     struct Holding: Sendable, Equatable {
@@ -18,9 +20,17 @@ struct OwnerQuota: Sendable, Equatable {
     /// The quota of `limits` on a state disk of `diskBytes` (a percentage is of it).
     init(_ limits: Configuration.Limits, diskBytes: Int64?) {
         jobs = limits.ownerPendingJobs > 0 ? limits.ownerPendingJobs : nil
-        let bytes = diskBytes.map { limits.ownerPendingBytes.bytes(ofTotal: $0) }
-            ?? { if case .bytes(let bytes) = limits.ownerPendingBytes { return bytes } else { return 0 } }()
-        self.bytes = bytes > 0 ? bytes : nil
+        switch limits.ownerPendingBytes {
+        case .bytes(let bytes):
+            self.bytes = bytes > 0 ? bytes : nil
+        case .percent(let share):
+            guard share > 0 else { break }
+            guard let diskBytes else {
+                unmeasured = true
+                break
+            }
+            self.bytes = limits.ownerPendingBytes.bytes(ofTotal: diskBytes)
+        }
     }
 
     init(jobs: Int?, bytes: Int64?) {
@@ -30,6 +40,10 @@ struct OwnerQuota: Sendable, Equatable {
 
     /// Why a dropper holding `holding` may not add a file of `size` bytes, or nil when it may.
     func refusal(holding: Holding, adding size: Int64) -> String? {
+        if unmeasured {
+            return "the state disk's size cannot be read, so your share of it ([limits] owner_pending_bytes) is not "
+                + "known; send the file again in a while"
+        }
         if let jobs, holding.jobs + 1 > jobs {
             return "you have \(holding.jobs) jobs in the queue not uploaded yet, the most [limits] owner_pending_jobs "
                 + "lets one user have (\(jobs)); more are taken as yours are uploaded, or cancelled"

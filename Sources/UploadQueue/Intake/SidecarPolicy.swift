@@ -5,7 +5,7 @@
 /// default the spool's own alone), sets only the `meta` keys `sidecar_meta_keys` lists, gives its file a priority
 /// of at most `sidecar_max_priority`, makes `on_metered` stricter only (unless `sidecar_may_allow_metered`), and
 /// names a patch target only within what `PatchAuthority` allows (no body, no query, listed headers).
-struct SidecarPolicy: Sendable {
+struct SidecarPolicy: Sendable, Equatable {
     let spool: Configuration.Spool
     let destinations: [String: Destination]
     let patch: PatchSettings

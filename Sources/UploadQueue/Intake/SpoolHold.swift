@@ -31,16 +31,21 @@ extension QueueStatus {
 }
 
 extension QueueStore {
-    /// The most spool files recorded as held: the watcher still holds more, and logs each.
+    /// The most spool files recorded as held, in all and of one owner (so one dropper's held files cannot hide
+    /// another's): the watcher still holds more, and logs each.
     static let spoolHoldRows = 1000
+    static let spoolHoldRowsPerOwner = 100
 
-    /// Records (or updates) a spool file held for `reason`; false when `spoolHoldRows` are recorded already.
+    /// Records (or updates) a spool file held for `reason`; false when `spoolHoldRows` are recorded already, or
+    /// `spoolHoldRowsPerOwner` of its owner's.
     @discardableResult
     func holdSpoolFile(_ hold: QueueStatus.SpoolHold) throws -> Bool {
         try writer.write { db in
             let recorded = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM spool_hold") ?? 0
+            let owners = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM spool_hold INDEXED BY spool_hold_owner WHERE owner_uid = ?",
+                                          arguments: [Int64(hold.ownerUID)]) ?? 0
             let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM spool_hold WHERE name = ?", arguments: [hold.name]) != nil
-            guard known || recorded < Self.spoolHoldRows else { return false }
+            guard known || (recorded < Self.spoolHoldRows && owners < Self.spoolHoldRowsPerOwner) else { return false }
             try db.execute(sql: """
                 INSERT INTO spool_hold (name, owner_uid, reason, message, since) VALUES (?, ?, ?, ?, ?)
                 ON CONFLICT (name) DO UPDATE SET owner_uid = excluded.owner_uid, reason = excluded.reason,

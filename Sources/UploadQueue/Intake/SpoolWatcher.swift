@@ -55,7 +55,13 @@ package actor SpoolWatcher: Service {
     private var turns = IntakeTurns()
     /// Files left where they are for a reason of their owner's, by name (recorded in `spool_hold` for `status`
     /// and the API; said in the log once each).
-    private var held: [String: QueueStatus.SpoolHold] = [:]
+    private var held: [String: (hold: QueueStatus.SpoolHold, recorded: Bool)] = [:]
+    /// For a file held for another user's sidecar: its change time then. Once that sidecar is gone, the file waits
+    /// on until its owner changes it (writes its own sidecar, touches it): its owner's options may have gone into
+    /// the other's file, and are not lost silently.
+    private var heldSince: [String: Int64] = [:]
+    /// A held file could not be recorded (too many are): none is tried again until one is released.
+    private var holdRowsFull = false
     /// How often a held file is looked at again.
     static let holdRecheck = Duration.seconds(5)
     /// The intakes under way, by name.
@@ -367,22 +373,43 @@ package actor SpoolWatcher: Service {
         var sidecar: Sidecar?
         var sidecarFile: FileFingerprint?
         // Nothing there, or a name too long for a sidecar to exist (a file name within 13 bytes of 255): none.
-        if let found = try? FileFingerprint.of(path: sidecarPath) {
-            if found.owner != fingerprint.owner || found.links > 1 {
-                // Another user's sidecar steers nothing, and its file is not taken without its own options either
-                // (another user may have made the name first): it waits, said, until that sidecar is gone. So does
-                // one with several names: a hard link keeps its owner, and anyone may make one where the kernel
-                // lets them link files of others (fs.protected_hardlinks = 0).
-                let why = found.links > 1
-                    ? "has \(found.links) hard links (a link keeps its owner: it may be another's file)"
-                    : "belongs to user \(found.owner), and the file to user \(fingerprint.owner)"
+        let found = try? FileFingerprint.of(path: sidecarPath)
+        if let found, found.owner != fingerprint.owner || found.links > 1 {
+            let why = found.links > 1
+                ? "has \(found.links) hard links (a link keeps its owner: it may be another's file)"
+                : "belongs to user \(found.owner), and the file to user \(fingerprint.owner)"
+            // Another user's sidecar steers nothing. One that came after its file (sidecars are written before)
+            // carries none of the file's options: it is set aside, and the file taken as it is. One that was there
+            // before may hold its owner's options (another user may have made the name first, and the file's owner
+            // written into it): the file waits, said, rather than go without them. So does one with several names:
+            // a hard link keeps its owner, and anyone may make one where the kernel lets them link files of others
+            // (fs.protected_hardlinks = 0).
+            if found.changedNanoseconds > fingerprint.changedNanoseconds {
+                rejectSidecar(of: name, reason: """
+                    the sidecar \(name)\(Sidecar.suffix) \(why), and came after its file: a sidecar applies only to a \
+                    file of its own owner's, written before it. The file was taken without it
+                    """)
+            } else {
+                heldSince[name] = fingerprint.changedNanoseconds
                 hold(name, owner: fingerprint.owner, .foreignSidecar, """
                     \(name) waits: its sidecar \(name)\(Sidecar.suffix) \(why), and a sidecar applies only to a file \
-                    of its own owner's. Taken now, the file would go without its own options. Rename the file (and \
-                    write its sidecar under the new name), or have the sidecar removed (its owner, or the admin)
+                    of its own owner's. Taken now, the file would go without its own options. Have the sidecar \
+                    removed (its owner, or the admin), then write your own sidecar again, or touch the file to send it \
+                    without one; or rename the file, and write its sidecar under the new name first
                     """)
                 return
             }
+        } else if found == nil, held[name]?.hold.reason == .foreignSidecar,
+                  heldSince[name] == fingerprint.changedNanoseconds {
+            // The other user's sidecar is gone, and the file's owner has not acted since: its options may have gone
+            // into the other's file.
+            hold(name, owner: fingerprint.owner, .foreignSidecar, """
+                \(name) waits: the other user's sidecar it waited for is gone, and your options may have gone into it. \
+                Write your sidecar \(name)\(Sidecar.suffix) again, or touch \(name) to send it without one
+                """)
+            return
+        }
+        if let found, found.owner == fingerprint.owner, found.links == 1 {
             do throws(SidecarError) {
                 if let read = try Sidecar.readExamined(at: sidecarPath) {
                     guard read.file.inode == found.inode, read.file.device == found.device else {
@@ -506,20 +533,25 @@ package actor SpoolWatcher: Service {
     private func hold(_ name: String, owner: UInt32, _ reason: QueueStatus.SpoolHold.Reason, _ message: String) {
         candidates[name]?.notBefore = .now + Self.holdRecheck
         let known = held[name]
-        guard known?.reason != reason || known?.message != message else { return }
+        // Recorded once (again when it could not be: too many held at the time), said in the log once a reason.
+        guard known?.hold.reason != reason || known?.hold.message != message
+            || (known?.recorded == false && !holdRowsFull) else { return }
         let entry = QueueStatus.SpoolHold(name: name, ownerUID: owner, reason: reason, message: message,
-                                          since: known?.since ?? Date())
-        held[name] = entry
+                                          since: known?.hold.since ?? Date())
         let recorded = (try? queue.store.holdSpoolFile(entry)) ?? false
-        if known?.reason != reason {
-            logger.warning("spool: \(message)\(recorded ? "" : " (not shown in status: too many files held)")",
+        holdRowsFull = !recorded
+        held[name] = (entry, recorded)
+        if known?.hold.reason != reason {
+            logger.warning("spool: \(message)\(recorded ? "" : " (not listed in status for now: too many files held)")",
                            metadata: ["uploadq.reason": "\(reason.rawValue)"])
         }
     }
 
     /// `name` is no longer held (taken, rejected, gone).
     private func release(_ name: String) {
+        heldSince[name] = nil
         guard held.removeValue(forKey: name) != nil else { return }
+        holdRowsFull = false
         try? queue.store.releaseSpoolFile(name)
     }
 
@@ -550,6 +582,14 @@ package actor SpoolWatcher: Service {
         }
         syncRejection()
         logger.warning("spool: rejected \(shown): \(reason)")
+    }
+
+    /// Moves the sidecar of `name` alone to `.rejected/` with its reason: its file is taken without it.
+    private func rejectSidecar(of name: String, reason: String) {
+        let shown = name + Sidecar.suffix
+        guard setAside(Array(shown.utf8), shown: shown, reason: reason) != nil else { return }
+        syncRejection()
+        logger.warning("spool: set aside \(shown): \(reason)")
     }
 
     /// The longest suffix that follows a name set aside in `.rejected/` (a sidecar's).

@@ -6,6 +6,7 @@
 /// |---|---|
 /// | `meta` | 64 keys; a key 1–128 bytes; a value at most 4 KiB; 16 KiB in all |
 /// | a lane's, a group's name | 1–128 bytes (`OrderRule`) |
+/// | a group's members | 1,000 (its completion carries every member's URL) |
 /// | `after` | 1,000 references, each at most 255 bytes |
 /// | an idempotency key | 1–255 visible ASCII characters |
 /// | a patch | URL 2 KiB; 32 headers of at most 1 KiB each; a body template (the admin's) 16 KiB |
@@ -22,6 +23,7 @@ enum StoredValueLimits {
     static let patchHeaderBytes = 1 << 10
     static let patchBodyBytes = 16 << 10
     static let pathBytes = 4 << 10
+    static let groupMembers = 1000
 
     /// Refuses metadata past the bounds, naming the bound.
     static func check(meta: [String: String]) throws(UploadQueueError) {

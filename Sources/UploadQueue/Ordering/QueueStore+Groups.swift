@@ -36,6 +36,12 @@ extension QueueStore {
                 `uploadq group close`; enqueue into another group; nothing was enqueued
                 """, job: job.id)
         }
+        if let existing = tally, existing.members >= StoredValueLimits.groupMembers {
+            throw UploadQueueError(.invalidArgument, """
+                group "\(SafeText.escaped(name))" has \(existing.members) members, the most a group may have (its \
+                completion carries every member's URL); enqueue into another group; nothing was enqueued
+                """, job: job.id)
+        }
         if tally == nil {
             try db.cachedStatement(sql: """
                 INSERT INTO job_group (owner_uid, name, state, created_at) VALUES (?, ?, ?, ?)
@@ -180,11 +186,16 @@ extension QueueStore {
     /// Groups, newest first, at most `limit`: `owner`'s, or every user's (`everyone`). Without their members.
     package func groups(owner: UInt32?, everyone: Bool = false, byOwner: Bool = false, limit: Int = 1000) throws -> [JobGroup] {
         try writer.read { db in
+            // Every column but the completion (its members' URLs): a listing's size does not grow with them.
+            let columns = """
+                owner_uid, name, state, members, remaining, failed, failing_job, created_at, closed_at, settled_at,
+                acknowledged_at, owner_acknowledged_at
+                """
             let rows = everyone
-                ? try Row.fetchAll(db, sql: "SELECT * FROM job_group ORDER BY created_at DESC, name LIMIT ?",
+                ? try Row.fetchAll(db, sql: "SELECT \(columns) FROM job_group ORDER BY created_at DESC, name LIMIT ?",
                                    arguments: [limit])
                 : try Row.fetchAll(db, sql: """
-                    SELECT * FROM job_group WHERE owner_uid = ? ORDER BY created_at DESC, name LIMIT ?
+                    SELECT \(columns) FROM job_group WHERE owner_uid = ? ORDER BY created_at DESC, name LIMIT ?
                     """, arguments: [Self.groupOwner(owner), limit])
             return rows.compactMap { Self.group($0, withMembers: false, byOwner: byOwner) }
         }

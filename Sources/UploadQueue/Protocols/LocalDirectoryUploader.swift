@@ -20,6 +20,16 @@ struct LocalDirectoryUploader: Uploader {
         return FileName.fittingPath(relative, under: settings.directory, jobID: job.id)
     }
 
+    /// The process's umask, read once (`Umask:` of /proc/self/status: setting it to read it would change it for
+    /// every thread meanwhile); 0o022 when it cannot be read.
+    static let umask: UInt32 = {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Umask:") }),
+              let value = UInt32(line.dropFirst("Umask:".count).trimmingCharacters(in: .whitespaces), radix: 8)
+        else { return 0o022 }
+        return value
+    }()
+
     func temporaryPath(for job: Job) -> String {
         let parent = (finalPath(for: job) as NSString).deletingLastPathComponent
         return (parent as NSString).appendingPathComponent(".uploadq-\(job.id.rawValue).partial")
@@ -128,7 +138,8 @@ struct LocalDirectoryUploader: Uploader {
         } else {
             kept = try source.fingerprint().modeKept(inGroup: delivered.st_gid)
         }
-        let mode = settings.deliveredMode(kept: kept)
+        // And within the daemon's umask (the unit's `UMask=`), as the mode it was opened with would have been.
+        let mode = settings.deliveredMode(kept: kept) & ~Self.umask
         guard fchmod(output, mode_t(mode)) == 0 else { throw .system("fchmod", path: temporary, errno: errno) }
         if uploadq_rename_noreplace(AT_FDCWD, temporary, AT_FDCWD, target) != 0 {
             let code = errno

@@ -93,15 +93,18 @@ package struct QueueStore: Sendable {
             }
             var listing = JobListing()
             var bytes = 0
+            var last: JobID?
             let rows = try Row.fetchCursor(db, sql: sql, arguments: arguments)
             while let row = try rows.next() {
                 let id = JobID(trusted: row["id"] as String? ?? "?")
                 let size = Self.listedBytes(row)
-                if let limit, listing.jobs.count + listing.unreadable.count == limit
-                    || byteBudget.map({ bytes + size > $0 && bytes > 0 }) == true {
-                    listing.next = listing.jobs.last?.id ?? listing.unreadable.last?.id
+                let full = limit.map { listing.jobs.count + listing.unreadable.count == $0 } ?? false
+                if full || byteBudget.map({ bytes + size > $0 && bytes > 0 }) == true {
+                    // The next page goes on after the last row listed, read or not.
+                    listing.next = last
                     break
                 }
+                last = id
                 bytes += size
                 do {
                     listing.jobs.append(holds.explained(try Job(row: row)))

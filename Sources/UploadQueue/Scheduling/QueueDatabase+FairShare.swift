@@ -3,11 +3,14 @@ import GRDB
 extension QueueDatabase {
     /// Migration v19: fair share of the slots between owners (`FairShare`).
     /// - `job.fair_key`: the turn a job took when it was enqueued; the claim indexes order by priority, turn, age.
-    ///   Jobs from before take turn 0: among themselves, oldest first, as before.
-    /// - `fair_turn`: per owner (a dropper's uid; -1 for the queue's own user and root) and priority, the next turn
-    ///   it takes and how many of its jobs are runnable (kept by triggers, as `job_tally` is): what `status` and
-    ///   `show` read to say a job waits for its turn, one row per owner whatever the jobs.
-    /// - `fair_clock`: per priority, the turn of the last job claimed there.
+    ///   The jobs not uploaded yet are numbered in turn, per destination, priority and owner, oldest first, as if
+    ///   each had taken its turn when it came: a backlog from before does not hold up an owner who comes later.
+    /// - `fair_turn`: per destination, priority and owner (a dropper's uid; -1 for the queue's own user and root),
+    ///   the next turn the owner takes there and how many of its jobs are runnable there (kept by triggers, as
+    ///   `job_tally` is): what an enqueue reads, and what `status` and `show` read to say a job waits for its turn.
+    ///   One row per destination and owner, whatever the jobs.
+    /// - `fair_clock`: per destination and priority, the turn of the last job claimed there (where its turns started,
+    ///   before any claim; 0 for a backlog from before).
     ///
     /// Frozen: plain SQL, no application types.
     static func migrateToFairShare(_ db: Database) throws {
@@ -19,36 +22,49 @@ extension QueueDatabase {
             "(CASE WHEN \(row).owner_uid IS NULL OR \(row).owner_uid = 0 THEN -1 ELSE \(row).owner_uid END)"
         }
         let add = """
-            INSERT INTO fair_turn (owner_key, priority, next_key, runnable) SELECT \(owner("NEW")), NEW.priority, 0, 1
-                WHERE \(runnable("NEW"))
-                ON CONFLICT (owner_key, priority) DO UPDATE SET runnable = runnable + 1;
+            INSERT INTO fair_turn (destination, priority, owner_key, next_key, runnable)
+                SELECT NEW.destination, NEW.priority, \(owner("NEW")), 0, 1 WHERE \(runnable("NEW"))
+                ON CONFLICT (destination, priority, owner_key) DO UPDATE SET runnable = runnable + 1;
             """
         let remove = """
             UPDATE fair_turn SET runnable = runnable - 1
-                WHERE \(runnable("OLD")) AND owner_key = \(owner("OLD")) AND priority = OLD.priority;
+                WHERE \(runnable("OLD")) AND destination = OLD.destination AND priority = OLD.priority
+                AND owner_key = \(owner("OLD"));
             """
         let condition = "state = 'pending' AND intake_complete = 1 AND cancel_requested = 0 AND blocked_by IS NULL"
         try db.execute(sql: """
             ALTER TABLE job ADD COLUMN fair_key INTEGER DEFAULT 0;
             CREATE TABLE fair_turn (
-                owner_key INTEGER NOT NULL,
+                destination TEXT NOT NULL,
                 priority INTEGER NOT NULL,
+                owner_key INTEGER NOT NULL,
                 next_key INTEGER NOT NULL,
                 runnable INTEGER NOT NULL,
-                PRIMARY KEY (owner_key, priority)
+                PRIMARY KEY (destination, priority, owner_key)
             ) WITHOUT ROWID;
             CREATE TABLE fair_clock (
-                priority INTEGER NOT NULL PRIMARY KEY,
-                turn INTEGER NOT NULL
+                destination TEXT NOT NULL,
+                priority INTEGER NOT NULL,
+                turn INTEGER NOT NULL,
+                PRIMARY KEY (destination, priority)
             ) WITHOUT ROWID;
-            INSERT INTO fair_turn (owner_key, priority, next_key, runnable)
-                SELECT \(owner("job")), priority, 0, COUNT(*) FROM job WHERE \(condition) GROUP BY 1, 2;
+            WITH numbered AS (
+                SELECT id, ROW_NUMBER() OVER (PARTITION BY destination, priority, \(owner("job")) ORDER BY id) - 1 AS turn
+                FROM job WHERE state != 'uploaded'
+            )
+            UPDATE job SET fair_key = numbered.turn FROM numbered WHERE job.id = numbered.id;
+            INSERT INTO fair_turn (destination, priority, owner_key, next_key, runnable)
+                SELECT destination, priority, \(owner("job")), COUNT(*), SUM(\(runnable("job")))
+                FROM job WHERE state != 'uploaded' GROUP BY 1, 2, 3;
+            INSERT INTO fair_clock (destination, priority, turn)
+                SELECT DISTINCT destination, priority, 0 FROM job WHERE state != 'uploaded';
             CREATE TRIGGER fair_turn_insert AFTER INSERT ON job WHEN \(runnable("NEW")) BEGIN \(add) END;
             CREATE TRIGGER fair_turn_delete AFTER DELETE ON job WHEN \(runnable("OLD")) BEGIN \(remove) END;
             CREATE TRIGGER fair_turn_update AFTER UPDATE OF state, intake_complete, cancel_requested, blocked_by,
-                priority, owner_uid ON job
+                priority, owner_uid, destination ON job
                 WHEN \(runnable("OLD")) IS NOT \(runnable("NEW"))
-                  OR (\(runnable("OLD")) AND (OLD.priority IS NOT NEW.priority OR \(owner("OLD")) IS NOT \(owner("NEW"))))
+                  OR (\(runnable("OLD")) AND (OLD.priority IS NOT NEW.priority OR OLD.destination IS NOT NEW.destination
+                      OR \(owner("OLD")) IS NOT \(owner("NEW"))))
                 BEGIN \(remove) \(add) END;
             DROP INDEX job_claim;
             DROP INDEX job_claim_metered_allowed;

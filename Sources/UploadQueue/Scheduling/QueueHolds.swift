@@ -130,7 +130,8 @@ struct QueueHolds: Sendable, Equatable {
         if let hold = hold(.unverifiedAnswer, on: scope) { found.append(hold) }
         if found.isEmpty, let hold = hold(.concurrency, on: Self.wholeQueue), job.intakeComplete, !job.cancelRequested {
             let waitsForTurn = FairShare.waitsForTurn(turn: job.fairKey ?? 0, owner: FairShare.owner(job.ownerUID),
-                                                      priority: job.priority, among: turns)
+                                                      destination: job.destination, priority: job.priority,
+                                                      among: turns)
             found.append(waitsForTurn ? Hold(scope: Self.wholeQueue, reason: .fairShare) : hold)
         }
         return found

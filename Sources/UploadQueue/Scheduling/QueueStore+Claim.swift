@@ -44,7 +44,7 @@ extension QueueStore {
                 continue
             }
             guard var job = picked else { break }
-            try advanceFairClock(priority: priority, claimed: turn, in: db)
+            try advanceFairClock(destination: job.destination, priority: priority, claimed: turn, in: db)
             if ahead {
                 // As it will be when it starts (`recordStart` writes it then).
                 var lifecycle = job.lifecycle

@@ -51,7 +51,7 @@ final class SourceFile: Sendable {
         }
     }
 
-    /// What `fstat` says of the file now (its mode: a copy in `blobs/` carries its original's).
+    /// What `fstat` says of the file now (its mode, for a job from before intake recorded its source's).
     func fingerprint() throws(TransferFailure) -> FileFingerprint {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { throw .system("fstat", path: path, errno: errno) }

@@ -13,6 +13,7 @@ Unix socket through http.client. Copy this file into your project; it depends on
 import http.client
 import json
 import socket
+import time
 import urllib.parse
 
 
@@ -42,9 +43,20 @@ class UploadQueue:
         self.socket_path, self.timeout = socket_path, timeout
 
     def request(self, method, path, body=None, query=None, headers=None, wait=0.0):
-        """One request; the decoded JSON answer (None for 204). Raises UploadQueueError for a 4xx or 5xx."""
+        """One request; the decoded JSON answer (None for 204). Raises UploadQueueError for a 4xx or 5xx. A
+        `too-many-requests` (this user's other requests of the kind are being answered) is sent again, a few times,
+        after a moment."""
         if query:
             path += "?" + urllib.parse.urlencode(query)
+        for attempt in range(5):
+            try:
+                return self._request_once(method, path, body, headers, wait)
+            except UploadQueueError as error:
+                if error.code != "too-many-requests" or attempt == 4:
+                    raise
+                time.sleep(0.2 * (attempt + 1))
+
+    def _request_once(self, method, path, body, headers, wait):
         connection = _UnixConnection(self.socket_path, self.timeout + wait)
         try:
             data = None if body is None else json.dumps(body).encode()
