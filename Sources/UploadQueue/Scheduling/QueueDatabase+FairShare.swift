@@ -6,9 +6,9 @@ extension QueueDatabase {
     ///   The jobs not uploaded yet are numbered in turn, per destination, priority and owner, oldest first, as if
     ///   each had taken its turn when it came: a backlog from before does not hold up an owner who comes later.
     /// - `fair_turn`: per destination, priority and owner (a dropper's uid; -1 for the queue's own user and root),
-    ///   the next turn the owner takes there and how many of its jobs are runnable there (kept by triggers, as
-    ///   `job_tally` is): what an enqueue reads, and what `status` and `show` read to say a job waits for its turn.
-    ///   One row per destination and owner, whatever the jobs.
+    ///   the next turn the owner takes there (after the turn of its last job inserted) and how many of its jobs are
+    ///   runnable there, kept by triggers as `job_tally` is: what an enqueue reads, and what `status` and `show`
+    ///   read to say a job waits for its turn. One row per destination and owner, whatever the jobs.
     /// - `fair_clock`: per destination and priority, the turn of the last job claimed there (where its turns started,
     ///   before any claim; 0 for a backlog from before).
     ///
@@ -25,6 +25,14 @@ extension QueueDatabase {
             INSERT INTO fair_turn (destination, priority, owner_key, next_key, runnable)
                 SELECT NEW.destination, NEW.priority, \(owner("NEW")), 0, 1 WHERE \(runnable("NEW"))
                 ON CONFLICT (destination, priority, owner_key) DO UPDATE SET runnable = runnable + 1;
+            """
+        // A new job: its turn taken (the owner's next after it: after the later of the two while the owner has jobs
+        // waiting there, after this one when it had none, and started again), and counted when it is runnable.
+        let inserted = """
+            INSERT INTO fair_turn (destination, priority, owner_key, next_key, runnable)
+                VALUES (NEW.destination, NEW.priority, \(owner("NEW")), COALESCE(NEW.fair_key, 0) + 1, \(runnable("NEW")))
+                ON CONFLICT (destination, priority, owner_key) DO UPDATE SET runnable = runnable + excluded.runnable,
+                next_key = CASE WHEN runnable > 0 THEN max(next_key, excluded.next_key) ELSE excluded.next_key END;
             """
         let remove = """
             UPDATE fair_turn SET runnable = runnable - 1
@@ -58,7 +66,7 @@ extension QueueDatabase {
                 FROM job WHERE state != 'uploaded' GROUP BY 1, 2, 3;
             INSERT INTO fair_clock (destination, priority, turn)
                 SELECT DISTINCT destination, priority, 0 FROM job WHERE state != 'uploaded';
-            CREATE TRIGGER fair_turn_insert AFTER INSERT ON job WHEN \(runnable("NEW")) BEGIN \(add) END;
+            CREATE TRIGGER fair_turn_insert AFTER INSERT ON job WHEN NEW.state != 'uploaded' BEGIN \(inserted) END;
             CREATE TRIGGER fair_turn_delete AFTER DELETE ON job WHEN \(runnable("OLD")) BEGIN \(remove) END;
             CREATE TRIGGER fair_turn_update AFTER UPDATE OF state, intake_complete, cancel_requested, blocked_by,
                 priority, owner_uid, destination ON job

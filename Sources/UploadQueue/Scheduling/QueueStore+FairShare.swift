@@ -1,32 +1,25 @@
 import GRDB
 
 extension QueueStore {
-    /// Gives a job about to be inserted its turn (`FairShare.turn`) at its destination and priority, and moves its
-    /// owner's next turn there on, in the enqueue's transaction: a handful of rows read, whatever the jobs.
+    /// Gives a job about to be inserted its turn (`FairShare.turn`) at its destination and priority, in the
+    /// enqueue's transaction: one read of a handful of rows, whatever the jobs. The insert's trigger moves the owner's
+    /// next turn there on (migration v19).
     static func takeTurn(_ job: inout Job, in db: Database) throws {
-        let owner = FairShare.owner(job.ownerUID)
-        let anyWaiting = try Bool.fetchOne(db.cachedStatement(sql: """
-            SELECT EXISTS (SELECT 1 FROM fair_turn WHERE destination = ? AND priority = ? AND runnable > 0)
-            """), arguments: [job.destination, job.priority]) ?? false
-        let own = try Row.fetchOne(db.cachedStatement(sql: """
-            SELECT next_key, runnable FROM fair_turn WHERE destination = ? AND priority = ? AND owner_key = ?
-            """), arguments: [job.destination, job.priority, owner])
-        let clocks = try Row.fetchAll(db.cachedStatement(sql: "SELECT destination, turn FROM fair_clock WHERE priority = ?"),
-                                      arguments: [job.priority])
-        let latest = clocks.map { $0["turn"] as Int64 }.max() ?? 0
-        let ownClock: Int64? = clocks.first { $0["destination"] == job.destination }?["turn"]
-        let clock = FairShare.clock(own: ownClock, latest: latest, anyWaiting: anyWaiting)
+        let row = try Row.fetchOne(db.cachedStatement(sql: """
+            SELECT (SELECT next_key FROM fair_turn WHERE destination = ?1 AND priority = ?2 AND owner_key = ?3),
+                   (SELECT runnable FROM fair_turn WHERE destination = ?1 AND priority = ?2 AND owner_key = ?3),
+                   EXISTS (SELECT 1 FROM fair_turn WHERE destination = ?1 AND priority = ?2 AND runnable > 0),
+                   (SELECT turn FROM fair_clock WHERE destination = ?1 AND priority = ?2),
+                   (SELECT max(turn) FROM fair_clock WHERE priority = ?2)
+            """), arguments: [job.destination, job.priority, FairShare.owner(job.ownerUID)])
+        let (next, runnable, anyWaiting): (Int64?, Int?, Bool) = (row?[0], row?[1], row?[2] ?? false)
+        let ownClock: Int64? = row?[3]
+        let clock = FairShare.clock(own: ownClock, latest: row?[4] ?? 0, anyWaiting: anyWaiting)
         if clock != ownClock {
             // Where the destination's turns start now (nothing waited there): claims move it on from here.
             try advanceFairClock(destination: job.destination, priority: job.priority, claimed: clock, in: db)
         }
-        let taken = FairShare.turn(ownerNext: own?["next_key"] ?? 0, waiting: (own?["runnable"] as Int? ?? 0) > 0,
-                                   clock: clock)
-        job.fairKey = taken.turn
-        try db.cachedStatement(sql: """
-            INSERT INTO fair_turn (destination, priority, owner_key, next_key, runnable) VALUES (?, ?, ?, ?, 0)
-            ON CONFLICT (destination, priority, owner_key) DO UPDATE SET next_key = excluded.next_key
-            """).execute(arguments: [job.destination, job.priority, owner, taken.ownerNext])
+        job.fairKey = FairShare.turn(ownerNext: next ?? 0, waiting: (runnable ?? 0) > 0, clock: clock).turn
     }
 
     /// Moves the clock of `destination` at `priority` to a job of turn `turn` just claimed there (`FairShare.clock`).
