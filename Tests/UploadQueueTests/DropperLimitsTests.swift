@@ -223,7 +223,10 @@ import Testing
             #expect(answer.status == 200 && !answer.body.contains("\"error\""), "\(answer.body.prefix(500))")
         }
         #expect(try store(sandbox).jobs().count == 300)
-        // Her largest listing, once the daemon's peak is reset to what it holds now.
+        // Her largest listing, once the uploads are done (what the transfers hold is not the listing's) and the
+        // daemon's peak is reset to what it holds now.
+        let idle = try await eventually(timeout: .seconds(60)) { try store(sandbox).jobs(state: .uploaded).count == 300 }
+        #expect(idle, "daemon log:\n\(daemon.log.suffix(2000))")
         let before = try Self.resetPeak(daemon.pid)
         var pages = 0, listed = 0
         var cursor: String?

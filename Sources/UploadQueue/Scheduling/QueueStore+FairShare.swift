@@ -7,19 +7,20 @@ extension QueueStore {
     static func takeTurn(_ job: inout Job, in db: Database) throws {
         let row = try Row.fetchOne(db.cachedStatement(sql: """
             SELECT (SELECT next_key FROM fair_turn WHERE destination = ?1 AND priority = ?2 AND owner_key = ?3),
-                   (SELECT runnable FROM fair_turn WHERE destination = ?1 AND priority = ?2 AND owner_key = ?3),
-                   EXISTS (SELECT 1 FROM fair_turn WHERE destination = ?1 AND priority = ?2 AND runnable > 0),
+                   (SELECT pending FROM fair_turn WHERE destination = ?1 AND priority = ?2 AND owner_key = ?3),
+                   EXISTS (SELECT 1 FROM fair_turn INDEXED BY fair_turn_pending
+                           WHERE destination = ?1 AND priority = ?2 AND pending > 0),
                    (SELECT turn FROM fair_clock WHERE destination = ?1 AND priority = ?2),
                    (SELECT max(turn) FROM fair_clock WHERE priority = ?2)
             """), arguments: [job.destination, job.priority, FairShare.owner(job.ownerUID)])
-        let (next, runnable, anyWaiting): (Int64?, Int?, Bool) = (row?[0], row?[1], row?[2] ?? false)
+        let (next, pending, anyWaiting): (Int64?, Int?, Bool) = (row?[0], row?[1], row?[2] ?? false)
         let ownClock: Int64? = row?[3]
         let clock = FairShare.clock(own: ownClock, latest: row?[4] ?? 0, anyWaiting: anyWaiting)
         if clock != ownClock {
             // Where the destination's turns start now (nothing waited there): claims move it on from here.
             try advanceFairClock(destination: job.destination, priority: job.priority, claimed: clock, in: db)
         }
-        job.fairKey = FairShare.turn(ownerNext: next ?? 0, waiting: (runnable ?? 0) > 0, clock: clock).turn
+        job.fairKey = FairShare.turn(ownerNext: next ?? 0, waiting: (pending ?? 0) > 0, clock: clock).turn
     }
 
     /// Moves the clock of `destination` at `priority` to a job of turn `turn` just claimed there (`FairShare.clock`).
