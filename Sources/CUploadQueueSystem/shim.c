@@ -281,18 +281,24 @@ int uploadq_is_pseudo_fs(int fd) {
     return 0;
 }
 
-static int in_groups(gid_t wanted, gid_t gid, const gid_t *groups, int count) {
+// Whether `wanted` is one of the user's groups: 1, 0, or -1 when it cannot be told (`uncertain`, as
+// uploadq_open_as_user takes it).
+static int in_groups(gid_t wanted, gid_t gid, const gid_t *groups, int count, int uncertain) {
     if (wanted == gid) return 1;
     for (int i = 0; i < count; i++) {
         if (groups[i] == wanted) return 1;
     }
+    if (uncertain == UPLOADQ_GROUPS_UNKNOWN || (uncertain == UPLOADQ_GROUP_ZERO_UNKNOWN && wanted == 0)) return -1;
     return 0;
 }
 
 // The permission bits (4 read, 2 write, 1 search) user `uid` has on the inode open as `fd` (an O_PATH descriptor):
 // its owner's, else its POSIX access ACL's (a named user's or the groups', under the mask), else its group's or
-// others' mode bits, as the kernel decides (acl_permission_check and posix_acl_permission).
-static int permissions(int fd, const struct stat *info, uid_t uid, gid_t gid, const gid_t *groups, int count) {
+// others' mode bits, as the kernel decides (acl_permission_check and posix_acl_permission). A group the user may
+// or may not be in counts both ways, and only what both grant is granted: membership can take away as well as give
+// (mode 0604 shuts the group out).
+static int permissions(int fd, const struct stat *info, uid_t uid, gid_t gid, const gid_t *groups, int count,
+                       int uncertain) {
     if (info->st_uid == uid) return (info->st_mode >> 6) & 7;
     unsigned char acl[4 + 8 * 64];
     char name[64];
@@ -304,33 +310,80 @@ static int permissions(int fd, const struct stat *info, uid_t uid, gid_t gid, co
     if (length >= 0 && (length < 4 || (length - 4) % 8 != 0 || acl[0] != 2 || acl[1] || acl[2] || acl[3])) return 0;
     if (length >= 4) {
         int mask = 7, group_matched = 0, group_perms = 0, user_perms = -1, other = 0;
+        // The groups' entries that may match: what each of them grants, together.
+        int maybe_matched = 0, maybe_perms = 7;
         for (ssize_t at = 4; at < length; at += 8) {
             unsigned tag = acl[at] | (acl[at + 1] << 8);
             unsigned perm = acl[at + 2] | (acl[at + 3] << 8);
             uint32_t id = (uint32_t)acl[at + 4] | ((uint32_t)acl[at + 5] << 8) | ((uint32_t)acl[at + 6] << 16)
                 | ((uint32_t)acl[at + 7] << 24);
+            int member = -2;
             switch (tag) {
             case 0x02: if (id == uid) user_perms = (int)perm; break;
-            case 0x04:
-                if (in_groups(info->st_gid, gid, groups, count)) { group_matched = 1; group_perms |= (int)perm; }
-                break;
-            case 0x08:
-                if (in_groups((gid_t)id, gid, groups, count)) { group_matched = 1; group_perms |= (int)perm; }
-                break;
+            case 0x04: member = in_groups(info->st_gid, gid, groups, count, uncertain); break;
+            case 0x08: member = in_groups((gid_t)id, gid, groups, count, uncertain); break;
             case 0x10: mask = (int)perm; break;
             case 0x20: other = (int)perm; break;
             default: break;
             }
+            if (member == 1) { group_matched = 1; group_perms |= (int)perm; }
+            if (member == -1) { maybe_matched = 1; maybe_perms &= (int)perm; }
         }
         if (user_perms >= 0) return user_perms & mask & 7;
+        // More groups matching only add to what the known ones grant.
         if (group_matched) return group_perms & mask & 7;
+        // None known: the others' entry, or any one group that may match alone.
+        if (maybe_matched) return other & maybe_perms & mask & 7;
         return other & 7;
     }
-    if (in_groups(info->st_gid, gid, groups, count)) return (info->st_mode >> 3) & 7;
+    int member = in_groups(info->st_gid, gid, groups, count, uncertain);
+    if (member == 1) return (info->st_mode >> 3) & 7;
+    if (member == -1) return (info->st_mode >> 3) & info->st_mode & 7;
     return info->st_mode & 7;
 }
 
-int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int group_count) {
+// Whether the mount `id` (statx's stx_mnt_id) is a network or FUSE file system, read from /proc/self/mountinfo
+// without asking the file system anything: 1 or 0, or 1 when it cannot be told (refused rather than reached).
+static int is_network_mount(uint64_t id) {
+    FILE *mounts = fopen("/proc/self/mountinfo", "re");
+    if (!mounts) return 1;
+    char *line = NULL;
+    size_t capacity = 0;
+    int answer = 1;
+    while (getline(&line, &capacity, mounts) > 0) {
+        char *end;
+        unsigned long long mount = strtoull(line, &end, 10);
+        if (end == line || mount != id) continue;
+        // "36 35 98:0 /root /mnt opts [optional fields] - type source superopts"
+        char *separator = strstr(line, " - ");
+        if (!separator) break;
+        char type[64];
+        if (sscanf(separator + 3, "%63s", type) != 1) break;
+        static const char *const network[] = {
+            "nfs", "nfs4", "cifs", "smb3", "smbfs", "9p", "ceph", "afs", "ncpfs", "coda", "glusterfs", "lustre",
+            "gfs2", "ocfs2", "orangefs", "davfs",
+        };
+        answer = strncmp(type, "fuse", 4) == 0;
+        for (size_t i = 0; i < sizeof(network) / sizeof(network[0]); i++) {
+            if (strcmp(type, network[i]) == 0) answer = 1;
+        }
+        break;
+    }
+    free(line);
+    fclose(mounts);
+    return answer;
+}
+
+// The mount `fd` lies on (an O_PATH descriptor), asking the file system nothing (no attribute is requested, so
+// FUSE sends no request); 0 when the kernel does not say (before Linux 5.8).
+static uint64_t mount_of(int fd) {
+    struct statx info;
+    if (statx(fd, "", AT_EMPTY_PATH | AT_SYMLINK_NOFOLLOW | AT_STATX_DONT_SYNC, 0, &info) != 0) return 0;
+    return (info.stx_mask & STATX_MNT_ID) ? info.stx_mnt_id : 0;
+}
+
+int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int group_count,
+                         int uncertain) {
     if (path[0] != '/') { errno = EINVAL; return -1; }
     char rest[PATH_MAX * 2];
     if (strlen(path) >= sizeof(rest)) { errno = ENAMETOOLONG; return -1; }
@@ -338,13 +391,20 @@ int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *gr
     int links = 0;
     int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) return -1;
+    // Each mount the walk enters is looked at before anything on it is: a network or FUSE file system (whose
+    // server, maybe the dropper's own, could answer slowly or never) is refused, not walked.
+    uint64_t root_mount = mount_of(dir), mount = root_mount;
     char *cursor = rest;
     for (;;) {
         while (*cursor == '/') cursor++;
         if (*cursor == '\0') { close(dir); errno = EISDIR; return -1; }
         struct stat here;
         if (fstat(dir, &here) != 0) { int saved = errno; close(dir); errno = saved; return -1; }
-        if (!(permissions(dir, &here, uid, gid, groups, group_count) & 1)) { close(dir); errno = EACCES; return -1; }
+        if (!(permissions(dir, &here, uid, gid, groups, group_count, uncertain) & 1)) {
+            close(dir);
+            errno = EACCES;
+            return -1;
+        }
         char *end = strchr(cursor, '/');
         char component[NAME_MAX + 1];
         size_t length = end ? (size_t)(end - cursor) : strlen(cursor);
@@ -358,6 +418,15 @@ int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *gr
         if (last && slashed) { close(dir); errno = ENOTDIR; return -1; }
         int next = openat(dir, component, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0) { int saved = errno; close(dir); errno = saved; return -1; }
+        uint64_t next_mount = mount_of(next);
+        int crossed = next_mount != mount || next_mount == 0;
+        if (crossed && (next_mount != 0 ? is_network_mount(next_mount) : uploadq_is_network_fs_fd(next) != 0)) {
+            close(next);
+            close(dir);
+            errno = EREMOTE;
+            return -1;
+        }
+        mount = next_mount;
         struct stat info;
         if (fstat(next, &info) != 0) { int saved = errno; close(next); close(dir); errno = saved; return -1; }
         if (S_ISLNK(info.st_mode)) {
@@ -377,11 +446,12 @@ int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *gr
                 close(dir);
                 dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
                 if (dir < 0) return -1;
+                mount = root_mount;
             }
             continue;
         }
         if (last) {
-            if (!S_ISREG(info.st_mode) || !(permissions(next, &info, uid, gid, groups, group_count) & 4)) {
+            if (!S_ISREG(info.st_mode) || !(permissions(next, &info, uid, gid, groups, group_count, uncertain) & 4)) {
                 close(next);
                 close(dir);
                 errno = S_ISREG(info.st_mode) ? EACCES : EINVAL;

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 @testable import UploadQueue
 
@@ -407,26 +408,71 @@ import Testing
         _ = await daemon.terminate()
     }
 
-    @Test("another user's sidecar that came after its file is set aside, and the file taken as it is")
+    @Test("another user's sidecar holds its file whatever its time, across a restart, until the file's owner acts")
     func lateForeignSidecar() async throws {
         let sandbox = try Sandbox()
         try Dropper.openSpool(of: sandbox)
         let alice = try Dropper.alice, bob = try Dropper.bob
-        // Bob's photo first, alice's sidecar for it after, before any daemon looked.
-        try FileManager.default.createDirectory(atPath: sandbox.spool + "/.rejected", withIntermediateDirectories: true)
+        // Bob's photo first, alice's sidecar for it after (a newer time proves nothing: she may touch her file).
         try await bob.drop("late.jpg", size: 3000, into: sandbox.spool)
         try await Task.sleep(for: .milliseconds(20))
         try await alice.run("printf '{}' > '\(sandbox.spool)/late.jpg.uploadq.json'")
-        let daemon = try DaemonProcess(sandbox: sandbox)
+        var daemon = try DaemonProcess(sandbox: sandbox)
         #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
         let store = try store(sandbox)
-        let taken = try await eventually(timeout: .seconds(20)) { try store.jobs(state: .uploaded).count == 1 }
-        #expect(taken, "daemon log:\n\(daemon.log.suffix(3000))")
-        let reason = (try? String(contentsOfFile: sandbox.spool + "/.rejected/late.jpg.uploadq.json.reason.txt",
-                                  encoding: .utf8)) ?? ""
-        #expect(reason.contains("came after its file"), "\(reason)")
-        #expect(try store.spoolHoldCount() == 0)
+        let held = try await eventually(timeout: .seconds(20)) {
+            try store.spoolHolds(owner: nil, limit: 10).map(\.reason) == [.foreignSidecar]
+        }
+        #expect(held, "daemon log:\n\(daemon.log.suffix(3000))")
+        // She takes it away and the daemon restarts: the photo still waits for bob (his options may be in hers).
+        try await alice.run("rm '\(sandbox.spool)/late.jpg.uploadq.json'")
         _ = await daemon.terminate()
+        daemon = try DaemonProcess(sandbox: sandbox)
+        #expect(await daemon.waitUntilReady(sandbox), "daemon log:\n\(daemon.log.suffix(2000))")
+        try await Task.sleep(for: .seconds(6))
+        #expect(try store.jobs().isEmpty, "taken without bob's word: \(daemon.log.suffix(3000))")
+        #expect(try store.spoolHolds(owner: bob.uid, limit: 10).map(\.name) == ["late.jpg"])
+        // Bob touches it: sent as it is.
+        try await bob.run("touch '\(sandbox.spool)/late.jpg'")
+        let taken = try await eventually(timeout: .seconds(30)) {
+            try store.jobs(state: .uploaded).count == 1 && (try store.spoolHoldCount()) == 0
+        }
+        #expect(taken, "daemon log:\n\(daemon.log.suffix(3000))")
+        _ = await daemon.terminate()
+    }
+
+    @Test("a dropper's file on a FUSE mount is refused before its server is asked anything: a stopped one stalls nothing")
+    func fuseRefusedUnasked() async throws {
+        let work = try PowerCutTests.scratch("fuse-dropper")
+        let disk = PowerCutDisk(work: work, name: "disk")
+        try await disk.boot()
+        defer { disk.pauseServer(false) }
+        let path = disk.mount + "/photo.jpg"
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(repeating: 7, count: 1000)))
+        #expect(chmod(path, 0o644) == 0 && chmod(work, 0o755) == 0 && chmod(disk.mount, 0o755) == 0)
+        let sandboxConfiguration = try Sandbox().configuration()
+        let access = DropperAccess(uid: try Dropper.alice.uid, gid: 65_534, groups: [],
+                                   rules: DropperRules(configuration: sandboxConfiguration,
+                                                       spool: try #require(sandboxConfiguration.spool)))
+        // Its server stopped: a stat, a statfs or a lookup on the mount would now wait for ever.
+        disk.pauseServer(true)
+        let answer = Mutex<Result<Int32, UploadQueueError>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        DispatchQueue.global().async {
+            let opened = Result { () throws(UploadQueueError) -> Int32 in try DropperRules.open(path, as: access) }
+            answer.withLock { $0 = opened }
+            done.signal()
+        }
+        let answered = done.wait(timeout: .now() + 10) == .success
+        #expect(answered, "the walk asked the stopped FUSE server something")
+        disk.pauseServer(false)
+        if !answered { done.wait() }
+        let result = answer.withLock { $0 }
+        if case .success(let descriptor) = result { close(descriptor) }
+        #expect(throws: UploadQueueError.self) { try result?.get() }
+        guard case .failure(let error) = result else { return }
+        #expect(error.code == .invalidArgument && error.message.contains("network or FUSE"), "\(error)")
+        await disk.cut()
     }
 
     @Test("a dropper's event numbers are its own sequence: no gap counts another's events, in every field")

@@ -25,6 +25,11 @@ final class PowerCutDisk: @unchecked Sendable {
 
     var controlSocket: String { control }
 
+    /// Stops its server (every request to the file system then waits), or lets it go on.
+    func pauseServer(_ paused: Bool) {
+        _ = process?.signal(paused ? SIGSTOP : SIGCONT)
+    }
+
     /// A disk a failing test left mounted goes with the test: its file system ends, its mount is taken away.
     deinit {
         guard let process else { return }
@@ -256,7 +261,7 @@ final class PowerCutDisk: @unchecked Sendable {
     func deviceNumberedAnew() async throws {
         let work = try Self.scratch("device")
         defer { try? FileManager.default.removeItem(atPath: work) }
-        let (disk, config, photo, _) = try await Self.queueWithOnePhoto(work)
+        let (disk, config, _, _) = try await Self.queueWithOnePhoto(work)
         var before = stat()
         stat(disk.mount + "/state", &before)
         await disk.cut()

@@ -24,23 +24,31 @@ struct SharingRulesTests {
     @Test("intakes at once count what the others under way admitted, against the room and the quota, until they go")
     func reservations() throws {
         let ledger = IntakeReservations()
-        var first: IntakeReservations.Reservation? = try ledger.admit(bytes: 500, size: 400, owner: 1001) { bytes, own in
+        var first: IntakeReservations.Reservation? = try ledger.admit(copyBytes: 400, rowBytes: 100, size: 400,
+                                                                        owner: 1001) { bytes, own in
             #expect(bytes == 0 && own == OwnerQuota.Holding(jobs: 0, bytes: 0))
             return nil
         }
-        let second = try ledger.admit(bytes: 300, size: 300, owner: 1002) { bytes, own in
+        let second = try ledger.admit(copyBytes: 0, rowBytes: 300, size: 300, owner: 1002) { bytes, own in
             #expect(bytes == 500 && own.jobs == 0, "another owner's bytes count for the disk, not for its quota")
             return nil
         }
         #expect {
-            _ = try ledger.admit(bytes: 10, size: 10, owner: 1001) { bytes, own in
+            _ = try ledger.admit(copyBytes: 0, rowBytes: 10, size: 10, owner: 1001) { bytes, own in
                 #expect(bytes == 800 && own == OwnerQuota.Holding(jobs: 1, bytes: 400))
                 return UploadQueueError(.ownerQuota, "over")
             }
         } throws: { ($0 as? UploadQueueError)?.code == .ownerQuota }
+        // Its copy written, the disk counts it: the reservation keeps its row's bytes and its place in the quota.
+        first?.copied()
+        first?.copied()
+        _ = try ledger.admit(copyBytes: 0, rowBytes: 1, size: 1, owner: 1001) { bytes, own in
+            #expect(bytes == 400 && own == OwnerQuota.Holding(jobs: 1, bytes: 400), "once, its copy's bytes")
+            return nil
+        }
         #expect(first?.size == 400)
         first = nil
-        _ = try ledger.admit(bytes: 1, size: 1, owner: 1001) { bytes, own in
+        _ = try ledger.admit(copyBytes: 0, rowBytes: 1, size: 1, owner: 1001) { bytes, own in
             #expect(bytes == 300 && own.jobs == 0, "the first went: only the second is under way")
             return nil
         }
@@ -52,12 +60,17 @@ struct SharingRulesTests {
         let slots = PerUserSlots(limit: 2, what: "listings")
         let alice = ControlPeer(uid: 1001, gid: 1001, pid: 1, queueOwner: 0)
         let first = try slots.slot(alice)
-        _ = try slots.slot(alice)
+        let second = try slots.slot(alice)
         #expect { try slots.take(alice) } throws: { ($0 as? ControlAPIError)?.status == 429 }
         first.give()
         first.give()
-        _ = try slots.slot(alice)
+        var third: PerUserSlots.Slot? = try slots.slot(alice)
         #expect { try slots.take(alice) } throws: { ($0 as? ControlAPIError)?.status == 429 }
+        // A slot let go without a word (a reply dropped unwritten) goes back too.
+        third = nil
+        #expect(third == nil)
+        let fourth = try slots.slot(alice)
+        withExtendedLifetime((second, fourth)) {}
         let root = ControlPeer(uid: 0, gid: 0, pid: 1, queueOwner: 999)
         for _ in 0..<10 { try slots.take(root) }
     }
@@ -257,6 +270,20 @@ struct SharingRulesTests {
         #expect(throws: UploadQueueError.self, "bob's entry gives him nothing, though others may search") {
             try Self.openAs(path, peer: peer(bob))
         }
+        // A group she may be in counts both ways: mode 0604 shuts its members out, so she is refused while her
+        // groups are not known (more than SO_PEERGROUPS holds), and let in as a stranger once they are.
+        #expect(chmod(folder, 0o755) == 0 && chown(path, bob.uid, 0) == 0 && chmod(path, 0o604) == 0)
+        var uncertain = peer(alice)
+        #expect(try Self.openAs(path, peer: uncertain) == bob.uid)
+        uncertain.groupsUncertain = .any
+        #expect(throws: UploadQueueError.self, "maybe in group 0, which may not read") {
+            try Self.openAs(path, peer: uncertain)
+        }
+        uncertain.groupsUncertain = .groupZero
+        #expect(throws: UploadQueueError.self, "maybe in group 0 alone") { try Self.openAs(path, peer: uncertain) }
+        #expect(chmod(path, 0o644) == 0)
+        #expect(try Self.openAs(path, peer: uncertain) == bob.uid, "in it or not, she may read")
+        #expect(chown(path, alice.uid, 0) == 0 && chmod(path, 0o600) == 0)
         // A symbolic link on the way is followed as the kernel would; a final one is not.
         #expect(symlink(folder, sandbox.root + "/link") == 0 && symlink(path, sandbox.root + "/final.jpg") == 0)
         #expect(try Self.openAs(sandbox.root + "/link/photo.jpg", peer: peer(alice)) == alice.uid)
@@ -276,10 +303,11 @@ struct SharingRulesTests {
             groups[1] = 27
             groups[2] = 1002
         }
-        #expect(ControlPeer.groups(in: answer) == [0, 27, 1002])
+        #expect(ControlPeer.groups(in: answer).groups == [0, 27, 1002] && ControlPeer.groups(in: answer).uncertain == .none)
         withUnsafeMutableBytes(of: &answer.groups) { raw in raw.bindMemory(to: gid_t.self)[0] = 5 }
-        #expect(ControlPeer.groups(in: answer) == [5, 27, 1002])
-        #expect(ControlPeer.groups(in: uploadq_peer_groups()) == [])
+        #expect(ControlPeer.groups(in: answer).groups == [5, 27, 1002])
+        let zeros = ControlPeer.groups(in: uploadq_peer_groups())
+        #expect(zeros.groups.isEmpty && zeros.uncertain == .groupZero, "none, or group 0 alone")
     }
 
     @Test("no destination named: `default`, else the only one; several and no default: say which to name")

@@ -130,10 +130,22 @@ int uploadq_is_pseudo_fs(int fd);
 /// Opens `path` (absolute) for reading the way user `uid` (group `gid`, supplementary `groups`) would reach it:
 /// each directory on the way must let that user search it, and the file must be one it may read, by the mode bits
 /// and POSIX ACLs the kernel would apply; symbolic links on the way are followed (at most 40), a final one is not.
-/// Every step holds the directory it checked, so nothing swapped in between is reached. The descriptor
-/// (O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC), or -1 with errno: EACCES (that user may not reach or read it),
-/// ELOOP (the file is a symbolic link, or too many on the way), ENOENT, ENOTDIR, or the error of a step.
-int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int group_count);
+/// Every step holds the directory it checked, so nothing swapped in between is reached, and each mount entered is
+/// looked at before anything on it: a network or FUSE file system is refused without a request to its server.
+/// `uncertain` says which groups not listed the user may be in after all (UPLOADQ_GROUPS_*): such a group grants
+/// only what both being in it and not being in it would. The descriptor (O_RDONLY | O_NONBLOCK | O_NOCTTY |
+/// O_CLOEXEC), or -1 with errno: EACCES (that user may not reach or read it), ELOOP (the file is a symbolic link,
+/// or too many on the way), EREMOTE (the way enters a network or FUSE file system), ENOENT, ENOTDIR, or the
+/// error of a step.
+int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int group_count,
+                         int uncertain);
+
+/// uploadq_open_as_user's `uncertain`: the groups listed are all the user's.
+#define UPLOADQ_GROUPS_EXACT 0
+/// The user may be in group 0 too (SO_PEERGROUPS answers zeros alike for none and for group 0 alone).
+#define UPLOADQ_GROUP_ZERO_UNKNOWN 1
+/// The user may be in any group (it has more than SO_PEERGROUPS could answer).
+#define UPLOADQ_GROUPS_UNKNOWN 2
 
 /// HMAC-SHA256 of `data` under `key` (SigV4 signing keys and signatures); writes 32 bytes to `mac`, returns 0.
 int uploadq_hmac_sha256(const void *key, size_t key_length, const void *data, size_t data_length, unsigned char *mac);

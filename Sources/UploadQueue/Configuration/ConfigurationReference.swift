@@ -124,7 +124,9 @@ package enum ConfigurationReference {
         .init("limits", "owner_pending_jobs", .integer(0...100_000_000), .value("10000"), example: "2000", """
             How many jobs one dropper (another user, through the spool or the control API) may have in the queue \
             not uploaded yet, failed ones included; 0 for no limit. Past it the dropper's next file waits: the spool \
-            leaves it where it is (`owner-quota`), the API answers 429. The queue's own user and root have none. \
+            leaves it where it is (`owner-quota`), the API answers 429, even for a file whose content is queued \
+            already (the quota is checked before the file is read, so a full quota costs no read of it). The queue's \
+            own user and root have none. \
             Ten thousand is more than a day of photos taken offline, and bounds what one dropper adds to the \
             database and to every listing.
             """),
@@ -430,7 +432,9 @@ package enum ConfigurationReference {
             """),
         .init("api", "idle_timeout", .duration, .value(#""1m""#), example: #""5m""#, """
             How long a kept-alive connection may wait with no request under way before it is closed (an answer \
-            being written, a long poll or an event stream is not idle). At least 100ms.
+            being written, a long poll or an event stream is not idle), and how long a client may take none of \
+            what is written to it (an answer, the event stream) before it is closed: a slow reader that takes some \
+            goes on. At least 100ms.
             """),
     ]
 

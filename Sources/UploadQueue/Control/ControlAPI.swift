@@ -216,11 +216,22 @@ package struct ControlAPI: Sendable {
 
     /// A page read for `peer` (a listing of jobs, completions, events), with one of a dropper's listing slots: held
     /// from the read until its reply has gone to the socket (`ControlReply.written`), so a dropper has at most
-    /// `reads.limit` pages in the daemon's memory; given back before a long poll waits, and on an error.
-    private func page<T: Sendable>(_ peer: ControlPeer, _ read: @escaping @Sendable () throws -> T) async throws
-        -> (T, PerUserSlots.Slot)
+    /// `reads.limit` pages in the daemon's memory; given back before a long poll waits, and on an error. A long
+    /// poll already under way (`waitingUntil`) that finds its dropper's slots taken waits for one until then, rather
+    /// than fail half way; a new request is answered 429 at once.
+    private func page<T: Sendable>(_ peer: ControlPeer, waitingUntil deadline: ContinuousClock.Instant? = nil,
+                                   _ read: @escaping @Sendable () throws -> T) async throws -> (T, PerUserSlots.Slot)
     {
-        let slot = try reads.slot(peer)
+        let slot: PerUserSlots.Slot
+        while true {
+            do {
+                slot = try reads.slot(peer)
+                break
+            } catch {
+                guard let deadline, ContinuousClock.now < deadline else { throw error }
+                try await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
+            }
+        }
         do {
             return (try await BlockingWork.run(read), slot)
         } catch {
@@ -439,7 +450,8 @@ package struct ControlAPI: Sendable {
                 throw ControlAPIError(403, "forbidden", "the request \(why)")
             }
             // The file itself is opened as the dropper would open it, and checked, by the intake.
-            dropper = DropperAccess(uid: peer.uid, gid: peer.gid, groups: peer.supplementaryGroups, rules: rules)
+            dropper = DropperAccess(uid: peer.uid, gid: peer.gid, groups: peer.supplementaryGroups,
+                                    groupsUncertain: peer.groupsUncertain, rules: rules)
         }
         var enqueue = EnqueueRequest(
             path: path,
@@ -572,9 +584,11 @@ package struct ControlAPI: Sendable {
         // From now on pruning keeps completions until the queue's own consumer acknowledged them (a dropper's
         // reading of its own never changes what is kept for everyone).
         if peer.isAdmin { try await BlockingWork.run { try store.noteCompletionConsumer() } }
+        var polling = false
         while true {
             // By the upload's event number (commit order) after `since`; else in time order, after `after`.
-            let ((jobs, seq, more), slot) = try await page(peer) { () -> ([(job: Job, seq: Int64?)], Int64, Bool) in
+            let ((jobs, seq, more), slot) = try await page(peer, waitingUntil: polling ? deadline : nil) {
+                () -> ([(job: Job, seq: Int64?)], Int64, Bool) in
                 if let since {
                     let read = try store.completions(since: since, owner: owner, limit: limit, byteBudget: Self.pageBytes)
                     return (read.jobs.map { ($0.job, $0.seq) }, read.seq, read.more)
@@ -593,6 +607,7 @@ package struct ControlAPI: Sendable {
                 return reply
             }
             slot.give()
+            polling = true
             await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()
         }
@@ -610,9 +625,10 @@ package struct ControlAPI: Sendable {
         var lines = gap.map { [$0.jsonLine] } ?? []
         let deadline = ContinuousClock.now + timeout
         let owner = peer.isAdmin ? nil : peer.uid
+        var polling = false
         while true {
             let after = since
-            let (events, slot) = try await page(peer) {
+            let (events, slot) = try await page(peer, waitingUntil: polling ? deadline : nil) {
                 try store.loggedEvents(after: after, owner: owner, limit: limit, byteBudget: Self.pageBytes).events
             }
             lines += events.map(\.jsonLine)
@@ -625,6 +641,7 @@ package struct ControlAPI: Sendable {
                 return reply
             }
             slot.give()
+            polling = true
             await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()
         }

@@ -7,8 +7,8 @@ import NIOHTTP1
 /// has `ControlAPI` answer it as the connection's peer, and writes the reply. Requests on one connection are
 /// answered in order, one at a time: NIO's pipelining handler holds the next until the reply to this one is handed
 /// to the socket, and the next is answered only once that reply has gone out, so a client that pipelines requests
-/// and reads nothing has one reply in the daemon's memory, not one per request. A reply the client does not take
-/// within `stallLimit` closes the connection. A streamed reply (the event stream) is written chunk by chunk as it
+/// and reads nothing has one reply in the daemon's memory, not one per request (a client that takes nothing of it
+/// is closed by `ControlDeadlineHandler`). A streamed reply (the event stream) is written chunk by chunk as it
 /// comes, and ends its connection.
 final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = HTTPServerRequestPart
@@ -18,12 +18,10 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     private let peer: ControlPeer
     private let registry: ControlServer.Registry
     private let logger: Logger
-    /// How long a reply (or a chunk of a streamed one) may wait for a client that does not read before its
-    /// connection is closed: `[api] idle_timeout`.
-    private let stallLimit: TimeAmount
     /// A request that came whole while the reply before it was still going out: answered once it has.
     private var waiting: (request: ControlRequest, keepAlive: Bool)?
-    /// A reply is going out (handed to the socket, not yet written).
+    /// A reply is going out (handed to the socket, not yet written), or a stream ends its connection: what comes
+    /// meanwhile waits (or, once a stream ended, is never answered).
     private var replying = false
     private var head: HTTPRequestHead?
     private var body = ByteBuffer()
@@ -32,13 +30,11 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
     /// The task answering the request now; cancelled when the connection goes (a long poll's client left).
     private var answering: Task<Void, Never>?
 
-    init(api: ControlAPI, peer: ControlPeer, registry: ControlServer.Registry, logger: Logger, stallLimit: Duration) {
+    init(api: ControlAPI, peer: ControlPeer, registry: ControlServer.Registry, logger: Logger) {
         self.api = api
         self.peer = peer
         self.registry = registry
         self.logger = logger
-        self.stallLimit = .nanoseconds(Int64(stallLimit.components.seconds) * 1_000_000_000
-            + stallLimit.components.attoseconds / 1_000_000_000)
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
@@ -149,14 +145,11 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
         return writeChunk(reply.body, context: context)
     }
 
-    /// One chunk of a streamed reply, flushed; the future completes once the socket took it. A client that takes
-    /// nothing for a minute is closed.
+    /// One chunk of a streamed reply, flushed; the future completes once the socket took it (or fails once the
+    /// connection is closed: by a client that takes nothing, `ControlDeadlineHandler`).
     private func writeChunk(_ data: Data, context: ChannelHandlerContext) -> EventLoopFuture<Void> {
         guard context.channel.isActive else { return context.eventLoop.makeFailedFuture(ChannelError.ioOnClosedChannel) }
         let written = context.eventLoop.makePromise(of: Void.self)
-        let channel = context.channel
-        let stalled = context.eventLoop.scheduleTask(in: stallLimit) { channel.close(promise: nil) }
-        written.futureResult.whenComplete { _ in stalled.cancel() }
         // An empty chunk would end the chunked body: only the flush goes out.
         if data.isEmpty {
             context.flush()
@@ -167,8 +160,10 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
         return written.futureResult
     }
 
-    /// Ends a streamed reply and its connection.
+    /// Ends a streamed reply and its connection; a request pipelined after the stream is never answered.
     private func endStream(context: ChannelHandlerContext) {
+        replying = true
+        waiting = nil
         guard context.channel.isActive else { return }
         let channel = context.channel
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in channel.close(promise: nil) }
@@ -196,10 +191,8 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
         replying = true
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
         let channel = context.channel
-        let stalled = context.eventLoop.scheduleTask(in: stallLimit) { channel.close(promise: nil) }
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
         written.futureResult.whenComplete { result in
-            stalled.cancel()
             reply.written?()
             let (handler, context) = bound.value
             handler.replying = false

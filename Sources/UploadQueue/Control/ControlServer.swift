@@ -117,13 +117,13 @@ final class ControlServer: Sendable {
                 }
                 let credentials: EventLoopFuture<uploadq_peer_credentials> = provider.unsafeGetSocketOption(
                     level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(uploadq_so_peercred()))
-                // A peer with more groups than the answer holds is checked with none of them.
-                let groups: EventLoopFuture<[gid_t]> = provider.unsafeGetSocketOption(
+                // A peer with more groups than the answer holds may be in any group: checked as such.
+                let groups: EventLoopFuture<([gid_t], ControlPeer.GroupUncertainty)> = provider.unsafeGetSocketOption(
                     level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(uploadq_so_peergroups())
-                ).map { (answer: uploadq_peer_groups) in ControlPeer.groups(in: answer) }.recover { _ in [] }
+                ).map { (answer: uploadq_peer_groups) in ControlPeer.groups(in: answer) }.recover { _ in ([], .any) }
                 return credentials.and(groups).flatMapThrowing { credentials, groups in
                     let peer = ControlPeer(uid: credentials.uid, gid: credentials.gid, pid: credentials.pid,
-                                           supplementaryGroups: groups)
+                                           supplementaryGroups: groups.0, groupsUncertain: groups.1)
                     guard registry.admit(channel, peer: peer) else {
                         throw ChannelError.inappropriateOperationForState
                     }
@@ -132,8 +132,7 @@ final class ControlServer: Sendable {
                         ControlDeadlineHandler(requestTimeout: settings.requestTimeout, idleTimeout: settings.idleTimeout),
                         position: .first)
                     try channel.pipeline.syncOperations.addHandler(
-                        ControlConnection(api: api, peer: peer, registry: registry, logger: logger,
-                                          stallLimit: settings.idleTimeout))
+                        ControlConnection(api: api, peer: peer, registry: registry, logger: logger))
                 }.flatMapErrorThrowing { error in
                     // Said, so a client that saw its connection closed at once can be told why.
                     logger.debug("control API: a connection is not served: \(error)")

@@ -37,7 +37,7 @@ final class PerUserSlots: Sendable {
     }
 
     /// A slot taken for `peer`, given back once, by whichever comes first of its holders (the reply written, a wait
-    /// begun, an error).
+    /// begun, an error), or when the last of them lets it go.
     final class Slot: Sendable {
         private let slots: PerUserSlots
         private let peer: ControlPeer
@@ -52,6 +52,9 @@ final class PerUserSlots: Sendable {
             guard !given.exchange(true, ordering: .acquiringAndReleasing) else { return }
             slots.give(peer)
         }
+
+        // A reply dropped unwritten (its connection gone) still gives its slot back.
+        deinit { give() }
     }
 
     /// `take`, as a slot that gives itself back once.

@@ -53,10 +53,16 @@ struct DropperRules: Sendable, Equatable {
     /// The descriptor is the caller's to close.
     static func open(_ path: String, as access: DropperAccess) throws(UploadQueueError) -> Int32 {
         let descriptor = access.groups.withUnsafeBufferPointer { groups in
-            uploadq_open_as_user(path, access.uid, access.gid, groups.baseAddress, Int32(groups.count))
+            uploadq_open_as_user(path, access.uid, access.gid, groups.baseAddress, Int32(groups.count),
+                                 access.groupsUncertain.rawValue)
         }
         guard descriptor >= 0 else {
             let code = errno
+            if code == EREMOTE {
+                // Refused before anything on it was asked: its server (a user's FUSE mount) could hold the walk.
+                throw UploadQueueError(.invalidArgument, "lies on a network or FUSE file system; copy it to a local "
+                    + "disk and hand that over", path: path)
+            }
             let reason = code == EACCES ? "you may not open it yourself (a folder on the way, or the file, is closed "
                 + "to you)" : String(cString: strerror(code))
             throw UploadQueueError(.forbidden, "is not a file you can open: \(reason)", path: path, cause: reason)
@@ -69,7 +75,9 @@ struct DropperRules: Sendable, Equatable {
 struct DropperAccess: Sendable, Equatable {
     var uid: uid_t
     var gid: gid_t
-    /// Its supplementary groups (group 0 alone left out: a check may refuse more, never allow more).
+    /// Its supplementary groups.
     var groups: [gid_t]
+    /// Which groups not listed it may be in after all.
+    var groupsUncertain: ControlPeer.GroupUncertainty = .none
     var rules: DropperRules
 }

@@ -272,15 +272,6 @@ struct Intake: Sendable {
             }
         }
         let quota = dropperQuota(request.owner)
-        var holding = OwnerQuota.Holding(jobs: 0, bytes: 0)
-        if quota != nil, let owner = request.owner {
-            do {
-                holding = try store.holding(of: owner)
-            } catch {
-                throw .database("cannot read what you hold in the queue", error, path: path,
-                                databasePath: configuration.databasePath)
-            }
-        }
 
         let id = JobID.generate(at: now)
         // A file of another user's is copied, never adopted: whoever owns an inode can reopen it for writing
@@ -295,16 +286,25 @@ struct Intake: Sendable {
         let rowBytes = StoredValueLimits.rowBytes(meta: request.meta, patch: request.patch, path: path,
                                                   after: request.after)
         // Counted with what the intakes under way admitted: together they stay within the room and the quota.
-        let reservation = try reservations.admit(bytes: (copies || crossesDisks ? before.size : 0) + rowBytes,
-                                                 size: before.size, owner: quota == nil ? nil : request.owner) {
-            underWay, ownUnderWay in
-            if let quota, let why = quota.refusal(holding: OwnerQuota.Holding(jobs: holding.jobs + ownUnderWay.jobs,
-                                                                               bytes: holding.bytes + ownUnderWay.bytes),
-                                                  adding: before.size) {
-                return UploadQueueError(.ownerQuota, why, path: path)
+        let copyBytes = copies || crossesDisks ? before.size : 0
+        let reservation = try reservations.admit(copyBytes: copyBytes, rowBytes: rowBytes, size: before.size,
+                                                 owner: quota == nil ? nil : request.owner) { underWay, ownUnderWay in
+            if let quota, let owner = request.owner {
+                // Read with the ledger held: an intake recorded meanwhile is in one or the other, never neither.
+                let holding: OwnerQuota.Holding
+                do {
+                    holding = try store.holding(of: owner)
+                } catch {
+                    return .database("cannot read what you hold in the queue", error, path: path,
+                                     databasePath: configuration.databasePath)
+                }
+                if let why = quota.refusal(holding: OwnerQuota.Holding(jobs: holding.jobs + ownUnderWay.jobs,
+                                                                        bytes: holding.bytes + ownUnderWay.bytes),
+                                           adding: before.size) {
+                    return UploadQueueError(.ownerQuota, why, path: path)
+                }
             }
-            let needed = (copies || crossesDisks ? before.size : 0) + rowBytes + underWay
-            if let low = configuration.freeSpaceGuard.check(needing: needed) {
+            if let low = configuration.freeSpaceGuard.check(needing: copyBytes + rowBytes + underWay) {
                 return UploadQueueError(.diskLow, "not taken: \(low); the queue takes files again once there is room "
                     + "(uploads free it), or lower [limits] min_free_space", path: path)
             }
@@ -316,6 +316,7 @@ struct Intake: Sendable {
             let begun = try blobs.beginCopy(descriptor: descriptor, sourcePath: path, size: before.size, to: id, stop: stop)
             copy = begun.0
             sha256 = begun.1
+            reservation.copied()
         } else if configuration.destinations[destination]?.hashTiming == .whileSending {
             // Hashed by the upload, from the bytes it sends: the file is read once. De-duplication hashes it here
             // after all when a job of the same size goes to the destination (`insertUnlessDuplicate`).

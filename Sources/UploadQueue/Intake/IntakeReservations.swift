@@ -14,41 +14,62 @@ final class IntakeReservations: Sendable {
     /// What one admitted intake holds until it is recorded or given up: released when the last reference to it goes.
     final class Reservation: Sendable {
         private let ledger: IntakeReservations
-        let bytes: Int64
+        /// The bytes of its copy (none when the file is adopted), counted until the copy is written.
+        let copyBytes: Int64
+        /// The bytes of its row.
+        let rowBytes: Int64
         let owner: UInt32?
         let size: Int64
+        private let copyWritten = Mutex(false)
 
-        fileprivate init(ledger: IntakeReservations, bytes: Int64, owner: UInt32?, size: Int64) {
+        fileprivate init(ledger: IntakeReservations, copyBytes: Int64, rowBytes: Int64, owner: UInt32?, size: Int64) {
             self.ledger = ledger
-            self.bytes = bytes
+            self.copyBytes = copyBytes
+            self.rowBytes = rowBytes
             self.owner = owner
             self.size = size
         }
 
+        /// The copy is on the disk: the free space measured from now on counts it, so the reservation no longer
+        /// does (the quota's part stays until the job is recorded).
+        func copied() {
+            guard copyWritten.withLock({ written in defer { written = true }; return !written }) else { return }
+            ledger.unreserve(copyBytes)
+        }
+
+        /// The bytes still reserved on the disk.
+        fileprivate var bytesHeld: Int64 { rowBytes + (copyWritten.withLock { $0 } ? 0 : copyBytes) }
+
         deinit { ledger.release(self) }
     }
 
-    /// Admits an intake that writes `bytes` to the state disk for a file of `size` of `owner` (a dropper's, or nil),
-    /// if `refusal` (given what the intakes under way hold: bytes in all, and the owner's) finds nothing to refuse;
-    /// the reservation holds it until it goes.
-    func admit(bytes: Int64, size: Int64, owner: UInt32?,
+    /// Admits an intake that writes `copyBytes` and `rowBytes` to the state disk for a file of `size` of `owner`
+    /// (a dropper's, or nil), if `refusal` (given what the intakes under way hold: bytes in all, and the owner's)
+    /// finds nothing to refuse; the reservation holds it until it goes. `refusal` runs under the ledger's lock, so
+    /// what it reads of the queue (the owner's holding) and what the intakes under way hold are one moment's.
+    func admit(copyBytes: Int64, rowBytes: Int64, size: Int64, owner: UInt32?,
                refusal: (_ bytesUnderWay: Int64, _ ownerUnderWay: OwnerQuota.Holding) -> UploadQueueError?)
         throws(UploadQueueError) -> Reservation
     {
         let refused = state.withLock { state -> UploadQueueError? in
             let own = owner.flatMap { state.owners[$0] } ?? OwnerQuota.Holding(jobs: 0, bytes: 0)
             if let refused = refusal(state.bytes, own) { return refused }
-            state.bytes += bytes
+            state.bytes += copyBytes + rowBytes
             if let owner { state.owners[owner] = OwnerQuota.Holding(jobs: own.jobs + 1, bytes: own.bytes + size) }
             return nil
         }
         if let refused { throw refused }
-        return Reservation(ledger: self, bytes: bytes, owner: owner, size: size)
+        return Reservation(ledger: self, copyBytes: copyBytes, rowBytes: rowBytes, owner: owner, size: size)
+    }
+
+    /// Bytes a reservation no longer holds on the disk.
+    fileprivate func unreserve(_ bytes: Int64) {
+        state.withLock { $0.bytes -= bytes }
     }
 
     private func release(_ reservation: Reservation) {
         state.withLock { state in
-            state.bytes -= reservation.bytes
+            state.bytes -= reservation.bytesHeld
             guard let owner = reservation.owner, var own = state.owners[owner] else { return }
             own.jobs -= 1
             own.bytes -= reservation.size

@@ -9,7 +9,8 @@ extension QueueDatabase {
     ///   intake: what a `file` destination delivers it with, the queue's own copy staying 0600.
     /// - `spool_hold`: the spool files left where they are for a reason of their owner's (over its quota, a
     ///   sidecar another user owns), so that `status` and the API can say so; written by the spool watcher, at
-    ///   most a bounded number of rows.
+    ///   most a bounded number of rows. `file_changed` is the held file's change time (nanoseconds) when a
+    ///   foreign sidecar held it: such a hold outlives a restart, the file waiting until its owner changes it.
     ///
     /// The tables are `WITHOUT ROWID`: an `INTEGER PRIMARY KEY` would refuse a damaged row's owner (text), and
     /// with it the write of that row, which the intake and the claims must survive.
@@ -47,7 +48,8 @@ extension QueueDatabase {
                 owner_uid INTEGER NOT NULL,
                 reason TEXT NOT NULL,
                 message TEXT NOT NULL,
-                since DATETIME NOT NULL
+                since DATETIME NOT NULL,
+                file_changed INTEGER
             ) WITHOUT ROWID;
             CREATE INDEX spool_hold_owner ON spool_hold(owner_uid);
             """)

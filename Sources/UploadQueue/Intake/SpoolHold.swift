@@ -36,33 +36,56 @@ extension QueueStore {
     static let spoolHoldRows = 1000
     static let spoolHoldRowsPerOwner = 100
 
-    /// Records (or updates) a spool file held for `reason`; false when `spoolHoldRows` are recorded already, or
-    /// `spoolHoldRowsPerOwner` of its owner's.
-    @discardableResult
-    func holdSpoolFile(_ hold: QueueStatus.SpoolHold) throws -> Bool {
+    /// Whether a held spool file could be recorded.
+    enum HoldRecord: Sendable, Equatable {
+        case recorded
+        /// Its owner has `spoolHoldRowsPerOwner` recorded already.
+        case ownerFull
+        /// `spoolHoldRows` are recorded already.
+        case allFull
+    }
+
+    /// Records (or updates) a spool file held for `reason`; `fileChanged` is the file's change time, kept for a
+    /// foreign sidecar's hold (which outlives a restart).
+    func holdSpoolFile(_ hold: QueueStatus.SpoolHold, fileChanged: Int64?) throws -> HoldRecord {
         try writer.write { db in
-            let recorded = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM spool_hold") ?? 0
-            let owners = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM spool_hold INDEXED BY spool_hold_owner WHERE owner_uid = ?",
-                                          arguments: [Int64(hold.ownerUID)]) ?? 0
             let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM spool_hold WHERE name = ?", arguments: [hold.name]) != nil
-            guard known || (recorded < Self.spoolHoldRows && owners < Self.spoolHoldRowsPerOwner) else { return false }
+            if !known {
+                let recorded = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM spool_hold") ?? 0
+                guard recorded < Self.spoolHoldRows else { return .allFull }
+                let owners = try Int.fetchOne(db, sql: """
+                    SELECT COUNT(*) FROM spool_hold INDEXED BY spool_hold_owner WHERE owner_uid = ?
+                    """, arguments: [Int64(hold.ownerUID)]) ?? 0
+                guard owners < Self.spoolHoldRowsPerOwner else { return .ownerFull }
+            }
             try db.execute(sql: """
-                INSERT INTO spool_hold (name, owner_uid, reason, message, since) VALUES (?, ?, ?, ?, ?)
+                INSERT INTO spool_hold (name, owner_uid, reason, message, since, file_changed) VALUES (?, ?, ?, ?, ?, ?)
                 ON CONFLICT (name) DO UPDATE SET owner_uid = excluded.owner_uid, reason = excluded.reason,
-                message = excluded.message
+                message = excluded.message, file_changed = excluded.file_changed
                 """, arguments: [hold.name, Int64(hold.ownerUID), hold.reason.rawValue, hold.message,
-                                 StoredDate(hold.since)])
-            return true
+                                 StoredDate(hold.since), fileChanged])
+            return .recorded
         }
     }
 
-    /// Forgets a held spool file (taken, rejected, gone); all of them when `name` is nil (a watcher starting).
-    func releaseSpoolFile(_ name: String?) throws {
+    /// Forgets a held spool file (taken, rejected, gone).
+    func releaseSpoolFile(_ name: String) throws {
         try writer.write { db in
-            if let name {
-                try db.execute(sql: "DELETE FROM spool_hold WHERE name = ?", arguments: [name])
-            } else {
-                try db.execute(sql: "DELETE FROM spool_hold")
+            try db.execute(sql: "DELETE FROM spool_hold WHERE name = ?", arguments: [name])
+        }
+    }
+
+    /// A watcher starting: forgets every hold but a foreign sidecar's, and returns those with the held file's
+    /// change time then. Such a file waits until its owner changes it, across restarts; the others are looked at
+    /// afresh.
+    func resumeSpoolHolds() throws -> [(hold: QueueStatus.SpoolHold, fileChanged: Int64)] {
+        try writer.write { db in
+            try db.execute(sql: "DELETE FROM spool_hold WHERE reason != ? OR file_changed IS NULL",
+                           arguments: [QueueStatus.SpoolHold.Reason.foreignSidecar.rawValue])
+            return try Row.fetchAll(db, sql: "SELECT * FROM spool_hold").compactMap { row in
+                guard let hold = Self.spoolHold(row),
+                      let changed = Int64.fromDatabaseValue(row["file_changed"] as DatabaseValue) else { return nil }
+                return (hold, changed)
             }
         }
     }
@@ -82,12 +105,20 @@ extension QueueStore {
             } else {
                 try Row.fetchAll(db, sql: "SELECT * FROM spool_hold ORDER BY since, name LIMIT ?", arguments: [limit])
             }
-            return rows.compactMap { row in
-                guard let owner = UInt32(exactly: row["owner_uid"] as Int64), let since = (row["since"] as StoredDate?)?.date
-                else { return nil }
-                return QueueStatus.SpoolHold(name: row["name"], ownerUID: owner,
-                                             reason: .init(rawValue: row["reason"]), message: row["message"], since: since)
-            }
+            return rows.compactMap(Self.spoolHold)
         }
+    }
+
+    /// A `spool_hold` row, or nil when damaged.
+    private static func spoolHold(_ row: Row) -> QueueStatus.SpoolHold? {
+        let value = { (column: String) in row[column] as DatabaseValue }
+        guard let owner = Int64.fromDatabaseValue(value("owner_uid")).flatMap(UInt32.init(exactly:)),
+              let since = StoredDate.fromDatabaseValue(value("since"))?.date,
+              let name = String.fromDatabaseValue(value("name")),
+              let reason = String.fromDatabaseValue(value("reason")),
+              let message = String.fromDatabaseValue(value("message"))
+        else { return nil }
+        return QueueStatus.SpoolHold(name: name, ownerUID: owner, reason: .init(rawValue: reason), message: message,
+                                     since: since)
     }
 }

@@ -53,15 +53,24 @@ package actor SpoolWatcher: Service {
     private var unmovable: Set<[UInt8]> = []
     /// Which files are being taken, and whose turn is next.
     private var turns = IntakeTurns()
-    /// Files left where they are for a reason of their owner's, by name (recorded in `spool_hold` for `status`
-    /// and the API; said in the log once each).
-    private var held: [String: (hold: QueueStatus.SpoolHold, recorded: Bool)] = [:]
-    /// For a file held for another user's sidecar: its change time then. Once that sidecar is gone, the file waits
-    /// on until its owner changes it (writes its own sidecar, touches it): its owner's options may have gone into
-    /// the other's file, and are not lost silently.
-    private var heldSince: [String: Int64] = [:]
-    /// A held file could not be recorded (too many are): none is tried again until one is released.
+    /// A file left where it is for a reason of its owner's.
+    private struct HeldFile {
+        var hold: QueueStatus.SpoolHold
+        /// Whether `spool_hold` lists it (it may not, when too many are held).
+        var recorded: Bool
+        /// For a file held for another user's sidecar: its change time then. Once that sidecar is gone, the file
+        /// waits on until its owner changes it (writes its own sidecar, touches it): its owner's options may have
+        /// gone into the other's file, and are not lost silently. Recorded, so a restart does not forget it.
+        var fileChanged: Int64?
+    }
+
+    /// Files held, by name (recorded in `spool_hold` for `status` and the API; said in the log once a reason).
+    private var held: [String: HeldFile] = [:]
+    /// `spool_hold` is full: no unrecorded hold is tried again until one is released.
     private var holdRowsFull = false
+    /// Owners with `QueueStore.spoolHoldRowsPerOwner` recorded: theirs are not tried again until one of theirs
+    /// is released (another owner's still are).
+    private var holdRowsFullOf: Set<UInt32> = []
     /// How often a held file is looked at again.
     static let holdRecheck = Duration.seconds(5)
     /// The intakes under way, by name.
@@ -106,8 +115,11 @@ package actor SpoolWatcher: Service {
         }
         try BlobStore.makeDirectory(spool.directory)
         try makeRejectedDirectory()
-        // What an earlier run held is found again, or not.
-        try? queue.store.releaseSpoolFile(nil)
+        // What an earlier run held is found again, or not; a file held for another's sidecar waits on for its
+        // owner (the first scan forgets those that are gone).
+        for (hold, changed) in (try? queue.store.resumeSpoolHolds()) ?? [] {
+            held[hold.name] = HeldFile(hold: hold, recorded: true, fileChanged: changed)
+        }
         onNetworkFileSystem = uploadq_is_network_fs(spool.directory) == 1
         if onNetworkFileSystem {
             logger.notice("""
@@ -126,6 +138,7 @@ package actor SpoolWatcher: Service {
                 watchHealthy = false
             }
             scan()
+            for name in held.keys where candidates[name] == nil { release(name) }
             await withTaskGroup(of: Void.self) { group in
                 if let inotify {
                     group.addTask {
@@ -378,35 +391,23 @@ package actor SpoolWatcher: Service {
             let why = found.links > 1
                 ? "has \(found.links) hard links (a link keeps its owner: it may be another's file)"
                 : "belongs to user \(found.owner), and the file to user \(fingerprint.owner)"
-            // Another user's sidecar steers nothing. One that came after its file (sidecars are written before)
-            // carries none of the file's options: it is set aside, and the file taken as it is. One that was there
-            // before may hold its owner's options (another user may have made the name first, and the file's owner
-            // written into it): the file waits, said, rather than go without them. So does one with several names:
-            // a hard link keeps its owner, and anyone may make one where the kernel lets them link files of others
-            // (fs.protected_hardlinks = 0).
-            if found.changedNanoseconds > fingerprint.changedNanoseconds {
-                rejectSidecar(of: name, reason: """
-                    the sidecar \(name)\(Sidecar.suffix) \(why), and came after its file: a sidecar applies only to a \
-                    file of its own owner's, written before it. The file was taken without it
-                    """)
-            } else {
-                heldSince[name] = fingerprint.changedNanoseconds
-                hold(name, owner: fingerprint.owner, .foreignSidecar, """
-                    \(name) waits: its sidecar \(name)\(Sidecar.suffix) \(why), and a sidecar applies only to a file \
-                    of its own owner's. Taken now, the file would go without its own options. Have the sidecar \
-                    removed (its owner, or the admin), then write your own sidecar again, or touch the file to send it \
-                    without one; or rename the file, and write its sidecar under the new name first
-                    """)
-                return
-            }
-        } else if found == nil, held[name]?.hold.reason == .foreignSidecar,
-                  heldSince[name] == fingerprint.changedNanoseconds {
-            // The other user's sidecar is gone, and the file's owner has not acted since: its options may have gone
-            // into the other's file.
-            hold(name, owner: fingerprint.owner, .foreignSidecar, """
-                \(name) waits: the other user's sidecar it waited for is gone, and your options may have gone into it. \
-                Write your sidecar \(name)\(Sidecar.suffix) again, or touch \(name) to send it without one
+            // Another user's sidecar steers nothing, and may hold its owner's options (another user may have made
+            // the name first, and the file's owner written into it): the file waits, said, rather than go without
+            // them, however the two files' times look (anyone may touch a file of their own). So does one with
+            // several names: a hard link keeps its owner, and anyone may make one where the kernel lets them link
+            // files of others (fs.protected_hardlinks = 0).
+            hold(name, owner: fingerprint.owner, .foreignSidecar, fileChanged: fingerprint.changedNanoseconds, """
+                \(name) waits: its sidecar \(name)\(Sidecar.suffix) \(why), and a sidecar applies only to a file of \
+                its own owner's. Taken now, the file would go without its own options. Have the sidecar removed (its \
+                owner, or the admin), then write your own sidecar again, or touch the file to send it without one; \
+                or rename the file, and write its sidecar under the new name first
                 """)
+            return
+        } else if found == nil, let known = held[name], known.hold.reason == .foreignSidecar,
+                  known.fileChanged == fingerprint.changedNanoseconds {
+            // The other user's sidecar is gone, and the file's owner has not acted since: its options may have gone
+            // into the other's file. It waits on as it was (the message said what to do).
+            hold(name, owner: fingerprint.owner, .foreignSidecar, fileChanged: known.fileChanged, known.hold.message)
             return
         }
         if let found, found.owner == fingerprint.owner, found.links == 1 {
@@ -459,7 +460,7 @@ package actor SpoolWatcher: Service {
                 candidates[name] = nil
                 release(name)
             case .ownerQuota:
-                hold(name, owner: fingerprint.owner, .ownerQuota, "\(name) waits: \(error.message)")
+                hold(name, owner: fingerprint.owner, .ownerQuota, fileChanged: nil, "\(name) waits: \(error.message)")
             case .interrupted:
                 // The daemon is stopping: the file stays where it is, for the next start.
                 logger.info("spool: stopped reading \(name); it is taken at the next start")
@@ -529,30 +530,36 @@ package actor SpoolWatcher: Service {
     }
 
     /// Leaves `name` where it is for a reason of its owner's, looked at again every `holdRecheck`; recorded for
-    /// `status` and the API, and said in the log when the reason is new.
-    private func hold(_ name: String, owner: UInt32, _ reason: QueueStatus.SpoolHold.Reason, _ message: String) {
+    /// `status` and the API when the reason is new (not again for a new wording: a held file costs no write each
+    /// look), and said in the log then.
+    private func hold(_ name: String, owner: UInt32, _ reason: QueueStatus.SpoolHold.Reason, fileChanged: Int64?,
+                      _ message: String) {
         candidates[name]?.notBefore = .now + Self.holdRecheck
         let known = held[name]
-        // Recorded once (again when it could not be: too many held at the time), said in the log once a reason.
-        guard known?.hold.reason != reason || known?.hold.message != message
-            || (known?.recorded == false && !holdRowsFull) else { return }
+        let retry = known?.recorded == false && !holdRowsFull && !holdRowsFullOf.contains(owner)
+        guard known?.hold.reason != reason || known?.fileChanged != fileChanged || retry else { return }
         let entry = QueueStatus.SpoolHold(name: name, ownerUID: owner, reason: reason, message: message,
                                           since: known?.hold.since ?? Date())
-        let recorded = (try? queue.store.holdSpoolFile(entry)) ?? false
-        holdRowsFull = !recorded
-        held[name] = (entry, recorded)
+        let record = (try? queue.store.holdSpoolFile(entry, fileChanged: fileChanged)) ?? .allFull
+        switch record {
+        case .recorded: break
+        case .ownerFull: holdRowsFullOf.insert(owner)
+        case .allFull: holdRowsFull = true
+        }
+        held[name] = HeldFile(hold: entry, recorded: record == .recorded, fileChanged: fileChanged)
         if known?.hold.reason != reason {
-            logger.warning("spool: \(message)\(recorded ? "" : " (not listed in status for now: too many files held)")",
-                           metadata: ["uploadq.reason": "\(reason.rawValue)"])
+            logger.warning("""
+                spool: \(message)\(record == .recorded ? "" : " (not listed in status for now: too many files held)")
+                """, metadata: ["uploadq.reason": "\(reason.rawValue)"])
         }
     }
 
     /// `name` is no longer held (taken, rejected, gone).
     private func release(_ name: String) {
-        heldSince[name] = nil
-        guard held.removeValue(forKey: name) != nil else { return }
+        guard let known = held.removeValue(forKey: name) else { return }
         holdRowsFull = false
-        try? queue.store.releaseSpoolFile(name)
+        holdRowsFullOf.remove(known.hold.ownerUID)
+        if known.recorded { try? queue.store.releaseSpoolFile(name) }
     }
 
     /// Moves an entry whose name is not valid UTF-8 to `.rejected/` with a reason file beside it. Such a name
