@@ -21,6 +21,18 @@ import Testing
         """
     }
 
+    /// A destination `dav` at `url` on a link that is offline (so nothing goes, and the waits stay as enqueued),
+    /// with the control API.
+    static func offlineDestination(_ url: String) -> String {
+        """
+        [destinations.dav]
+        protocol = "http-put"
+        url = "\(url)"
+        [link]
+        mode = "offline"
+        """ + "\n" + apiKeys()
+    }
+
     /// A folder of `dropper`'s under the sandbox (which droppers may traverse once the spool is opened).
     static func home(of dropper: Dropper, in sandbox: Sandbox) throws -> String {
         let home = sandbox.root + "/home-" + dropper.name
@@ -66,13 +78,8 @@ import Testing
     @Test("while other owners' turns come first, show and status say fair-share; the owner alone waits for a slot")
     func fairShareReason() async throws {
         // Nothing goes (the link is offline for network destinations), so the waits are as enqueued.
-        let sandbox = try Sandbox(config: """
-            [destinations.dav]
-            protocol = "http-put"
-            url = "http://127.0.0.1:9/up/{name}"
-            [link]
-            mode = "offline"
-            """ + "\n" + Self.apiKeys(), concurrency: 1, spool: #"destination = "dav""#)
+        let sandbox = try Sandbox(config: Self.offlineDestination("http://127.0.0.1:9/up/{name}"), concurrency: 1,
+                                  spool: #"destination = "dav""#)
         try Dropper.openSpool(of: sandbox)
         let alice = try Dropper.alice, bob = try Dropper.bob
         let daemon = try DaemonProcess(sandbox: sandbox)
@@ -263,6 +270,27 @@ import Testing
             "
             """)
         #expect(pipelined.1.hasPrefix("closed"), "\(pipelined.1)")
+        // A slow reader that takes some every moment gets its whole page, however long past idle_timeout it reads.
+        let slow = try await alice.run("""
+            python3 -c "
+            import socket, time
+            s = socket.socket(socket.AF_UNIX); s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect('\(socket)')
+            s.sendall(b'GET /v1/jobs?limit=1000 HTTP/1.1\\r\\nHost: x\\r\\nConnection: close\\r\\n\\r\\n')
+            start, got = time.monotonic(), b''
+            while True:
+                data = s.recv(16384)
+                if not data: break
+                got += data
+                time.sleep(0.1)
+            head, _, body = got.partition(b'\\r\\n\\r\\n')
+            length = [int(l.split(b':')[1]) for l in head.split(b'\\r\\n') if l.lower().startswith(b'content-length')]
+            print(round(time.monotonic() - start, 1), len(body), length[0] if length else -1)
+            "
+            """)
+        let read = slow.1.split(whereSeparator: \.isWhitespace).compactMap { Double($0) }
+        #expect(read.count == 3 && read[0] > 3.5 && read[1] == read[2] && read[1] > 500_000,
+                "seconds, bytes read, bytes sent: \(slow.1)")
         let afterPipeline = try Self.peakKiB(daemon.pid) - before
         #expect(afterPipeline < 8 << 10, "thirty unread listings grew the daemon's peak RSS by \(afterPipeline) KiB")
         _ = await daemon.terminate()
@@ -544,13 +572,8 @@ import Testing
     @Test("over its quota a dropper's files wait in the spool (owner-quota) and its API enqueues answer 429; then they go")
     func ownerQuota() async throws {
         let dav = try TestServers.davURL()
-        let sandbox = try Sandbox(config: """
-            [destinations.dav]
-            protocol = "http-put"
-            url = "\(dav)/quota-{job_id}-{name}"
-            [link]
-            mode = "offline"
-            """ + "\n" + Self.apiKeys(), limits: "owner_pending_jobs = 3", spool: #"destination = "dav""#)
+        let sandbox = try Sandbox(config: Self.offlineDestination("\(dav)/quota-{job_id}-{name}"),
+                                  limits: "owner_pending_jobs = 3", spool: #"destination = "dav""#)
         try Dropper.openSpool(of: sandbox)
         let alice = try Dropper.alice, bob = try Dropper.bob
         let (daemon, socket) = try await ControlAPITests.daemon(sandbox, socket: sandbox.root + "/api.sock")

@@ -7,6 +7,21 @@ package enum ContractJSON {
         date?.rfc3339 ?? NSNull()
     }
 
+    /// A page of jobs, `{"jobs": [...], "next": ...}`, written job by job: the page is held once as text, never
+    /// also as one tree of objects and the text of the whole (a page of about 1 MiB costs a megabyte, not three).
+    package static func jobsPage(_ jobs: [Job], next: JobID?) -> Data {
+        var page = Data("{\"jobs\":[".utf8)
+        for (index, listed) in jobs.enumerated() {
+            if index > 0 { page.append(UInt8(ascii: ",")) }
+            let text = (try? JSONSerialization.data(withJSONObject: job(listed), options: [.sortedKeys, .withoutEscapingSlashes]))
+                ?? Data("{}".utf8)
+            page.append(escapingControls(text))
+        }
+        // A job id is a UUID's text: nothing in it to escape.
+        page.append(contentsOf: "],\"next\":\(next.map { "\"\($0.rawValue)\"" } ?? "null")}".utf8)
+        return page
+    }
+
     package static func job(_ job: Job) -> [String: Any] {
         [
             "id": job.id.rawValue,
@@ -203,8 +218,15 @@ package enum ContractJSON {
     /// shows them as text.
     package static func print(_ value: Any) throws {
         let data = try JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes])
-        FileHandle.standardOutput.write(Data(escapingControls(String(decoding: data, as: UTF8.self)).utf8))
+        FileHandle.standardOutput.write(escapingControls(data))
         FileHandle.standardOutput.write(Data("\n".utf8))
+    }
+
+    /// `escapingControls` of UTF-8 JSON text: the text itself, not copied, when it is printable ASCII throughout
+    /// (a page of about 1 MiB is then held once, not three times).
+    package static func escapingControls(_ json: Data) -> Data {
+        let printable = json.withUnsafeBytes { bytes in bytes.allSatisfy { $0 >= 0x20 && $0 < 0x7f } }
+        return printable ? json : Data(escapingControls(String(decoding: json, as: UTF8.self)).utf8)
     }
 
     /// JSON text with the characters `SafeText` escapes written as `\uXXXX` (they occur only inside strings: the

@@ -115,8 +115,7 @@ package struct ControlAPI: Sendable {
                 try store.listing(state: state, limit: limit, owner: peer.isAdmin ? nil : peer.uid, holdsInForce: runnerUp,
                                   before: before, byteBudget: Self.pageBytes)
             }
-            var reply = ControlReply.json(200, ["jobs": listing.jobs.map(ContractJSON.job),
-                                                "next": listing.next.map { $0.rawValue as Any } ?? NSNull()])
+            var reply = ControlReply(status: 200, body: ContractJSON.jobsPage(listing.jobs, next: listing.next))
             reply.written = slot.give
             return reply
         case .job(let id):

@@ -192,8 +192,10 @@ final class ControlConnection: ChannelInboundHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: written)
         let channel = context.channel
         let bound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        // Not the reply itself: its body goes once the socket's buffer holds its copy.
+        let onWritten = reply.written
         written.futureResult.whenComplete { result in
-            reply.written?()
+            onWritten?()
             let (handler, context) = bound.value
             handler.replying = false
             guard keepAlive, case .success = result else {

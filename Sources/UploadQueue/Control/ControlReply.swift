@@ -65,7 +65,7 @@ package struct ControlReply: Sendable, Equatable {
     package static func json(_ status: Int, _ value: Any) -> ControlReply {
         let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys, .withoutEscapingSlashes]))
             ?? Data("{}".utf8)
-        return ControlReply(status: status, body: Data(ContractJSON.escapingControls(String(decoding: data, as: UTF8.self)).utf8))
+        return ControlReply(status: status, body: ContractJSON.escapingControls(data))
     }
 
     /// No content (an acknowledgement).
