@@ -382,8 +382,29 @@ static uint64_t mount_of(int fd) {
     return (info.stx_mask & STATX_MNT_ID) ? info.stx_mnt_id : 0;
 }
 
+// The local mounts a walk has entered, each held open (an O_PATH descriptor of the directory it was entered by)
+// while the walk lasts: a mount id is reused once its mount is gone, and a held mount cannot go.
+struct local_mounts {
+    uint64_t ids[16];
+    int held[16];
+    int count;
+};
+
+static int open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int group_count,
+                        int uncertain, struct local_mounts *local);
+
 int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int group_count,
                          int uncertain) {
+    struct local_mounts local = { .count = 0 };
+    int file = open_as_user(path, uid, gid, groups, group_count, uncertain, &local);
+    int saved = errno;
+    for (int i = 0; i < local.count; i++) close(local.held[i]);
+    errno = saved;
+    return file;
+}
+
+static int open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *groups, int group_count,
+                        int uncertain, struct local_mounts *local) {
     if (path[0] != '/') { errno = EINVAL; return -1; }
     char rest[PATH_MAX * 2];
     if (strlen(path) >= sizeof(rest)) { errno = ENAMETOOLONG; return -1; }
@@ -392,7 +413,9 @@ int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *gr
     int dir = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0) return -1;
     // Each mount the walk enters is looked at before anything on it is: a network or FUSE file system (whose
-    // server, maybe the dropper's own, could answer slowly or never) is refused, not walked.
+    // server, maybe the dropper's own, could answer slowly or never) is refused, not walked. The mounts found
+    // local are remembered for the walk (`local`): a path that goes back and forth (/proc/../proc/..) reads the
+    // table of mounts once a mount, not once a step.
     uint64_t root_mount = mount_of(dir), mount = root_mount;
     char *cursor = rest;
     for (;;) {
@@ -419,12 +442,23 @@ int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *gr
         int next = openat(dir, component, O_PATH | O_NOFOLLOW | O_CLOEXEC);
         if (next < 0) { int saved = errno; close(dir); errno = saved; return -1; }
         uint64_t next_mount = mount_of(next);
-        int crossed = next_mount != mount || next_mount == 0;
-        if (crossed && (next_mount != 0 ? is_network_mount(next_mount) : uploadq_is_network_fs_fd(next) != 0)) {
-            close(next);
-            close(dir);
-            errno = EREMOTE;
-            return -1;
+        if (next_mount != mount || next_mount == 0) {
+            int known = 0;
+            for (int i = 0; i < local->count; i++) known |= local->ids[i] == next_mount && next_mount != 0;
+            // Without a mount id (before Linux 5.8) the file system is asked (fstatfs): a FUSE server hears it.
+            if (!known && (next_mount != 0 ? is_network_mount(next_mount) : uploadq_is_network_fs_fd(next) != 0)) {
+                close(next);
+                close(dir);
+                errno = EREMOTE;
+                return -1;
+            }
+            if (!known && next_mount != 0 && local->count < 16) {
+                int held = dup(next);
+                if (held >= 0) {
+                    local->ids[local->count] = next_mount;
+                    local->held[local->count++] = held;
+                }
+            }
         }
         mount = next_mount;
         struct stat info;

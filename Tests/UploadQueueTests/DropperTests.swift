@@ -104,12 +104,14 @@ struct Dropper {
         #expect(holds.first?.message.contains("belongs to user \(alice.uid)") == true, "\(holds)")
         let rejected = sandbox.spool + "/.rejected"
         #expect(try FileManager.default.contentsOfDirectory(atPath: rejected).isEmpty, "nothing of bob's rejected")
-        // Alice's sidecars gone, bob's files still wait for him (his options may have gone into hers); he touches
-        // them, and they go, steered by nothing of hers.
+        // Alice's sidecars gone, bob's files still wait for him (his options may have gone into hers); he writes
+        // his own sidecars ('{}': none), and they go, steered by nothing of hers.
         try await alice.run("rm '\(sandbox.spool)'/IMG_0001.jpg.uploadq.json '\(sandbox.spool)'/IMG_0002.jpg.uploadq.json")
         try await Task.sleep(for: .seconds(6))
         #expect(try store.spoolHoldCount() == 2 && (try store.jobs().count) == 1, "taken before bob acted")
-        try await bob.run("touch '\(sandbox.spool)'/IMG_0001.jpg '\(sandbox.spool)'/IMG_0002.jpg")
+        try await bob.run("""
+            cd '\(sandbox.spool)' && for f in IMG_0001.jpg IMG_0002.jpg; do printf '{}' > .s && mv .s "$f.uploadq.json"; done
+            """)
         let settled = try await eventually(timeout: .seconds(30)) {
             try store.jobs().filter { $0.state == .uploaded }.count == 3 && (try store.spoolHoldCount()) == 0
         }

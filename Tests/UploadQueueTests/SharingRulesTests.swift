@@ -24,17 +24,20 @@ struct SharingRulesTests {
     @Test("intakes at once count what the others under way admitted, against the room and the quota, until they go")
     func reservations() throws {
         let ledger = IntakeReservations()
-        var first: IntakeReservations.Reservation? = try ledger.admit(copyBytes: 400, rowBytes: 100, size: 400,
-                                                                        owner: 1001) { bytes, own in
-            #expect(bytes == 0 && own == OwnerQuota.Holding(jobs: 0, bytes: 0))
+        let none = OwnerQuota.Holding(jobs: 0, bytes: 0)
+        let nothingHeld = { () throws(UploadQueueError) -> OwnerQuota.Holding in none }
+        var first: IntakeReservations.Reservation? = try ledger.admit(
+            copyBytes: 400, rowBytes: 100, size: 400, owner: 1001, holding: nothingHeld) { bytes, own, _ in
+            #expect(bytes == 0 && own == none)
             return nil
         }
-        let second = try ledger.admit(copyBytes: 0, rowBytes: 300, size: 300, owner: 1002) { bytes, own in
+        let second = try ledger.admit(copyBytes: 0, rowBytes: 300, size: 300, owner: 1002,
+                                      holding: nothingHeld) { bytes, own, _ in
             #expect(bytes == 500 && own.jobs == 0, "another owner's bytes count for the disk, not for its quota")
             return nil
         }
         #expect {
-            _ = try ledger.admit(copyBytes: 0, rowBytes: 10, size: 10, owner: 1001) { bytes, own in
+            _ = try ledger.admit(copyBytes: 0, rowBytes: 10, size: 10, owner: 1001, holding: nothingHeld) { bytes, own, _ in
                 #expect(bytes == 800 && own == OwnerQuota.Holding(jobs: 1, bytes: 400))
                 return UploadQueueError(.ownerQuota, "over")
             }
@@ -42,17 +45,106 @@ struct SharingRulesTests {
         // Its copy written, the disk counts it: the reservation keeps its row's bytes and its place in the quota.
         first?.copied()
         first?.copied()
-        _ = try ledger.admit(copyBytes: 0, rowBytes: 1, size: 1, owner: 1001) { bytes, own in
+        _ = try ledger.admit(copyBytes: 0, rowBytes: 1, size: 1, owner: 1001, holding: nothingHeld) { bytes, own, _ in
             #expect(bytes == 400 && own == OwnerQuota.Holding(jobs: 1, bytes: 400), "once, its copy's bytes")
             return nil
         }
         #expect(first?.size == 400)
         first = nil
-        _ = try ledger.admit(copyBytes: 0, rowBytes: 1, size: 1, owner: 1001) { bytes, own in
+        _ = try ledger.admit(copyBytes: 0, rowBytes: 1, size: 1, owner: 1001, holding: nothingHeld) { bytes, own, _ in
             #expect(bytes == 300 && own.jobs == 0, "the first went: only the second is under way")
             return nil
         }
         withExtendedLifetime(second) {}
+    }
+
+    @Test("an owner's holding read while an intake under way is recorded is read again: the job counts in one of them")
+    func reservationReadAgainAfterRelease() throws {
+        let ledger = IntakeReservations()
+        var underWay: IntakeReservations.Reservation? = try ledger.admit(
+            copyBytes: 0, rowBytes: 10, size: 100, owner: 1001,
+            holding: { () throws(UploadQueueError) in OwnerQuota.Holding(jobs: 0, bytes: 0) }) { _, _, _ in nil }
+        // The first read finds the queue without the job under way; it is recorded (and its reservation goes)
+        // before that read is judged: the second read finds it in the queue.
+        var reads = 0
+        _ = try ledger.admit(copyBytes: 0, rowBytes: 10, size: 50, owner: 1001, holding: {
+            () throws(UploadQueueError) -> OwnerQuota.Holding in
+            reads += 1
+            if reads == 1 {
+                underWay = nil
+                return OwnerQuota.Holding(jobs: 0, bytes: 0)
+            }
+            return OwnerQuota.Holding(jobs: 1, bytes: 100)
+        }) { _, own, held in
+            #expect(own.jobs + held.jobs == 1 && own.bytes + held.bytes == 100, "the recorded job, counted once")
+            return nil
+        }
+        #expect(reads == 2 && underWay == nil)
+        // A ledger that releases on every read judges the third read as it is: admit ends.
+        var churn: [IntakeReservations.Reservation] = []
+        for _ in 0..<3 {
+            churn.append(try ledger.admit(copyBytes: 0, rowBytes: 1, size: 1, owner: 1002,
+                                          holding: { () throws(UploadQueueError) in OwnerQuota.Holding(jobs: 0, bytes: 0) })
+                         { _, _, _ in nil })
+        }
+        reads = 0
+        _ = try ledger.admit(copyBytes: 0, rowBytes: 1, size: 1, owner: 1001, holding: {
+            () throws(UploadQueueError) -> OwnerQuota.Holding in
+            reads += 1
+            churn.removeLast()
+            return OwnerQuota.Holding(jobs: 0, bytes: 0)
+        }) { _, _, _ in nil }
+        #expect(reads == 3 && churn.isEmpty)
+    }
+
+    @Test("held spool files recorded: a quota's 100 an owner, 1,000 in all; a foreign sidecar's each, kept at a start")
+    func spoolHoldRows() throws {
+        let store = QueueStore(database: try QueueDatabase.inMemory())
+        let since = Date(timeIntervalSince1970: 1_800_000_000)
+        func hold(_ name: String, owner: UInt32, _ reason: QueueStatus.SpoolHold.Reason = .ownerQuota,
+                  _ message: String = "held", inode: Int64 = 7) -> QueueStore.RecordedSpoolHold {
+            QueueStore.RecordedSpoolHold(hold: QueueStatus.SpoolHold(name: name, ownerUID: owner, reason: reason,
+                                                                     message: message, since: since),
+                                         device: 2049, inode: inode)
+        }
+        // Bob over his quota: 100 of his files listed, the 101st not.
+        for index in 0..<100 {
+            #expect(try store.holdSpoolFile(hold("b\(index)", owner: 1002)) == .recorded)
+        }
+        #expect(try store.holdSpoolFile(hold("b100", owner: 1002)) == .ownerFull)
+        #expect(try store.holdSpoolFile(hold("b0", owner: 1002, .ownerQuota, "another reason")) == .recorded,
+                "a file recorded already is updated, whatever the count")
+        // 150 of his files beside alice's sidecars: each recorded, whatever his quota's count.
+        for index in 0..<150 {
+            #expect(try store.holdSpoolFile(hold("f\(index)", owner: 1002, .foreignSidecar, inode: Int64(index))) == .recorded)
+        }
+        for user in UInt32(1003)...1011 {
+            for index in 0..<100 {
+                #expect(try store.holdSpoolFile(hold("u\(user)-\(index)", owner: user)) == .recorded)
+            }
+        }
+        #expect(try store.spoolHoldCount() == 1150)
+        #expect(try store.holdSpoolFile(hold("late", owner: 1012)) == .allFull, "1,000 quota holds in all")
+        #expect(try store.holdSpoolFile(hold("late-foreign", owner: 1012, .foreignSidecar)) == .recorded)
+        // A foreign sidecar's file that then waits for its owner's quota counts against the bounds; refused, its
+        // row goes (it no longer says why the file waits).
+        #expect(try store.holdSpoolFile(hold("f0", owner: 1002)) == .allFull)
+        #expect(try store.spoolHolds(owner: 1002, limit: 1000).count == 249)
+        #expect(try store.spoolHolds(owner: 1002, limit: 1000).first { $0.name == "b0" }?.message == "another reason")
+
+        // A start looks at the quota holds afresh; the foreign sidecars' stay, each with its file. A damaged row goes.
+        try store.writer.write { db in
+            try db.execute(sql: """
+                INSERT INTO spool_hold (name, owner_uid, reason, message, since, file_device, file_inode)
+                VALUES ('damaged', 'x', 'foreign-sidecar', 'held', '2027-01-15 08:00:00.000', 2049, 1)
+                """)
+        }
+        let resumed = try store.resumeSpoolHolds()
+        #expect(resumed.count == 150)
+        #expect(resumed.allSatisfy { $0.hold.reason == .foreignSidecar && $0.device == 2049 })
+        #expect(resumed.first { $0.hold.name == "f9" }?.inode == 9)
+        #expect(try store.spoolHoldCount() == 150)
+        #expect(try store.holdSpoolFile(hold("b0", owner: 1002)) == .recorded)
     }
 
     @Test("a dropper's slots: a few at once, the next refused with 429; a slot goes back once, the admin takes none")
@@ -283,6 +375,26 @@ struct SharingRulesTests {
         #expect(throws: UploadQueueError.self, "maybe in group 0 alone") { try Self.openAs(path, peer: uncertain) }
         #expect(chmod(path, 0o644) == 0)
         #expect(try Self.openAs(path, peer: uncertain) == bob.uid, "in it or not, she may read")
+        // The same through an ACL: a named group she may be in, with nothing, shuts her out while her groups are
+        // not known; known (she is not in it), the others' entry lets her read.
+        let fileACL = Self.acl([(0x01, 6, 0), (0x04, 4, 0), (0x08, 0, 4242), (0x10, 4, 0), (0x20, 4, 0)])
+        let setFile = try ChildProcess.runBlocking(["python3", "-c", """
+            import os, sys; os.setxattr(sys.argv[1], "system.posix_acl_access", bytes.fromhex(sys.argv[2]))
+            """, path, fileACL.map { String(format: "%02x", $0) }.joined()], executable: "/usr/bin/python3",
+            environment: ["PATH": "/usr/bin:/bin"])
+        #expect(setFile.status == 0, "\(String(decoding: setFile.stderr, as: UTF8.self))")
+        uncertain.groupsUncertain = .none
+        #expect(try Self.openAs(path, peer: uncertain) == bob.uid, "in no group of the ACL's: the others' entry")
+        uncertain.groupsUncertain = .groupZero
+        #expect(try Self.openAs(path, peer: uncertain) == bob.uid, "group 0's entry and the others' both read")
+        uncertain.groupsUncertain = .any
+        #expect(throws: UploadQueueError.self, "maybe in group 4242, whose entry gives nothing") {
+            try Self.openAs(path, peer: uncertain)
+        }
+        let cleared = try ChildProcess.runBlocking(["python3", "-c", """
+            import os, sys; os.removexattr(sys.argv[1], "system.posix_acl_access")
+            """, path], executable: "/usr/bin/python3", environment: ["PATH": "/usr/bin:/bin"])
+        #expect(cleared.status == 0)
         #expect(chown(path, alice.uid, 0) == 0 && chmod(path, 0o600) == 0)
         // A symbolic link on the way is followed as the kernel would; a final one is not.
         #expect(symlink(folder, sandbox.root + "/link") == 0 && symlink(path, sandbox.root + "/final.jpg") == 0)

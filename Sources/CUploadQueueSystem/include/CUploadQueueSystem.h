@@ -131,7 +131,8 @@ int uploadq_is_pseudo_fs(int fd);
 /// each directory on the way must let that user search it, and the file must be one it may read, by the mode bits
 /// and POSIX ACLs the kernel would apply; symbolic links on the way are followed (at most 40), a final one is not.
 /// Every step holds the directory it checked, so nothing swapped in between is reached, and each mount entered is
-/// looked at before anything on it: a network or FUSE file system is refused without a request to its server.
+/// looked at before anything on it: a network or FUSE file system is refused without a request to its server (on
+/// Linux 5.8 and later, which give a descriptor's mount id; before, it is asked its type).
 /// `uncertain` says which groups not listed the user may be in after all (UPLOADQ_GROUPS_*): such a group grants
 /// only what both being in it and not being in it would. The descriptor (O_RDONLY | O_NONBLOCK | O_NOCTTY |
 /// O_CLOEXEC), or -1 with errno: EACCES (that user may not reach or read it), ELOOP (the file is a symbolic link,

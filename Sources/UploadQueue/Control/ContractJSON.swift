@@ -17,8 +17,8 @@ package enum ContractJSON {
                 ?? Data("{}".utf8)
             page.append(escapingControls(text))
         }
-        // A job id is a UUID's text: nothing in it to escape.
-        page.append(contentsOf: "],\"next\":\(next.map { "\"\($0.rawValue)\"" } ?? "null")}".utf8)
+        // Escaped as any text: an id read back from a damaged row may hold anything.
+        page.append(contentsOf: "],\"next\":\(next.map { SafeText.jsonString($0.rawValue) } ?? "null")}".utf8)
         return page
     }
 

@@ -215,22 +215,39 @@ package struct ControlAPI: Sendable {
 
     /// A page read for `peer` (a listing of jobs, completions, events), with one of a dropper's listing slots: held
     /// from the read until its reply has gone to the socket (`ControlReply.written`), so a dropper has at most
-    /// `reads.limit` pages in the daemon's memory; given back before a long poll waits, and on an error. A long
-    /// poll already under way (`waitingUntil`) that finds its dropper's slots taken waits for one until then, rather
-    /// than fail half way; a new request is answered 429 at once.
-    private func page<T: Sendable>(_ peer: ControlPeer, waitingUntil deadline: ContinuousClock.Instant? = nil,
-                                   _ read: @escaping @Sendable () throws -> T) async throws -> (T, PerUserSlots.Slot)
+    /// `reads.limit` pages in the daemon's memory; given back before a long poll waits, and on an error. A request
+    /// that finds its dropper's slots taken is answered 429 at once.
+    private func page<T: Sendable>(_ peer: ControlPeer, _ read: @escaping @Sendable () throws -> T) async throws
+        -> (T, PerUserSlots.Slot)
     {
+        try await Self.read(read, holding: try reads.slot(peer))
+    }
+
+    /// A page as `page` reads it, for a long poll: one already under way (`waitingUntil`) that finds its
+    /// dropper's slots taken waits for one until then rather than fail half way, and gets nil at its end (its
+    /// caller answers what its last read found: nothing new).
+    private func polledPage<T: Sendable>(_ peer: ControlPeer, waitingUntil deadline: ContinuousClock.Instant?,
+                                         _ read: @escaping @Sendable () throws -> T) async throws
+        -> (T, PerUserSlots.Slot)?
+    {
+        guard let deadline else { return try await page(peer, read) }
         let slot: PerUserSlots.Slot
         while true {
             do {
                 slot = try reads.slot(peer)
                 break
             } catch {
-                guard let deadline, ContinuousClock.now < deadline else { throw error }
+                guard ContinuousClock.now < deadline else { return nil }
                 try await Task.sleep(for: min(.milliseconds(100), deadline - ContinuousClock.now))
             }
         }
+        return try await Self.read(read, holding: slot)
+    }
+
+    /// `read` run off the pool with `slot` held; the slot given back if it fails.
+    private static func read<T: Sendable>(_ read: @escaping @Sendable () throws -> T, holding slot: PerUserSlots.Slot)
+        async throws -> (T, PerUserSlots.Slot)
+    {
         do {
             return (try await BlockingWork.run(read), slot)
         } catch {
@@ -583,10 +600,11 @@ package struct ControlAPI: Sendable {
         // From now on pruning keeps completions until the queue's own consumer acknowledged them (a dropper's
         // reading of its own never changes what is kept for everyone).
         if peer.isAdmin { try await BlockingWork.run { try store.noteCompletionConsumer() } }
-        var polling = false
+        // What the poll's last read answered (nothing new): the answer when its end comes before a listing slot.
+        var polled: Int64?
         while true {
             // By the upload's event number (commit order) after `since`; else in time order, after `after`.
-            let ((jobs, seq, more), slot) = try await page(peer, waitingUntil: polling ? deadline : nil) {
+            let read = try await polledPage(peer, waitingUntil: polled == nil ? nil : deadline) {
                 () -> ([(job: Job, seq: Int64?)], Int64, Bool) in
                 if let since {
                     let read = try store.completions(since: since, owner: owner, limit: limit, byteBudget: Self.pageBytes)
@@ -595,6 +613,9 @@ package struct ControlAPI: Sendable {
                 let read = try store.unacknowledgedCompletionsAndSeq(owner: owner, after: after, limit: limit,
                                                                      byteBudget: Self.pageBytes)
                 return (read.jobs.map { ($0, nil) }, read.seq, read.more)
+            }
+            guard let ((jobs, seq, more), slot) = read else {
+                return .json(200, ["completions": [Any](), "seq": polled ?? 0, "more": false])
             }
             if !jobs.isEmpty || ContinuousClock.now >= deadline {
                 var reply = ControlReply.json(200, ["completions": jobs.map { job, seq in
@@ -606,7 +627,7 @@ package struct ControlAPI: Sendable {
                 return reply
             }
             slot.give()
-            polling = true
+            polled = seq
             await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()
         }
@@ -627,16 +648,18 @@ package struct ControlAPI: Sendable {
         var polling = false
         while true {
             let after = since
-            let (events, slot) = try await page(peer, waitingUntil: polling ? deadline : nil) {
+            let read = try await polledPage(peer, waitingUntil: polling ? deadline : nil) {
                 try store.loggedEvents(after: after, owner: owner, limit: limit, byteBudget: Self.pageBytes).events
             }
+            // The poll's end came before a listing slot: nothing new since its last read.
+            let (events, slot): ([FeedEvent], PerUserSlots.Slot?) = read.map { ($0.0, $0.1) } ?? ([], nil)
             lines += events.map(\.jsonLine)
             since = events.last?.sequence ?? since
-            if !lines.isEmpty || ContinuousClock.now >= deadline {
+            guard let slot, lines.isEmpty, ContinuousClock.now < deadline else {
                 var reply = ControlReply(status: 200, body: Data(lines.map { $0 + "\n" }.joined().utf8))
                 // Where the next read goes on from (`since`), also after an empty answer.
                 reply.headers = [("Content-Type", "application/x-ndjson"), ("Uploadq-Seq", "\(since)")]
-                reply.written = slot.give
+                reply.written = slot?.give
                 return reply
             }
             slot.give()

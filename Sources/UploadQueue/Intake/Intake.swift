@@ -143,6 +143,7 @@ struct Intake: Sendable {
                                                          quotas: prepared.map(\.item.quota))
                 for (position, existing) in outcomes.enumerated() {
                     let (index, item) = prepared[position]
+                    item.reservation?.recorded()
                     if let existing {
                         if item.copy != nil { unlink(blobs.path(for: item.job.id)) }
                         results[index] = .success(EnqueueResult(id: existing.id, deduplicated: true))
@@ -167,8 +168,10 @@ struct Intake: Sendable {
         do {
             if let copy = item.copy { try blobs.commit([copy]) }
             try adoptCopiedFingerprint(&item)
-            if let existing = try insertUnlessDuplicate([item.job], keys: [item.idempotencyKey], orders: [item.order],
-                                                        quotas: [item.quota])[0] {
+            let existing = try insertUnlessDuplicate([item.job], keys: [item.idempotencyKey], orders: [item.order],
+                                                     quotas: [item.quota])[0]
+            item.reservation?.recorded()
+            if let existing {
                 if item.copy != nil { unlink(blobs.path(for: item.job.id)) }
                 return EnqueueResult(id: existing.id, deduplicated: true)
             }
@@ -288,21 +291,20 @@ struct Intake: Sendable {
         // Counted with what the intakes under way admitted: together they stay within the room and the quota.
         let copyBytes = copies || crossesDisks ? before.size : 0
         let reservation = try reservations.admit(copyBytes: copyBytes, rowBytes: rowBytes, size: before.size,
-                                                 owner: quota == nil ? nil : request.owner) { underWay, ownUnderWay in
-            if let quota, let owner = request.owner {
-                // Read with the ledger held: an intake recorded meanwhile is in one or the other, never neither.
-                let holding: OwnerQuota.Holding
-                do {
-                    holding = try store.holding(of: owner)
-                } catch {
-                    return .database("cannot read what you hold in the queue", error, path: path,
-                                     databasePath: configuration.databasePath)
-                }
-                if let why = quota.refusal(holding: OwnerQuota.Holding(jobs: holding.jobs + ownUnderWay.jobs,
-                                                                        bytes: holding.bytes + ownUnderWay.bytes),
-                                           adding: before.size) {
-                    return UploadQueueError(.ownerQuota, why, path: path)
-                }
+                                                 owner: quota == nil ? nil : request.owner) {
+            () throws(UploadQueueError) -> OwnerQuota.Holding in
+            guard quota != nil, let owner = request.owner else { return OwnerQuota.Holding(jobs: 0, bytes: 0) }
+            do {
+                return try store.holding(of: owner)
+            } catch {
+                throw .database("cannot read what you hold in the queue", error, path: path,
+                                databasePath: configuration.databasePath)
+            }
+        } refusal: { underWay, ownUnderWay, holding in
+            if let quota, let why = quota.refusal(holding: OwnerQuota.Holding(jobs: holding.jobs + ownUnderWay.jobs,
+                                                                               bytes: holding.bytes + ownUnderWay.bytes),
+                                                  adding: before.size) {
+                return UploadQueueError(.ownerQuota, why, path: path)
             }
             if let low = configuration.freeSpaceGuard.check(needing: copyBytes + rowBytes + underWay) {
                 return UploadQueueError(.diskLow, "not taken: \(low); the queue takes files again once there is room "

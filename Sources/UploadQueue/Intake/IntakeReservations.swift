@@ -7,6 +7,9 @@ final class IntakeReservations: Sendable {
     private struct State {
         var bytes: Int64 = 0
         var owners: [UInt32: OwnerQuota.Holding] = [:]
+        /// Reservations released so far (their jobs recorded, or given up): an owner's holding read from the queue
+        /// before one, and judged after it, may count that job in neither.
+        var releases = 0
     }
 
     private let state = Mutex(State())
@@ -21,6 +24,7 @@ final class IntakeReservations: Sendable {
         let owner: UInt32?
         let size: Int64
         private let copyWritten = Mutex(false)
+        private let released = Mutex(false)
 
         fileprivate init(ledger: IntakeReservations, copyBytes: Int64, rowBytes: Int64, owner: UInt32?, size: Int64) {
             self.ledger = ledger
@@ -40,27 +44,52 @@ final class IntakeReservations: Sendable {
         /// The bytes still reserved on the disk.
         fileprivate var bytesHeld: Int64 { rowBytes + (copyWritten.withLock { $0 } ? 0 : copyBytes) }
 
-        deinit { ledger.release(self) }
+        /// Its row is committed: the queue counts the job from now on (its holding, the disk's free space), so
+        /// the reservation no longer does. Until then the job counts here alone; after, in the queue alone.
+        func recorded() {
+            guard released.withLock({ released in defer { released = true }; return !released }) else { return }
+            ledger.release(self)
+        }
+
+        deinit { recorded() }
     }
 
     /// Admits an intake that writes `copyBytes` and `rowBytes` to the state disk for a file of `size` of `owner`
-    /// (a dropper's, or nil), if `refusal` (given what the intakes under way hold: bytes in all, and the owner's)
-    /// finds nothing to refuse; the reservation holds it until it goes. `refusal` runs under the ledger's lock, so
-    /// what it reads of the queue (the owner's holding) and what the intakes under way hold are one moment's.
+    /// (a dropper's, or nil), if `refusal` (given what the intakes under way hold: bytes in all, and the owner's;
+    /// and what `holding` read of the queue) finds nothing to refuse; the reservation holds it until it goes.
+    /// `holding` reads the database outside the ledger's lock (nothing blocks on it); read again when a
+    /// reservation was released meanwhile (its job recorded), so that job counts in the queue or in the ledger.
     func admit(copyBytes: Int64, rowBytes: Int64, size: Int64, owner: UInt32?,
-               refusal: (_ bytesUnderWay: Int64, _ ownerUnderWay: OwnerQuota.Holding) -> UploadQueueError?)
+               holding: () throws(UploadQueueError) -> OwnerQuota.Holding,
+               refusal: (_ bytesUnderWay: Int64, _ ownerUnderWay: OwnerQuota.Holding, _ held: OwnerQuota.Holding)
+                   -> UploadQueueError?)
         throws(UploadQueueError) -> Reservation
     {
-        let refused = state.withLock { state -> UploadQueueError? in
-            let own = owner.flatMap { state.owners[$0] } ?? OwnerQuota.Holding(jobs: 0, bytes: 0)
-            if let refused = refusal(state.bytes, own) { return refused }
-            state.bytes += copyBytes + rowBytes
-            if let owner { state.owners[owner] = OwnerQuota.Holding(jobs: own.jobs + 1, bytes: own.bytes + size) }
-            return nil
+        enum Verdict { case admitted, refused(UploadQueueError), readAgain }
+        var attempt = 0
+        while true {
+            attempt += 1
+            let releases = state.withLock { $0.releases }
+            let held = try holding()
+            let verdict = state.withLock { state -> Verdict in
+                // The insert's transaction checks the quota again: a last read overtaken costs no more than a copy.
+                if state.releases != releases, attempt < Self.reads { return .readAgain }
+                let own = owner.flatMap { state.owners[$0] } ?? OwnerQuota.Holding(jobs: 0, bytes: 0)
+                if let refused = refusal(state.bytes, own, held) { return .refused(refused) }
+                state.bytes += copyBytes + rowBytes
+                if let owner { state.owners[owner] = OwnerQuota.Holding(jobs: own.jobs + 1, bytes: own.bytes + size) }
+                return .admitted
+            }
+            switch verdict {
+            case .admitted: return Reservation(ledger: self, copyBytes: copyBytes, rowBytes: rowBytes, owner: owner, size: size)
+            case .refused(let error): throw error
+            case .readAgain: continue
+            }
         }
-        if let refused { throw refused }
-        return Reservation(ledger: self, copyBytes: copyBytes, rowBytes: rowBytes, owner: owner, size: size)
     }
+
+    /// How many times `admit` reads an owner's holding at most.
+    private static let reads = 3
 
     /// Bytes a reservation no longer holds on the disk.
     fileprivate func unreserve(_ bytes: Int64) {
@@ -69,6 +98,7 @@ final class IntakeReservations: Sendable {
 
     private func release(_ reservation: Reservation) {
         state.withLock { state in
+            state.releases += 1
             state.bytes -= reservation.bytesHeld
             guard let owner = reservation.owner, var own = state.owners[owner] else { return }
             own.jobs -= 1

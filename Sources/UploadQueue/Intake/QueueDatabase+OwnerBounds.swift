@@ -8,9 +8,10 @@ extension QueueDatabase {
     /// - `job.source_mode`: the permission bits a copy of the file keeps (`FileFingerprint.modeKept`), recorded at
     ///   intake: what a `file` destination delivers it with, the queue's own copy staying 0600.
     /// - `spool_hold`: the spool files left where they are for a reason of their owner's (over its quota, a
-    ///   sidecar another user owns), so that `status` and the API can say so; written by the spool watcher, at
-    ///   most a bounded number of rows. `file_changed` is the held file's change time (nanoseconds) when a
-    ///   foreign sidecar held it: such a hold outlives a restart, the file waiting until its owner changes it.
+    ///   sidecar another user owns), so that `status` and the API can say so; written by the spool watcher. A
+    ///   foreign sidecar's hold outlives a restart (the file, by `file_device` and `file_inode`, waits until its
+    ///   owner writes its own sidecar): each is recorded, one row per file another user holds up. The others (a
+    ///   quota's, looked at afresh at a start) are at most a bounded number, found by `spool_hold_capped`.
     ///
     /// The tables are `WITHOUT ROWID`: an `INTEGER PRIMARY KEY` would refuse a damaged row's owner (text), and
     /// with it the write of that row, which the intake and the claims must survive.
@@ -49,9 +50,11 @@ extension QueueDatabase {
                 reason TEXT NOT NULL,
                 message TEXT NOT NULL,
                 since DATETIME NOT NULL,
-                file_changed INTEGER
+                file_device INTEGER NOT NULL,
+                file_inode INTEGER NOT NULL
             ) WITHOUT ROWID;
             CREATE INDEX spool_hold_owner ON spool_hold(owner_uid);
+            CREATE INDEX spool_hold_capped ON spool_hold(owner_uid) WHERE reason != 'foreign-sidecar';
             """)
     }
 }

@@ -31,39 +31,62 @@ extension QueueStatus {
 }
 
 extension QueueStore {
-    /// The most spool files recorded as held, in all and of one owner (so one dropper's held files cannot hide
-    /// another's): the watcher still holds more, and logs each.
+    /// The most spool files recorded as held for a reason of their owner's own (its quota), in all and of one
+    /// owner, so that no dropper's holds crowd out another's: the watcher still holds more, and logs each. A
+    /// foreign sidecar's hold is always recorded (a restart must not forget it: the file would go without its
+    /// options): one row per file another user holds up, as many as the files of others in the spool.
     static let spoolHoldRows = 1000
     static let spoolHoldRowsPerOwner = 100
 
     /// Whether a held spool file could be recorded.
     enum HoldRecord: Sendable, Equatable {
         case recorded
-        /// Its owner has `spoolHoldRowsPerOwner` recorded already.
+        /// `spoolHoldRowsPerOwner` of its owner's are recorded already.
         case ownerFull
         /// `spoolHoldRows` are recorded already.
         case allFull
     }
 
-    /// Records (or updates) a spool file held for `reason`; `fileChanged` is the file's change time, kept for a
-    /// foreign sidecar's hold (which outlives a restart).
-    func holdSpoolFile(_ hold: QueueStatus.SpoolHold, fileChanged: Int64?) throws -> HoldRecord {
-        try writer.write { db in
-            let known = try Bool.fetchOne(db, sql: "SELECT 1 FROM spool_hold WHERE name = ?", arguments: [hold.name]) != nil
-            if !known {
-                let recorded = try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM spool_hold") ?? 0
-                guard recorded < Self.spoolHoldRows else { return .allFull }
-                let owners = try Int.fetchOne(db, sql: """
-                    SELECT COUNT(*) FROM spool_hold INDEXED BY spool_hold_owner WHERE owner_uid = ?
-                    """, arguments: [Int64(hold.ownerUID)]) ?? 0
-                guard owners < Self.spoolHoldRowsPerOwner else { return .ownerFull }
+    /// A held spool file as recorded: the hold, and the file it holds (by device and inode: a foreign sidecar's
+    /// hold outlives a restart for that file alone, not for another put under its name since).
+    struct RecordedSpoolHold: Sendable, Equatable {
+        var hold: QueueStatus.SpoolHold
+        var device: Int64
+        var inode: Int64
+    }
+
+    /// Records (or updates) a held spool file; a hold for the owner's own reason only within the bounds
+    /// (`spoolHoldRows`, `spoolHoldRowsPerOwner`), counted when it is new or was a foreign sidecar's.
+    func holdSpoolFile(_ record: RecordedSpoolHold) throws -> HoldRecord {
+        let hold = record.hold
+        let foreign = QueueStatus.SpoolHold.Reason.foreignSidecar.rawValue
+        return try writer.write { db in
+            let previous = try DatabaseValue.fetchOne(db, sql: "SELECT reason FROM spool_hold WHERE name = ?",
+                                                      arguments: [hold.name]).map(String.fromDatabaseValue)
+            if hold.reason.rawValue != foreign, previous == nil || previous == foreign {
+                // The literal condition lets SQLite count in the partial index alone.
+                let capped = "SELECT COUNT(*) FROM spool_hold INDEXED BY spool_hold_capped WHERE reason != '\(foreign)'"
+                let refused: HoldRecord? = if try Int.fetchOne(db, sql: capped) ?? 0 >= Self.spoolHoldRows {
+                    .allFull
+                } else if try Int.fetchOne(db, sql: capped + " AND owner_uid = ?",
+                                           arguments: [Int64(hold.ownerUID)]) ?? 0 >= Self.spoolHoldRowsPerOwner {
+                    .ownerFull
+                } else {
+                    nil
+                }
+                if let refused {
+                    // A foreign sidecar's row of the name no longer says why the file waits.
+                    try db.execute(sql: "DELETE FROM spool_hold WHERE name = ?", arguments: [hold.name])
+                    return refused
+                }
             }
             try db.execute(sql: """
-                INSERT INTO spool_hold (name, owner_uid, reason, message, since, file_changed) VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO spool_hold (name, owner_uid, reason, message, since, file_device, file_inode)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (name) DO UPDATE SET owner_uid = excluded.owner_uid, reason = excluded.reason,
-                message = excluded.message, file_changed = excluded.file_changed
+                message = excluded.message, file_device = excluded.file_device, file_inode = excluded.file_inode
                 """, arguments: [hold.name, Int64(hold.ownerUID), hold.reason.rawValue, hold.message,
-                                 StoredDate(hold.since), fileChanged])
+                                 StoredDate(hold.since), record.device, record.inode])
             return .recorded
         }
     }
@@ -75,18 +98,24 @@ extension QueueStore {
         }
     }
 
-    /// A watcher starting: forgets every hold but a foreign sidecar's, and returns those with the held file's
-    /// change time then. Such a file waits until its owner changes it, across restarts; the others are looked at
+    /// A watcher starting: forgets every hold but a foreign sidecar's (and any row it cannot read), and returns
+    /// those. Such a file waits until its owner writes its own sidecar, across restarts; the others are looked at
     /// afresh.
-    func resumeSpoolHolds() throws -> [(hold: QueueStatus.SpoolHold, fileChanged: Int64)] {
+    func resumeSpoolHolds() throws -> [RecordedSpoolHold] {
         try writer.write { db in
-            try db.execute(sql: "DELETE FROM spool_hold WHERE reason != ? OR file_changed IS NULL",
-                           arguments: [QueueStatus.SpoolHold.Reason.foreignSidecar.rawValue])
-            return try Row.fetchAll(db, sql: "SELECT * FROM spool_hold").compactMap { row in
-                guard let hold = Self.spoolHold(row),
-                      let changed = Int64.fromDatabaseValue(row["file_changed"] as DatabaseValue) else { return nil }
-                return (hold, changed)
+            try db.execute(sql: """
+                DELETE FROM spool_hold WHERE reason IS NOT ? OR typeof(name) != 'text' OR typeof(owner_uid) != 'integer'
+                OR typeof(message) != 'text' OR typeof(file_device) != 'integer' OR typeof(file_inode) != 'integer'
+                """, arguments: [QueueStatus.SpoolHold.Reason.foreignSidecar.rawValue])
+            var resumed: [RecordedSpoolHold] = []
+            for row in try Row.fetchAll(db, sql: "SELECT * FROM spool_hold") {
+                guard let hold = Self.spoolHold(row) else {
+                    try db.execute(sql: "DELETE FROM spool_hold WHERE name = ?", arguments: [row["name"] as DatabaseValue])
+                    continue
+                }
+                resumed.append(RecordedSpoolHold(hold: hold, device: row["file_device"], inode: row["file_inode"]))
             }
+            return resumed
         }
     }
 

@@ -55,21 +55,24 @@ package actor SpoolWatcher: Service {
     private var turns = IntakeTurns()
     /// A file left where it is for a reason of its owner's.
     private struct HeldFile {
-        var hold: QueueStatus.SpoolHold
-        /// Whether `spool_hold` lists it (it may not, when too many are held).
+        /// The hold, and the file it holds (its device and inode).
+        var record: QueueStore.RecordedSpoolHold
+        /// Whether `spool_hold` lists it (it may not, when too many are held for a quota).
         var recorded: Bool
-        /// For a file held for another user's sidecar: its change time then. Once that sidecar is gone, the file
-        /// waits on until its owner changes it (writes its own sidecar, touches it): its owner's options may have
-        /// gone into the other's file, and are not lost silently. Recorded, so a restart does not forget it.
-        var fileChanged: Int64?
+        var hold: QueueStatus.SpoolHold { record.hold }
+
+        /// Whether `file` is the file held: a hold is the file's, not its name's (another may take the name).
+        func holds(_ file: FileFingerprint) -> Bool {
+            record.device == file.device && record.inode == file.inode && record.hold.ownerUID == file.owner
+        }
     }
 
     /// Files held, by name (recorded in `spool_hold` for `status` and the API; said in the log once a reason).
     private var held: [String: HeldFile] = [:]
-    /// `spool_hold` is full: no unrecorded hold is tried again until one is released.
+    /// `spool_hold` has as many quota holds as it records: no unrecorded one is tried again until one is released.
     private var holdRowsFull = false
-    /// Owners with `QueueStore.spoolHoldRowsPerOwner` recorded: theirs are not tried again until one of theirs
-    /// is released (another owner's still are).
+    /// Owners with `QueueStore.spoolHoldRowsPerOwner` quota holds recorded: theirs are not tried again until one
+    /// of theirs is released (another's still are).
     private var holdRowsFullOf: Set<UInt32> = []
     /// How often a held file is looked at again.
     static let holdRecheck = Duration.seconds(5)
@@ -117,8 +120,8 @@ package actor SpoolWatcher: Service {
         try makeRejectedDirectory()
         // What an earlier run held is found again, or not; a file held for another's sidecar waits on for its
         // owner (the first scan forgets those that are gone).
-        for (hold, changed) in (try? queue.store.resumeSpoolHolds()) ?? [] {
-            held[hold.name] = HeldFile(hold: hold, recorded: true, fileChanged: changed)
+        for record in (try? queue.store.resumeSpoolHolds()) ?? [] {
+            held[record.hold.name] = HeldFile(record: record, recorded: true)
         }
         onNetworkFileSystem = uploadq_is_network_fs(spool.directory) == 1
         if onNetworkFileSystem {
@@ -396,19 +399,23 @@ package actor SpoolWatcher: Service {
             // them, however the two files' times look (anyone may touch a file of their own). So does one with
             // several names: a hard link keeps its owner, and anyone may make one where the kernel lets them link
             // files of others (fs.protected_hardlinks = 0).
-            hold(name, owner: fingerprint.owner, .foreignSidecar, fileChanged: fingerprint.changedNanoseconds, """
+            hold(name, file: fingerprint, .foreignSidecar, """
                 \(name) waits: its sidecar \(name)\(Sidecar.suffix) \(why), and a sidecar applies only to a file of \
                 its own owner's. Taken now, the file would go without its own options. Have the sidecar removed (its \
-                owner, or the admin), then write your own sidecar again, or touch the file to send it without one; \
-                or rename the file, and write its sidecar under the new name first
+                owner, or the admin), then write your own sidecar again ('{}' for none); or rename the file, and write \
+                its sidecar under the new name first
                 """)
             return
-        } else if found == nil, let known = held[name], known.hold.reason == .foreignSidecar,
-                  known.fileChanged == fingerprint.changedNanoseconds {
-            // The other user's sidecar is gone, and the file's owner has not acted since: its options may have gone
-            // into the other's file. It waits on as it was (the message said what to do).
-            hold(name, owner: fingerprint.owner, .foreignSidecar, fileChanged: known.fileChanged, known.hold.message)
-            return
+        } else if found == nil, let known = held[name], known.hold.reason == .foreignSidecar {
+            // The other user's sidecar is gone, and the file's owner has not written its own: its options may have
+            // gone into the other's file. It waits on as it was (the message said what to do). Only a sidecar of
+            // the owner's own ends it: anyone who can link the file, or write it, can change its times. Another
+            // file under the name (its owner's new one, or another user's) is looked at afresh.
+            guard !known.holds(fingerprint) else {
+                hold(name, file: fingerprint, .foreignSidecar, known.hold.message)
+                return
+            }
+            release(name)
         }
         if let found, found.owner == fingerprint.owner, found.links == 1 {
             do throws(SidecarError) {
@@ -460,7 +467,7 @@ package actor SpoolWatcher: Service {
                 candidates[name] = nil
                 release(name)
             case .ownerQuota:
-                hold(name, owner: fingerprint.owner, .ownerQuota, fileChanged: nil, "\(name) waits: \(error.message)")
+                hold(name, file: fingerprint, .ownerQuota, "\(name) waits: \(error.message)")
             case .interrupted:
                 // The daemon is stopping: the file stays where it is, for the next start.
                 logger.info("spool: stopped reading \(name); it is taken at the next start")
@@ -529,37 +536,43 @@ package actor SpoolWatcher: Service {
         reject(Array(name.utf8), shown: name, reason: reason)
     }
 
-    /// Leaves `name` where it is for a reason of its owner's, looked at again every `holdRecheck`; recorded for
-    /// `status` and the API when the reason is new (not again for a new wording: a held file costs no write each
-    /// look), and said in the log then.
-    private func hold(_ name: String, owner: UInt32, _ reason: QueueStatus.SpoolHold.Reason, fileChanged: Int64?,
+    /// Leaves `name` (the file `file`) where it is for a reason of its owner's, looked at again every
+    /// `holdRecheck`; recorded for `status` and the API when the reason or the file is new (not again for a new
+    /// wording: a held file costs no write each look), and said in the log when the reason is new.
+    private func hold(_ name: String, file: FileFingerprint, _ reason: QueueStatus.SpoolHold.Reason,
                       _ message: String) {
         candidates[name]?.notBefore = .now + Self.holdRecheck
         let known = held[name]
-        let retry = known?.recorded == false && !holdRowsFull && !holdRowsFullOf.contains(owner)
-        guard known?.hold.reason != reason || known?.fileChanged != fileChanged || retry else { return }
-        let entry = QueueStatus.SpoolHold(name: name, ownerUID: owner, reason: reason, message: message,
+        let retry = known?.recorded == false
+            && (reason == .foreignSidecar || !holdRowsFull && !holdRowsFullOf.contains(file.owner))
+        guard known?.hold.reason != reason || known?.holds(file) != true || retry else { return }
+        let entry = QueueStatus.SpoolHold(name: name, ownerUID: file.owner, reason: reason, message: message,
                                           since: known?.hold.since ?? Date())
-        let record = (try? queue.store.holdSpoolFile(entry, fileChanged: fileChanged)) ?? .allFull
-        switch record {
+        let record = QueueStore.RecordedSpoolHold(hold: entry, device: file.device, inode: file.inode)
+        // A foreign sidecar's hold not recorded (the database failing) is tried again at the next look.
+        let answer = (try? queue.store.holdSpoolFile(record)) ?? .allFull
+        switch answer {
         case .recorded: break
-        case .ownerFull: holdRowsFullOf.insert(owner)
-        case .allFull: holdRowsFull = true
+        case .ownerFull: holdRowsFullOf.insert(file.owner)
+        case .allFull: if reason != .foreignSidecar { holdRowsFull = true }
         }
-        held[name] = HeldFile(hold: entry, recorded: record == .recorded, fileChanged: fileChanged)
+        held[name] = HeldFile(record: record, recorded: answer == .recorded)
         if known?.hold.reason != reason {
             logger.warning("""
-                spool: \(message)\(record == .recorded ? "" : " (not listed in status for now: too many files held)")
-                """, metadata: ["uploadq.reason": "\(reason.rawValue)"])
+                spool: \(message)\(answer == .recorded ? "" : " (not listed in status for now: too many files held)")
+                """)
         }
     }
 
     /// `name` is no longer held (taken, rejected, gone).
     private func release(_ name: String) {
-        guard let known = held.removeValue(forKey: name) else { return }
-        holdRowsFull = false
-        holdRowsFullOf.remove(known.hold.ownerUID)
-        if known.recorded { try? queue.store.releaseSpoolFile(name) }
+        guard let known = held.removeValue(forKey: name), known.recorded else { return }
+        // A row freed: quota holds not recorded for want of one are tried again.
+        if known.hold.reason != .foreignSidecar {
+            holdRowsFull = false
+            holdRowsFullOf.remove(known.hold.ownerUID)
+        }
+        try? queue.store.releaseSpoolFile(name)
     }
 
     /// Moves an entry whose name is not valid UTF-8 to `.rejected/` with a reason file beside it. Such a name

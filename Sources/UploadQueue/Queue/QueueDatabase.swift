@@ -26,8 +26,11 @@ package struct QueueDatabase: Sendable {
 
     private static func isCreationContention(_ error: any Error) -> Bool {
         guard let error = error as? DatabaseError else { return false }
+        let message = error.message ?? ""
         return error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED
-            || (error.message ?? "").contains("already exists") || (error.message ?? "").contains("duplicate column name")
+            || ["already exists", "duplicate column name", "no such index", "no such trigger"].contains {
+                message.contains($0)
+            }
     }
 
     /// True for the database's way of saying the disk is full: `SQLITE_FULL`; or, given `path` (the database
@@ -69,7 +72,7 @@ package struct QueueDatabase: Sendable {
         // NORMAL may lose the last commits on power loss, and an accepted job must survive that.
         try pool.writeWithoutTransaction { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
         let database = QueueDatabase(writer: pool)
-        try database.migrate()
+        try database.migrate(lockPath: path + "-migrate.lock")
         return database
     }
 
@@ -96,7 +99,21 @@ package struct QueueDatabase: Sendable {
         return database
     }
 
-    private func migrate() throws {
+    /// Applies the migrations not applied yet. Given `lockPath` (a file beside the database), processes that open
+    /// a queue still being migrated take turns under an exclusive `flock` on it: each would otherwise apply the
+    /// migrations it read as missing, and drop an index that another had just dropped. A queue whose migrations
+    /// are all applied is opened without the lock (and without creating its file).
+    private func migrate(lockPath: String? = nil) throws {
+        if let lockPath, try !writer.read({ try Self.migrator.hasCompletedMigrations($0) }) {
+            let descriptor = Glibc.open(lockPath, O_CREAT | O_RDWR | O_CLOEXEC, 0o600)
+            // Without the lock (a state directory this process cannot write), the race is retried by `open`.
+            if descriptor >= 0 {
+                defer { Glibc.close(descriptor) }
+                while flock(descriptor, LOCK_EX) != 0 && errno == EINTR {}
+                try Self.migrator.migrate(writer)
+                return
+            }
+        }
         try Self.migrator.migrate(writer)
     }
 
