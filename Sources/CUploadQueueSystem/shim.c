@@ -514,3 +514,13 @@ static int open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *gro
         cursor = (char *)after;
     }
 }
+
+static _Thread_local int may_block = 0;
+
+int uploadq_thread_may_block(void) { return may_block; }
+
+int uploadq_thread_set_may_block(int value) {
+    int was = may_block;
+    may_block = value;
+    return was;
+}

@@ -294,17 +294,17 @@ public actor UploadQueue {
         return AsyncStream { continuation in
             let task = Task {
                 var delivered = Set<String>()
-                func deliverNew() {
-                    for group in (try? store.unacknowledgedGroups()) ?? [] {
+                func deliverNew() async {
+                    for group in (try? await BlockingWork.run { try store.unacknowledgedGroups() }) ?? [] {
                         let key = "\(group.ownerUID.map(String.init) ?? "-") \(group.name) \(group.createdAt.timeIntervalSince1970)"
                         guard delivered.insert(key).inserted else { continue }
                         continuation.yield(group)
                     }
                 }
-                deliverNew()
+                await deliverNew()
                 for await event in events {
                     guard case .groupUploaded = event else { continue }
-                    deliverNew()
+                    await deliverNew()
                 }
                 continuation.finish()
             }
@@ -345,13 +345,16 @@ public actor UploadQueue {
         return AsyncStream { continuation in
             let task = Task {
                 var delivered = Set<JobID>()
-                for job in (try? store.unacknowledgedCompletions()) ?? [] {
+                for job in (try? await BlockingWork.run { try store.unacknowledgedCompletions() }) ?? [] {
                     delivered.insert(job.id)
                     continuation.yield(Completion(job))
                 }
                 for await event in events {
-                    guard case .stateChanged(let id, .uploaded) = event, !delivered.contains(id),
-                          let job = try? store.job(id), (try? store.isAcknowledged(id)) == false else { continue }
+                    guard case .stateChanged(let id, .uploaded) = event, !delivered.contains(id) else { continue }
+                    let unacknowledged = try? await BlockingWork.run { () -> Job? in
+                        try store.isAcknowledged(id) ? nil : store.job(id)
+                    }
+                    guard let job = unacknowledged ?? nil else { continue }
                     delivered.insert(id)
                     continuation.yield(Completion(job))
                 }

@@ -29,6 +29,8 @@ struct DaemonCommand: AsyncParsableCommand {
             throw ValidationError("unknown log format '\(logFormat)' (text or json)")
         }
         let logger = Logger(label: "uploadq") { StderrLogHandler(label: $0, level: level, format: format) }
+        // The debug build under test stops at a blocking call on Swift's shared threads.
+        BlockingCheck.enforceIfAsked()
         // The daemon holds tokens and keys: no core dump, no ptrace by its user's other processes.
         for failure in ProcessHardening.apply() {
             logger.warning("cannot turn core dumps off (\(failure)); the daemon runs on")

@@ -57,9 +57,12 @@ extension GlobalOptions {
         var told = false
         while true {
             do {
-                return try UploadQueue(configuration: configuration, logger: Logger(label: "uploadq") {
-                    StderrLogHandler(label: $0, level: level, format: format)
-                })
+                // Opened off Swift's shared threads: the migrations, a busy database's wait.
+                return try await BlockingWork.run {
+                    try UploadQueue(configuration: configuration, logger: Logger(label: "uploadq") {
+                        StderrLogHandler(label: $0, level: level, format: format)
+                    })
+                }
             } catch let error as UploadQueueError where error.code == .diskLow {
                 if !told {
                     logger.error("cannot open the queue yet: \(error); waiting for room (free space on that disk)")

@@ -130,6 +130,9 @@ export UPLOADQ_TEST_MINT_CONTROL="http://127.0.0.1:$mint_port/control"
 export UPLOADQ_TEST_NIO_RUFH_ENDPOINT="http://127.0.0.1:$nio_port/files/"
 export UPLOADQ_TEST_NIO_RUFH_FILES="$work/nio-rufh"
 export UPLOADQ_TEST_CLOCKSHIFT="$root/.build-venv/libclockshift.so"
+# A daemon of the debug build stops at a blocking call (SQLite) on Swift's shared threads (BlockingCheck): every
+# test that runs one fails on it.
+export UPLOADQ_BLOCKING_CHECK=trap
 echo "test-servers: tus :$tus_port, nginx DAV :$dav_port (TLS :$tls_port), fault proxy :$proxy_port," \
     "recorder :$recorder_port, moto :$s3_port (signatures checked :$s3_auth_port), rufh :$rufh_port, mint :$mint_port, nio-rufh :$nio_port" >&2
 

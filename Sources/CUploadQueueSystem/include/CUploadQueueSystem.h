@@ -148,6 +148,13 @@ int uploadq_open_as_user(const char *path, uid_t uid, gid_t gid, const gid_t *gr
 /// The user may be in any group (it has more than SO_PEERGROUPS could answer).
 #define UPLOADQ_GROUPS_UNKNOWN 2
 
+/// Whether the calling thread may block (on SQLite, an fsync): 1 on the threads uploadq runs blocking work on
+/// (an actor's own thread, the blocking-work queues while they run it), 0 elsewhere. A thread-local flag.
+int uploadq_thread_may_block(void);
+
+/// Sets the calling thread's flag (`uploadq_thread_may_block`) and returns what it was.
+int uploadq_thread_set_may_block(int value);
+
 /// HMAC-SHA256 of `data` under `key` (SigV4 signing keys and signatures); writes 32 bytes to `mac`, returns 0.
 int uploadq_hmac_sha256(const void *key, size_t key_length, const void *data, size_t data_length, unsigned char *mac);
 

@@ -66,7 +66,7 @@ struct ConnectivityCheck: Sendable {
             nextAt = ContinuousClock.now + (verdict == .clear ? Self.clearInterval : Self.portalInterval)
             guard verdict != .unknown, verdict != last else { continue }
             last = verdict
-            Self.tell(verdict, monitor: monitor, store: store, logger: logger)
+            await Self.tell(verdict, monitor: monitor, store: store, logger: logger)
             wake.signal()
         }
     }
@@ -75,18 +75,20 @@ struct ConnectivityCheck: Sendable {
     static let setting = "link.connectivity-check"
 
     /// Hands `verdict` to the monitor and the store, and says so (`quiet`: at the start, a clear link is no news).
-    static func tell(_ verdict: Verdict, monitor: LinkMonitor, store: QueueStore, logger: Logger, quiet: Bool = false) {
+    static func tell(_ verdict: Verdict, monitor: LinkMonitor, store: QueueStore, logger: Logger,
+                     quiet: Bool = false) async {
+        let portal: String?
         switch verdict {
         case .clear, .unknown:
-            monitor.setCheckedPortal(nil)
-            try? store.setSetting(setting, nil)
+            portal = nil
             if verdict == .clear, !quiet {
                 logger.notice("the connectivity check answers 204 again: no captive portal in the way")
             }
         case .portal(let what):
-            monitor.setCheckedPortal(what)
-            try? store.setSetting(setting, what)
+            portal = what
             logger.warning("\(what): a captive portal is in the way; uploads wait until it is gone (log in on the network)")
         }
+        monitor.setCheckedPortal(portal)
+        _ = await BlockingWork.runResult { () throws(Never) in try? store.setSetting(setting, portal) }
     }
 }

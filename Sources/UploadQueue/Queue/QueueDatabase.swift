@@ -12,6 +12,7 @@ package struct QueueDatabase: Sendable {
     /// Processes that create a new queue at the same moment (a daemon starting while a CLI enqueues) contend for
     /// switching it to WAL and for its first migration; the loser backs off briefly and opens it again.
     package static func open(path: String) throws -> QueueDatabase {
+        BlockingCheck.check("opening the queue's database")
         var attempt = 0
         while true {
             do {

@@ -7,7 +7,11 @@ import GRDB
 /// processes through SQLite's WAL and busy timeout.
 package struct QueueStore: Sendable {
     let database: QueueDatabase
-    var writer: any DatabaseWriter { database.writer }
+    /// The database, reached by every query: the debug build checks that no cooperative thread blocks on it.
+    var writer: any DatabaseWriter {
+        BlockingCheck.check("a query of the queue's database")
+        return database.writer
+    }
 
     package init(database: QueueDatabase) {
         self.database = database

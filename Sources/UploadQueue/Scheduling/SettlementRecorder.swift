@@ -221,20 +221,24 @@ struct SettlementRecorder: Sendable {
     func recordCancel(_ settlement: Settlement) async throws {
         let job = settlement.job
         let metadata: Logger.Metadata = ["uploadq.job": "\(job.id)", "uploadq.destination": "\(job.destination)"]
+        let (store, cancelled, events, logger) = (store, cancelled, events, logger)
         // The resume state as the transfer left it (it may have created the remote upload).
-        await uploaders[job.destination]?.discard((try? store.job(job.id)) ?? job)
-        do {
-            _ = try cancelled.remove(job.id, from: store)
-            events.emit(.cancelled(job.id))
-            if let group = store.uploadedGroup(of: job) { events.emit(.groupUploaded(group)) }
-            logger.info("upload cancelled", metadata: metadata)
-        } catch {
-            // Its file could not be kept: the job stays, flagged, and a later pass tries again.
-            try store.finish(job.id, attempt: settlement.attempt, event: .interrupt, outcome: "interrupted",
-                             error: "cancel requested; waiting to keep the file: \(error)") {
-                $0.cancelRequested = true
+        let left = (try? await BlockingWork.run { try store.job(job.id) }) ?? nil
+        await uploaders[job.destination]?.discard(left ?? job)
+        try await BlockingWork.run {
+            do {
+                _ = try cancelled.remove(job.id, from: store)
+                events.emit(.cancelled(job.id))
+                if let group = store.uploadedGroup(of: job) { events.emit(.groupUploaded(group)) }
+                logger.info("upload cancelled", metadata: metadata)
+            } catch {
+                // Its file could not be kept: the job stays, flagged, and a later pass tries again.
+                try store.finish(job.id, attempt: settlement.attempt, event: .interrupt, outcome: "interrupted",
+                                 error: "cancel requested; waiting to keep the file: \(error)") {
+                    $0.cancelRequested = true
+                }
+                logger.error("cannot cancel yet: \(error)", metadata: metadata)
             }
-            logger.error("cannot cancel yet: \(error)", metadata: metadata)
         }
     }
 }

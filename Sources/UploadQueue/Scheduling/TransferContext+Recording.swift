@@ -38,8 +38,10 @@ extension TransferContext {
                 meter.restart(at: offset)
                 // The claim wrote this offset already (the attempt's start, the job's confirmed bytes).
                 guard offset != job.bytesConfirmed else { return }
-                do { try store.recordResumeOffset(job.id, attempt: attempt, offset: offset) } catch {
-                    unrecorded.note(error, "the resume offset")
+                await Self.offPool {
+                    do { try store.recordResumeOffset(job.id, attempt: attempt, offset: offset) } catch {
+                        unrecorded.note(error, "the resume offset")
+                    }
                 }
             },
             confirmed: { bytes, resumeState throws(TransferFailure) in
@@ -48,12 +50,14 @@ extension TransferContext {
                 // loses nothing that a resume could use.
                 let final = bytes == job.size && resumeState == nil && !storesResumeState.load(ordering: .relaxed)
                 if !final {
-                    do {
-                        try store.recordProgress(job.id, bytesConfirmed: bytes, resumeState: resumeState,
-                                                 rate: meter.rate(at: bytes))
-                        if resumeState != nil { storesResumeState.store(true, ordering: .relaxed) }
-                    } catch {
-                        unrecorded.note(error, "progress")
+                    let rate = meter.rate(at: bytes)
+                    await Self.offPool {
+                        do {
+                            try store.recordProgress(job.id, bytesConfirmed: bytes, resumeState: resumeState, rate: rate)
+                            if resumeState != nil { storesResumeState.store(true, ordering: .relaxed) }
+                        } catch {
+                            unrecorded.note(error, "progress")
+                        }
                     }
                 }
                 meter.recordConfirmed(bytes)
@@ -66,13 +70,21 @@ extension TransferContext {
             },
             forgetResumeState: { () throws(TransferFailure) in
                 meter.restart(at: 0)
-                do {
-                    try store.clearResumeState(job.id)
-                    storesResumeState.store(false, ordering: .relaxed)
-                } catch {
-                    unrecorded.note(error, "the end of the remote upload")
+                await Self.offPool {
+                    do {
+                        try store.clearResumeState(job.id)
+                        storesResumeState.store(false, ordering: .relaxed)
+                    } catch {
+                        unrecorded.note(error, "the end of the remote upload")
+                    }
                 }
             })
+    }
+
+    /// Runs a write of the attempt's progress (a commit with `synchronous = FULL`) off Swift's shared threads: the
+    /// uploaders call these closures from their tasks.
+    private static func offPool(_ write: @escaping @Sendable () -> Void) async {
+        _ = await BlockingWork.runResult { () throws(Never) in write() }
     }
 }
 

@@ -1,3 +1,4 @@
+import CUploadQueueSystem
 import Dispatch
 import Foundation
 import Synchronization
@@ -31,6 +32,8 @@ final class ActorThread: SerialExecutor {
         // executor. It never keeps the executor alive itself.
         let executor = UnownedSerialExecutor(ordinary: self)
         let thread = Thread {
+            // What its actor runs may block: this thread is kept for that.
+            _ = uploadq_thread_set_may_block(1)
             while true {
                 state.ready.wait()
                 let job = state.queue.withLock { queue -> UnownedJob? in

@@ -2,12 +2,12 @@ import Dispatch
 import Foundation
 
 /// Runs blocking file work (hashing, copying, fsync) on a dispatch queue instead of Swift's cooperative threads.
-enum BlockingWork {
+package enum BlockingWork {
     private static let queue = DispatchQueue(label: "uploadq.blocking-io", qos: .utility, attributes: .concurrent)
 
-    static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    package static func run<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            queue.async { continuation.resume(with: Result { try body() }) }
+            queue.async { continuation.resume(with: Result { try BlockingCheck.mayBlock(body) }) }
         }
     }
 }
@@ -17,7 +17,7 @@ extension BlockingWork {
     static func runResult<T: Sendable, E: Error>(_ body: @escaping @Sendable () throws(E) -> T) async -> Result<T, E> {
         await withCheckedContinuation { continuation in
             DispatchQueue.global(qos: .utility).async {
-                continuation.resume(returning: Result { () throws(E) -> T in try body() })
+                continuation.resume(returning: Result { () throws(E) -> T in try BlockingCheck.mayBlock(body) })
             }
         }
     }
@@ -29,7 +29,7 @@ extension BlockingWork {
     /// photo) would wait for one of them. For work that may run long, a few at once (the spool's intakes).
     static func runOnOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try body() }) }
+            let thread = Thread { continuation.resume(with: Result { try BlockingCheck.mayBlock(body) }) }
             thread.name = "uploadq-intake"
             thread.start()
         }

@@ -52,7 +52,7 @@ final class QueueRuntime: Sendable {
         let (store, logger) = (queue.store, queue.logger)
         let lock = try DaemonLock(path: configuration.lockPath)
         do {
-            try store.database.enableIncrementalVacuum()
+            try await BlockingWork.run { try store.database.enableIncrementalVacuum() }
         } catch {
             logger.warning("""
                 the database keeps its free pages for now (incremental vacuum not enabled: \(error)); tried again \
@@ -68,11 +68,12 @@ final class QueueRuntime: Sendable {
         let reserve = SpaceReserve(stateDirectory: configuration.stateDirectory)
         let startUp = StartUpWrite(configuration: configuration, reserve: reserve, giveUp: exitWhenIdle, logger: logger)
         let recovered = try await startUp.run("return interrupted uploads to pending") { try store.recoverInterrupted() }
-        reserve.ensure(freeSpace: configuration.freeSpaceGuard)
+        _ = await BlockingWork.runResult { () throws(Never) in reserve.ensure(freeSpace: configuration.freeSpaceGuard) }
         if !recovered.isEmpty {
             logger.notice("\(recovered.count) upload(s) of a stopped process go back to pending; they resume from their saved state")
         }
-        for problem in queue.intake.finishIncompleteIntakes() {
+        let intake = queue.intake
+        for problem in await BlockingWork.runResult({ () throws(Never) in intake.finishIncompleteIntakes() }).get() {
             logger.error("start-up recovery of the intake: \(problem); tried again at the next start")
         }
         let engine = TransferEngine()
@@ -86,27 +87,35 @@ final class QueueRuntime: Sendable {
             }
         }
         // What the servers taught with 413s, kept across restarts (and forgotten for destinations no longer there).
-        try? store.forgetRequestLimits(except: configuration.destinations.keys)
-        let learnt = (try? store.requestLimits()) ?? [:]
+        let (learnt, override) = await BlockingWork.runResult { () throws(Never) in
+            try? store.forgetRequestLimits(except: configuration.destinations.keys)
+            return ((try? store.requestLimits()) ?? [:], Result { try store.setting(LinkMonitor.overrideSetting) })
+        }.get()
+        // Kept in order, off the shared pool, without holding up the transfer that learnt it.
+        let persisting = DispatchQueue(label: "uploadq.request-limits")
         let uploaders = configuration.destinations.mapValues { destination in
             UploadQueue.uploader(for: destination, engine: engine, mint: configuration.mint, bodyLimit: RequestBodyLimit(
                 destination: destination.name, learnt: learnt[destination.name] ?? RequestLimit(),
                 persist: { name, value in
-                    do {
-                        try store.recordRequestLimit(name, value)
-                    } catch {
-                        logger.warning("cannot keep what destination \"\(name)\" taught with a 413: \(error)")
+                    persisting.async {
+                        BlockingCheck.mayBlock {
+                            do {
+                                try store.recordRequestLimit(name, value)
+                            } catch {
+                                logger.warning("cannot keep what destination \"\(name)\" taught with a 413: \(error)")
+                            }
+                        }
                     }
                 }))
         }
         let monitor = LinkMonitor(configuration: configuration)
-        monitor.setOverride(try store.setting(LinkMonitor.overrideSetting))
+        monitor.setOverride(try override.get())
         // DNS and NetworkManager answer before the first claim, so a metered link is known as such from the start.
         _ = await BlockingWork.runResult { () throws(Never) in monitor.refresh() }
         // And a captive portal: nothing is sent into one found at the start.
         let connectivityCheck = configuration.link.connectivityCheck.map { ConnectivityCheck(url: $0, engine: engine) }
         let firstCheck = await connectivityCheck?.check(timeout: .seconds(5)) ?? .unknown
-        ConnectivityCheck.tell(firstCheck, monitor: monitor, store: store, logger: logger, quiet: true)
+        await ConnectivityCheck.tell(firstCheck, monitor: monitor, store: store, logger: logger, quiet: true)
         let scheduler = Scheduler(configuration: configuration, store: store, events: hub, uploaders: uploaders,
                                   logger: logger, exitWhenIdle: exitWhenIdle, engine: engine, monitor: monitor,
                                   reserve: reserve)
