@@ -376,6 +376,7 @@ struct BlobStore: Sendable {
 /// may have made it a moment ago and not fsynced it yet, or a crash may have come between its mkdir and fsync.
 /// A symbolic link the admin made to a folder (a state directory or a spool elsewhere) counts as that folder.
 func createDirectoryDurably(_ path: String, mode: mode_t) -> Int32 {
+    BlockingCheck.check("making a folder durably (an fsync)")
     let parent = (path as NSString).deletingLastPathComponent
     var info = stat()
     if stat(path, &info) == 0, (info.st_mode & S_IFMT) == S_IFDIR,
@@ -406,6 +407,7 @@ private enum DurableDirectories {
 
 /// fsyncs a directory so a rename or a new name in it survives power loss.
 func syncDirectory(_ path: String) throws(UploadQueueError) {
+    BlockingCheck.check("an fsync of a folder")
     let descriptor = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     guard descriptor >= 0 else { throw .system("open", path: path) }
     defer { close(descriptor) }

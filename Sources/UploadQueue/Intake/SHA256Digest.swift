@@ -39,6 +39,7 @@ struct SHA256Digest: ~Copyable {
         descriptor: Int32, path: String, size: Int64, job: JobID? = nil, stop: IntakeStop? = nil,
         eachBlock: (UnsafeRawBufferPointer, off_t) throws(UploadQueueError) -> Void = { _, _ in }
     ) throws(UploadQueueError) -> String {
+        BlockingCheck.check("hashing a whole file")
         var digest = SHA256Digest()
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 1 << 20, alignment: 16)
         defer { buffer.deallocate() }

@@ -48,7 +48,7 @@ struct LocalDirectoryUploader: Uploader {
         let directory = (target as NSString).deletingLastPathComponent
         // Each folder made (a new `{date}/`) is fsynced into its parent: else a power cut takes it away, with every
         // file delivered into it since, while their jobs say uploaded (power-cut site `target-directory`).
-        let code = createDirectoryDurably(directory, mode: 0o755)
+        let code = await Self.offPool { () throws(Never) in createDirectoryDurably(directory, mode: 0o755) }
         if code != 0 {
             // A full disk (or anything passing) is tried again; a permission or a read-only mount needs a person.
             let message = "cannot create \(directory): \(String(cString: strerror(code)))"
@@ -60,7 +60,9 @@ struct LocalDirectoryUploader: Uploader {
         }
         if try await alreadyDelivered(source, at: target) {
             // Delivered by a pass a crash cut short, perhaps before it fsynced the name.
-            do { try syncDirectory(directory) } catch { throw .transient("io", error.message) }
+            try await Self.offPool { () throws(TransferFailure) in
+                do throws(UploadQueueError) { try syncDirectory(directory) } catch { throw .transient("io", error.message) }
+            }
             return UploadOutcome(remoteURL: Self.fileURL(target), sha256: try await source.sentDigest())
         }
 
@@ -79,7 +81,8 @@ struct LocalDirectoryUploader: Uploader {
         // A job hashed while sending: the part an earlier attempt copied is read once here, the rest as it is copied.
         try await source.hashPrefix(upTo: offset)
 
-        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: sliceSize, alignment: 16)
+        // Used by one slice's blocking work at a time (each awaited before the next).
+        nonisolated(unsafe) let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: sliceSize, alignment: 16)
         defer { buffer.deallocate() }
         var lastConfirmed = offset
         var lastConfirmTime = ContinuousClock.now
@@ -91,22 +94,37 @@ struct LocalDirectoryUploader: Uploader {
             } catch {
                 throw .interrupted
             }
-            let count = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: offset)
-            if count == 0 {
-                throw .permanent("source-changed", "source changed: \(source.path) ended at \(offset) of \(job.size) bytes")
+            // The slice read, written and (at a checkpoint: a few MiB, a second, the end) synced, off the pool.
+            let (at, checkpointSize) = (offset, settings.checkpointSize)
+            let checkpoint = { (end: Int64) in
+                end - lastConfirmed >= checkpointSize || ContinuousClock.now - lastConfirmTime >= .seconds(1)
+                    || end == job.size
             }
-            do {
-                try BlobStore.writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: off_t(offset),
-                                       path: temporary)
-            } catch {
-                throw error.code == .diskLow ? .targetFull("writing \(temporary): \(error.message)")
-                    : .transient("io", "writing \(temporary): \(error.message)")
+            let due = checkpoint(offset + Int64(want))
+            let count = try await Self.offPool { () throws(TransferFailure) -> Int in
+                let count = try source.read(into: UnsafeMutableRawBufferPointer(rebasing: buffer[0..<want]), at: at)
+                if count == 0 {
+                    throw .permanent("source-changed", "source changed: \(source.path) ended at \(at) of \(job.size) bytes")
+                }
+                do throws(UploadQueueError) {
+                    try BlobStore.writeAll(output, UnsafeRawBufferPointer(rebasing: buffer[0..<count]), at: off_t(at),
+                                           path: temporary)
+                } catch {
+                    throw error.code == .diskLow ? .targetFull("writing \(temporary): \(error.message)")
+                        : .transient("io", "writing \(temporary): \(error.message)")
+                }
+                if count == want, due, fsync(output) != 0 { throw .system("fsync", path: temporary, errno: errno) }
+                return count
             }
             offset += Int64(count)
             context.sent(offset)
-            if offset - lastConfirmed >= settings.checkpointSize || ContinuousClock.now - lastConfirmTime >= .seconds(1)
-                || offset == job.size {
-                guard fsync(output) == 0 else { throw .system("fsync", path: temporary, errno: errno) }
+            if checkpoint(offset) {
+                // A short read's slice is synced here (a slice as asked was synced with its write).
+                if count != want || !due {
+                    try await Self.offPool { () throws(TransferFailure) in
+                        guard fsync(output) == 0 else { throw .system("fsync", path: temporary, errno: errno) }
+                    }
+                }
                 try await context.confirmed(offset, nil)
                 lastConfirmed = offset
                 lastConfirmTime = .now
@@ -114,11 +132,12 @@ struct LocalDirectoryUploader: Uploader {
         }
         if job.size == 0 { try await context.confirmed(0, nil) }
 
-        let written: String
-        do {
-            written = try SHA256Digest.ofFile(descriptor: output, path: temporary, size: job.size)
-        } catch {
-            throw .transient("io", "re-reading \(temporary): \(error.message)")
+        let written = try await Self.offPool { () throws(TransferFailure) -> String in
+            do throws(UploadQueueError) {
+                return try SHA256Digest.ofFile(descriptor: output, path: temporary, size: job.size)
+            } catch {
+                throw .transient("io", "re-reading \(temporary): \(error.message)")
+            }
         }
         guard try await written == source.sentDigest() else {
             _ = ftruncate(output, 0)
@@ -150,8 +169,15 @@ struct LocalDirectoryUploader: Uploader {
             }
             unlink(temporary)
         }
-        do { try syncDirectory(directory) } catch { throw .transient("io", error.message) }
+        try await Self.offPool { () throws(TransferFailure) in
+            do throws(UploadQueueError) { try syncDirectory(directory) } catch { throw .transient("io", error.message) }
+        }
         return UploadOutcome(remoteURL: Self.fileURL(target), sha256: try await source.sentDigest())
+    }
+
+    /// Runs file work that may block (a read, a write, an fsync, a whole file's hash) off Swift's shared threads.
+    private static func offPool<T: Sendable, E: Error>(_ work: @escaping @Sendable () throws(E) -> T) async throws(E) -> T {
+        try await BlockingWork.runResult(work).get()
     }
 
     /// True when the final name already holds exactly this job's content (a crash after the rename). A job hashed
@@ -164,10 +190,12 @@ struct LocalDirectoryUploader: Uploader {
         var info = stat()
         guard fstat(descriptor, &info) == 0, Int64(info.st_size) == job.size else { return false }
         let expected = try await source.sentDigest()
-        do {
-            return try SHA256Digest.ofFile(descriptor: descriptor, path: target, size: job.size) == expected
-        } catch {
-            throw .transient("io", "reading \(target): \(error.message)")
+        return try await Self.offPool { () throws(TransferFailure) -> Bool in
+            do throws(UploadQueueError) {
+                return try SHA256Digest.ofFile(descriptor: descriptor, path: target, size: job.size) == expected
+            } catch {
+                throw .transient("io", "reading \(target): \(error.message)")
+            }
         }
     }
 
@@ -177,7 +205,10 @@ struct LocalDirectoryUploader: Uploader {
 
     /// The target directory exists and is writable (or can be made).
     func probe() async -> Bool {
-        createDirectoryDurably(settings.directory, mode: 0o755) == 0 && access(settings.directory, W_OK) == 0
+        let directory = settings.directory
+        return await Self.offPool { () throws(Never) in
+            createDirectoryDurably(directory, mode: 0o755) == 0 && access(directory, W_OK) == 0
+        }
     }
 
     static func fileURL(_ path: String) -> String {
