@@ -83,6 +83,7 @@ package struct QueueDatabase: Sendable {
     /// it fails (a full disk, a busy queue), the next start tries again and the queue works as before. Only the
     /// runner does it (it holds the daemon lock), never a CLI command: a `VACUUM` rewrites the whole file.
     func enableIncrementalVacuum() throws {
+        BlockingCheck.check("a vacuum of the queue's database")
         try writer.writeWithoutTransaction { db in
             guard try Int.fetchOne(db, sql: "PRAGMA auto_vacuum") != 2 else { return }
             try db.execute(sql: "PRAGMA auto_vacuum = INCREMENTAL")

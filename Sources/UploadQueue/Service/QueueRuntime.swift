@@ -25,6 +25,8 @@ final class QueueRuntime: Sendable {
     /// Set when the task running the runtime is cancelled (a stop asked for): a batch run then skips its last
     /// deliveries, which would otherwise run to their end past the stop.
     private let stopAsked: StopAsked
+    /// Where what the servers taught with 413s is written, in order, off the pool; drained before `run()` returns.
+    private let requestLimitWrites: DispatchQueue
 
     /// Whether a stop was asked for; shared with the parts.
     final class StopAsked: Sendable {
@@ -217,6 +219,7 @@ final class QueueRuntime: Sendable {
         self.lock = lock
         self.control = control
         self.stopAsked = stopAsked
+        requestLimitWrites = persisting
         built = true
     }
 
@@ -236,12 +239,20 @@ final class QueueRuntime: Sendable {
         }
         let (group, stopAsked) = (self.group, self.stopAsked)
         let running = Task { try await group.run() }
-        try await withTaskCancellationHandler {
-            try await running.value
-        } onCancel: {
-            stopAsked.set()
-            Task { await group.triggerGracefulShutdown() }
+        var failure: (any Error)?
+        do {
+            try await withTaskCancellationHandler {
+                try await running.value
+            } onCancel: {
+                stopAsked.set()
+                Task { await group.triggerGracefulShutdown() }
+            }
+        } catch {
+            failure = error
         }
+        // What a 413 taught in the last moments is written before the queue's lock goes.
+        await withCheckedContinuation { continuation in requestLimitWrites.async { continuation.resume() } }
+        if let failure { throw failure }
         withExtendedLifetime((lock, wakeSocket)) {}
         if let failure = await scheduler.failure { throw failure }
     }

@@ -13,8 +13,8 @@ final class RequestBodyLimit: Sendable {
     private let learnt: Mutex<RequestLimit>
     private let persist: @Sendable (String, RequestLimit) -> Void
 
-    /// What the queue kept for `destination`; `persist` keeps every change (it must not throw: the next change
-    /// writes it again).
+    /// What the queue kept for `destination`; `persist` keeps every change, called under the limit's lock (it must
+    /// not block: it queues the write; nor throw: the next change writes it again).
     init(destination: String, learnt: RequestLimit = RequestLimit(), persist: @escaping @Sendable (String, RequestLimit) -> Void = { _, _ in }) {
         self.destination = destination
         self.learnt = Mutex(learnt)
@@ -54,14 +54,16 @@ final class RequestBodyLimit: Sendable {
     }
 
     private func update(_ change: (inout RequestLimit, Date) -> Void) {
-        let (before, after) = learnt.withLock { value in
+        learnt.withLock { value in
             let before = value
             // Against what still holds: a limit learnt again after its lifetime is renewed, not taken as known.
             var updated = value.current()
             change(&updated, Date())
-            if updated != before { value = updated }
-            return (before, value)
+            guard updated != before else { return }
+            value = updated
+            // Handed on under the lock, so two transfers' lessons are kept in the order they were learnt (`persist`
+            // only queues the write).
+            persist(destination, updated)
         }
-        if after != before { persist(destination, after) }
     }
 }
