@@ -560,7 +560,7 @@ package actor SpoolWatcher: Service {
         if known?.hold.reason != reason {
             logger.warning("""
                 spool: \(message)\(answer == .recorded ? "" : " (not listed in status for now: too many files held)")
-                """)
+                """, metadata: ["uploadq.reason": "\(reason.rawValue)"])
         }
     }
 
