@@ -14,13 +14,29 @@ struct Uploadq: AsyncParsableCommand {
                       GroupsCommand.self, LanesCommand.self, LinkCommand.self, WatchCommand.self,
                       PruneCommand.self, EventsCommand.self, ConfigCommand.self, DoctorCommand.self])
 
+    /// Where the commands but the daemon run their tasks.
+    private static let commandExecutor = CommandExecutor()
+
+    /// Runs `command` with its tasks on `commandExecutor`.
+    private nonisolated static func runOffPool(_ command: sending any AsyncParsableCommand) async throws {
+        var command = command
+        try await withTaskExecutorPreference(commandExecutor) { try await command.run() }
+    }
+
     /// Runs the command with the contract's exit codes: usage errors exit 2 (not argument-parser's 64).
     static func main() async {
         signal(SIGPIPE, SIG_IGN)
+        // The debug build under test stops at a blocking call on Swift's shared threads.
+        BlockingCheck.enforceIfAsked()
         do {
             var command = try parseAsRoot()
             if var asyncCommand = command as? any AsyncParsableCommand {
-                try await asyncCommand.run()
+                if asyncCommand is DaemonCommand {
+                    try await asyncCommand.run()
+                } else {
+                    // A command's tasks on threads that may block (it queries the queue), not Swift's pool.
+                    try await runOffPool(asyncCommand)
+                }
             } else {
                 try command.run()
             }
