@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ServiceLifecycle
 
 /// The upload queue as a library: accept files, inspect and steer jobs, and run transfers in this process.
 ///
@@ -18,13 +19,13 @@ public actor UploadQueue {
     nonisolated let intake: Intake
     private nonisolated let hub = EventHub()
     let logger: Logger
-    /// What runs while this process runs the queue (`run()`); nil otherwise.
-    private var runtime: QueueRuntime?
-    private var scheduler: Scheduler? { runtime?.scheduler }
+    /// The parts of this process's runner while its services run (`services()`, `run()`); nil otherwise.
+    private var parts: RunnerParts?
+    private var scheduler: Scheduler? { parts?.scheduler }
     /// The link monitor of the running scheduler.
-    private var monitor: LinkMonitor? { runtime?.monitor }
+    private var monitor: LinkMonitor? { parts?.monitor }
     /// The transfer engine of the running scheduler.
-    private var engine: TransferEngine? { runtime?.engine }
+    private var engine: TransferEngine? { parts?.engine }
     /// The last failure to write the metrics file, while it lasts.
     private var metricsError: String?
 
@@ -405,27 +406,50 @@ public actor UploadQueue {
         return outcome
     }
 
+    /// The services that run transfers in this process, for the host's one `ServiceGroup`: the scheduler, the
+    /// transfer engine, the link monitor, the owed work, the control API and the rest, in the order they start (the
+    /// group stops them in reverse: the scheduler first, every transfer stopped at a safe point with its offset
+    /// saved). Takes the queue's exclusive lock and recovers what an earlier process left before it returns: one
+    /// runner per state directory. Run them once; the lock goes when the last has stopped.
+    ///
+    /// - Parameters:
+    ///   - exitWhenIdle: the scheduler ends once no job is pending or uploading (batch use: drain the queue, then
+    ///     exit), and the group with it; failed jobs stay for a later run.
+    ///   - onReady: called once the services run and the control API listens (the daemon tells systemd).
+    public func services(exitWhenIdle: Bool = false, onReady: @escaping @Sendable () -> Void = {}) async throws
+        -> [ServiceGroupConfiguration.ServiceConfiguration] {
+        let runtime = try await QueueRuntime(queue: self, hub: hub, exitWhenIdle: exitWhenIdle, onReady: onReady)
+        parts = runtime.parts
+        return runtime.services
+    }
+
     /// Runs transfers in this process until the task is cancelled; then stops them at a safe point, with their
-    /// offsets saved. Takes the queue's exclusive lock: one runner per state directory.
+    /// offsets saved: `services()` in a `ServiceGroup` of their own, the task's cancel taken as a graceful shutdown.
+    /// A host with a group of its own puts `services()` in it instead.
     ///
     /// - Parameters:
     ///   - exitWhenIdle: return once no job is pending or uploading (batch use: drain the queue, then exit);
     ///     failed jobs stay for a later run.
-    ///   - onReady: called once the lock is held and the queue recovered (the daemon tells systemd).
-    public func run(exitWhenIdle: Bool = false, onReady: @Sendable () -> Void = {}) async throws {
-        let runtime = try await QueueRuntime(queue: self, hub: hub, exitWhenIdle: exitWhenIdle)
-        self.runtime = runtime
-        onReady()
-        var failure: (any Error)?
-        do {
-            try await runtime.run()
-        } catch {
-            failure = error
+    ///   - onReady: called once the lock is held, the queue recovered and the control API listens.
+    public func run(exitWhenIdle: Bool = false, onReady: @escaping @Sendable () -> Void = {}) async throws {
+        let group = ServiceGroup(configuration: .init(
+            services: try await services(exitWhenIdle: exitWhenIdle, onReady: onReady), logger: logger))
+        // A cancelled group would stop every part at once: the cancel starts the graceful shutdown instead, which
+        // stops them one after another, as SIGTERM does in the daemon.
+        let running = Task { try await group.run() }
+        try await withTaskCancellationHandler {
+            try await running.value
+        } onCancel: {
+            Task { await group.triggerGracefulShutdown() }
         }
-        // The last write, with the running monitor still there (no DNS or D-Bus while stopping).
+    }
+
+    /// Called by the runtime's last service once every other part has stopped: the metrics file's last write, with
+    /// the running monitor still there (no DNS or D-Bus while stopping), then the parts go.
+    func detach(_ stopped: RunnerParts) {
+        guard parts?.scheduler === stopped.scheduler else { return }
         if let path = configuration.metrics.textfile { writeMetrics(to: path, stopped: true) }
-        self.runtime = nil
-        if let failure { throw failure }
+        parts = nil
     }
 
     /// Whether this process's transfers are healthy: the scheduler's loop and the engine thread go round, and the

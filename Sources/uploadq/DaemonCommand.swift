@@ -49,23 +49,24 @@ struct DaemonCommand: AsyncParsableCommand {
             notifier.notify("STATUS=waiting for room on the queue's disk\nEXTEND_TIMEOUT_USEC=30000000")
         }
         let configuration = queue.configuration
-        let runner = QueueRunner(queue: queue, exitWhenIdle: exitWhenIdle) {
-                logger.info("uploadq daemon ready", metadata: [
-                    "config": "\(configuration.file ?? ConfigurationLoader.embeddedName)",
-                    "state_dir": "\(configuration.stateDirectory)",
-                    "spool": "\(configuration.spool?.directory ?? "none")",
-                ])
-                notifier.notify("READY=1\nSTATUS=uploading; spool \(configuration.spool?.directory ?? "none")")
+        let queueServices = try await queue.services(exitWhenIdle: exitWhenIdle) {
+            logger.info("uploadq daemon ready", metadata: [
+                "config": "\(configuration.file ?? ConfigurationLoader.embeddedName)",
+                "state_dir": "\(configuration.stateDirectory)",
+                "spool": "\(configuration.spool?.directory ?? "none")",
+            ])
+            notifier.notify("READY=1\nSTATUS=uploading; spool \(configuration.spool?.directory ?? "none")")
         }
-        // With --exit-when-idle the runner finishing is the normal end: the rest of the group stops gracefully.
-        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
-            .init(service: runner, successTerminationBehavior: .gracefullyShutdownGroup),
-        ]
+        // One group, stopped in the reverse of this order: the spool watcher first (no new intake once stopping),
+        // the watchdog (stopping is systemd's stop timeout's business), then the queue's services. With
+        // --exit-when-idle the scheduler finishing is the normal end: the rest of the group stops gracefully.
+        var services = queueServices
         if let watchdog = SystemdWatchdog(queue: queue, notifier: notifier, logger: logger) {
-            services.append(.init(service: watchdog))
+            services.append(.init(service: watchdog, successTerminationBehavior: .ignore))
         }
         if let spool = configuration.spool {
-            services.append(.init(service: SpoolWatcher(spool: spool, queue: queue, logger: logger)))
+            services.append(.init(service: SpoolWatcher(spool: spool, queue: queue, logger: logger),
+                                  successTerminationBehavior: .ignore))
         }
         let group = ServiceGroup(configuration: .init(
             services: services,

@@ -88,24 +88,24 @@ import Testing
         #expect(ControlRoute.match(method: "GET", path: "/v1/jobs/batch") == .failure(.methodNotAllowed(["POST"])))
     }
 
-    @Test("a ring wakes a long poll at once; without one it returns at its limit, and at once when cancelled")
-    func changeBell() async {
-        let bell = ChangeBell()
+    @Test("a signal wakes a long poll at once; without one it returns at its limit, and at once when cancelled")
+    func longPollWakeUp() async {
+        let changed = WakeSignal(remembers: false)
         let waiter = Task {
             let started = ContinuousClock.now
-            await bell.wait(upTo: .seconds(10))
+            await changed.wait(timeout: .seconds(10))
             return ContinuousClock.now - started
         }
         try? await Task.sleep(for: .milliseconds(100))
-        bell.ring()
+        changed.signal()
         let woken = await waiter.value
         #expect(woken < .seconds(2), "a ring took \(woken) to wake the waiter")
         let started = ContinuousClock.now
-        await bell.wait(upTo: .milliseconds(200))
+        await changed.wait(timeout: .milliseconds(200))
         #expect(ContinuousClock.now - started >= .milliseconds(190), "returned before its limit")
         let cancelled = Task {
             let started = ContinuousClock.now
-            await bell.wait(upTo: .seconds(10))
+            await changed.wait(timeout: .seconds(10))
             return ContinuousClock.now - started
         }
         try? await Task.sleep(for: .milliseconds(50))

@@ -298,10 +298,10 @@ struct EventTests {
         #expect(slow.take() == .dropped(lost: 100), "a dropped subscriber stays dropped")
         fast = nil
         #expect(live.count == 1, "a subscription let go leaves")
-        // The bells: a publish and a ring of the durable log both wake a subscriber's follower.
+        // The wake-ups: a publish and a signal of the durable log both wake a subscriber's follower.
         let rung = Mutex(0)
-        let bell = ChangeBell(alsoRinging: { rung.withLock { $0 += 1 } })
-        bell.ring()
+        let changed = WakeSignal(remembers: false, alsoSignalling: { rung.withLock { $0 += 1 } })
+        changed.signal()
         #expect(rung.withLock { $0 } == 1)
     }
 

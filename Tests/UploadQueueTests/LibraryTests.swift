@@ -1,4 +1,6 @@
 import Foundation
+import Logging
+import ServiceLifecycle
 import Synchronization
 import Testing
 @testable import UploadQueue
@@ -143,6 +145,45 @@ struct LibraryTests {
         let partials = (try? FileManager.default.contentsOfDirectory(atPath: sandbox.target)) ?? []
         #expect(partials.isEmpty)
         #expect(FileManager.default.fileExists(atPath: sandbox.state + "/cancelled/\(id)-big.bin"))
+    }
+
+    @Test("a host runs the queue's services in its own group: ready once the control API listens, stopped in order, the lock released last")
+    func servicesInTheHostsGroup() async throws {
+        let sandbox = try Sandbox()
+        let queue = try UploadQueue(configuration: try sandbox.configuration())
+        let path = try sandbox.makeFile(sandbox.root + "/in/a.jpg", size: 50_000, seed: 3)
+        let id = try await queue.enqueue(path)
+        let socket = queue.configuration.apiSocketPath
+        let listening = Mutex<Bool?>(nil)
+        let services = try await queue.services {
+            listening.withLock { $0 = FileManager.default.fileExists(atPath: socket) }
+        }
+        #expect(await queue.isRunning, "the parts are the facade's once the services are assembled")
+        // The host's own service, first in the group: stopped after every one of the queue's.
+        let stoppedLast = Mutex<(running: Bool, lockFree: Bool)?>(nil)
+        let lockPath = queue.configuration.lockPath
+        let host = ClosureService {
+            try? await gracefulShutdown()
+            let running = await queue.isRunning
+            stoppedLast.withLock { $0 = (running, DaemonLock.holder(path: lockPath) == nil) }
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: host, successTerminationBehavior: .ignore)] + services,
+            logger: Logger(label: "test")))
+        let running = Task { try await group.run() }
+        #expect(try await eventually { try queue.store.job(id)?.state == .uploaded })
+        #expect(listening.withLock { $0 } == true, "onReady is called with the control API's socket there")
+        await group.triggerGracefulShutdown()
+        try await running.value
+        let seen = try #require(stoppedLast.withLock { $0 })
+        #expect(!seen.running && seen.lockFree, "the queue's services all stopped before the host's: \(seen)")
+        #expect(!FileManager.default.fileExists(atPath: socket), "the control API removed its socket")
+        // Stopped: another runner may take the queue.
+        let again = try UploadQueue(configuration: try sandbox.configuration())
+        let second = Task { try await again.run() }
+        #expect(await eventually { await again.isRunning })
+        second.cancel()
+        try await second.value
     }
 
     @Test("a second runner on the same state directory is refused while the first runs")

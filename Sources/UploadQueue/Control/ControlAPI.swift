@@ -9,7 +9,7 @@ import Synchronization
 /// copy, and chooses only what the spool's trust rules let a sidecar choose.
 package struct ControlAPI: Sendable {
     let queue: UploadQueue
-    let bell: ChangeBell
+    let changes: WakeSignal
     /// The lines the durable log does not keep, for the event stream's `live=true` followers.
     let live: LiveEvents
     /// Enqueues being read now, per dropper: each reads a file on a thread of its own.
@@ -35,16 +35,16 @@ package struct ControlAPI: Sendable {
     /// answer 429, so that no dropper's requests can make the daemon's memory grow by more than a few pages.
     private let reads = PerUserSlots(limit: 4, what: "listings")
 
-    init(queue: UploadQueue, bell: ChangeBell, live: LiveEvents) {
+    init(queue: UploadQueue, changes: WakeSignal, live: LiveEvents) {
         self.queue = queue
-        self.bell = bell
+        self.changes = changes
         self.live = live
     }
 
-    /// The API of a queue (the daemon's): its long polls wake on `bell`, which the caller rings on every change.
+    /// The API of a queue (the daemon's): its long polls wake on `changes`, which the caller signals at every change.
     package init(queue: UploadQueue) {
         let live = LiveEvents(readerBuffer: Int(queue.configuration.events.readerBuffer))
-        self.init(queue: queue, bell: ChangeBell(alsoRinging: live.ringSubscribers), live: live)
+        self.init(queue: queue, changes: WakeSignal(remembers: false, alsoSignalling: live.signalSubscribers), live: live)
     }
 
     /// Answers one request; never throws: every failure is a reply with its status and error code.
@@ -123,7 +123,7 @@ package struct ControlAPI: Sendable {
         case .cancel(let id):
             _ = try await reachable(id, peer: peer)
             let outcome = try await queue.cancel(id)
-            bell.ring()
+            changes.signal()
             return .json(200, ["id": id.rawValue, "outcome": outcome.rawValue])
         case .retry(let id):
             _ = try await reachable(id, peer: peer)
@@ -134,12 +134,12 @@ package struct ControlAPI: Sendable {
         case .skip(let id):
             _ = try await reachable(id, peer: peer)
             try await queue.skip(id)
-            bell.ring()
+            changes.signal()
             return .json(200, ["id": id.rawValue, "skipped": true])
         case .retryFailed:
             try requireAdmin(peer, "retrying every failed job")
             let changed = try await queue.retryFailed()
-            bell.ring()
+            changes.signal()
             return .json(200, ["retried": changed.map(\.rawValue)])
         case .lanes:
             let lanes = try await BlockingWork.run {
@@ -161,7 +161,7 @@ package struct ControlAPI: Sendable {
         case .closeGroup(let name):
             let patch = try groupPatch(request, peer: peer)
             let group = try await queue.closeGroup(name, patch: patch, owner: try groupOwner(request, peer: peer))
-            bell.ring()
+            changes.signal()
             return .json(200, ContractJSON.group(group))
         case .acknowledgeGroup(let name):
             let owner = try groupOwner(request, peer: peer)
@@ -340,7 +340,7 @@ package struct ControlAPI: Sendable {
         // apart); a replay checks so again all the same.
         keyed.idempotencyKey = key.map { EnqueueRequest.IdempotencyKey(owner: peer.uid, key: $0) }
         let result = try await accept(keyed, peer: peer)
-        bell.ring()
+        changes.signal()
         return .json(result.deduplicated ? 200 : 201,
                      ["id": result.id.rawValue, "deduplicated": result.deduplicated, "replayed": false])
     }
@@ -410,7 +410,7 @@ package struct ControlAPI: Sendable {
                 }
             }
         }
-        bell.ring()
+        changes.signal()
         return .json(200, ["results": results.map { $0 ?? [:] }])
     }
 
@@ -560,7 +560,7 @@ package struct ControlAPI: Sendable {
                 object["reached"] = reached
                 return .json(200, object)
             }
-            await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
+            await changes.wait(timeout: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()
         }
     }
@@ -628,7 +628,7 @@ package struct ControlAPI: Sendable {
             }
             slot.give()
             polled = seq
-            await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
+            await changes.wait(timeout: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()
         }
     }
@@ -664,7 +664,7 @@ package struct ControlAPI: Sendable {
             }
             slot.give()
             polling = true
-            await bell.wait(upTo: min(.seconds(1), deadline - ContinuousClock.now))
+            await changes.wait(timeout: min(.seconds(1), deadline - ContinuousClock.now))
             try Task.checkCancellation()
         }
     }
@@ -718,7 +718,7 @@ package struct ControlAPI: Sendable {
             + [FeedEvent(.following, fields: ["from_seq": .integer(start + 1)])]))
         reply.headers = [("Content-Type", serverSent ? "text/event-stream" : "application/x-ndjson")]
         let readerBuffer = queue.configuration.events.readerBuffer
-        reply.stream = ControlStream { [bell, queue] sink in
+        reply.stream = ControlStream { [changes, queue] sink in
             var since = start
             var owners = JobOwners(store: store)
             var catchingUp = false
@@ -773,9 +773,9 @@ package struct ControlAPI: Sendable {
                 if !lines.isEmpty { try await sink.send(encode(lines)) }
                 try Task.checkCancellation()
                 // More of the log to read at once; else until something changes (or a second, for other processes;
-                // a tenth while lines wait for their job's start, which a commit of another process does not ring).
+                // a tenth while lines wait for their job's start, which a commit of another process does not signal).
                 if catchingUp { continue }
-                await (subscription?.bell ?? bell).wait(upTo: hold.waiting.isEmpty ? .seconds(1) : .milliseconds(100))
+                await (subscription?.wake ?? changes).wait(timeout: hold.waiting.isEmpty ? .seconds(1) : .milliseconds(100))
                 try Task.checkCancellation()
             }
         }

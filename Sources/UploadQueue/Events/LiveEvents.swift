@@ -3,7 +3,7 @@ import Synchronization
 /// The events the durable log does not keep (progress, unverified answers, patch and hook outcomes, link changes),
 /// handed to each follower of `GET /v1/events/stream?live=true` while it is connected.
 ///
-/// Publishing never waits: a line goes into every subscriber's buffer under a lock, and its bell rings. A
+/// Publishing never waits: a line goes into every subscriber's buffer under a lock, and its wake-up is signalled. A
 /// subscriber that lets more than `readerBuffer` bytes pile up is dropped: its buffer is given up, it learns how
 /// many lines it lost, and its stream ends with a `dropped` line (it reconnects with `since=` and loses nothing
 /// durable). A slow reader costs the daemon at most its buffer, never time.
@@ -13,7 +13,7 @@ final class LiveEvents: Sendable {
     private let nextID = Atomic<Int>(0)
 
     private struct Subscriber {
-        let bell: ChangeBell
+        let wake: WakeSignal
         var lines: [Line] = []
         var bytes = 0
         /// Lines lost since it was dropped; nil while it keeps up.
@@ -63,30 +63,30 @@ final class LiveEvents: Sendable {
         // No follower: nothing to write (the common case, at every progress line).
         guard subscribers.withLock({ !$0.isEmpty }) else { return }
         let size = event.jsonLine.utf8.count + 1
-        let bells = subscribers.withLock { subscribers -> [ChangeBell] in
+        let wakes = subscribers.withLock { subscribers -> [WakeSignal] in
             // Stamped under the lock: lines reach every buffer in the order of their instants.
             let line = Line(event: event, published: .now, size: size)
-            var bells: [ChangeBell] = []
+            var wakes: [WakeSignal] = []
             for id in Array(subscribers.keys) {
                 subscribers[id]!.add(line, limit: readerBuffer)
-                bells.append(subscribers[id]!.bell)
+                wakes.append(subscribers[id]!.wake)
             }
-            return bells
+            return wakes
         }
-        for bell in bells { bell.ring() }
+        for wake in wakes { wake.signal() }
     }
 
-    /// Rings every subscriber's bell (the durable log changed: its followers read it).
-    func ringSubscribers() {
-        for bell in subscribers.withLock({ $0.values.map(\.bell) }) { bell.ring() }
+    /// Rings every subscriber's wake (the durable log changed: its followers read it).
+    func signalSubscribers() {
+        for wake in subscribers.withLock({ $0.values.map(\.wake) }) { wake.signal() }
     }
 
     /// A new subscriber: it gets every line published from now until `unsubscribe`.
     func subscribe() -> Subscription {
         let id = nextID.add(1, ordering: .relaxed).newValue
-        let bell = ChangeBell(remembersRings: true)
-        subscribers.withLock { $0[id] = Subscriber(bell: bell) }
-        return Subscription(id: id, bell: bell, events: self)
+        let wake = WakeSignal()
+        subscribers.withLock { $0[id] = Subscriber(wake: wake) }
+        return Subscription(id: id, wake: wake, events: self)
     }
 
     fileprivate func take(_ id: Int) -> Taken {
@@ -106,16 +106,16 @@ final class LiveEvents: Sendable {
         _ = subscribers.withLock { $0.removeValue(forKey: id) }
     }
 
-    /// One follower's subscription: its lines, and a bell that rings when there are new ones (or the durable log
+    /// One follower's subscription: its lines, and a wake-up signalled when there are new ones (or the durable log
     /// changed).
     final class Subscription: Sendable {
         private let id: Int
-        let bell: ChangeBell
+        let wake: WakeSignal
         private let events: LiveEvents
 
-        fileprivate init(id: Int, bell: ChangeBell, events: LiveEvents) {
+        fileprivate init(id: Int, wake: WakeSignal, events: LiveEvents) {
             self.id = id
-            self.bell = bell
+            self.wake = wake
             self.events = events
         }
 

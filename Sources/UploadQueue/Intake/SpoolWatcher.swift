@@ -112,10 +112,6 @@ package actor SpoolWatcher: Service {
     }
 
     private func watch() async throws {
-        while await !queue.isRunning {
-            // Stopped before the queue ran (or after it finished, with --exit-when-idle): a normal end.
-            guard (try? await Task.sleep(for: .milliseconds(50))) != nil else { return }
-        }
         try BlobStore.makeDirectory(spool.directory)
         try makeRejectedDirectory()
         // What an earlier run held is found again, or not; a file held for another's sidecar waits on for its

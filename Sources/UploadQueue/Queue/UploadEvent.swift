@@ -38,7 +38,7 @@ final class EventHub: Sendable {
     /// Where lines for the daemon's event feed go that are no `UploadEvent` (link changes), while one runs.
     private let feed = Mutex<Receiver<FeedEvent>?>(nil)
     /// Called with each event as it is emitted, on the emitting thread, before any subscriber gets it: the daemon's
-    /// own listeners (the live feed's `EventFeeder`, the owed work's wake-up, the change bell). It must be quick:
+    /// own listeners (the live feed's `EventFeeder`, the owed work's wake-up, the control API's wake-up). It must be quick:
     /// locks and wake-ups (the feeder reads one row for an unverified answer, and only while someone follows).
     private let tap = Mutex<Receiver<UploadEvent>?>(nil)
 

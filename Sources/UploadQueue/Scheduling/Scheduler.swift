@@ -103,13 +103,14 @@ actor Scheduler {
         monotonicMilliseconds() - heartbeat.load(ordering: .relaxed) < 3 * Int64(pollInterval.seconds * 1000) + 1000
     }
 
+    /// Told by the link monitor's watch that a link came, went or changed class: the next round looks again.
+    nonisolated func linkChanged() {
+        linkMoved.store(true, ordering: .relaxed)
+        wake.signal()
+    }
+
     /// Runs until the task is cancelled, then stops every transfer at a safe point and waits for them.
     func run() async {
-        monitor.watch { [weak self, wake] in
-            self?.linkMoved.store(true, ordering: .relaxed)
-            wake.signal()
-        }
-        defer { monitor.stop() }
         while !Task.isCancelled {
             heartbeat.store(monotonicMilliseconds(), ordering: .relaxed)
             do {

@@ -1,11 +1,13 @@
 import Foundation
+import Synchronization
 
 /// The exclusive `flock` on `state_dir/daemon.lock` that makes one process the runner of a queue.
 ///
 /// The lock dies with its process (kill -9 included), so a stale lock file never blocks a restart; the file
 /// holds the owner's pid for `status`.
 final class DaemonLock: Sendable {
-    private let descriptor: Int32
+    /// The lock file's descriptor while the lock is held; -1 once released.
+    private let descriptor: Mutex<Int32>
     let path: String
 
     /// Takes the lock or throws `daemonAlreadyRunning` naming the holder's pid.
@@ -23,13 +25,21 @@ final class DaemonLock: Sendable {
         let text = "\(getpid())\n"
         _ = ftruncate(descriptor, 0)
         _ = text.withCString { pwrite(descriptor, $0, strlen($0), 0) }
-        self.descriptor = descriptor
+        self.descriptor = Mutex(descriptor)
         self.path = path
     }
 
-    deinit {
-        _ = ftruncate(descriptor, 0)
-        close(descriptor)
+    deinit { release() }
+
+    /// Lets the lock go (once; the next call does nothing): another process may run the queue from now on.
+    func release() {
+        let held = descriptor.withLock { descriptor in
+            defer { descriptor = -1 }
+            return descriptor
+        }
+        guard held >= 0 else { return }
+        _ = ftruncate(held, 0)
+        close(held)
     }
 
     /// The pid of the process holding the lock, or nil when no one runs the queue.

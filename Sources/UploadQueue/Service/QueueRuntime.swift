@@ -3,53 +3,32 @@ import Logging
 import ServiceLifecycle
 import Synchronization
 
-/// What runs while this process runs the queue: the transfer engine, the link monitor and the scheduler, and beside
-/// them the owed work (`OwedWork`: patch and hook deliveries, releases and prunes, in one loop), the live event
-/// feed, the connectivity check, the metrics file and the control API, each a `Service` of one `ServiceGroup`.
+/// What runs while this process runs the queue, assembled in one place: the transfer engine, the link monitor and
+/// the scheduler, and beside them the owed work (`OwedWork`: patch and hook deliveries, releases and prunes, in one
+/// loop), the connectivity check, the metrics file and the control API, each a `Service` of the host's one
+/// `ServiceGroup` (the daemon's, beside its spool watcher and watchdog; or the group `UploadQueue.run()` makes).
 ///
-/// `UploadQueue.run()` builds it (taking the queue's lock and recovering what an earlier process left) and runs it;
-/// the facade keeps only this one reference while it runs. The group stops its services in the reverse of their
-/// order: the scheduler first (every transfer stopped at a safe point, its offset saved), then the control API (no
-/// new requests while the rest winds down), the owed work (a batch run first delivers what is due, then releases
-/// what may go), and the loops that only tell or watch.
+/// `UploadQueue.services()` builds it (taking the queue's lock and recovering what an earlier process left); the
+/// facade keeps only the parts it steers (`RunnerParts`), never this. The group stops the services in the reverse
+/// of their order: the scheduler first (every transfer stopped at a safe point, its offset saved), then the control
+/// API (no new requests while the rest winds down), the owed work (a batch run first delivers what is due, then
+/// releases what may go), the loops that only tell or watch, the engine, and last the queue's lock.
 final class QueueRuntime: Sendable {
-    let scheduler: Scheduler
-    let monitor: LinkMonitor
-    let engine: TransferEngine
-    private let group: ServiceGroup
-    private let hub: EventHub
-    /// Held while the runtime exists: the daemon lock (one runner per state directory) and the wake-up socket.
-    private let lock: DaemonLock
-    private let wakeSocket: WakeSocket?
-    private let control: ControlServer?
-    /// Set when the task running the runtime is cancelled (a stop asked for): a batch run then skips its last
-    /// deliveries, which would otherwise run to their end past the stop.
-    private let stopAsked: StopAsked
-    /// Where what the servers taught with 413s is written, in order, off the pool; drained before `run()` returns.
-    private let requestLimitWrites: DispatchQueue
+    /// What the facade steers while the services run.
+    let parts: RunnerParts
+    /// The services, in the order they start (and the reverse of the order they stop).
+    let services: [ServiceGroupConfiguration.ServiceConfiguration]
 
-    /// Whether a stop was asked for; shared with the parts.
+    /// Whether a stop was asked for (rather than a batch run finding nothing left to do); shared with the parts.
     final class StopAsked: Sendable {
         private let flag = Atomic(false)
         var isSet: Bool { flag.load(ordering: .acquiring) }
         func set() { flag.store(true, ordering: .releasing) }
     }
 
-    /// One part of the runtime as a `Service`: its loop runs until the group's graceful shutdown cancels it, then
-    /// `finally` (a batch run's last deliveries, the control API's stop) runs to its end.
-    struct Part: Service {
-        let name: String
-        let loop: @Sendable () async -> Void
-        var finally: @Sendable () async -> Void = {}
-
-        func run() async {
-            await cancelWhenGracefulShutdown(loop)
-            await finally()
-        }
-    }
-
-    /// Takes the queue's lock, recovers, and builds every part; nothing runs until `run()`.
-    init(queue: UploadQueue, hub: EventHub, exitWhenIdle: Bool) async throws {
+    /// Takes the queue's lock, recovers, and builds every part; nothing runs until the group runs the services.
+    /// `onReady` is called once the control API listens (or could not: said in the log).
+    init(queue: UploadQueue, hub: EventHub, exitWhenIdle: Bool, onReady: @escaping @Sendable () -> Void) async throws {
         let configuration = queue.configuration
         let (store, logger) = (queue.store, queue.logger)
         let lock = try DaemonLock(path: configuration.lockPath)
@@ -142,8 +121,8 @@ final class QueueRuntime: Sendable {
         let owed = OwedWork(configuration: configuration, store: store, deliveries: deliveries, logger: logger) { entry, outcome in
             live.publish(OutboxDispatcher.feedEvent(entry, outcome))
         }
-        // Rung at every change: the long polls and the followers of the event stream look again.
-        let bell = ChangeBell(alsoRinging: live.ringSubscribers)
+        // Signalled at every change: the long polls and the followers of the event stream look again.
+        let changes = WakeSignal(remembers: false, alsoSignalling: live.signalSubscribers)
         hub.attachFeed { event in live.publish(event) }
         // Attached now, before the scheduler runs: no event of this run is missed. Called where each event is
         // emitted (a task woken per event to do the same cost two thread hops per small file).
@@ -156,104 +135,89 @@ final class QueueRuntime: Sendable {
             case .stateChanged(_, .uploaded), .stateChanged(_, .failed): owed.wake.signal()
             default: break
             }
-            bell.ring()
+            changes.signal()
         }
+        let wakeSocket: WakeSocket?
         do {
-            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, owed, bell] in
+            wakeSocket = try WakeSocket(path: configuration.wakeSocketPath) { [wake = scheduler.wake, owed, changes] in
                 wake.signal()
                 owed.wake.signal()
                 // What another process changed: the control API's long polls look again.
-                bell.ring()
+                changes.signal()
             }
         } catch {
             logger.warning("no wake-up socket, falling back to polling: \(error)")
             wakeSocket = nil
         }
-        // The control API for other processes (the CLI, a sync engine, any language); without it (a path too
-        // long, a group that does not exist) the queue runs on, and says why.
-        let control: ControlServer?
         let stopAsked = StopAsked()
-        do {
-            control = try await ControlServer(path: configuration.apiSocketPath, settings: configuration.api,
-                                              api: ControlAPI(queue: queue, bell: bell, live: live), logger: logger)
-        } catch {
-            logger.warning("no control API: \(error)")
-            control = nil
+        let parts = RunnerParts(scheduler: scheduler, monitor: monitor, engine: engine)
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        // A part whose loop ends on its own (none should) leaves the rest running: only the scheduler ends a run.
+        func add(_ name: String, _ body: @escaping @Sendable () async throws -> Void) {
+            services.append(.init(service: ClosureService(body), successTerminationBehavior: .ignore,
+                                  failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: name))
         }
-        var parts: [Part] = []
+        // Stopped last, once nothing else runs: what a 413 taught in the last moments is written, the facade lets go
+        // of the parts (writing the metrics file's last lines), and the queue's lock goes.
+        add("queue lock") { [lock] in
+            try? await gracefulShutdown()
+            await withCheckedContinuation { continuation in persisting.async { continuation.resume() } }
+            hub.attachFeed(nil)
+            hub.attachTap(nil)
+            await queue.detach(parts)
+            wakeSocket?.stop()
+            lock.release()
+        }
+        add("transfer engine") {
+            try? await gracefulShutdown()
+            engine.shutdown()
+        }
+        add("link monitor") {
+            monitor.watch { scheduler.linkChanged() }
+            try? await gracefulShutdown()
+            monitor.stop()
+        }
         if let path = configuration.metrics.textfile {
-            parts.append(Part(name: "metrics") {
-                while !Task.isCancelled {
-                    await queue.writeMetrics(to: path)
-                    try? await Task.sleep(for: configuration.metrics.interval)
+            add("metrics") {
+                await cancelWhenGracefulShutdown {
+                    while !Task.isCancelled {
+                        await queue.writeMetrics(to: path)
+                        try? await Task.sleep(for: configuration.metrics.interval)
+                    }
                 }
-            })
+            }
         }
         if let connectivityCheck {
-            parts.append(Part(name: "connectivity check") {
-                await connectivityCheck.run(monitor: monitor, store: store, wake: scheduler.wake, logger: logger,
-                                            first: firstCheck)
-            })
+            add("connectivity check") {
+                await cancelWhenGracefulShutdown {
+                    await connectivityCheck.run(monitor: monitor, store: store, wake: scheduler.wake, logger: logger,
+                                                first: firstCheck)
+                }
+            }
         }
         // A batch run that ran out of work leaves no patch behind that could be sent now, and then no copy that could
         // be released (a stop asked for does not wait for them).
-        parts.append(Part(name: "owed work", loop: { await owed.run() }, finally: {
+        add("owed work") {
+            await cancelWhenGracefulShutdown { await owed.run() }
             if exitWhenIdle && !stopAsked.isSet { await owed.finishDue() } else { await owed.stop() }
-        }))
-        if let control {
-            // Stopping: no new requests from other processes while the rest winds down.
-            parts.append(Part(name: "control API", loop: {
-                while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-            }, finally: { await control.stop() }))
         }
-        // A part whose loop ended on its own (none should) leaves the rest running: only the scheduler ends a run.
-        var services = parts.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0, successTerminationBehavior: .ignore) }
-        // The scheduler ends by itself only in a batch run (nothing left to do): the group then stops the rest.
-        services.append(.init(service: Part(name: "scheduler") { await scheduler.run() },
-                              successTerminationBehavior: .gracefullyShutdownGroup))
-        group = ServiceGroup(configuration: .init(services: services, logger: logger))
-        self.scheduler = scheduler
-        self.monitor = monitor
-        self.engine = engine
-        self.hub = hub
-        self.lock = lock
-        self.control = control
-        self.stopAsked = stopAsked
-        requestLimitWrites = persisting
+        // The control API for other processes (the CLI, a sync engine, any language), bound when it starts; without
+        // it (a path too long, a group that does not exist) the queue runs on, and says why.
+        add("control API") {
+            await ControlService(path: configuration.apiSocketPath, settings: configuration.api,
+                                 api: ControlAPI(queue: queue, changes: changes, live: live), logger: logger,
+                                 onListening: onReady).run()
+        }
+        // The scheduler ends by itself only in a batch run (nothing left to do), or failing: the group then stops the
+        // rest.
+        services.append(.init(service: ClosureService {
+            await cancelWhenGracefulShutdown { await scheduler.run() }
+            if Task.isShuttingDownGracefully || Task.isCancelled { stopAsked.set() }
+            if let failure = await scheduler.failure { throw failure }
+        }, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup,
+           serviceName: "scheduler"))
+        self.parts = parts
+        self.services = services
         built = true
-    }
-
-    /// Runs every part until the task is cancelled (or, in a batch run, the scheduler finds nothing left to do),
-    /// then stops them in order. The cancellation does not reach the parts at once: it starts the group's graceful
-    /// shutdown, which stops them one after another.
-    func run() async throws {
-        defer {
-            hub.attachFeed(nil)
-            hub.attachTap(nil)
-            engine.shutdown()
-        }
-        guard !Task.isCancelled else {
-            // Stopped before it ran: the control API, serving since the start, goes too.
-            await control?.stop()
-            return
-        }
-        let (group, stopAsked) = (self.group, self.stopAsked)
-        let running = Task { try await group.run() }
-        var failure: (any Error)?
-        do {
-            try await withTaskCancellationHandler {
-                try await running.value
-            } onCancel: {
-                stopAsked.set()
-                Task { await group.triggerGracefulShutdown() }
-            }
-        } catch {
-            failure = error
-        }
-        // What a 413 taught in the last moments is written before the queue's lock goes.
-        await withCheckedContinuation { continuation in requestLimitWrites.async { continuation.resume() } }
-        if let failure { throw failure }
-        withExtendedLifetime((lock, wakeSocket)) {}
-        if let failure = await scheduler.failure { throw failure }
     }
 }

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 /// A Unix datagram socket in the state directory through which the CLI wakes a running daemon.
 ///
@@ -9,6 +10,7 @@ final class WakeSocket: Sendable {
     /// Dispatch sources are thread-safe; Swift does not know it.
     nonisolated(unsafe) private let source: DispatchSourceRead
     private let path: String
+    private let closed = Atomic(false)
 
     /// Binds the socket (replacing a stale one; the caller holds the daemon lock) and calls `onWake` per batch of
     /// datagrams.
@@ -38,7 +40,11 @@ final class WakeSocket: Sendable {
         source.resume()
     }
 
-    deinit {
+    deinit { stop() }
+
+    /// Stops listening and removes the socket (once; the next call does nothing).
+    func stop() {
+        guard !closed.exchange(true, ordering: .acquiringAndReleasing) else { return }
         source.cancel()
         unlink(path)
     }
