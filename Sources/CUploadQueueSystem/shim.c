@@ -524,3 +524,12 @@ int uploadq_thread_set_may_block(int value) {
     may_block = value;
     return was;
 }
+
+static _Thread_local char thread_context[32];
+
+const char *uploadq_thread_context(void) { return thread_context[0] ? thread_context : NULL; }
+
+void uploadq_thread_set_context(const char *name) {
+    strncpy(thread_context, name, sizeof thread_context - 1);
+    thread_context[sizeof thread_context - 1] = 0;
+}

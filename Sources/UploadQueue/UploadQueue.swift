@@ -71,7 +71,7 @@ public actor UploadQueue {
             """, path: stateDirectory)
     }
 
-    /// True while `run()` drives transfers in this process.
+    /// True while this process runs the queue's services (`run()`, or `services()` in a host's group).
     public var isRunning: Bool { scheduler != nil }
 
     /// State changes and progress of all jobs, from now on.
@@ -410,7 +410,8 @@ public actor UploadQueue {
     /// transfer engine, the link monitor, the owed work, the control API and the rest, in the order they start (the
     /// group stops them in reverse: the scheduler first, every transfer stopped at a safe point with its offset
     /// saved). Takes the queue's exclusive lock and recovers what an earlier process left before it returns: one
-    /// runner per state directory. Run them once; the lock goes when the last has stopped.
+    /// runner per state directory. Run them once: the lock is held until the last has stopped (or, never run, until
+    /// they are let go).
     ///
     /// - Parameters:
     ///   - exitWhenIdle: the scheduler ends once no job is pending or uploading (batch use: drain the queue, then
@@ -418,9 +419,7 @@ public actor UploadQueue {
     ///   - onReady: called once the services run and the control API listens (the daemon tells systemd).
     public func services(exitWhenIdle: Bool = false, onReady: @escaping @Sendable () -> Void = {}) async throws
         -> [ServiceGroupConfiguration.ServiceConfiguration] {
-        let runtime = try await QueueRuntime(queue: self, hub: hub, exitWhenIdle: exitWhenIdle, onReady: onReady)
-        parts = runtime.parts
-        return runtime.services
+        try await QueueRuntime(queue: self, hub: hub, exitWhenIdle: exitWhenIdle, onReady: onReady).services
     }
 
     /// Runs transfers in this process until the task is cancelled; then stops them at a safe point, with their
@@ -444,7 +443,12 @@ public actor UploadQueue {
         }
     }
 
-    /// Called by the runtime's last service once every other part has stopped: the metrics file's last write, with
+    /// Called by the runtime's lock service when the services start: from now on this process is the runner.
+    func attach(_ running: RunnerParts) {
+        parts = running
+    }
+
+    /// Called by the runtime's lock service once every other part has stopped: the metrics file's last write, with
     /// the running monitor still there (no DNS or D-Bus while stopping), then the parts go.
     func detach(_ stopped: RunnerParts) {
         guard parts?.scheduler === stopped.scheduler else { return }

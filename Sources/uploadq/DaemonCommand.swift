@@ -62,11 +62,13 @@ struct DaemonCommand: AsyncParsableCommand {
         // --exit-when-idle the scheduler finishing is the normal end: the rest of the group stops gracefully.
         var services = queueServices
         if let watchdog = SystemdWatchdog(queue: queue, notifier: notifier, logger: logger) {
-            services.append(.init(service: watchdog, successTerminationBehavior: .ignore))
+            services.append(.init(service: watchdog, successTerminationBehavior: .ignore,
+                                  failureTerminationBehavior: .gracefullyShutdownGroup))
         }
         if let spool = configuration.spool {
+            // A spool that cannot be watched stops the daemon, said, with the queue's parts stopped in order.
             services.append(.init(service: SpoolWatcher(spool: spool, queue: queue, logger: logger),
-                                  successTerminationBehavior: .ignore))
+                                  successTerminationBehavior: .ignore, failureTerminationBehavior: .gracefullyShutdownGroup))
         }
         let group = ServiceGroup(configuration: .init(
             services: services,

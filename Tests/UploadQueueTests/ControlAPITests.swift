@@ -99,7 +99,7 @@ import Testing
         try? await Task.sleep(for: .milliseconds(100))
         changed.signal()
         let woken = await waiter.value
-        #expect(woken < .seconds(2), "a ring took \(woken) to wake the waiter")
+        #expect(woken < .seconds(2), "a signal took \(woken) to wake the waiter")
         let started = ContinuousClock.now
         await changed.wait(timeout: .milliseconds(200))
         #expect(ContinuousClock.now - started >= .milliseconds(190), "returned before its limit")

@@ -158,7 +158,7 @@ struct LibraryTests {
         let services = try await queue.services {
             listening.withLock { $0 = FileManager.default.fileExists(atPath: socket) }
         }
-        #expect(await queue.isRunning, "the parts are the facade's once the services are assembled")
+        #expect(await !queue.isRunning, "the parts are the facade's once the services run, not before")
         // The host's own service, first in the group: stopped after every one of the queue's.
         let stoppedLast = Mutex<(running: Bool, lockFree: Bool)?>(nil)
         let lockPath = queue.configuration.lockPath
@@ -171,6 +171,7 @@ struct LibraryTests {
             services: [.init(service: host, successTerminationBehavior: .ignore)] + services,
             logger: Logger(label: "test")))
         let running = Task { try await group.run() }
+        #expect(await eventually { await queue.isRunning })
         #expect(try await eventually { try queue.store.job(id)?.state == .uploaded })
         #expect(listening.withLock { $0 } == true, "onReady is called with the control API's socket there")
         await group.triggerGracefulShutdown()

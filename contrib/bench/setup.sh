@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Installs what the benchmarks need on top of the test servers: GNU time, hyperfine, rclone, wrk and valgrind from
+# Installs what the benchmarks need on top of the test servers: GNU time, hyperfine, rclone, wrk, valgrind and perf from
 # Debian, the tuspy client into the test virtualenv, and the release build of uploadq. Safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-contrib/setup.sh time hyperfine rclone wrk valgrind
+contrib/setup.sh time hyperfine rclone wrk valgrind linux-perf
 contrib/test-servers/setup.sh
 .build-venv/bin/pip install --quiet --disable-pip-version-check -r contrib/bench/requirements.txt
 contrib/build-release.sh >&2

@@ -155,6 +155,13 @@ int uploadq_thread_may_block(void);
 /// Sets the calling thread's flag (`uploadq_thread_may_block`) and returns what it was.
 int uploadq_thread_set_may_block(int value);
 
+/// The name of the execution context the calling thread is (a thread uploadq made names itself with
+/// `uploadq_thread_set_context`), or NULL. Thread-local, at most 31 bytes.
+const char *uploadq_thread_context(void);
+
+/// Names the calling thread's execution context (copied, cut at 31 bytes), for `uploadq_thread_context`.
+void uploadq_thread_set_context(const char *name);
+
 /// HMAC-SHA256 of `data` under `key` (SigV4 signing keys and signatures); writes 32 bytes to `mac`, returns 0.
 int uploadq_hmac_sha256(const void *key, size_t key_length, const void *data, size_t data_length, unsigned char *mac);
 

@@ -10,7 +10,7 @@ import Logging
 /// kept and recorded first thing in a later pass, and its entry is not delivered again meanwhile.
 ///
 /// It has no loop of its own: the owed-work loop (`OwedWork`) calls `startDue()` on each pass, and each delivery's
-/// end rings `ended`, which wakes that loop.
+/// end calls `ended`, which wakes that loop.
 actor OutboxDispatcher {
     /// Runs on a thread of its own (`ActorThread`): the SQLite it calls blocks that thread, never the shared pool.
     private let thread = ActorThread(name: "uploadq-outbox")
@@ -36,7 +36,7 @@ actor OutboxDispatcher {
 
     /// Told each outcome once it is recorded (the event feed).
     private let recorded: @Sendable (OutboxEntry, OutboxOutcome) -> Void
-    /// Rung when a delivery ends.
+    /// Called when a delivery ends.
     private let ended: @Sendable () -> Void
 
     /// A dispatcher for these consumers; an entry of a consumer not among them waits (a hook taken out of the
@@ -92,7 +92,7 @@ actor OutboxDispatcher {
     }
 
     /// One pass: records the outcomes kept from earlier passes, then starts the due entries for the free slots,
-    /// without waiting for them (each one's end rings `ended`). Throws while the queue cannot be read or written
+    /// without waiting for them (each one's end calls `ended`). Throws while the queue cannot be read or written
     /// (said once per cause).
     func startDue(now: Date = Date()) throws -> Pass {
         do {
@@ -103,8 +103,10 @@ actor OutboxDispatcher {
                 where inFlight.count < parallel {
                     let key = Key(job: entry.jobID, consumer: entry.consumer)
                     guard inFlight[key] == nil, unrecorded[key] == nil, let delivery = deliveries[entry.consumer] else { continue }
+                    HopTrace.record(entry.jobID, "\(entry.consumer) due")
                     inFlight[key] = Task {
                         let outcome = await delivery.deliver(job, entry: entry)
+                        HopTrace.record(entry.jobID, "\(entry.consumer) delivered")
                         self.finish(key, entry, outcome)
                     }
                 }
@@ -160,6 +162,7 @@ actor OutboxDispatcher {
         if case .postpone = outcome {} else { recorded(entry, outcome) }
         do {
             try store.finishOutbox(entry.jobID, entry.consumer, outcome: outcome)
+            HopTrace.record(entry.jobID, "\(entry.consumer) recorded")
         } catch {
             // Kept, and recorded once the queue can be written: the entry is not delivered again meanwhile.
             unrecorded[Key(job: entry.jobID, consumer: entry.consumer)] = outcome

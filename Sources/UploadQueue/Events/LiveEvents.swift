@@ -76,7 +76,7 @@ final class LiveEvents: Sendable {
         for wake in wakes { wake.signal() }
     }
 
-    /// Rings every subscriber's wake (the durable log changed: its followers read it).
+    /// Wakes every subscriber (the durable log changed: its followers read it).
     func signalSubscribers() {
         for wake in subscribers.withLock({ $0.values.map(\.wake) }) { wake.signal() }
     }

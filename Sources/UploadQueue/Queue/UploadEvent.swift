@@ -14,6 +14,27 @@ public enum UploadEvent: Sendable, Equatable {
     case groupUploaded(String)
 }
 
+extension UploadEvent {
+    /// The job the event is about; nil for a group's.
+    var jobID: JobID? {
+        switch self {
+        case .enqueued(let id), .stateChanged(let id, _), .progress(let id, _, _, _), .cancelled(let id): id
+        case .groupUploaded: nil
+        }
+    }
+
+    /// The event's name in a `HopTrace`.
+    var traceName: String {
+        switch self {
+        case .enqueued: "enqueued"
+        case .stateChanged(_, let state): "\(state.rawValue)"
+        case .progress: "progress"
+        case .cancelled: "cancelled"
+        case .groupUploaded: "group uploaded"
+        }
+    }
+}
+
 /// The queue's events as an `AsyncSequence`; each iteration gets every event from the moment it starts.
 public struct UploadEvents: AsyncSequence, Sendable {
     public typealias Element = UploadEvent
@@ -82,6 +103,7 @@ final class EventHub: Sendable {
     }
 
     func emit(_ event: UploadEvent) {
+        if let job = event.jobID { HopTrace.record(job, "\(event.traceName)") }
         tap.withLock { $0 }?.receive(event)
         let current = subscribers.withLock { Array($0.values) }
         for subscriber in current where subscriber.takes(event) { subscriber.continuation.yield(event) }

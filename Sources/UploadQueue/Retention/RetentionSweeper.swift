@@ -70,7 +70,12 @@ actor RetentionSweeper {
         }
         let releaser = self.releaser
         let ready = due.filter { blocked[$0.jobID] == nil }
-        var outcomes = await BlockingWork.runResult { () throws(Never) in releaser.perform(ready) }.get()
+        for release in ready { HopTrace.record(release.jobID, "release due") }
+        var outcomes = await BlockingWork.runResult { () throws(Never) in
+            let outcomes = releaser.perform(ready)
+            for release in ready { HopTrace.record(release.jobID, "released") }
+            return outcomes
+        }.get()
         for (id, reason) in blocked { outcomes[id] = .failed(reason) }
         var done: [JobID] = []
         var storeFailed = false

@@ -741,6 +741,7 @@ actor Scheduler {
     }
 
     private func transfer(_ job: Job, attempt: Int) async {
+        HopTrace.record(job.id, "transfer begins")
         var job = job
         let result: Result<UploadOutcome, TransferFailure>
         if let uploader = uploaders[job.destination] {
@@ -766,6 +767,7 @@ actor Scheduler {
             result = .failure(.permanent("unknown-destination", "destination \"\(job.destination)\" is no longer "
                 + "configured; add it back to the config, then `uploadq retry \(job.id)`"))
         }
+        HopTrace.record(job.id, "transfer ended")
         for notice in state.ended(job, attempt: attempt, result: result, now: Date()) { tell(notice) }
         workers[job.id] = nil
         gauge.withdraw(job.id)

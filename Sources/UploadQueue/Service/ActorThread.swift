@@ -34,6 +34,7 @@ final class ActorThread: SerialExecutor {
         let thread = Thread {
             // What its actor runs may block: this thread is kept for that.
             _ = uploadq_thread_set_may_block(1)
+            uploadq_thread_set_context(name)
             while true {
                 state.ready.wait()
                 let job = state.queue.withLock { queue -> UnownedJob? in

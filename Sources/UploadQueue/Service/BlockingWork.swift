@@ -1,3 +1,4 @@
+import CUploadQueueSystem
 import Dispatch
 import Foundation
 
@@ -29,7 +30,10 @@ extension BlockingWork {
     /// photo) would wait for one of them. For work that may run long, a few at once (the spool's intakes).
     static func runOnOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
-            let thread = Thread { continuation.resume(with: Result { try BlockingCheck.mayBlock(body) }) }
+            let thread = Thread {
+                uploadq_thread_set_context("uploadq-intake")
+                continuation.resume(with: Result { try BlockingCheck.mayBlock(body) })
+            }
             thread.name = "uploadq-intake"
             thread.start()
         }

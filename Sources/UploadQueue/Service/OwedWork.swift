@@ -17,7 +17,7 @@ actor OwedWork {
     private let store: QueueStore
     private let outbox: OutboxDispatcher
     private let retention: RetentionSweeper
-    /// Rung when something may be owed now: a job that ended, a delivery or sweep that ended, another process.
+    /// Signalled when something may be owed now: a job that ended, a delivery or sweep that ended, another process.
     nonisolated let wake: WakeSignal
     /// The sweep of releases (and the prune, when due) under way.
     private var sweeping: Task<Void, Never>?

@@ -9,21 +9,61 @@ import Synchronization
 /// `ServiceGroup` (the daemon's, beside its spool watcher and watchdog; or the group `UploadQueue.run()` makes).
 ///
 /// `UploadQueue.services()` builds it (taking the queue's lock and recovering what an earlier process left); the
-/// facade keeps only the parts it steers (`RunnerParts`), never this. The group stops the services in the reverse
+/// facade is handed only the parts it steers (`RunnerParts`), while the services run, never this. The group stops the services in the reverse
 /// of their order: the scheduler first (every transfer stopped at a safe point, its offset saved), then the control
 /// API (no new requests while the rest winds down), the owed work (a batch run first delivers what is due, then
-/// releases what may go), the loops that only tell or watch, the engine, and last the queue's lock.
+/// releases what may go), the loops that only tell or watch, the engine, and last the queue's lock. A cancelled
+/// group stops them all at once, but the engine, the link monitor and the lock still wait for every other part
+/// (`UsersStopped`).
 final class QueueRuntime: Sendable {
-    /// What the facade steers while the services run.
-    let parts: RunnerParts
     /// The services, in the order they start (and the reverse of the order they stop).
     let services: [ServiceGroupConfiguration.ServiceConfiguration]
 
-    /// Whether a stop was asked for (rather than a batch run finding nothing left to do); shared with the parts.
+    /// Whether a stop was asked for (rather than a batch run finding nothing left to do): set by the scheduler's
+    /// service when a shutdown, not the end of the work, stopped it, or by a cancel.
     final class StopAsked: Sendable {
         private let flag = Atomic(false)
         var isSet: Bool { flag.load(ordering: .acquiring) }
         func set() { flag.store(true, ordering: .releasing) }
+    }
+
+    /// Opens once every service that uses the engine, the link monitor or the lock has ended. A graceful shutdown
+    /// stops the services in order anyway; a cancelled group stops them all at once, and then the engine, the
+    /// monitor and the lock still go only after the scheduler has stopped its transfers and recorded their ends.
+    final class UsersStopped: Sendable {
+        private struct State {
+            var users = 0
+            var ended = 0
+            var waiters: [CheckedContinuation<Void, Never>] = []
+        }
+
+        private let state = Mutex(State())
+
+        /// One more service to wait for (before the group runs).
+        func add() { state.withLock { $0.users += 1 } }
+
+        /// One of them has ended.
+        func ended() {
+            let woken = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.ended += 1
+                guard state.ended >= state.users else { return [] }
+                defer { state.waiters.removeAll() }
+                return state.waiters
+            }
+            for waiter in woken { waiter.resume() }
+        }
+
+        /// Returns once all have ended (a cancel does not cut it short: what it waits for ends in any case).
+        func wait() async {
+            await withCheckedContinuation { continuation in
+                let open = state.withLock { state -> Bool in
+                    if state.ended >= state.users { return true }
+                    state.waiters.append(continuation)
+                    return false
+                }
+                if open { continuation.resume() }
+            }
+        }
     }
 
     /// Takes the queue's lock, recovers, and builds every part; nothing runs until the group runs the services.
@@ -150,17 +190,26 @@ final class QueueRuntime: Sendable {
             wakeSocket = nil
         }
         let stopAsked = StopAsked()
+        let users = UsersStopped()
         let parts = RunnerParts(scheduler: scheduler, monitor: monitor, engine: engine)
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = []
         // A part whose loop ends on its own (none should) leaves the rest running: only the scheduler ends a run.
-        func add(_ name: String, _ body: @escaping @Sendable () async throws -> Void) {
-            services.append(.init(service: ClosureService(body), successTerminationBehavior: .ignore,
+        // A user of the engine, the monitor or the lock says when it has ended.
+        func add(_ name: String, user: Bool = true, _ body: @escaping @Sendable () async throws -> Void) {
+            if user { users.add() }
+            let service = ClosureService {
+                defer { if user { users.ended() } }
+                try await body()
+            }
+            services.append(.init(service: service, successTerminationBehavior: .ignore,
                                   failureTerminationBehavior: .gracefullyShutdownGroup, serviceName: name))
         }
         // Stopped last, once nothing else runs: what a 413 taught in the last moments is written, the facade lets go
         // of the parts (writing the metrics file's last lines), and the queue's lock goes.
-        add("queue lock") { [lock] in
+        add("queue lock", user: false) { [lock] in
+            await queue.attach(parts)
             try? await gracefulShutdown()
+            await users.wait()
             await withCheckedContinuation { continuation in persisting.async { continuation.resume() } }
             hub.attachFeed(nil)
             hub.attachTap(nil)
@@ -168,13 +217,15 @@ final class QueueRuntime: Sendable {
             wakeSocket?.stop()
             lock.release()
         }
-        add("transfer engine") {
+        add("transfer engine", user: false) {
             try? await gracefulShutdown()
+            await users.wait()
             engine.shutdown()
         }
-        add("link monitor") {
+        add("link monitor", user: false) {
             monitor.watch { scheduler.linkChanged() }
             try? await gracefulShutdown()
+            await users.wait()
             monitor.stop()
         }
         if let path = configuration.metrics.textfile {
@@ -199,6 +250,7 @@ final class QueueRuntime: Sendable {
         // be released (a stop asked for does not wait for them).
         add("owed work") {
             await cancelWhenGracefulShutdown { await owed.run() }
+            if Task.isCancelled { stopAsked.set() }
             if exitWhenIdle && !stopAsked.isSet { await owed.finishDue() } else { await owed.stop() }
         }
         // The control API for other processes (the CLI, a sync engine, any language), bound when it starts; without
@@ -210,13 +262,14 @@ final class QueueRuntime: Sendable {
         }
         // The scheduler ends by itself only in a batch run (nothing left to do), or failing: the group then stops the
         // rest.
+        users.add()
         services.append(.init(service: ClosureService {
+            defer { users.ended() }
             await cancelWhenGracefulShutdown { await scheduler.run() }
             if Task.isShuttingDownGracefully || Task.isCancelled { stopAsked.set() }
             if let failure = await scheduler.failure { throw failure }
         }, successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup,
            serviceName: "scheduler"))
-        self.parts = parts
         self.services = services
         built = true
     }

@@ -11,6 +11,8 @@ import Synchronization
 final class WakeSignal: Sendable {
     private struct Waiters {
         var next = 0
+        /// How many signals came: a wait that saw a signal come between its start and its listing returns at once.
+        var generation: UInt64 = 0
         var continuations: [Int: CheckedContinuation<Void, Never>] = [:]
         /// Waiters woken (by their timer, or a cancel) before they were listed: they return at once.
         var early: Set<Int> = []
@@ -34,6 +36,7 @@ final class WakeSignal: Sendable {
         alsoSignalling?()
         let woken = waiters.withLock { waiters in
             defer { waiters.continuations.removeAll() }
+            waiters.generation &+= 1
             if remembers && waiters.continuations.isEmpty { waiters.missed = true }
             return Array(waiters.continuations.values)
         }
@@ -43,15 +46,15 @@ final class WakeSignal: Sendable {
     /// Returns at the next `signal()` (or at once for one kept), after `timeout` at the latest, or at once when the
     /// task is cancelled.
     func wait(timeout: Duration) async {
-        let id = waiters.withLock { waiters -> Int? in
+        let started = waiters.withLock { waiters -> (id: Int, generation: UInt64)? in
             if waiters.missed {
                 waiters.missed = false
                 return nil
             }
             waiters.next += 1
-            return waiters.next
+            return (waiters.next, waiters.generation)
         }
-        guard let id else { return }
+        guard let (id, generation) = started else { return }
         let timer = Task { [weak self] in
             guard (try? await Task.sleep(for: timeout)) != nil else { return }
             self?.wake(id)
@@ -60,6 +63,12 @@ final class WakeSignal: Sendable {
             await withCheckedContinuation { continuation in
                 let already = waiters.withLock { waiters -> Bool in
                     if waiters.early.remove(id) != nil { return true }
+                    if waiters.generation != generation {
+                        // A signal came since this wait began, before it was listed: it is this wait's (and not
+                        // kept for the next one as well).
+                        if remembers { waiters.missed = false }
+                        return true
+                    }
                     waiters.continuations[id] = continuation
                     return false
                 }

@@ -1,4 +1,5 @@
 import CCurlShim
+import CUploadQueueSystem
 import Foundation
 import Synchronization
 
@@ -19,7 +20,10 @@ final class TransferEngine: Sendable {
         TransferEngine.initializeOnce()
         multi = MultiHandle()
         let loop = EngineLoop(inbox: inbox, multi: multi)
-        let thread = Thread { loop.run() }
+        let thread = Thread {
+            uploadq_thread_set_context("uploadq.transfer-engine")
+            loop.run()
+        }
         thread.name = "uploadq.transfer-engine"
         thread.start()
     }
