@@ -410,8 +410,8 @@ public actor UploadQueue {
     /// transfer engine, the link monitor, the owed work, the control API and the rest, in the order they start (the
     /// group stops them in reverse: the scheduler first, every transfer stopped at a safe point with its offset
     /// saved). Takes the queue's exclusive lock and recovers what an earlier process left before it returns: one
-    /// runner per state directory. Run them once: the lock is held until the last has stopped (or, never run, until
-    /// they are let go).
+    /// runner per state directory. Run all of them, once, in one group: the engine and the lock go only once every
+    /// other one has stopped (never run, they are held until the services are let go).
     ///
     /// - Parameters:
     ///   - exitWhenIdle: the scheduler ends once no job is pending or uploading (batch use: drain the queue, then

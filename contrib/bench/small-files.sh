@@ -23,8 +23,8 @@
 # /var/tmp), as on a device; the files and the servers' storage live in RAM. The drains of uploadq and of curl are
 # counted by `perf stat -e context-switches` too (uploadq: every thread of the daemon), and the CPU time and the
 # context switches per file printed beside the wall times. The targets (wall time against the proof's floor: 1.5× at
-# 8 KiB, 1.15× at 64 and 512 KiB; CPU per file at most 2.5× curl's; at most 3 context switches per file) are checked
-# at the end.
+# 8 KiB, 1.15× at 64 and 512 KiB; CPU per file at most 2.5× curl's; at most 3 context switches per file) are printed
+# at the end, met or MISSED.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
@@ -33,15 +33,29 @@ bench_prepare "$@"
 sizes=${SIZES_KIB:-8 64 512}
 runs=${RUNS:-3}
 command -v wrk > /dev/null || { echo "bench: wrk is missing (contrib/bench/setup.sh installs it)" >&2; exit 1; }
-command -v perf > /dev/null || { echo "bench: perf is missing (contrib/bench/setup.sh installs it)" >&2; exit 1; }
 : > "$work/switches"
+# Context switches are counted where perf counts them in the kernel (root, or perf_event_paranoid ≤ 1): a count of
+# user space alone (`context-switches:u`) would be 0, and is not taken.
+perf_counts=0
+if command -v perf > /dev/null && perf stat -x, -o "$work/perf" -e context-switches -- sleep 0.01 2> /dev/null \
+    && awk -F, '$3 == "context-switches" && $1 ~ /^[0-9]+$/ { found = 1 } END { exit !found }' "$work/perf"; then
+    perf_counts=1
+else
+    echo "bench: perf cannot count context switches here (contrib/bench/setup.sh installs it; root counts them):" \
+        "they are not reported" >&2
+fi
 
 # `counted GROUP LABEL COMMAND...`: `measure`, with the context switches of the command's process (all its threads
-# and children) counted by `perf stat` (a software event: the count costs next to nothing, and curl is counted alike).
+# and children) counted by `perf stat` (a software event: it costs next to nothing). Every drain is counted alike, so
+# perf's own start and end weigh on each of them.
 counted() {
     local group=$1 label=$2; shift 2
-    measure "$group" "$label" perf stat -x, -o "$work/perf" -e context-switches -- "$@"
-    echo "$group|$label|$(awk -F, '/context-switches/ { print $1 }' "$work/perf")" >> "$work/switches"
+    if [ "$perf_counts" = 1 ]; then
+        measure "$group" "$label" perf stat -x, -o "$work/perf" -e context-switches -- "$@"
+        echo "$group|$label|$(awk -F, '$3 == "context-switches" { print $1 }' "$work/perf")" >> "$work/switches"
+    else
+        measure "$group" "$label" "$@"
+    fi
 }
 bench_state_dir small
 
@@ -93,16 +107,16 @@ PY
         # Alternate who goes first: on a shared VM the machine's speed drifts from one minute to the next.
         if [ $((run % 2)) -eq 1 ]; then
             counted "drain $group" "curl --parallel" curl -sS --fail --parallel --parallel-max 4 -K "$list"
-            measure "drain $group" "curl, PUT then HEAD" sh -c "curl -sS --fail --parallel --parallel-max 4 -K '$proven' \
+            counted "drain $group" "curl, PUT then HEAD" sh -c "curl -sS --fail --parallel --parallel-max 4 -K '$proven' \
                 && curl -sS --fail --parallel --parallel-max 4 -K '$heads'"
             counted "drain $group" "uploadq drain" "$binary" daemon --exit-when-idle --log-level warning --config "$cfg"
-            measure "drain $group" "uploadq drain, verify = status" "$binary" daemon --exit-when-idle \
+            counted "drain $group" "uploadq drain, verify = status" "$binary" daemon --exit-when-idle \
                 --log-level warning --config "$unproven"
         else
-            measure "drain $group" "uploadq drain, verify = status" "$binary" daemon --exit-when-idle \
+            counted "drain $group" "uploadq drain, verify = status" "$binary" daemon --exit-when-idle \
                 --log-level warning --config "$unproven"
             counted "drain $group" "uploadq drain" "$binary" daemon --exit-when-idle --log-level warning --config "$cfg"
-            measure "drain $group" "curl, PUT then HEAD" sh -c "curl -sS --fail --parallel --parallel-max 4 -K '$proven' \
+            counted "drain $group" "curl, PUT then HEAD" sh -c "curl -sS --fail --parallel --parallel-max 4 -K '$proven' \
                 && curl -sS --fail --parallel --parallel-max 4 -K '$heads'"
             counted "drain $group" "curl --parallel" curl -sS --fail --parallel --parallel-max 4 -K "$list"
         fi
@@ -125,7 +139,8 @@ for line in open(sys.argv[1]):
     cpus.setdefault((group, label), []).append(float(times.split()[1]) + float(times.split()[2]))
 for line in open(sys.argv[3]):
     group, label, count = line.rstrip("\n").split("|")
-    switches.setdefault((group, label), []).append(int(count))
+    if count.isdigit():
+        switches.setdefault((group, label), []).append(int(count))
 ceilings = {}
 for line in open(sys.argv[2]):
     size, files, rate = line.split()
@@ -147,16 +162,19 @@ for size, (files, rates) in ceilings.items():
     print(f"{size} KiB: the proof's floor (curl, PUT then HEAD) {floor:.2f} s = {floor / curl:.2f}× curl's PUTs alone; "
           f"uploadq {ours / floor:.2f}× of it")
     cpu = lambda label: statistics.median(cpus[(group, label)]) / files * 1e6
-    per_file = lambda label: statistics.median(switches[(group, label)]) / files
+    per_file = lambda label: statistics.median(switches[(group, label)]) / files if (group, label) in switches else None
+    counted = per_file("uploadq drain") is not None and per_file("curl --parallel") is not None
     print(f"{size} KiB: CPU per file uploadq {cpu('uploadq drain'):,.0f} µs, curl {cpu('curl --parallel'):,.0f} µs "
-          f"({cpu('uploadq drain') / cpu('curl --parallel'):.2f}×); context switches per file uploadq "
-          f"{per_file('uploadq drain'):.1f}, curl {per_file('curl --parallel'):.1f}")
+          f"({cpu('uploadq drain') / cpu('curl --parallel'):.2f}×); context switches per file "
+          + (f"uploadq {per_file('uploadq drain'):.1f}, curl {per_file('curl --parallel'):.1f}" if counted
+             else "not counted"))
     target = targets.get(size, 1.15)
     checks = [
         (f"{size} KiB drain at most {target}× the proof's floor", ours / floor, target, "×"),
         (f"{size} KiB CPU per file at most 2.5× curl's", cpu("uploadq drain") / cpu("curl --parallel"), 2.5, "×"),
-        (f"{size} KiB at most 3 context switches per file", per_file("uploadq drain"), 3, ""),
     ]
+    if counted:
+        checks.append((f"{size} KiB at most 3 context switches per file", per_file("uploadq drain"), 3, ""))
     for what, value, bound, unit in checks:
         met = value <= bound
         missed += not met

@@ -73,7 +73,7 @@ actor RetentionSweeper {
         for release in ready { HopTrace.record(release.jobID, "release due") }
         var outcomes = await BlockingWork.runResult { () throws(Never) in
             let outcomes = releaser.perform(ready)
-            for release in ready { HopTrace.record(release.jobID, "released") }
+            for release in ready where outcomes[release.jobID] == .done { HopTrace.record(release.jobID, "released") }
             return outcomes
         }.get()
         for (id, reason) in blocked { outcomes[id] = .failed(reason) }

@@ -18,18 +18,22 @@ package enum HopTrace {
 
     #if DEBUG
     private static let hops = Mutex<[JobID: [Hop]]?>(nil)
+    /// Whether it records: read at every step, a load where a lock would be taken.
+    private static let recording = Atomic(false)
     #endif
 
     /// Starts recording (forgetting what an earlier start recorded).
     package static func start() {
         #if DEBUG
         hops.withLock { $0 = [:] }
+        recording.store(true, ordering: .releasing)
         #endif
     }
 
     /// Stops recording, handing back what was recorded.
     package static func stop() -> [JobID: [Hop]] {
         #if DEBUG
+        recording.store(false, ordering: .releasing)
         return hops.withLock { hops in
             defer { hops = nil }
             return hops ?? [:]
@@ -52,7 +56,7 @@ package enum HopTrace {
     @inline(__always)
     static func record(_ job: JobID, _ step: @autoclosure () -> String) {
         #if DEBUG
-        guard hops.withLock({ $0 != nil }) else { return }
+        guard recording.load(ordering: .acquiring) else { return }
         let hop = Hop(context: context, step: step())
         hops.withLock { $0?[job, default: []].append(hop) }
         #endif

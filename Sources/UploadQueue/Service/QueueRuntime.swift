@@ -9,8 +9,8 @@ import Synchronization
 /// `ServiceGroup` (the daemon's, beside its spool watcher and watchdog; or the group `UploadQueue.run()` makes).
 ///
 /// `UploadQueue.services()` builds it (taking the queue's lock and recovering what an earlier process left); the
-/// facade is handed only the parts it steers (`RunnerParts`), while the services run, never this. The group stops the services in the reverse
-/// of their order: the scheduler first (every transfer stopped at a safe point, its offset saved), then the control
+/// facade is handed only the parts it steers (`RunnerParts`), while the services run, never this. The group stops
+/// the services in the reverse of their order: the scheduler first (every transfer stopped at a safe point, its offset saved), then the control
 /// API (no new requests while the rest winds down), the owed work (a batch run first delivers what is due, then
 /// releases what may go), the loops that only tell or watch, the engine, and last the queue's lock. A cancelled
 /// group stops them all at once, but the engine, the link monitor and the lock still wait for every other part
@@ -207,7 +207,6 @@ final class QueueRuntime: Sendable {
         // Stopped last, once nothing else runs: what a 413 taught in the last moments is written, the facade lets go
         // of the parts (writing the metrics file's last lines), and the queue's lock goes.
         add("queue lock", user: false) { [lock] in
-            await queue.attach(parts)
             try? await gracefulShutdown()
             await users.wait()
             await withCheckedContinuation { continuation in persisting.async { continuation.resume() } }
@@ -255,7 +254,10 @@ final class QueueRuntime: Sendable {
         }
         // The control API for other processes (the CLI, a sync engine, any language), bound when it starts; without
         // it (a path too long, a group that does not exist) the queue runs on, and says why.
+        // The facade steers the parts from the moment the API may be asked (before "ready"), and lets go of them in the
+        // lock's service, once every part has stopped.
         add("control API") {
+            await queue.attach(parts)
             await ControlService(path: configuration.apiSocketPath, settings: configuration.api,
                                  api: ControlAPI(queue: queue, changes: changes, live: live), logger: logger,
                                  onListening: onReady).run()

@@ -62,13 +62,14 @@ final class WakeSignal: Sendable {
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
                 let already = waiters.withLock { waiters -> Bool in
-                    if waiters.early.remove(id) != nil { return true }
                     if waiters.generation != generation {
                         // A signal came since this wait began, before it was listed: it is this wait's (and not
                         // kept for the next one as well).
                         if remembers { waiters.missed = false }
+                        waiters.early.remove(id)
                         return true
                     }
+                    if waiters.early.remove(id) != nil { return true }
                     waiters.continuations[id] = continuation
                     return false
                 }
