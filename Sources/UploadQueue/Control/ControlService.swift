@@ -14,17 +14,15 @@ struct ControlService: Service {
     let onListening: @Sendable () -> Void
 
     func run() async {
-        let server: ControlServer
+        let server: ControlServer?
         do {
             server = try await ControlServer(path: path, settings: settings, api: api, logger: logger)
         } catch {
             logger.warning("no control API: \(error)")
-            onListening()
-            try? await gracefulShutdown()
-            return
+            server = nil
         }
         onListening()
         try? await gracefulShutdown()
-        await server.stop()
+        await server?.stop()
     }
 }

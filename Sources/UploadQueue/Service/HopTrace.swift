@@ -17,7 +17,7 @@ package enum HopTrace {
     }
 
     #if DEBUG
-    private static let hops = Mutex<[JobID: [Hop]]?>(nil)
+    private static let hops = Mutex<[JobID: [Hop]]>([:])
     /// Whether it records: read at every step, a load where a lock would be taken.
     private static let recording = Atomic(false)
     #endif
@@ -35,8 +35,8 @@ package enum HopTrace {
         #if DEBUG
         recording.store(false, ordering: .releasing)
         return hops.withLock { hops in
-            defer { hops = nil }
-            return hops ?? [:]
+            defer { hops = [:] }
+            return hops
         }
         #else
         return [:]
@@ -46,7 +46,7 @@ package enum HopTrace {
     /// What was recorded of `job` so far.
     package static func peek(_ job: JobID) -> [Hop] {
         #if DEBUG
-        return hops.withLock { $0?[job] ?? [] }
+        return hops.withLock { $0[job] ?? [] }
         #else
         return []
         #endif
@@ -58,7 +58,7 @@ package enum HopTrace {
         #if DEBUG
         guard recording.load(ordering: .acquiring) else { return }
         let hop = Hop(context: context, step: step())
-        hops.withLock { $0?[job, default: []].append(hop) }
+        hops.withLock { $0[job, default: []].append(hop) }
         #endif
     }
 
